@@ -1,0 +1,44 @@
+/* Backend interface: a small vtable in the manner of ggml's backend, one implementation per target.
+ * Pointers returned by alloc are device pointers (host memory for the CPU backend). */
+#ifndef LATHE_BACKEND_H
+#define LATHE_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../base/diag.h"
+
+typedef struct Backend Backend;
+typedef struct BackendModule BackendModule;
+
+typedef struct BackendOps {
+  const char *name;
+  void *(*alloc)(Backend *b, size_t bytes, Diag *d);
+  void (*free)(Backend *b, void *ptr);
+  int (*upload)(Backend *b, void *dst, const void *src, size_t bytes, Diag *d);
+  int (*download)(Backend *b, void *dst, const void *src, size_t bytes, Diag *d);
+  /* Compiles one translation unit (C for cpu, CUDA C for cuda), through the on-disk cache. */
+  BackendModule *(*compile)(Backend *b, const char *source, Diag *d);
+  void (*module_free)(Backend *b, BackendModule *m);
+  /* Launches kernel `name` of module m. bufs/syms as in code.h's ABI. grid/block are ignored on the CPU. */
+  int (*launch)(Backend *b, BackendModule *m, const char *name, void *const *bufs, int nbufs,
+                const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d);
+  int (*sync)(Backend *b, Diag *d);
+  void (*destroy)(Backend *b);
+} BackendOps;
+
+struct Backend {
+  const BackendOps *ops;
+  void *impl;
+};
+
+Backend *backend_cpu_new(Diag *d);
+/* CPU backend counters: compiler invocations and compile-cache hits since creation (for tests). */
+void backend_cpu_stats(Backend *b, int *compiles, int *cache_hits);
+/* CUDA backend over the driver API (libcuda.so.1, loaded at run time). NULL with a diag saying why
+ * when there is no driver or no GPU. */
+Backend *backend_cuda_new(Diag *d);
+/* CUDA backend counters: NVRTC compiles and compile-cache hits since creation (for tests). */
+void backend_cuda_stats(Backend *b, int *compiles, int *cache_hits);
+/* The GPU's name ("NVIDIA H200") and NVRTC target ("sm_90"); NULL for other backends. */
+const char *backend_cuda_device(Backend *b);
+const char *backend_cuda_arch(Backend *b);
+#endif

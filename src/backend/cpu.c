@@ -1,0 +1,410 @@
+/* CPU backend: host memory, C source compiled by the system compiler into a shared object
+ * (through the on-disk cache), loaded with dlopen and called through the code.h C ABI. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../base/hash.h"
+#include "backend.h"
+#include "cache.h"
+
+extern char **environ;
+
+#define CPU_FLAGS "-O3 -march=native -fopenmp -shared -fPIC -std=c11"
+#define CPU_LIBS "-lm"
+#define MAX_ARGS 64
+
+typedef struct CpuImpl {
+  char cc[256];          /* $LATHE_CC or "cc"; may hold extra words, e.g. "ccache gcc" */
+  char compiler_id[256]; /* first line of `$CC --version`, part of every cache key */
+  int have_id;
+  int compiles, cache_hits;
+} CpuImpl;
+
+typedef void (*CpuKernelFn)(void *const *bufs, const int64_t *syms);
+
+typedef struct CpuSym {
+  char *name;
+  CpuKernelFn fn;
+} CpuSym;
+
+/* What a BackendModule* points to on this backend. */
+typedef struct CpuModule {
+  void *dl;
+  CpuSym *syms; /* kernels already looked up, so launches skip dlsym */
+  int nsyms, cap;
+} CpuModule;
+
+static CpuImpl *impl_of(Backend *b) { return (CpuImpl *)b->impl; }
+
+/* ---- memory ---- */
+
+static void *cpu_alloc(Backend *b, size_t bytes, Diag *d) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64; /* zero-size buffers still get a distinct valid pointer */
+  void *p = aligned_alloc(64, rounded);
+  if (!p) diag_error(d, 0, 0, "cpu: out of memory allocating %zu bytes", bytes);
+  return p;
+}
+
+static void cpu_free(Backend *b, void *ptr) { free(ptr); }
+
+static int cpu_copy(Backend *b, void *dst, const void *src, size_t bytes, Diag *d) {
+  if (bytes) memcpy(dst, src, bytes);
+  return 1;
+}
+
+static int cpu_sync(Backend *b, Diag *d) { return 1; }
+
+/* ---- running the compiler ---- */
+
+/* Splits s into whitespace-separated words written into buf, appending pointers to argv. */
+static int split_words(char *buf, size_t n, const char *s, char **argv, int argc) {
+  snprintf(buf, n, "%s", s);
+  for (char *tok = strtok(buf, " \t"); tok && argc < MAX_ARGS - 1; tok = strtok(NULL, " \t")) argv[argc++] = tok;
+  return argc;
+}
+
+/* Runs argv without a shell, stdout and stderr to out_fd. Returns the exit status, or -1 and
+ * sets *err when the program cannot be started. */
+static int run_program(char *const *argv, int out_fd, int *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, STDERR_FILENO);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    *err = rc;
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      *err = errno;
+      return -1;
+    }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* First line of `$CC --version`; the compiler name alone if that cannot be run. */
+static void compute_compiler_id(CpuImpl *c) {
+  c->have_id = 1;
+  snprintf(c->compiler_id, sizeof c->compiler_id, "%s", c->cc);
+  char words[256], *argv[MAX_ARGS];
+  int argc = split_words(words, sizeof words, c->cc, argv, 0);
+  if (argc == 0) return;
+  argv[argc++] = "--version";
+  argv[argc] = NULL;
+  char tmpl[] = "/tmp/lathe-ccver-XXXXXX";
+  int fd = mkstemp(tmpl);
+  if (fd < 0) return;
+  unlink(tmpl);
+  int err = 0;
+  if (run_program(argv, fd, &err) == 0) {
+    char line[256] = {0};
+    ssize_t got = pread(fd, line, sizeof line - 1, 0);
+    if (got > 0) {
+      line[got] = '\0';
+      line[strcspn(line, "\n")] = '\0';
+      if (line[0]) snprintf(c->compiler_id, sizeof c->compiler_id, "%s", line);
+    }
+  }
+  close(fd);
+}
+
+/* Puts the compiler's first error (and the few lines after it) into the diag; the lines before
+ * the first "error" are usually only "In function ..." context. */
+static void diag_compiler_output(Diag *d, const char *err_path, const char *src_path, int status) {
+  char lines[64][160];
+  int nlines = 0, first_error = -1;
+  FILE *f = fopen(err_path, "r");
+  if (f) {
+    while (nlines < 64 && fgets(lines[nlines], sizeof lines[nlines], f)) {
+      if (first_error < 0 && strstr(lines[nlines], "error")) first_error = nlines;
+      nlines++;
+    }
+    fclose(f);
+  }
+  char text[420] = {0};
+  size_t len = 0;
+  int start = first_error < 0 ? 0 : first_error;
+  size_t src_len = strlen(src_path);
+  for (int i = start; i < nlines && i < start + 5; i++) {
+    /* The temporary file name means nothing to the user; say which source it was instead. */
+    const char *line = lines[i];
+    if (!strncmp(line, src_path, src_len)) {
+      const char *tag = "kernel.c";
+      size_t tl = strlen(tag) < sizeof text - 1 - len ? strlen(tag) : sizeof text - 1 - len;
+      memcpy(text + len, tag, tl);
+      len += tl;
+      line += src_len;
+    }
+    size_t l = strlen(line);
+    if (len + l >= sizeof text) l = sizeof text - 1 - len;
+    memcpy(text + len, line, l);
+    len += l;
+    text[len] = '\0';
+  }
+  while (len && (text[len - 1] == '\n' || text[len - 1] == ' ')) text[--len] = '\0';
+  if (len)
+    diag_error(d, 0, 0, "C compiler failed: %s", text);
+  else
+    diag_error(d, 0, 0, "C compiler failed with exit status %d and no message", status);
+}
+
+/* Creates a unique empty file "<dir>/.tmp-<key>-XXXXXX<suffix>"; path receives its name. */
+static int make_temp(char *path, size_t n, const char *dir, uint64_t key, const char *suffix) {
+  snprintf(path, n, "%s/.tmp-%016" PRIx64 "-XXXXXX%s", dir, key, suffix);
+  int fd = mkstemps(path, (int)strlen(suffix));
+  if (fd < 0) path[0] = '\0';
+  return fd;
+}
+
+static int write_all(int fd, const char *s, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return 0;
+    }
+    s += w;
+    n -= (size_t)w;
+  }
+  return 1;
+}
+
+/* Compiles source into final_so (atomically, via a temp name in dir). Returns 1 on success,
+ * 0 when the compiler failed (final), -1 when dir is not usable (the caller may try elsewhere). */
+static int compile_to(CpuImpl *c, const char *dir, uint64_t key, const char *source, const char *final_so,
+                      Diag *d) {
+  char src_path[4200], so_path[4200], err_path[4200];
+  int src_fd = make_temp(src_path, sizeof src_path, dir, key, ".c");
+  int so_fd = make_temp(so_path, sizeof so_path, dir, key, ".so");
+  int err_fd = make_temp(err_path, sizeof err_path, dir, key, ".err");
+  int ok = 0;
+  if (src_fd < 0 || so_fd < 0 || err_fd < 0) {
+    diag_error(d, 0, 0, "cpu: cannot create temporary files in %s: %s", dir, strerror(errno));
+    ok = -1;
+    goto done;
+  }
+  if (!write_all(src_fd, source, strlen(source))) {
+    diag_error(d, 0, 0, "cpu: cannot write %s: %s", src_path, strerror(errno));
+    ok = -1;
+    goto done;
+  }
+  char cc_words[256], flag_words[256], lib_words[64], *argv[MAX_ARGS];
+  int argc = split_words(cc_words, sizeof cc_words, c->cc, argv, 0);
+  if (argc == 0) {
+    diag_error(d, 0, 0, "cpu: LATHE_CC is empty");
+    goto done;
+  }
+  argc = split_words(flag_words, sizeof flag_words, CPU_FLAGS, argv, argc);
+  argv[argc++] = "-o";
+  argv[argc++] = so_path;
+  argv[argc++] = src_path;
+  argc = split_words(lib_words, sizeof lib_words, CPU_LIBS, argv, argc);
+  argv[argc] = NULL;
+  c->compiles++;
+  int err = 0;
+  int status = run_program(argv, err_fd, &err);
+  if (status < 0) {
+    diag_error(d, 0, 0, "cpu: cannot run C compiler '%s': %s", argv[0], strerror(err));
+    goto done;
+  }
+  if (status != 0) {
+    diag_compiler_output(d, err_path, src_path, status);
+    goto done;
+  }
+  if (rename(so_path, final_so) != 0) {
+    diag_error(d, 0, 0, "cpu: cannot rename %s to %s: %s", so_path, final_so, strerror(errno));
+    ok = -1;
+    goto done;
+  }
+  so_path[0] = '\0';
+  ok = 1;
+done:
+  if (src_fd >= 0) close(src_fd);
+  if (so_fd >= 0) close(so_fd);
+  if (err_fd >= 0) close(err_fd);
+  if (src_path[0]) unlink(src_path);
+  if (so_path[0]) unlink(so_path);
+  if (err_path[0]) unlink(err_path);
+  return ok;
+}
+
+/* The OpenMP runtime a module pulls in keeps a pool of worker threads alive; if the last module's
+ * dlclose unloaded it, those threads would run unmapped code. Mark whichever runtime is loaded
+ * as never-unload (RTLD_NODELETE outlives the handle, which is closed again at once). */
+static void pin_openmp_runtime(void) {
+  static const char *const names[] = {"libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    if (h) dlclose(h);
+  }
+}
+
+static CpuModule *module_open(const char *path, Diag *d) {
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    const char *why = dlerror();
+    diag_error(d, 0, 0, "cpu: cannot load %s: %s", path, why ? why : "unknown error");
+    return NULL;
+  }
+  pin_openmp_runtime();
+  CpuModule *m = calloc(1, sizeof *m);
+  if (!m) {
+    dlclose(dl);
+    diag_error(d, 0, 0, "cpu: out of memory");
+    return NULL;
+  }
+  m->dl = dl;
+  return m;
+}
+
+static uint64_t source_key(const CpuImpl *c, const char *source) {
+  uint64_t h = hash_str(HASH_SEED, "lathe-cpu-v1");
+  h = hash_str(h, source);
+  h = hash_str(h, c->compiler_id);
+  h = hash_str(h, CPU_FLAGS " " CPU_LIBS);
+  return h;
+}
+
+static BackendModule *cpu_compile(Backend *b, const char *source, Diag *d) {
+  CpuImpl *c = impl_of(b);
+  if (!c->have_id) compute_compiler_id(c);
+  uint64_t key = source_key(c, source);
+  char so[4200];
+  const char *dir = cache_dir();
+  if (dir) {
+    snprintf(so, sizeof so, "%s/%016" PRIx64 ".so", dir, key);
+    if (access(so, R_OK) == 0) {
+      Diag probe = {0};
+      CpuModule *m = module_open(so, &probe);
+      if (m) {
+        c->cache_hits++;
+        return (BackendModule *)m;
+      }
+      unlink(so); /* unloadable entry (e.g. truncated by a full disk): rebuild it */
+    }
+    Diag cd = {0};
+    int rc = compile_to(c, dir, key, source, so, &cd);
+    if (rc > 0) return (BackendModule *)module_open(so, d);
+    /* A compiler error is final; only a cache directory we cannot write falls back to a temp dir. */
+    if (rc == 0) {
+      diag_error(d, cd.line, cd.col, "%s", cd.msg);
+      return NULL;
+    }
+  }
+  /* No usable cache: build in a private directory, load, then remove it (the mapping stays valid). */
+  char tmpdir[] = "/tmp/lathe-cpu-XXXXXX";
+  if (!mkdtemp(tmpdir)) {
+    diag_error(d, 0, 0, "cpu: no usable cache directory and cannot create a temporary one: %s",
+               strerror(errno));
+    return NULL;
+  }
+  snprintf(so, sizeof so, "%s/%016" PRIx64 ".so", tmpdir, key);
+  CpuModule *m = NULL;
+  if (compile_to(c, tmpdir, key, source, so, d) > 0) {
+    m = module_open(so, d);
+    unlink(so);
+  }
+  rmdir(tmpdir);
+  return (BackendModule *)m;
+}
+
+static void cpu_module_free(Backend *b, BackendModule *bm) {
+  CpuModule *m = (CpuModule *)bm;
+  if (!m) return;
+  for (int i = 0; i < m->nsyms; i++) free(m->syms[i].name);
+  free(m->syms);
+  if (m->dl) dlclose(m->dl);
+  free(m);
+}
+
+static CpuKernelFn lookup_kernel(CpuModule *m, const char *name) {
+  for (int i = 0; i < m->nsyms; i++)
+    if (!strcmp(m->syms[i].name, name)) return m->syms[i].fn;
+  void *sym = dlsym(m->dl, name);
+  if (!sym) return NULL;
+  CpuKernelFn fn;
+  memcpy(&fn, &sym, sizeof fn); /* object pointer -> function pointer, as POSIX dlsym intends */
+  if (m->nsyms == m->cap) {
+    int cap = m->cap ? 2 * m->cap : 8;
+    CpuSym *grown = realloc(m->syms, sizeof *grown * (size_t)cap);
+    if (!grown) return fn; /* still callable, just not remembered */
+    m->syms = grown;
+    m->cap = cap;
+  }
+  char *copy = strdup(name);
+  if (copy) m->syms[m->nsyms++] = (CpuSym){copy, fn};
+  return fn;
+}
+
+static int cpu_launch(Backend *b, BackendModule *bm, const char *name, void *const *bufs, int nbufs,
+                      const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
+  CpuModule *m = (CpuModule *)bm;
+  if (!m || !name) {
+    diag_error(d, 0, 0, "cpu: launch without a module or kernel name");
+    return 0;
+  }
+  CpuKernelFn fn = lookup_kernel(m, name);
+  if (!fn) {
+    diag_error(d, 0, 0, "kernel '%s' not found in module", name);
+    return 0;
+  }
+  static const int64_t no_syms[1] = {0};
+  fn(bufs, nsyms > 0 ? syms : no_syms);
+  return 1;
+}
+
+static void cpu_destroy(Backend *b) {
+  if (!b) return;
+  free(b->impl);
+  free(b);
+}
+
+static const BackendOps cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .compile = cpu_compile,
+    .module_free = cpu_module_free,
+    .launch = cpu_launch,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+};
+
+Backend *backend_cpu_new(Diag *d) {
+  Backend *b = calloc(1, sizeof *b);
+  CpuImpl *c = calloc(1, sizeof *c);
+  if (!b || !c) {
+    free(b);
+    free(c);
+    diag_error(d, 0, 0, "cpu: out of memory");
+    return NULL;
+  }
+  const char *cc = getenv("LATHE_CC");
+  snprintf(c->cc, sizeof c->cc, "%s", cc && *cc ? cc : "cc");
+  b->ops = &cpu_ops;
+  b->impl = c;
+  return b;
+}
+
+void backend_cpu_stats(Backend *b, int *compiles, int *cache_hits) {
+  CpuImpl *c = b && b->ops == &cpu_ops ? impl_of(b) : NULL;
+  if (compiles) *compiles = c ? c->compiles : 0;
+  if (cache_hits) *cache_hits = c ? c->cache_hits : 0;
+}

@@ -1,0 +1,448 @@
+/* CUDA backend: device memory and kernels through the driver API (loaded at run time, see
+ * cuda_driver.c); CUDA C compiled by NVRTC to a cubin for the device's own sm_XX, through the
+ * on-disk cache; kernels launched with code.h's CUDA ABI (buffer pointers, then the symbols). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <link.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../base/hash.h"
+#include "backend.h"
+#include "cache.h"
+#include "cuda_driver.h"
+#include "nvrtc.h"
+
+/* Part of every cache key. nvrtc.c chooses the NVRTC options; bump this when they change. */
+#define CUDA_CACHE_TAG "lathe-cuda-v1 nvrtc_compile(--gpu-architecture=ARCH -default-device)"
+#define CUDA_MAX_ARGS 128
+#define CUDA_MIN_ALLOC 256 /* cuMemAlloc rejects 0 bytes; empty buffers still get a real pointer */
+
+typedef struct CudaImpl {
+  CudaDriver drv;
+  CUdevice dev;
+  CUcontext ctx; /* the device's primary context, retained */
+  int have_ctx;
+  int max_threads;
+  char arch[16];      /* "sm_90" */
+  char dev_name[128]; /* "NVIDIA H200" */
+  char nvrtc_id[1200]; /* NVRTC version and library file, part of every cache key */
+  int have_nvrtc_id;
+  char last_kernel[128]; /* for errors that surface at the next synchronize */
+  int compiles, cache_hits;
+} CudaImpl;
+
+typedef struct CudaFn {
+  char *name;
+  CUfunction fn;
+} CudaFn;
+
+/* What a BackendModule* points to on this backend. */
+typedef struct CudaModule {
+  CUmodule mod;
+  CudaFn *fns; /* kernels already looked up, so launches skip cuModuleGetFunction */
+  int nfns, cap;
+} CudaModule;
+
+static CudaImpl *impl_of(Backend *b) { return (CudaImpl *)b->impl; }
+
+static int check(CudaImpl *c, Diag *d, CUresult rc, const char *call, const char *what) {
+  if (rc == CUDA_SUCCESS) return 1;
+  cuda_diag(&c->drv, d, rc, call, what);
+  return 0;
+}
+
+/* Driver calls act on the calling thread's current context; make ours current first. */
+static int make_current(CudaImpl *c, Diag *d) {
+  return check(c, d, c->drv.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent", NULL);
+}
+
+static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
+
+/* ---- memory ---- */
+
+static void *cuda_alloc(Backend *b, size_t bytes, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (!make_current(c, d)) return NULL;
+  CUdeviceptr p = 0;
+  char what[48];
+  snprintf(what, sizeof what, "%zu bytes", bytes);
+  if (!check(c, d, c->drv.cuMemAlloc(&p, bytes < CUDA_MIN_ALLOC ? CUDA_MIN_ALLOC : bytes), "cuMemAlloc", what))
+    return NULL;
+  return (void *)(uintptr_t)p;
+}
+
+static void cuda_free(Backend *b, void *ptr) {
+  CudaImpl *c = impl_of(b);
+  if (!ptr) return;
+  /* Nowhere to report a failure here; a bad free shows up as an error of a later call. */
+  if (c->drv.cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS) c->drv.cuMemFree(dptr(ptr));
+}
+
+static int cuda_upload(Backend *b, void *dst, const void *src, size_t bytes, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (bytes == 0) return 1;
+  char what[48];
+  snprintf(what, sizeof what, "%zu bytes", bytes);
+  return make_current(c, d) && check(c, d, c->drv.cuMemcpyHtoD(dptr(dst), src, bytes), "cuMemcpyHtoD", what);
+}
+
+static int cuda_download(Backend *b, void *dst, const void *src, size_t bytes, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (bytes == 0) return 1;
+  char what[48];
+  snprintf(what, sizeof what, "%zu bytes", bytes);
+  return make_current(c, d) && check(c, d, c->drv.cuMemcpyDtoH(dst, dptr(src), bytes), "cuMemcpyDtoH", what);
+}
+
+static int cuda_sync(Backend *b, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (!make_current(c, d)) return 0;
+  char what[160];
+  snprintf(what, sizeof what, "after %s", c->last_kernel[0] ? c->last_kernel : "no kernel");
+  return check(c, d, c->drv.cuCtxSynchronize(), "cuCtxSynchronize", what);
+}
+
+/* ---- NVRTC identity (part of the cache key) ---- */
+
+typedef struct LibSearch {
+  char path[1024];
+} LibSearch;
+
+static int find_loaded_nvrtc(struct dl_phdr_info *info, size_t size, void *ctx) {
+  LibSearch *s = ctx;
+  const char *name = info->dlpi_name ? info->dlpi_name : "";
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (strncmp(base, "libnvrtc", 8) != 0 || strstr(base, "builtins")) return 0;
+  snprintf(s->path, sizeof s->path, "%s", name);
+  return 1;
+}
+
+/* "nvrtc MAJOR.MINOR FILE SIZE MTIME" of the libnvrtc that nvrtc.c loaded, so a toolkit upgrade
+ * (even one that keeps the version number) never reuses cubins from the old compiler. */
+static const char *nvrtc_identity(CudaImpl *c) {
+  if (c->have_nvrtc_id) return c->nvrtc_id;
+  c->have_nvrtc_id = 1;
+  snprintf(c->nvrtc_id, sizeof c->nvrtc_id, "nvrtc unknown");
+  LibSearch s = {{0}};
+  if (!dl_iterate_phdr(find_loaded_nvrtc, &s) || !s.path[0]) return c->nvrtc_id;
+  int major = 0, minor = 0;
+  void *dl = dlopen(s.path, RTLD_LAZY | RTLD_NOLOAD);
+  if (dl) {
+    void *sym = dlsym(dl, "nvrtcVersion");
+    int (*version)(int *, int *) = NULL;
+    if (sym) memcpy(&version, &sym, sizeof version);
+    if (version) version(&major, &minor);
+    dlclose(dl);
+  }
+  struct stat st = {0};
+  char *real = realpath(s.path, NULL); /* malloc'ed: a fixed buffer must be PATH_MAX for FORTIFY */
+  const char *file = real ? real : s.path;
+  stat(file, &st);
+  snprintf(c->nvrtc_id, sizeof c->nvrtc_id, "nvrtc %d.%d %.1024s %lld %lld", major, minor, file,
+           (long long)st.st_size, (long long)st.st_mtime);
+  free(real);
+  return c->nvrtc_id;
+}
+
+/* ---- compiling and loading ---- */
+
+static uint64_t source_key(CudaImpl *c, const char *source) {
+  uint64_t h = hash_str(HASH_SEED, CUDA_CACHE_TAG);
+  h = hash_str(h, source);
+  h = hash_str(h, c->arch);
+  h = hash_str(h, nvrtc_identity(c));
+  return h;
+}
+
+/* Whole file into a malloc'ed buffer; NULL if it cannot be read or is empty. */
+static void *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  void *data = NULL;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long n = ftell(f);
+    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL &&
+        fread(data, 1, (size_t)n, f) != (size_t)n) {
+      free(data);
+      data = NULL;
+    }
+    if (data) *size = (size_t)n;
+  }
+  fclose(f);
+  return data;
+}
+
+/* Stores a cubin under path via a temporary name and rename, so readers never see a torn entry.
+ * Best effort: a cache that cannot be written only costs a recompile next time. */
+static void cache_store(const char *dir, const char *path, uint64_t key, const void *data, size_t size) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%016" PRIx64 "-XXXXXX.cubin", dir, key);
+  int fd = mkstemps(tmp, 6);
+  if (fd < 0) return;
+  const char *p = data;
+  size_t left = size;
+  while (left) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    p += w;
+    left -= (size_t)w;
+  }
+  int ok = close(fd) == 0 && left == 0;
+  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+
+static CudaModule *module_load(CudaImpl *c, const void *cubin, Diag *d) {
+  if (!make_current(c, d)) return NULL;
+  CUmodule mod = NULL;
+  if (!check(c, d, c->drv.cuModuleLoadData(&mod, cubin), "cuModuleLoadData", c->arch)) return NULL;
+  CudaModule *m = calloc(1, sizeof *m);
+  if (!m) {
+    c->drv.cuModuleUnload(mod);
+    diag_error(d, 0, 0, "cuda: out of memory");
+    return NULL;
+  }
+  m->mod = mod;
+  return m;
+}
+
+BackendModule *cuda_module_from_image(Backend *b, const void *image, Diag *d) {
+  return (BackendModule *)module_load(impl_of(b), image, d);
+}
+
+static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (!nvrtc_available()) {
+    diag_error(d, 0, 0, "NVRTC (libnvrtc.so) not found: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH");
+    return NULL;
+  }
+  uint64_t key = source_key(c, source);
+  const char *dir = cache_dir();
+  char path[4200] = {0};
+  if (dir) {
+    cache_path(path, sizeof path, key, ".cubin");
+    size_t size = 0;
+    void *cached = read_file(path, &size);
+    if (cached) {
+      Diag probe = {0};
+      CudaModule *m = module_load(c, cached, &probe);
+      free(cached);
+      if (m) {
+        c->cache_hits++;
+        return (BackendModule *)m;
+      }
+      unlink(path); /* unloadable entry (torn by a full disk, or another driver's): rebuild it */
+    }
+  }
+  void *cubin = NULL;
+  size_t size = 0;
+  c->compiles++;
+  if (!nvrtc_compile(source, c->arch, &cubin, &size, d)) {
+    free(cubin);
+    return NULL;
+  }
+  if (dir) cache_store(dir, path, key, cubin, size);
+  CudaModule *m = module_load(c, cubin, d);
+  free(cubin);
+  return (BackendModule *)m;
+}
+
+static void cuda_module_free(Backend *b, BackendModule *bm) {
+  CudaImpl *c = impl_of(b);
+  CudaModule *m = (CudaModule *)bm;
+  if (!m) return;
+  if (c->drv.cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS) c->drv.cuModuleUnload(m->mod);
+  for (int i = 0; i < m->nfns; i++) free(m->fns[i].name);
+  free(m->fns);
+  free(m);
+}
+
+/* ---- launching ---- */
+
+static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunction *out, Diag *d) {
+  for (int i = 0; i < m->nfns; i++)
+    if (!strcmp(m->fns[i].name, name)) {
+      *out = m->fns[i].fn;
+      return 1;
+    }
+  CUfunction fn = NULL;
+  if (!check(c, d, c->drv.cuModuleGetFunction(&fn, m->mod, name), "cuModuleGetFunction", name)) return 0;
+  *out = fn;
+  if (m->nfns == m->cap) {
+    int cap = m->cap ? 2 * m->cap : 8;
+    CudaFn *grown = realloc(m->fns, sizeof *grown * (size_t)cap);
+    if (!grown) return 1; /* still launchable, just not remembered */
+    m->fns = grown;
+    m->cap = cap;
+  }
+  char *copy = strdup(name);
+  if (copy) m->fns[m->nfns++] = (CudaFn){copy, fn};
+  return 1;
+}
+
+static int cuda_launch(Backend *b, BackendModule *bm, const char *name, void *const *bufs, int nbufs,
+                       const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  CudaModule *m = (CudaModule *)bm;
+  if (!m || !name) {
+    diag_error(d, 0, 0, "cuda: launch without a module or kernel name");
+    return 0;
+  }
+  if (nbufs < 0 || nsyms < 0 || nbufs + nsyms > CUDA_MAX_ARGS) {
+    diag_error(d, 0, 0, "cuLaunchKernel(%s): %d buffers and %d symbols exceed the limit of %d arguments", name,
+               nbufs, nsyms, CUDA_MAX_ARGS);
+    return 0;
+  }
+  if (grid < 0 || grid > 0x7fffffff || block < 1 || block > c->max_threads) {
+    diag_error(d, 0, 0, "cuLaunchKernel(%s): launch shape grid=%" PRId64 " block=%d out of range (block 1..%d)",
+               name, grid, block, c->max_threads);
+    return 0;
+  }
+  if (!make_current(c, d)) return 0;
+  CUfunction fn;
+  if (!lookup_kernel(c, m, name, &fn, d)) return 0;
+  if (grid == 0) return 1; /* an empty extent (a symbol of 0): nothing to run */
+  /* cuLaunchKernel takes a pointer to each argument's value, in parameter order. */
+  CUdeviceptr ptrs[CUDA_MAX_ARGS];
+  long long vals[CUDA_MAX_ARGS];
+  void *params[CUDA_MAX_ARGS + 1];
+  for (int i = 0; i < nbufs; i++) {
+    ptrs[i] = dptr(bufs[i]);
+    params[i] = &ptrs[i];
+  }
+  for (int j = 0; j < nsyms; j++) {
+    vals[j] = (long long)syms[j];
+    params[nbufs + j] = &vals[j];
+  }
+  params[nbufs + nsyms] = NULL;
+  snprintf(c->last_kernel, sizeof c->last_kernel, "%s", name);
+  return check(c, d, c->drv.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, NULL, params, NULL),
+               "cuLaunchKernel", name);
+}
+
+/* ---- lifetime ---- */
+
+static void impl_release(CudaImpl *c) {
+  if (c->have_ctx) {
+    c->drv.cuCtxSetCurrent(NULL);
+    c->drv.cuDevicePrimaryCtxRelease(c->dev);
+  }
+  cuda_driver_unload(&c->drv);
+  free(c);
+}
+
+static void cuda_destroy(Backend *b) {
+  if (!b) return;
+  impl_release(impl_of(b));
+  free(b);
+}
+
+static const BackendOps cuda_ops = {
+    .name = "cuda",
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .compile = cuda_compile,
+    .module_free = cuda_module_free,
+    .launch = cuda_launch,
+    .sync = cuda_sync,
+    .destroy = cuda_destroy,
+};
+
+/* Picks the device ($LATHE_CUDA_DEVICE, else 0) and reads what compiles and launches need. */
+static int open_device(CudaImpl *c, Diag *d) {
+  const CudaDriver *drv = &c->drv;
+  CUresult rc = drv->cuInit(0);
+  if (rc == CUDA_ERROR_NO_DEVICE) {
+    diag_error(d, 0, 0, "%s", CUDA_NO_DEVICE_MSG);
+    return 0;
+  }
+  if (!check(c, d, rc, "cuInit", NULL)) return 0;
+  int count = 0;
+  if (!check(c, d, drv->cuDeviceGetCount(&count), "cuDeviceGetCount", NULL)) return 0;
+  if (count <= 0) {
+    diag_error(d, 0, 0, "%s", CUDA_NO_DEVICE_MSG);
+    return 0;
+  }
+  int ordinal = 0;
+  const char *env = getenv("LATHE_CUDA_DEVICE");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 0 || v >= count) {
+      diag_error(d, 0, 0, "LATHE_CUDA_DEVICE=%s: no such GPU (this machine has %d)", env, count);
+      return 0;
+    }
+    ordinal = (int)v;
+  }
+  char what[32];
+  snprintf(what, sizeof what, "device %d", ordinal);
+  if (!check(c, d, drv->cuDeviceGet(&c->dev, ordinal), "cuDeviceGet", what)) return 0;
+  int major = 0, minor = 0;
+  if (!check(c, d, drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->dev),
+             "cuDeviceGetAttribute", "compute capability") ||
+      !check(c, d, drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->dev),
+             "cuDeviceGetAttribute", "compute capability") ||
+      !check(c, d, drv->cuDeviceGetAttribute(&c->max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, c->dev),
+             "cuDeviceGetAttribute", "max threads per block"))
+    return 0;
+  snprintf(c->arch, sizeof c->arch, "sm_%d%d", major, minor);
+  if (!check(c, d, drv->cuDeviceGetName(c->dev_name, (int)sizeof c->dev_name, c->dev), "cuDeviceGetName", what))
+    return 0;
+  c->dev_name[sizeof c->dev_name - 1] = '\0';
+  if (!check(c, d, drv->cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", what)) return 0;
+  c->have_ctx = 1;
+  return make_current(c, d);
+}
+
+Backend *cuda_backend_with_driver(const CudaDriver *drv, Diag *d) {
+  CudaImpl *c = calloc(1, sizeof *c);
+  Backend *b = calloc(1, sizeof *b);
+  if (!c || !b) {
+    free(c);
+    free(b);
+    CudaDriver owned = *drv;
+    cuda_driver_unload(&owned);
+    diag_error(d, 0, 0, "cuda: out of memory");
+    return NULL;
+  }
+  c->drv = *drv;
+  if (!open_device(c, d)) {
+    impl_release(c);
+    free(b);
+    return NULL;
+  }
+  b->ops = &cuda_ops;
+  b->impl = c;
+  return b;
+}
+
+Backend *backend_cuda_new(Diag *d) {
+  CudaDriver drv;
+  if (!cuda_driver_load(&drv, d)) return NULL;
+  return cuda_backend_with_driver(&drv, d);
+}
+
+void backend_cuda_stats(Backend *b, int *compiles, int *cache_hits) {
+  CudaImpl *c = b && b->ops == &cuda_ops ? impl_of(b) : NULL;
+  if (compiles) *compiles = c ? c->compiles : 0;
+  if (cache_hits) *cache_hits = c ? c->cache_hits : 0;
+}
+
+const char *backend_cuda_device(Backend *b) {
+  CudaImpl *c = b && b->ops == &cuda_ops ? impl_of(b) : NULL;
+  return c ? c->dev_name : NULL;
+}
+
+const char *backend_cuda_arch(Backend *b) {
+  CudaImpl *c = b && b->ops == &cuda_ops ? impl_of(b) : NULL;
+  return c ? c->arch : NULL;
+}

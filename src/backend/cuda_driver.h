@@ -1,0 +1,74 @@
+/* Private to the CUDA backend: the CUDA driver API as a table of function pointers, filled from
+ * libcuda.so.1 at run time (so lathe builds without cuda.h and starts on machines without a GPU).
+ * Prototypes are declared here by hand: CUresult is an int, handles are opaque pointers. */
+#ifndef LATHE_CUDA_DRIVER_H
+#define LATHE_CUDA_DRIVER_H
+#include <stddef.h>
+
+#include "../base/diag.h"
+#include "backend.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_NO_DEVICE 100
+#define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK 1
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+
+typedef struct CudaDriver {
+  void *dl; /* dlopen handle; NULL for a table filled by hand (tests) */
+  CUresult (*cuInit)(unsigned flags);
+  CUresult (*cuDriverGetVersion)(int *version);
+  CUresult (*cuDeviceGetCount)(int *count);
+  CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+  CUresult (*cuDeviceGetAttribute)(int *value, int attrib, CUdevice dev);
+  CUresult (*cuDeviceGetName)(char *name, int len, CUdevice dev);
+  /* The primary context is shared with the runtime API (cuBLASLt later), so pointers mix freely. */
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+  CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+  CUresult (*cuCtxSynchronize)(void);
+  CUresult (*cuMemAlloc)(CUdeviceptr *ptr, size_t bytes);
+  CUresult (*cuMemFree)(CUdeviceptr ptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);
+  CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);
+  CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);
+  CUresult (*cuModuleUnload)(CUmodule mod);
+  CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+  CUresult (*cuLaunchKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned shared_bytes, CUstream stream, void **params, void **extra);
+  CUresult (*cuGetErrorName)(CUresult rc, const char **name);
+  CUresult (*cuGetErrorString)(CUresult rc, const char **text);
+  /* Timing (for plan_bench on this backend later). */
+  CUresult (*cuEventCreate)(CUevent *ev, unsigned flags);
+  CUresult (*cuEventDestroy)(CUevent ev);
+  CUresult (*cuEventRecord)(CUevent ev, CUstream stream);
+  CUresult (*cuEventSynchronize)(CUevent ev);
+  CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
+} CudaDriver;
+
+#define CUDA_NO_DRIVER_MSG "no CUDA driver found (libcuda.so.1 not loadable): is an NVIDIA GPU and driver installed?"
+#define CUDA_NO_DEVICE_MSG "CUDA driver found but no GPU is present (cuInit: CUDA_ERROR_NO_DEVICE)"
+
+/* Loads libcuda.so.1 and resolves every entry point. On failure sets the diag, leaves drv zeroed. */
+int cuda_driver_load(CudaDriver *drv, Diag *d);
+void cuda_driver_unload(CudaDriver *drv);
+
+/* Records "CALL(WHAT): CUDA_ERROR_X: text" for a failed call rc; what may be NULL. */
+void cuda_diag(const CudaDriver *drv, Diag *d, CUresult rc, const char *call, const char *what);
+
+/* Backend over an already filled driver table (copied; it then owns the dlopen handle, also on
+ * failure). backend_cuda_new passes the real driver; CPU tests pass a fake one, no GPU needed. */
+Backend *cuda_backend_with_driver(const CudaDriver *drv, Diag *d);
+/* Module from an already compiled image (cubin, PTX, fatbin), bypassing NVRTC and the cache. */
+BackendModule *cuda_module_from_image(Backend *b, const void *image, Diag *d);
+#endif

@@ -1,0 +1,18 @@
+/* Arena allocator: every IR stage of one compilation lives in one arena and is freed at once. */
+#ifndef LATHE_ARENA_H
+#define LATHE_ARENA_H
+#include <stddef.h>
+
+typedef struct Arena Arena;
+
+Arena *arena_new(void);
+void arena_free(Arena *a);
+/* Zeroed, 16-byte aligned memory that lives until arena_free. Aborts on out-of-memory. */
+void *arena_alloc(Arena *a, size_t n);
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define ARENA_NEW(a, T) ((T *)arena_alloc((a), sizeof(T)))
+#define ARENA_ARRAY(a, T, n) ((T *)arena_alloc((a), sizeof(T) * (size_t)(n)))
+#endif

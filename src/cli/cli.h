@@ -1,0 +1,25 @@
+/* Shared pieces of the `lathe` command line. */
+#ifndef LATHE_CLI_H
+#define LATHE_CLI_H
+#include "../base/diag.h"
+#include "../driver/pipeline.h"
+
+/* Exit codes: 0 success, 1 a --check mismatch, 2 bad usage or a program/compile/run error. */
+enum { EXIT_OK = 0, EXIT_MISMATCH = 1, EXIT_ERROR = 2 };
+
+typedef struct ProgramArg {
+  const char *text; /* from -e, or the file's contents (malloc'ed, see program_arg_free) */
+  const char *file; /* for messages: the file name, or "<-e>" */
+  char *owned;
+} ProgramArg;
+
+/* Reads the program named by -e TEXT or a FILE argument. */
+int program_arg_load(ProgramArg *p, const char *inline_text, const char *path);
+void program_arg_free(ProgramArg *p);
+/* Prints "lathe: FILE:LINE:COL: error: MSG" to stderr. */
+void report(const Diag *d, const char *file);
+void report_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int cmd_compile(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+#endif

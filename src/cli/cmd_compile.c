@@ -1,0 +1,65 @@
+/* lathe compile: print any stage of the pipeline. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+int cmd_compile(int argc, char **argv) {
+  const char *inline_text = NULL, *path = NULL, *out_path = NULL;
+  Stage stage = ST_CODE;
+  Target target = TARGET_CPU;
+  FusionPolicy fusion = fusion_policy_default();
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has_next = i + 1 < argc;
+    if (!strcmp(a, "-e") && has_next) inline_text = argv[++i];
+    else if (!strcmp(a, "--ir") && has_next) {
+      if (!stage_parse(argv[++i], &stage)) {
+        report_msg("unknown stage '%s' for --ir (expected graph, tensor, loop, tile, kernel or code)", argv[i]);
+        return EXIT_ERROR;
+      }
+    } else if (!strcmp(a, "--target") && has_next) {
+      if (!target_parse(argv[++i], &target)) {
+        report_msg("unknown target '%s' (expected cpu or cuda)", argv[i]);
+        return EXIT_ERROR;
+      }
+    } else if (!strcmp(a, "-o") && has_next) out_path = argv[++i];
+    else if (!strcmp(a, "--fuse-recompute")) fusion.allow_recompute = 1;
+    else if (!strcmp(a, "--no-fuse")) fusion.fuse_reductions = 0;
+    else if (a[0] == '-' && a[1]) {
+      report_msg("unknown or incomplete option '%s' for compile (see lathe --help)", a);
+      return EXIT_ERROR;
+    } else if (!path) path = a;
+    else {
+      report_msg("unexpected argument '%s'", a);
+      return EXIT_ERROR;
+    }
+  }
+  ProgramArg prog;
+  if (!program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
+  Compilation *c = compilation_new(target, &fusion);
+  Diag d = {0};
+  int rc = EXIT_OK;
+  if (!compile_source(c, prog.text, stage, &d)) {
+    report(&d, prog.file);
+    rc = EXIT_ERROR;
+  } else {
+    StrBuf b = {0};
+    print_stage(&b, c, stage);
+    FILE *f = out_path ? fopen(out_path, "w") : stdout;
+    if (!f) {
+      report_msg("cannot write %s", out_path);
+      rc = EXIT_ERROR;
+    } else {
+      fputs(sb_str(&b), f);
+      if (b.len && b.data[b.len - 1] != '\n') fputc('\n', f);
+      if (f != stdout && fclose(f)) {
+        report_msg("cannot write %s", out_path);
+        rc = EXIT_ERROR;
+      }
+    }
+    sb_free(&b);
+  }
+  compilation_free(c);
+  program_arg_free(&prog);
+  return rc;
+}

@@ -1,0 +1,45 @@
+/* lathe: compile and run tensor programs through the six-stage pipeline. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+#define LATHE_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+  fputs("usage: lathe <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  compile (-e PROGRAM | FILE.lt) [--ir STAGE] [--target cpu|cuda] [-o OUT]\n"
+        "      print one stage: graph, tensor, loop, tile, kernel, code (default code)\n"
+        "      --fuse-recompute   allow fusions that recompute a reduction (norm -> linear prologue)\n"
+        "      --no-fuse          one kernel per reduction (no reduction fusion)\n"
+        "  run (-e PROGRAM | FILE.lt) [--target cpu|cuda|auto] [--dim NAME=N]... [--seed N]\n"
+        "      [--check] [--bench] [--iters N] [--warmup N]\n"
+        "      run on random inputs; --check compares every output with a float64 reference\n"
+        "      (exit 1 on mismatch), --bench reports the median time of the compiled program\n"
+        "  help, --help       this text\n"
+        "  --version          print the version\n"
+        "\n"
+        "exit status: 0 ok, 1 --check mismatch, 2 error\n",
+        f);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return EXIT_ERROR;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
+  if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    usage(stdout);
+    return EXIT_OK;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("lathe %s\n", LATHE_VERSION);
+    return EXIT_OK;
+  }
+  report_msg("unknown command '%s' (expected compile or run; see lathe --help)", cmd);
+  return EXIT_ERROR;
+}

@@ -1,0 +1,22 @@
+/* Code stage: source text for one target from the kernel stage.
+ *
+ * ABI of generated code (the backends rely on it):
+ *  - C (cpu): per kernel, `void NAME(void *const *bufs, const int64_t *syms)` with external linkage;
+ *    bufs[i] is the i-th KParam's buffer, syms[j] the value of KKernel.syms[j].
+ *  - CUDA: per kernel, `extern "C" __global__ void NAME(T0 *b0, ..., long long s0, ...)` with the
+ *    buffer parameters in KParam order followed by the symbols; launched with grid = KKernel.grid
+ *    (evaluated with the symbol values) blocks of KKernel.block threads.
+ *  f16 and bf16 are stored as 16-bit integers and converted by helpers the source defines itself,
+ *  so neither target needs headers beyond the C standard library (NVRTC needs none at all).
+ */
+#ifndef LATHE_CODE_H
+#define LATHE_CODE_H
+#include "../base/diag.h"
+#include "../kernel/kernel.h"
+
+/* The whole program as one translation unit. Returns 0 and sets diag if a primitive is not
+ * available on the target. */
+int render_c(StrBuf *out, const KProgram *kp, Diag *d);
+int render_cuda(StrBuf *out, const KProgram *kp, Diag *d);
+int render_code(StrBuf *out, const KProgram *kp, Diag *d); /* by kp->target */
+#endif

@@ -1,0 +1,76 @@
+/* C for the CPU backend: one translation unit, compiled by the system cc with OpenMP. */
+#include "render_common.h"
+
+/* f16/bf16 conversions by bit manipulation (round to nearest even), so only libc headers are needed. */
+static const char c_preamble[] =
+    "#include <stdint.h>\n"
+    "#include <math.h>\n"
+    "\n"
+    "static inline float lt_f16_to_f32(uint16_t h) {\n"
+    "  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+    "  union { uint32_t u; float f; } v;\n"
+    "  if (e == 0) { float f = (float)m * 5.9604644775390625e-08f; return sign ? -f : f; }\n"
+    "  v.u = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));\n"
+    "  return v.f;\n"
+    "}\n"
+    "static inline uint16_t lt_f32_to_f16(float f) {\n"
+    "  union { float f; uint32_t u; } v = {f};\n"
+    "  uint32_t sign = (v.u >> 16) & 0x8000u, ax = v.u & 0x7fffffffu;\n"
+    "  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);\n"
+    "  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */\n"
+    "  if (ax < 0x38800000u) { /* below 2^-14: subnormal half, quantum 2^-24 */\n"
+    "    if (ax <= 0x33000000u) return (uint16_t)sign; /* <= 2^-25 rounds to (even) zero */\n"
+    "    uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e;\n"
+    "    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);\n"
+    "    if (rem > half || (rem == half && (r & 1u))) r++;\n"
+    "    return (uint16_t)(sign | r);\n"
+    "  }\n"
+    "  uint32_t r = ax - 0x38000000u; /* rebias the exponent from 127 to 15 */\n"
+    "  r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;\n"
+    "  return (uint16_t)(sign | r);\n"
+    "}\n"
+    "static inline float lt_bf16_to_f32(uint16_t h) {\n"
+    "  union { uint32_t u; float f; } v;\n"
+    "  v.u = (uint32_t)h << 16;\n"
+    "  return v.f;\n"
+    "}\n"
+    "static inline uint16_t lt_f32_to_bf16(float f) {\n"
+    "  union { float f; uint32_t u; } v = {f};\n"
+    "  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);\n"
+    "  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);\n"
+    "}\n"
+    "static inline float lt_f16_round(float f) { return lt_f16_to_f32(lt_f32_to_f16(f)); }\n"
+    "static inline float lt_bf16_round(float f) { return lt_bf16_to_f32(lt_f32_to_bf16(f)); }\n"
+    "static inline int64_t lt_maxi(int64_t a, int64_t b) { return a > b ? a : b; }\n"
+    "static inline int64_t lt_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+    "static inline int64_t lt_absi(int64_t a) { return a < 0 ? -a : a; }\n";
+
+static void c_kernel(Render *R, const KKernel *kk) {
+  StrBuf *o = R->out;
+  if (!rc_kernel_begin(R, kk)) {
+    rc_kernel_end(R);
+    return;
+  }
+  sb_printf(o, "\nvoid %s(void *const *bufs, const int64_t *syms) {\n", kk->name);
+  sb_puts(o, "  (void)bufs;\n  (void)syms;\n");
+  for (int i = 0; i < kk->nparams; i++) {
+    const KParam *p = &kk->params[i];
+    const char *t = rc_storage_type(R, R->lp->bufs[p->buf].dtype), *c = p->is_output ? "" : "const ";
+    sb_printf(o, "  %s%s *restrict %s = (%s%s *)bufs[%d];\n", c, t, R->buf_name[p->buf], c, t, i);
+  }
+  for (int i = 0; i < kk->nsyms; i++) sb_printf(o, "  const int64_t %s = syms[%d];\n", R->sym_name[i], i);
+  rc_body(R, 1);
+  sb_puts(o, "}\n");
+  rc_kernel_end(R);
+}
+
+int render_c(StrBuf *out, const KProgram *kp, Diag *d) {
+  Render R = {0};
+  R.out = out;
+  R.kp = kp;
+  R.d = d;
+  R.cuda = 0;
+  sb_puts(out, c_preamble);
+  for (int i = 0; i < kp->nkernels && !R.failed; i++) c_kernel(&R, &kp->kernels[i]);
+  return !R.failed;
+}

@@ -1,0 +1,708 @@
+#include "render_common.h"
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../base/hash.h"
+
+void rc_fail(Render *R, const char *fmt, ...) {
+  if (!R->failed) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    diag_error(R->d, 0, 0, "%s: kernel %s: %s", R->cuda ? "render_cuda" : "render_c", R->kk ? R->kk->name : "?", msg);
+  }
+  R->failed = 1;
+}
+
+/* ---- names ---- */
+
+static uint64_t str_hash(const char *s) { return hash_str(HASH_SEED, s); }
+
+static int names_has(const NameSet *ns, const char *s) {
+  if (!ns->cap) return 0;
+  for (size_t i = str_hash(s) & (ns->cap - 1);; i = (i + 1) & (ns->cap - 1)) {
+    if (!ns->slots[i]) return 0;
+    if (!strcmp(ns->slots[i], s)) return 1;
+  }
+}
+
+static char *names_add(NameSet *ns, const char *s) {
+  if ((ns->n + 1) * 2 > ns->cap) {
+    NameSet g = {0};
+    g.cap = ns->cap ? ns->cap * 2 : 256;
+    g.slots = calloc(g.cap, sizeof *g.slots);
+    if (!g.slots) abort();
+    for (size_t i = 0; i < ns->cap; i++)
+      if (ns->slots[i]) {
+        size_t j = str_hash(ns->slots[i]) & (g.cap - 1);
+        while (g.slots[j]) j = (j + 1) & (g.cap - 1);
+        g.slots[j] = ns->slots[i];
+      }
+    g.n = ns->n;
+    free(ns->slots);
+    *ns = g;
+  }
+  size_t i = str_hash(s) & (ns->cap - 1);
+  while (ns->slots[i]) i = (i + 1) & (ns->cap - 1);
+  ns->slots[i] = strdup(s);
+  if (!ns->slots[i]) abort();
+  ns->n++;
+  return ns->slots[i];
+}
+
+static void names_free(NameSet *ns) {
+  for (size_t i = 0; i < ns->cap; i++) free(ns->slots[i]);
+  free(ns->slots);
+  memset(ns, 0, sizeof *ns);
+}
+
+/* Words the generated code itself uses or the languages reserve. */
+static const char *const reserved[] = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
+    "bool", "true", "false", "class", "new", "delete", "this", "template", "typename", "namespace", "using",
+    "operator", "private", "public", "protected", "friend", "virtual", "asm", "try", "catch", "throw", "main",
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "bufs", "syms", "i64", "int64_t", "int32_t",
+    "uint16_t", "uint8_t", "uint32_t", "INFINITY", "NAN", "expf", "logf", "sqrtf", "tanhf", "erff", "sinf",
+    "cosf", "powf", "fmaxf", "fminf", "fabsf", "lt_off", "lt_f16_to_f32", "lt_f32_to_f16", "lt_bf16_to_f32",
+    "lt_f32_to_bf16", "lt_f16_round", "lt_bf16_round", "lt_maxi", "lt_mini", "lt_absi", NULL};
+
+int rc_is_identifier(const char *s) {
+  if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return 0;
+  for (; *s; s++)
+    if (!(isalnum((unsigned char)*s) || *s == '_')) return 0;
+  return 1;
+}
+
+/* A C identifier close to `base`, not used before in this kernel. */
+static const char *unique_name(Render *R, const char *base) {
+  char buf[96];
+  size_t n = 0;
+  if (!base || !*base) base = "x";
+  if (isdigit((unsigned char)base[0])) buf[n++] = '_';
+  for (const char *c = base; *c && n < 60; c++) buf[n++] = isalnum((unsigned char)*c) ? *c : '_';
+  buf[n] = 0;
+  if (!names_has(&R->names, buf)) return names_add(&R->names, buf);
+  for (int k = 1;; k++) {
+    snprintf(buf + n, sizeof buf - n, "_%d", k);
+    if (!names_has(&R->names, buf)) return names_add(&R->names, buf);
+  }
+}
+
+static void name_stmt_tree(Render *R, const KStmt *s) {
+  if ((s->kind == KS_FOR || s->kind == KS_PARFOR) && s->var >= 0 && s->var < L_MAX_VARS && !R->var_name[s->var])
+    R->var_name[s->var] = unique_name(R, s->var < R->kk->nvars ? R->kk->var_names[s->var] : "i");
+  if (s->kind == KS_SMEM) {
+    if (s->buf < 0 || s->buf >= RC_MAX_SMEM) {
+      rc_fail(R, "shared array %d out of range", s->buf);
+      return;
+    }
+    char nm[32];
+    snprintf(nm, sizeof nm, "smem%d", s->buf);
+    R->smem_name[s->buf] = unique_name(R, nm);
+    R->smem_dtype[s->buf] = s->dtype;
+  }
+  for (int i = 0; i < s->nbody; i++) name_stmt_tree(R, s->body[i]);
+}
+
+int rc_kernel_begin(Render *R, const KKernel *kk) {
+  R->kk = kk;
+  R->lp = R->kp->loop;
+  R->pool = R->lp->pool;
+  R->ncse = 0;
+  memset(R->sym_name, 0, sizeof R->sym_name);
+  memset(R->var_name, 0, sizeof R->var_name);
+  memset(R->tmp_name, 0, sizeof R->tmp_name);
+  memset(R->smem_name, 0, sizeof R->smem_name);
+  R->buf_name = calloc((size_t)(R->lp->nbufs > 0 ? R->lp->nbufs : 1), sizeof *R->buf_name);
+  if (!R->buf_name) abort();
+  for (int i = 0; reserved[i]; i++) names_add(&R->names, reserved[i]);
+  if (!rc_is_identifier(kk->name)) {
+    rc_fail(R, "the kernel name is not a C identifier");
+    return 0;
+  }
+  names_add(&R->names, kk->name);
+  for (int i = 0; i < kk->nparams; i++) {
+    int b = kk->params[i].buf;
+    if (b < 0 || b >= R->lp->nbufs) {
+      rc_fail(R, "parameter %d names buffer %d, which does not exist", i, b);
+      return 0;
+    }
+    R->buf_name[b] = unique_name(R, R->lp->bufs[b].name);
+  }
+  for (int i = 0; i < kk->nsyms; i++) R->sym_name[i] = unique_name(R, kk->syms[i]);
+  for (int i = 0; i < kk->ntmps; i++) R->tmp_name[i] = unique_name(R, kk->tmp_names[i] ? kk->tmp_names[i] : "t");
+  if (kk->body) name_stmt_tree(R, kk->body);
+  return !R->failed;
+}
+
+void rc_kernel_end(Render *R) {
+  free(R->buf_name);
+  R->buf_name = NULL;
+  names_free(&R->names);
+}
+
+/* ---- types ---- */
+
+const char *rc_compute_type(const Render *R, DType t) {
+  if (dtype_is_float(t)) return "float";
+  if (t == DT_BOOL) return R->cuda ? "bool" : "int";
+  return R->cuda ? "i64" : "int64_t";
+}
+
+const char *rc_storage_type(const Render *R, DType t) {
+  switch (t) {
+  case DT_F32: return "float";
+  case DT_F16: case DT_BF16: return R->cuda ? "unsigned short" : "uint16_t";
+  case DT_I32: return R->cuda ? "int" : "int32_t";
+  case DT_I64: return R->cuda ? "i64" : "int64_t";
+  case DT_BOOL: return R->cuda ? "unsigned char" : "uint8_t";
+  default: return "void";
+  }
+}
+
+/* ---- per-statement CSE ---- */
+
+typedef struct CseEnt {
+  const Expr *e;
+  int uses;                 /* parent edges inside the statement (+1 per root) */
+  unsigned char seen_uncond, seen_cond, uncond;
+  const char *name;         /* set once hoisted */
+} CseEnt;
+
+struct CseMap {
+  CseEnt *ents;
+  size_t cap, n;
+  const Expr **order; /* post-order: operands before users */
+  size_t norder, ordercap;
+};
+
+static size_t ptr_slot(const void *p, size_t cap) {
+  uint64_t x = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL;
+  return (size_t)(x >> 17) & (cap - 1);
+}
+
+static CseEnt *cse_find(CseMap *m, const Expr *e, int add) {
+  if (add && (m->n + 1) * 2 > m->cap) {
+    CseMap g = {0};
+    g.cap = m->cap ? m->cap * 2 : 64;
+    g.ents = calloc(g.cap, sizeof *g.ents);
+    if (!g.ents) abort();
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->ents[i].e) {
+        size_t j = ptr_slot(m->ents[i].e, g.cap);
+        while (g.ents[j].e) j = (j + 1) & (g.cap - 1);
+        g.ents[j] = m->ents[i];
+      }
+    free(m->ents);
+    m->ents = g.ents;
+    m->cap = g.cap;
+  }
+  if (!m->cap) return NULL;
+  size_t i = ptr_slot(e, m->cap);
+  while (m->ents[i].e && m->ents[i].e != e) i = (i + 1) & (m->cap - 1);
+  if (m->ents[i].e) return &m->ents[i];
+  if (!add) return NULL;
+  m->ents[i].e = e;
+  m->n++;
+  return &m->ents[i];
+}
+
+/* Counts parent edges; iterative would be nicer but expression depth is modest. */
+static CseEnt *cse_count(CseMap *m, const Expr *e) {
+  CseEnt *ent = cse_find(m, e, 0);
+  if (ent) return ent;
+  for (int i = 0; i < e->n; i++) cse_count(m, e->a[i])->uses++;
+  ent = cse_find(m, e, 1);
+  if (m->norder == m->ordercap) {
+    m->ordercap = m->ordercap ? m->ordercap * 2 : 64;
+    m->order = realloc(m->order, m->ordercap * sizeof *m->order);
+    if (!m->order) abort();
+  }
+  m->order[m->norder++] = e;
+  return ent;
+}
+
+/* Marks nodes evaluated on every path (not only inside a select arm). */
+static void cse_mark(CseMap *m, const Expr *e, int cond) {
+  CseEnt *ent = cse_find(m, e, 0);
+  if (cond) {
+    if (ent->seen_cond || ent->seen_uncond) return;
+    ent->seen_cond = 1;
+  } else {
+    if (ent->seen_uncond) return;
+    ent->seen_uncond = ent->uncond = 1;
+  }
+  for (int i = 0; i < e->n; i++) cse_mark(m, e->a[i], cond || (e->op == X_SELECT && i > 0));
+}
+
+static void cse_free(CseMap *m) {
+  free(m->ents);
+  free(m->order);
+}
+
+/* ---- index flattening ---- */
+
+static Expr *flat_index(Render *R, const LBuf *b, int n, Expr *const *idx) {
+  if (n != b->shape.rank) {
+    rc_fail(R, "%s has rank %d but is indexed with %d indices", b->name, b->shape.rank, n);
+    return ex_int(R->pool, 0);
+  }
+  Expr *f = ex_int(R->pool, 0);
+  for (int i = 0; i < n; i++) f = ex_add(R->pool, ex_mul(R->pool, f, b->shape.dim[i]), idx[i]);
+  return f;
+}
+
+static Expr *flatten_fn(void *ctx, ExprPool *p, Expr *e) {
+  Render *R = ctx;
+  if (e->op != X_LOAD || e->aux != MEM_GLOBAL) return e;
+  if (e->ival < 0 || e->ival >= R->lp->nbufs) {
+    rc_fail(R, "load from buffer %lld, which does not exist", (long long)e->ival);
+    return e;
+  }
+  const LBuf *b = &R->lp->bufs[e->ival];
+  if (b->shape.rank == 1 && e->n == 1) return e;
+  Expr *f = flat_index(R, b, e->n, e->a);
+  return ex_load(p, (int)e->ival, e->dtype, 1, &f, MEM_GLOBAL);
+}
+
+/* ---- expressions ---- */
+
+static void put_ref(Render *R, StrBuf *b, const Expr *e);
+
+static void put_float(Render *R, StrBuf *b, double v) {
+  if (isnan(v)) {
+    sb_puts(b, R->cuda ? "__int_as_float(0x7fffffff)" : "NAN");
+    return;
+  }
+  if (isinf(v)) {
+    const char *inf = R->cuda ? "__int_as_float(0x7f800000)" : "INFINITY";
+    if (v < 0) sb_printf(b, "(-%s)", inf);
+    else sb_puts(b, inf);
+    return;
+  }
+  char s[48];
+  snprintf(s, sizeof s, "%.9g", (double)(float)v);
+  if (!strpbrk(s, ".en")) strcat(s, ".0");
+  if (s[0] == '-') sb_printf(b, "(%sf)", s);
+  else sb_printf(b, "%sf", s);
+}
+
+static void put_int(StrBuf *b, int64_t v) {
+  if (v == INT64_MIN) sb_puts(b, "(-9223372036854775807LL - 1)");
+  else if (v < 0) sb_printf(b, "(%lld%s)", (long long)v, v < INT32_MIN ? "LL" : "");
+  else sb_printf(b, "%lld%s", (long long)v, v > INT32_MAX ? "LL" : "");
+}
+
+static const char *i64_name(const Render *R) { return R->cuda ? "i64" : "int64_t"; }
+
+static void put_as_float(Render *R, StrBuf *b, const Expr *e) {
+  if (dtype_is_float(e->dtype)) put_ref(R, b, e);
+  else {
+    sb_puts(b, "(float)(");
+    put_ref(R, b, e);
+    sb_putc(b, ')');
+  }
+}
+
+static void put_cast(Render *R, StrBuf *b, DType t, const Expr *x) {
+  if (dtype_is_float(t)) {
+    const char *round = t == DT_F16 ? "lt_f16_round(" : t == DT_BF16 ? "lt_bf16_round(" : NULL;
+    if (round) sb_puts(b, round);
+    put_as_float(R, b, x);
+    if (round) sb_putc(b, ')');
+  } else if (t == DT_BOOL) {
+    sb_puts(b, "(");
+    put_ref(R, b, x);
+    sb_puts(b, " != 0)");
+  } else {
+    sb_printf(b, "((%s)", i64_name(R));
+    if (t == DT_I32) sb_printf(b, "(%s)", R->cuda ? "int" : "int32_t");
+    sb_putc(b, '(');
+    put_ref(R, b, x);
+    sb_puts(b, "))");
+  }
+}
+
+static void put_load(Render *R, StrBuf *b, const Expr *e) {
+  const char *name;
+  DType t = e->dtype;
+  if (e->aux == MEM_SHARED) {
+    if (R->cuda == 0) rc_fail(R, "shared memory, which the CPU target does not have");
+    name = e->ival >= 0 && e->ival < RC_MAX_SMEM ? R->smem_name[e->ival] : NULL;
+    if (!name) {
+      rc_fail(R, "shared array %lld is not declared", (long long)e->ival);
+      return;
+    }
+    t = R->smem_dtype[e->ival];
+  } else {
+    name = e->ival >= 0 && e->ival < R->lp->nbufs ? R->buf_name[e->ival] : NULL;
+    if (!name) {
+      rc_fail(R, "buffer %lld is read but is not a parameter", (long long)e->ival);
+      return;
+    }
+  }
+  const char *pre = "", *post = "";
+  switch (t) {
+  case DT_F16: pre = "lt_f16_to_f32("; post = ")"; break;
+  case DT_BF16: pre = "lt_bf16_to_f32("; post = ")"; break;
+  case DT_I32: pre = R->cuda ? "((i64)" : "((int64_t)"; post = ")"; break;
+  case DT_BOOL: pre = "("; post = " != 0)"; break;
+  default: break;
+  }
+  sb_printf(b, "%s%s[", pre, name);
+  if (e->n == 1) put_ref(R, b, e->a[0]);
+  else sb_puts(b, "0");
+  sb_printf(b, "]%s", post);
+}
+
+static const char *fn_name(ExprOp op) {
+  switch (op) {
+  case X_EXP: return "expf";
+  case X_LOG: return "logf";
+  case X_SQRT: return "sqrtf";
+  case X_TANH: return "tanhf";
+  case X_ERF: return "erff";
+  case X_SIN: return "sinf";
+  case X_COS: return "cosf";
+  case X_POW: return "powf";
+  default: return NULL;
+  }
+}
+
+static const char *infix(ExprOp op) {
+  switch (op) {
+  case X_ADD: return " + ";
+  case X_SUB: return " - ";
+  case X_MUL: return " * ";
+  case X_DIV: case X_IDIV: return " / ";
+  case X_MOD: return " % ";
+  case X_LT: return " < ";
+  case X_LE: return " <= ";
+  case X_EQ: return " == ";
+  case X_NE: return " != ";
+  case X_AND: return " && ";
+  case X_OR: return " || ";
+  default: return NULL;
+  }
+}
+
+static void put_hw(Render *R, StrBuf *b, HwIndex h) {
+  if (!R->cuda) {
+    rc_fail(R, "hardware thread indices, which the CPU target does not have");
+    return;
+  }
+  switch (h) {
+  case HW_THREAD: sb_puts(b, "((i64)threadIdx.x)"); break;
+  case HW_BLOCK: sb_puts(b, "((i64)blockIdx.x)"); break;
+  case HW_LANE: sb_puts(b, "((i64)(threadIdx.x & 31u))"); break;
+  case HW_WARP: sb_puts(b, "((i64)(threadIdx.x >> 5))"); break;
+  case HW_BLOCK_DIM: sb_puts(b, "((i64)blockDim.x)"); break;
+  }
+}
+
+/* The node itself (never its CSE name). */
+static void put_node(Render *R, StrBuf *b, const Expr *e) {
+  int fl = e->n > 0 && dtype_is_float(e->a[0]->dtype);
+  switch (e->op) {
+  case X_CONST:
+    if (dtype_is_float(e->dtype)) put_float(R, b, e->fval);
+    else put_int(b, e->ival);
+    return;
+  case X_SYM:
+    for (int i = 0; i < R->kk->nsyms; i++)
+      if (!strcmp(R->kk->syms[i], e->name)) {
+        sb_puts(b, R->sym_name[i]);
+        return;
+      }
+    rc_fail(R, "symbol %s is not a parameter", e->name);
+    return;
+  case X_VAR:
+    if (e->ival >= 0 && e->ival < L_MAX_VARS && R->var_name[e->ival]) sb_puts(b, R->var_name[e->ival]);
+    else rc_fail(R, "variable %lld is not bound by a loop", (long long)e->ival);
+    return;
+  case X_TMP:
+    if (e->ival >= 0 && e->ival < R->kk->ntmps) sb_puts(b, R->tmp_name[e->ival]);
+    else rc_fail(R, "temporary %lld is not declared", (long long)e->ival);
+    return;
+  case X_HW: put_hw(R, b, (HwIndex)e->ival); return;
+  case X_LOAD: put_load(R, b, e); return;
+  case X_ARG: case X_ACC: rc_fail(R, "%s left in a kernel-stage expression", ex_op_name(e->op)); return;
+  case X_NEG: sb_puts(b, "(-"); put_ref(R, b, e->a[0]); sb_putc(b, ')'); return;
+  case X_NOT: sb_puts(b, "(!"); put_ref(R, b, e->a[0]); sb_putc(b, ')'); return;
+  case X_RSQRT: sb_puts(b, "(1.0f / sqrtf("); put_ref(R, b, e->a[0]); sb_puts(b, "))"); return;
+  case X_SIGMOID: sb_puts(b, "(1.0f / (1.0f + expf(-"); put_ref(R, b, e->a[0]); sb_puts(b, ")))"); return;
+  case X_ABS: sb_puts(b, fl ? "fabsf(" : "lt_absi("); put_ref(R, b, e->a[0]); sb_putc(b, ')'); return;
+  case X_CAST: put_cast(R, b, e->dtype, e->a[0]); return;
+  case X_MAX: case X_MIN:
+    if (fl) sb_puts(b, e->op == X_MAX ? "fmaxf(" : "fminf(");
+    else sb_puts(b, e->op == X_MAX ? "lt_maxi(" : "lt_mini(");
+    put_ref(R, b, e->a[0]);
+    sb_puts(b, ", ");
+    put_ref(R, b, e->a[1]);
+    sb_putc(b, ')');
+    return;
+  case X_SELECT:
+    sb_putc(b, '(');
+    put_ref(R, b, e->a[0]);
+    sb_puts(b, " ? ");
+    put_ref(R, b, e->a[1]);
+    sb_puts(b, " : ");
+    put_ref(R, b, e->a[2]);
+    sb_putc(b, ')');
+    return;
+  default: break;
+  }
+  const char *fn = fn_name(e->op), *in = infix(e->op);
+  if (fn) {
+    sb_printf(b, "%s(", fn);
+    for (int i = 0; i < e->n; i++) {
+      if (i) sb_puts(b, ", ");
+      put_ref(R, b, e->a[i]);
+    }
+    sb_putc(b, ')');
+  } else if (in && e->n == 2) {
+    sb_putc(b, '(');
+    put_ref(R, b, e->a[0]);
+    sb_puts(b, in);
+    put_ref(R, b, e->a[1]);
+    sb_putc(b, ')');
+  } else {
+    rc_fail(R, "cannot render operation %s", ex_op_name(e->op));
+  }
+}
+
+/* A use of e: its CSE name when it has one. */
+static void put_ref(Render *R, StrBuf *b, const Expr *e) {
+  CseEnt *ent = R->cse ? cse_find(R->cse, e, 0) : NULL;
+  if (ent && ent->name) sb_puts(b, ent->name);
+  else put_node(R, b, e);
+}
+
+/* Flattens loads in roots[], then declares every non-leaf node used more than once (and safe to
+ * evaluate unconditionally: no load that only a select arm guards) as `const T vN`. */
+static void cse_begin(Render *R, Expr **roots, int n, int level) {
+  CseMap *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  for (int i = 0; i < n; i++)
+    if (roots[i]) roots[i] = ex_rewrite(R->pool, roots[i], flatten_fn, R);
+  for (int i = 0; i < n; i++)
+    if (roots[i]) cse_count(m, roots[i])->uses++;
+  for (int i = 0; i < n; i++)
+    if (roots[i]) cse_mark(m, roots[i], 0);
+  R->cse = m;
+  for (size_t i = 0; i < m->norder; i++) {
+    const Expr *e = m->order[i];
+    CseEnt *ent = cse_find(m, e, 0);
+    if (e->n == 0 || ent->uses < 2 || (!ent->uncond && (e->flags & EXF_LOAD))) continue;
+    char nm[32];
+    snprintf(nm, sizeof nm, "v%d", R->ncse++);
+    const char *name = unique_name(R, nm);
+    sb_indent(R->out, level);
+    sb_printf(R->out, "const %s %s = ", rc_compute_type(R, e->dtype), name);
+    put_node(R, R->out, e);
+    sb_puts(R->out, ";\n");
+    ent->name = name;
+  }
+}
+
+static void cse_end(Render *R) {
+  if (R->cse) cse_free(R->cse);
+  free(R->cse);
+  R->cse = NULL;
+}
+
+/* ---- statements ---- */
+
+static void refuse(Render *R, const char *what) {
+  rc_fail(R, "uses %s, which the %s target does not have", what, R->cuda ? "CUDA" : "CPU");
+}
+
+static void put_store(Render *R, const KStmt *s, int level) {
+  StrBuf *o = R->out;
+  const char *name = NULL;
+  DType bt;
+  Expr *roots[2] = {NULL, s->value};
+  if (s->space == MEM_SHARED) {
+    if (!R->cuda) {
+      refuse(R, "shared memory");
+      return;
+    }
+    name = s->buf >= 0 && s->buf < RC_MAX_SMEM ? R->smem_name[s->buf] : NULL;
+    if (!name || s->nidx != 1) {
+      rc_fail(R, "store to an undeclared shared array %d", s->buf);
+      return;
+    }
+    bt = R->smem_dtype[s->buf];
+    roots[0] = s->idx[0];
+  } else {
+    name = s->buf >= 0 && s->buf < R->lp->nbufs ? R->buf_name[s->buf] : NULL;
+    if (!name) {
+      rc_fail(R, "buffer %d is written but is not a parameter", s->buf);
+      return;
+    }
+    const LBuf *b = &R->lp->bufs[s->buf];
+    bt = b->dtype;
+    roots[0] = flat_index(R, b, s->nidx, s->idx);
+  }
+  /* A value already rounded to f16/bf16 is converted once, not rounded twice. */
+  if ((bt == DT_F16 || bt == DT_BF16) && roots[1]->op == X_CAST && roots[1]->dtype == bt) roots[1] = roots[1]->a[0];
+  cse_begin(R, roots, 2, level);
+  sb_indent(o, level);
+  sb_printf(o, "%s[", name);
+  put_ref(R, o, roots[0]);
+  sb_puts(o, "] = ");
+  switch (bt) {
+  case DT_F32: put_as_float(R, o, roots[1]); break;
+  case DT_F16: case DT_BF16:
+    sb_puts(o, bt == DT_F16 ? "lt_f32_to_f16(" : "lt_f32_to_bf16(");
+    put_as_float(R, o, roots[1]);
+    sb_putc(o, ')');
+    break;
+  case DT_BOOL:
+    sb_printf(o, "(%s)(", rc_storage_type(R, DT_BOOL));
+    put_ref(R, o, roots[1]);
+    sb_puts(o, " != 0)");
+    break;
+  default:
+    sb_printf(o, "(%s)(", rc_storage_type(R, bt));
+    put_ref(R, o, roots[1]);
+    sb_putc(o, ')');
+    break;
+  }
+  sb_puts(o, ";\n");
+  cse_end(R);
+}
+
+static void put_stmt(Render *R, const KStmt *s, int level);
+
+static void put_children(Render *R, const KStmt *s, int level) {
+  for (int i = 0; i < s->nbody && !R->failed; i++) put_stmt(R, s->body[i], level);
+}
+
+static void put_warp_reduce(Render *R, const KStmt *s, int level) {
+  if (!R->cuda) {
+      refuse(R, "warp shuffles");
+      return;
+    }
+  if (s->tmp < 0 || s->tmp >= R->kk->ntmps) {
+      rc_fail(R, "warp reduce of undeclared temporary %d", s->tmp);
+      return;
+    }
+  const char *t = R->tmp_name[s->tmp];
+  int fl = dtype_is_float(R->kk->tmp_dtype[s->tmp]);
+  char shfl[160];
+  snprintf(shfl, sizeof shfl, "__shfl_xor_sync(0xffffffffu, %s, lt_off)", t);
+  StrBuf *o = R->out;
+  sb_indent(o, level);
+  sb_puts(o, "#pragma unroll\n");
+  sb_indent(o, level);
+  sb_printf(o, "for (int lt_off = 16; lt_off > 0; lt_off >>= 1) %s = ", t);
+  if (s->rop == RED_ADD) sb_printf(o, "%s + %s;\n", t, shfl);
+  else sb_printf(o, "%s(%s, %s);\n", s->rop == RED_MAX ? (fl ? "fmaxf" : "lt_maxi") : (fl ? "fminf" : "lt_mini"), t, shfl);
+}
+
+static void put_stmt(Render *R, const KStmt *s, int level) {
+  StrBuf *o = R->out;
+  switch (s->kind) {
+  case KS_SEQ:
+    put_children(R, s, level);
+    return;
+  case KS_FOR: case KS_PARFOR: {
+    if (s->kind == KS_PARFOR && R->cuda) {
+      refuse(R, "parallel-for");
+      return;
+    }
+    Expr *roots[3] = {s->lo ? s->lo : ex_int(R->pool, 0), s->hi, s->step ? s->step : ex_int(R->pool, 1)};
+    if (s->kind == KS_PARFOR) roots[0] = ex_int(R->pool, 0), roots[2] = ex_int(R->pool, 1);
+    cse_begin(R, roots, 3, level);
+    const char *v = s->var >= 0 && s->var < L_MAX_VARS ? R->var_name[s->var] : NULL;
+    if (!v) {
+      cse_end(R);
+      rc_fail(R, "loop variable %d has no name", s->var);
+      return;
+    }
+    if (s->kind == KS_PARFOR) {
+      sb_indent(o, level);
+      sb_puts(o, "#pragma omp parallel for schedule(static)\n");
+    }
+    sb_indent(o, level);
+    sb_printf(o, "for (%s %s = ", i64_name(R), v);
+    put_ref(R, o, roots[0]);
+    sb_printf(o, "; %s < ", v);
+    put_ref(R, o, roots[1]);
+    if (ex_is_int_const(roots[2], 1)) sb_printf(o, "; %s++) {\n", v);
+    else {
+      sb_printf(o, "; %s += ", v);
+      put_ref(R, o, roots[2]);
+      sb_puts(o, ") {\n");
+    }
+    cse_end(R);
+    put_children(R, s, level + 1);
+    sb_indent(o, level);
+    sb_puts(o, "}\n");
+    return;
+  }
+  case KS_IF: {
+    Expr *roots[1] = {s->cond};
+    cse_begin(R, roots, 1, level);
+    sb_indent(o, level);
+    sb_puts(o, "if (");
+    put_ref(R, o, roots[0]);
+    sb_puts(o, ") {\n");
+    cse_end(R);
+    put_children(R, s, level + 1);
+    sb_indent(o, level);
+    sb_puts(o, "}\n");
+    return;
+  }
+  case KS_DECL: case KS_ASSIGN: {
+    if (s->tmp < 0 || s->tmp >= R->kk->ntmps) {
+      rc_fail(R, "temporary %d is not declared", s->tmp);
+      return;
+    }
+    Expr *roots[1] = {s->value};
+    cse_begin(R, roots, 1, level);
+    sb_indent(o, level);
+    if (s->kind == KS_DECL) sb_printf(o, "%s ", rc_compute_type(R, s->dtype));
+    sb_printf(o, "%s = ", R->tmp_name[s->tmp]);
+    put_ref(R, o, roots[0]);
+    sb_puts(o, ";\n");
+    cse_end(R);
+    return;
+  }
+  case KS_STORE: put_store(R, s, level); return;
+  case KS_SMEM:
+    if (!R->cuda) {
+      refuse(R, "shared memory");
+      return;
+    }
+    sb_indent(o, level);
+    sb_printf(o, "__shared__ %s %s[%d];\n", rc_compute_type(R, s->dtype), R->smem_name[s->buf], s->count);
+    return;
+  case KS_BARRIER:
+    if (!R->cuda) {
+      refuse(R, "barriers");
+      return;
+    }
+    sb_indent(o, level);
+    sb_puts(o, "__syncthreads();\n");
+    return;
+  case KS_WARP_REDUCE: put_warp_reduce(R, s, level); return;
+  }
+  rc_fail(R, "unknown statement kind %d", (int)s->kind);
+}
+
+void rc_body(Render *R, int level) {
+  if (R->kk->body) put_stmt(R, R->kk->body, level);
+}
+
+int render_code(StrBuf *out, const KProgram *kp, Diag *d) {
+  return kp->target == TARGET_CUDA ? render_cuda(out, kp, d) : render_c(out, kp, d);
+}

@@ -1,0 +1,49 @@
+/* Shared by the C and CUDA renderers: naming, expression rendering with per-statement common
+ * subexpression elimination, index flattening and the statement walker. The target-specific files
+ * write only their preamble and the kernel signatures. */
+#ifndef LATHE_RENDER_COMMON_H
+#define LATHE_RENDER_COMMON_H
+#include "code.h"
+
+#define RC_MAX_SMEM 64
+
+typedef struct NameSet {
+  char **slots;
+  size_t cap, n;
+} NameSet;
+
+typedef struct CseMap CseMap;
+
+typedef struct Render {
+  StrBuf *out;
+  const KProgram *kp;
+  const LProgram *lp;
+  const KKernel *kk;
+  ExprPool *pool;
+  Diag *d;
+  int cuda; /* 1: CUDA C, 0: C */
+  int failed;
+  const char **buf_name; /* by LBuf id; NULL for buffers that are not parameters of this kernel */
+  const char *sym_name[16];
+  const char *var_name[L_MAX_VARS];
+  const char *tmp_name[K_MAX_TMPS];
+  const char *smem_name[RC_MAX_SMEM];
+  DType smem_dtype[RC_MAX_SMEM];
+  NameSet names;
+  int ncse;
+  CseMap *cse; /* the statement being rendered */
+} Render;
+
+/* Records the first error ("render_c: kernel k: ...") and marks the render failed. */
+void rc_fail(Render *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Names every parameter, symbol, temporary, shared array and loop variable of kk. 0 on failure. */
+int rc_kernel_begin(Render *R, const KKernel *kk);
+void rc_kernel_end(Render *R);
+/* C type of a value of dtype t inside a kernel (f16/bf16 compute as float) / in memory. */
+const char *rc_compute_type(const Render *R, DType t);
+const char *rc_storage_type(const Render *R, DType t);
+/* The kernel body, statements at indentation `level`. */
+void rc_body(Render *R, int level);
+/* 1 if s is a C identifier. */
+int rc_is_identifier(const char *s);
+#endif

@@ -1,0 +1,67 @@
+/* CUDA C for NVRTC: no #include at all (NVRTC runs with no include path); f16/bf16 conversions in
+ * inline PTX, exact round-to-nearest-even as in the C renderer. */
+#include "render_common.h"
+
+static const char cuda_preamble[] =
+    "typedef long long i64;\n"
+    "\n"
+    "static __device__ __forceinline__ float lt_f16_to_f32(unsigned short h) {\n"
+    "  float f;\n"
+    "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "  return f;\n"
+    "}\n"
+    "static __device__ __forceinline__ unsigned short lt_f32_to_f16(float f) {\n"
+    "  unsigned short h;\n"
+    "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "  return h;\n"
+    "}\n"
+    "static __device__ __forceinline__ float lt_bf16_to_f32(unsigned short h) {\n"
+    "  return __uint_as_float(((unsigned int)h) << 16);\n"
+    "}\n"
+    "static __device__ __forceinline__ unsigned short lt_f32_to_bf16(float f) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  unsigned short h;\n"
+    "  asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "  return h;\n"
+    "#else\n"
+    "  unsigned int x = __float_as_uint(f);\n"
+    "  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);\n"
+    "  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+    "#endif\n"
+    "}\n"
+    "static __device__ __forceinline__ float lt_f16_round(float f) { return lt_f16_to_f32(lt_f32_to_f16(f)); }\n"
+    "static __device__ __forceinline__ float lt_bf16_round(float f) { return lt_bf16_to_f32(lt_f32_to_bf16(f)); }\n"
+    "static __device__ __forceinline__ i64 lt_maxi(i64 a, i64 b) { return a > b ? a : b; }\n"
+    "static __device__ __forceinline__ i64 lt_mini(i64 a, i64 b) { return a < b ? a : b; }\n"
+    "static __device__ __forceinline__ i64 lt_absi(i64 a) { return a < 0 ? -a : a; }\n";
+
+static void cuda_kernel(Render *R, const KKernel *kk) {
+  StrBuf *o = R->out;
+  if (!rc_kernel_begin(R, kk)) {
+    rc_kernel_end(R);
+    return;
+  }
+  int block = kk->block > 0 ? kk->block : 1;
+  sb_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", block, kk->name);
+  for (int i = 0; i < kk->nparams; i++) {
+    const KParam *p = &kk->params[i];
+    sb_printf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", p->is_output ? "" : "const ",
+              rc_storage_type(R, R->lp->bufs[p->buf].dtype), R->buf_name[p->buf]);
+  }
+  for (int i = 0; i < kk->nsyms; i++) sb_printf(o, "%si64 %s", kk->nparams || i ? ", " : "", R->sym_name[i]);
+  sb_puts(o, ") {\n");
+  rc_body(R, 1);
+  sb_puts(o, "}\n");
+  rc_kernel_end(R);
+}
+
+int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
+  Render R = {0};
+  R.out = out;
+  R.kp = kp;
+  R.d = d;
+  R.cuda = 1;
+  sb_puts(out, cuda_preamble);
+  for (int i = 0; i < kp->nkernels && !R.failed; i++) cuda_kernel(&R, &kp->kernels[i]);
+  return !R.failed;
+}

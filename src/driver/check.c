@@ -1,0 +1,162 @@
+#include "check.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void host_tensor_free(HostTensor *t) {
+  free(t->data);
+  t->data = NULL;
+}
+
+int host_tensor_alloc(HostTensor *t, DType dt, const Shape *s, const SymEnv *env, Diag *d) {
+  memset(t, 0, sizeof *t);
+  t->dtype = dt;
+  t->rank = s->rank;
+  if (!shape_eval(s, env, t->dims)) {
+    diag_error(d, 0, 0, "a symbolic dimension has no value; pass --dim NAME=N for each");
+    return 0;
+  }
+  t->numel = 1;
+  for (int i = 0; i < s->rank; i++) {
+    if (t->dims[i] < 0) {
+      diag_error(d, 0, 0, "negative dimension %lld", (long long)t->dims[i]);
+      return 0;
+    }
+    t->numel *= t->dims[i];
+  }
+  size_t bytes = (size_t)t->numel * dtype_size(dt);
+  t->data = malloc(bytes ? bytes : 1);
+  if (!t->data) {
+    diag_error(d, 0, 0, "out of memory allocating %zu bytes", bytes);
+    return 0;
+  }
+  if (dtype_is_float(dt)) {
+    for (int64_t i = 0; i < t->numel; i++) {
+      if (dt == DT_F32) ((float *)t->data)[i] = NAN;
+      else ((uint16_t *)t->data)[i] = 0x7e00 | (dt == DT_BF16 ? 0x7fc0 : 0);
+    }
+  } else {
+    memset(t->data, 0x5a, bytes);
+  }
+  return 1;
+}
+
+double host_get(const HostTensor *t, int64_t i) {
+  switch (t->dtype) {
+  case DT_F32: return ((const float *)t->data)[i];
+  case DT_F16: return f16_to_f32(((const uint16_t *)t->data)[i]);
+  case DT_BF16: return bf16_to_f32(((const uint16_t *)t->data)[i]);
+  case DT_I32: return ((const int32_t *)t->data)[i];
+  case DT_I64: return (double)((const int64_t *)t->data)[i];
+  case DT_BOOL: return ((const uint8_t *)t->data)[i] != 0;
+  default: return 0;
+  }
+}
+
+static void host_set(HostTensor *t, int64_t i, double v) {
+  switch (t->dtype) {
+  case DT_F32: ((float *)t->data)[i] = (float)v; break;
+  case DT_F16: ((uint16_t *)t->data)[i] = f32_to_f16((float)v); break;
+  case DT_BF16: ((uint16_t *)t->data)[i] = f32_to_bf16((float)v); break;
+  case DT_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
+  case DT_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
+  case DT_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
+  default: break;
+  }
+}
+
+/* splitmix64: small, seedable, and the same on every machine. */
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+static double uniform(uint64_t *s) { return (double)(next_u64(s) >> 11) / 9007199254740992.0; }
+
+typedef struct Range {
+  int is_int;
+  double lo, hi; /* floats: [lo, hi); ints: [lo, hi] */
+} Range;
+
+/* How an input is used decides which values make sense for it. */
+static Range input_range(const Graph *g, int node, const SymEnv *env) {
+  Range r = {0, -1.0, 1.0};
+  DType dt = g->nodes[node].dtype;
+  if (!dtype_is_float(dt)) r = (Range){1, -4, 4};
+  if (dt == DT_BOOL) r = (Range){1, 0, 1};
+  for (int i = node + 1; i < g->n; i++) {
+    const GNode *n = &g->nodes[i];
+    for (int j = 0; j < n->nin; j++) {
+      if (n->in[j] != node) continue;
+      if (n->op == G_EMBEDDING && j == 0) {
+        int64_t rows = 1;
+        ex_eval_int(g->nodes[n->in[1]].shape.dim[0], env, &rows);
+        if (r.lo < 0 || rows - 1 < r.hi) r = (Range){1, 0, (double)(rows - 1)};
+      } else if (n->op == G_ROPE && j == 1) {
+        r = (Range){1, 0, 63};
+      } else if (j == 0 && (n->op == G_LOG || n->op == G_SQRT || n->op == G_RSQRT || n->op == G_POW)) {
+        if (!r.is_int) r = (Range){0, 0.25, 2.0};
+      }
+    }
+  }
+  return r;
+}
+
+int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *host, RefTensor *ref, Diag *d) {
+  uint64_t s = seed * 0x2545F4914F6CDD1DULL + 1;
+  for (int i = 0; i < g->ninputs; i++) {
+    const GNode *n = &g->nodes[g->inputs[i]];
+    if (!host_tensor_alloc(&host[i], n->dtype, &n->shape, env, d)) {
+      for (int j = 0; j < i; j++) {
+        host_tensor_free(&host[j]);
+        ref_tensor_free(&ref[j]);
+      }
+      return 0;
+    }
+    Range r = input_range(g, n->id, env);
+    memset(&ref[i], 0, sizeof ref[i]);
+    ref[i].rank = host[i].rank;
+    memcpy(ref[i].dims, host[i].dims, sizeof ref[i].dims);
+    ref[i].numel = host[i].numel;
+    ref[i].data = malloc(sizeof(double) * (size_t)(host[i].numel ? host[i].numel : 1));
+    if (!ref[i].data) abort();
+    for (int64_t e = 0; e < host[i].numel; e++) {
+      double v = r.is_int ? r.lo + (double)(next_u64(&s) % (uint64_t)(r.hi - r.lo + 1))
+                          : r.lo + (r.hi - r.lo) * uniform(&s);
+      host_set(&host[i], e, v);
+      ref[i].data[e] = host_get(&host[i], e); /* exactly what the kernel sees */
+    }
+  }
+  return 1;
+}
+
+double compare_output(const HostTensor *got, const RefTensor *want) {
+  if (got->numel != want->numel) return INFINITY;
+  double maxref = 0, maxdiff = 0;
+  int is_int = !dtype_is_float(got->dtype);
+  for (int64_t i = 0; i < got->numel; i++) {
+    double y = host_get(got, i), r = want->data[i];
+    if (isnan(r) || isnan(y)) {
+      if (isnan(r) != isnan(y)) return INFINITY;
+      continue;
+    }
+    if (isinf(r) || isinf(y)) {
+      if (r != y) return INFINITY;
+      continue;
+    }
+    if (is_int && y != r) return INFINITY;
+    if (fabs(r) > maxref) maxref = fabs(r);
+    if (fabs(y - r) > maxdiff) maxdiff = fabs(y - r);
+  }
+  return maxdiff / (maxref > 1e-6 ? maxref : 1e-6);
+}
+
+double check_tolerance(DType t) {
+  switch (t) {
+  case DT_F32: return 2e-4;
+  case DT_F16: return 5e-3;
+  case DT_BF16: return 2e-2;
+  default: return 0;
+  }
+}

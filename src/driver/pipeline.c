@@ -1,0 +1,64 @@
+#include "pipeline.h"
+#include <stdlib.h>
+#include <string.h>
+#include "../frontend/frontend.h"
+
+static const char *stage_names[ST_COUNT] = {"graph", "tensor", "loop", "tile", "kernel", "code"};
+
+const char *stage_name(Stage s) { return s < ST_COUNT ? stage_names[s] : "?"; }
+
+int stage_parse(const char *s, Stage *out) {
+  for (int i = 0; i < ST_COUNT; i++)
+    if (!strcmp(s, stage_names[i])) {
+      *out = (Stage)i;
+      return 1;
+    }
+  return 0;
+}
+
+Compilation *compilation_new(Target t, const FusionPolicy *fusion) {
+  Compilation *c = calloc(1, sizeof *c);
+  if (!c) abort();
+  c->arena = arena_new();
+  c->pool = expr_pool_new(c->arena);
+  c->target = t;
+  c->fusion = fusion ? *fusion : fusion_policy_default();
+  return c;
+}
+
+void compilation_free(Compilation *c) {
+  if (!c) return;
+  sb_free(&c->code);
+  arena_free(c->arena);
+  free(c);
+}
+
+int compile_graph(Compilation *c, Stage upto, Diag *d) {
+  if (upto == ST_GRAPH) return 1;
+  if (!(c->tensor = tensor_from_graph(c->graph, d))) return 0;
+  if (upto == ST_TENSOR) return 1;
+  if (!(c->loop = loop_from_tensor(c->tensor, &c->fusion, d))) return 0;
+  if (upto == ST_LOOP) return 1;
+  if (!(c->tile = tile_from_loop(c->loop, c->target, &c->fusion, d))) return 0;
+  if (upto == ST_TILE) return 1;
+  if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
+  if (upto == ST_KERNEL) return 1;
+  return render_code(&c->code, c->kernel, d);
+}
+
+int compile_source(Compilation *c, const char *src, Stage upto, Diag *d) {
+  if (!(c->graph = parse_program(src, c->arena, c->pool, d))) return 0;
+  return compile_graph(c, upto, d);
+}
+
+void print_stage(StrBuf *b, const Compilation *c, Stage s) {
+  switch (s) {
+  case ST_GRAPH: graph_print(b, c->graph); break;
+  case ST_TENSOR: tensor_print(b, c->tensor); break;
+  case ST_LOOP: loop_print(b, c->loop); break;
+  case ST_TILE: tile_print(b, c->tile); break;
+  case ST_KERNEL: kernel_print(b, c->kernel); break;
+  case ST_CODE: sb_puts(b, sb_str((StrBuf *)&c->code)); break;
+  default: break;
+  }
+}

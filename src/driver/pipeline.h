@@ -1,0 +1,33 @@
+/* The one pipeline: program text -> graph -> tensor -> loop -> tile -> kernel -> code.
+ * Every entry point (the CLI, tests, benchmarks, later model builders) compiles through here. */
+#ifndef LATHE_PIPELINE_H
+#define LATHE_PIPELINE_H
+#include "../code/code.h"
+#include "../graph/graph.h"
+
+typedef enum Stage { ST_GRAPH, ST_TENSOR, ST_LOOP, ST_TILE, ST_KERNEL, ST_CODE, ST_COUNT } Stage;
+const char *stage_name(Stage s);
+int stage_parse(const char *s, Stage *out);
+
+typedef struct Compilation {
+  Arena *arena;
+  ExprPool *pool;
+  Target target;
+  FusionPolicy fusion;
+  Graph *graph;
+  TProgram *tensor;
+  LProgram *loop;
+  TileProgram *tile;
+  KProgram *kernel;
+  StrBuf code;
+} Compilation;
+
+Compilation *compilation_new(Target t, const FusionPolicy *fusion);
+void compilation_free(Compilation *c);
+/* Parses src and lowers it through stage `upto` (inclusive). 0 with diag on error. */
+int compile_source(Compilation *c, const char *src, Stage upto, Diag *d);
+/* Lowers an already-built graph (c->graph) through stage `upto`. */
+int compile_graph(Compilation *c, Stage upto, Diag *d);
+/* The printed form of a stage that was reached. */
+void print_stage(StrBuf *b, const Compilation *c, Stage s);
+#endif

@@ -1,0 +1,112 @@
+#include "dtype.h"
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static const char *names[DT_COUNT] = {"f32", "f16", "bf16", "i32", "i64", "bool"};
+
+const char *dtype_name(DType t) { return t < DT_COUNT ? names[t] : "?"; }
+
+int dtype_parse(const char *s, DType *out) {
+  for (int i = 0; i < DT_COUNT; i++)
+    if (!strcmp(s, names[i])) {
+      *out = (DType)i;
+      return 1;
+    }
+  return 0;
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+  case DT_F32: case DT_I32: return 4;
+  case DT_F16: case DT_BF16: return 2;
+  case DT_I64: return 8;
+  case DT_BOOL: return 1;
+  default: return 0;
+  }
+}
+
+int dtype_is_float(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
+
+static int rank(DType t) {
+  switch (t) {
+  case DT_BOOL: return 0;
+  case DT_I32: return 1;
+  case DT_I64: return 2;
+  case DT_BF16: return 3;
+  case DT_F16: return 4;
+  case DT_F32: return 5;
+  default: return 0;
+  }
+}
+
+DType dtype_promote(DType a, DType b) {
+  if ((a == DT_F16 && b == DT_BF16) || (a == DT_BF16 && b == DT_F16)) return DT_F32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+DType dtype_compute(DType t) {
+  if (dtype_is_float(t)) return DT_F32;
+  if (t == DT_BOOL) return DT_BOOL;
+  return DT_I64;
+}
+
+float f16_to_f32(unsigned short h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (man == 0) bits = sign;
+    else { /* subnormal: value = man * 2^-24 */
+      float f = (float)man * 5.9604644775390625e-08f;
+      return sign ? -f : f;
+    }
+  } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
+  else bits = sign | ((exp + 112) << 23) | (man << 13);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+unsigned short f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  if (isnan(f)) return (unsigned short)(sign | 0x7e00);
+  float a = fabsf(f);
+  if (a >= 65520.0f) return (unsigned short)(sign | 0x7c00);
+  if (a < 6.103515625e-05f) { /* subnormal half: quantum 2^-24 */
+    float q = nearbyintf(a * 16777216.0f);
+    return (unsigned short)(sign | (uint32_t)q);
+  }
+  uint32_t ax = x & 0x7fffffff;
+  uint32_t lsb = (ax >> 13) & 1;
+  ax += 0xfff + lsb; /* round to nearest even at bit 13 */
+  uint32_t exp = (ax >> 23) - 112, man = (ax >> 13) & 0x3ff;
+  return (unsigned short)(sign | (exp << 10) | man);
+}
+
+float bf16_to_f32(unsigned short h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+unsigned short f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if (isnan(f)) return (unsigned short)((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return (unsigned short)(x >> 16);
+}
+
+double dtype_round(DType t, double v) {
+  switch (t) {
+  case DT_F32: return (double)(float)v;
+  case DT_F16: return f16_to_f32(f32_to_f16((float)v));
+  case DT_BF16: return bf16_to_f32(f32_to_bf16((float)v));
+  case DT_I32: return (double)(int32_t)v;
+  case DT_I64: return (double)(int64_t)v;
+  case DT_BOOL: return v != 0;
+  default: return v;
+  }
+}

@@ -1,0 +1,83 @@
+/* Kernel stage: target-neutral hardware primitives, as a small structured statement tree.
+ *
+ * Lowered from the tile stage (loop nest + schedule). The same tree feeds the C and the CUDA
+ * renderers; a renderer refuses a primitive its target lacks (the CPU has no barriers, shuffles,
+ * shared memory or hardware indices; CUDA has no parallel-for).
+ *
+ * Expressions are loop-stage Exprs plus X_TMP (scalar temporaries declared by KS_DECL) and
+ * X_HW (thread / block / lane / warp index, block size). Loads keep multi-dimensional indices into
+ * row-major buffers; renderers flatten them with the buffer's (possibly symbolic) shape.
+ */
+#ifndef LATHE_KERNEL_H
+#define LATHE_KERNEL_H
+#include "../tile/tile.h"
+
+typedef enum KStmtKind {
+  KS_SEQ,         /* body[0..nbody) in order */
+  KS_FOR,         /* for (var = lo; var < hi; var += step) body   -- serial */
+  KS_PARFOR,      /* CPU only: parallel loop, var in [0, hi), iterations independent */
+  KS_IF,          /* if (cond) body */
+  KS_DECL,        /* declare mutable scalar temporary `tmp` of `dtype`, initialised to `value` */
+  KS_ASSIGN,      /* tmp = value */
+  KS_STORE,       /* buf[idx...] = value; space says global or shared */
+  KS_SMEM,        /* CUDA only: shared array `buf` (shared-memory id) of `count` elements of `dtype` */
+  KS_BARRIER,     /* CUDA only: all threads of the block */
+  KS_WARP_REDUCE, /* CUDA only: tmp = all-reduce(rop) of tmp across the 32 lanes of the warp */
+} KStmtKind;
+
+typedef struct KStmt KStmt;
+struct KStmt {
+  KStmtKind kind;
+  int var;              /* KS_FOR / KS_PARFOR loop variable (X_VAR id) */
+  Expr *lo, *hi, *step; /* KS_FOR; KS_PARFOR uses hi */
+  Expr *cond;           /* KS_IF */
+  int tmp;              /* KS_DECL / KS_ASSIGN / KS_WARP_REDUCE */
+  DType dtype;          /* KS_DECL / KS_SMEM */
+  Expr *value;          /* KS_DECL / KS_ASSIGN / KS_STORE */
+  int buf;              /* KS_STORE / KS_SMEM */
+  MemSpace space;       /* KS_STORE */
+  int nidx;
+  Expr *idx[LT_MAX_RANK]; /* KS_STORE */
+  ReduceOp rop;         /* KS_WARP_REDUCE */
+  int count;            /* KS_SMEM */
+  KStmt **body;         /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
+  int nbody;
+};
+
+typedef struct KParam {
+  int buf;        /* LBuf id */
+  int is_output;  /* written by this kernel */
+} KParam;
+
+#define K_MAX_PARAMS 32
+#define K_MAX_TMPS 256
+
+typedef struct KKernel {
+  const char *name;
+  KParam params[K_MAX_PARAMS]; /* buffer parameters, in call order */
+  int nparams;
+  const char *syms[16]; /* symbol parameters (i64), after the buffers, in this order */
+  int nsyms;
+  KStmt *body;
+  /* CUDA launch shape: grid = number of blocks (an Expr over symbols), block = threads per block. */
+  Expr *grid;
+  int block;
+  int ntmps;
+  DType tmp_dtype[K_MAX_TMPS];
+  const char *tmp_names[K_MAX_TMPS]; /* readable names ("acc0", "i0", "p"); renderers make them unique */
+  const char *var_names[L_MAX_VARS]; /* names of X_VAR ids, for printing and code */
+  int nvars;
+  Schedule sched;
+} KKernel;
+
+typedef struct KProgram {
+  const LProgram *loop; /* buffers (names, dtypes, shapes), inputs, outputs, symbols */
+  Target target;
+  KKernel *kernels;
+  int nkernels;
+} KProgram;
+
+KProgram *kernel_from_tile(const TileProgram *tp, Diag *d);
+/* `--ir kernel`: the statement tree, e.g.  smem s0[8] f32; v = warp_sum(v); barrier */
+void kernel_print(StrBuf *b, const KProgram *kp);
+#endif

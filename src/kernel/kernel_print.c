@@ -1,0 +1,130 @@
+/* `--ir kernel`: the statement tree of each kernel, one statement a line, bodies indented. */
+#include <stdio.h>
+#include "kernel.h"
+
+typedef struct PrintNames {
+  const KProgram *kp;
+  const KKernel *kk;
+  char scratch[32]; /* for shared-memory names, used at once by ex_print */
+} PrintNames;
+
+static const char *pn_var(void *ctx, int v) {
+  PrintNames *n = ctx;
+  if (v >= 0 && v < n->kk->nvars && n->kk->var_names[v]) return n->kk->var_names[v];
+  snprintf(n->scratch, sizeof n->scratch, "x%d", v);
+  return n->scratch;
+}
+
+static const char *pn_buf(void *ctx, int b, MemSpace space) {
+  PrintNames *n = ctx;
+  if (space == MEM_GLOBAL && b >= 0 && b < n->kp->loop->nbufs) return n->kp->loop->bufs[b].name;
+  snprintf(n->scratch, sizeof n->scratch, "%s%d", space == MEM_SHARED ? "smem" : "buf", b);
+  return n->scratch;
+}
+
+static const char *pn_tmp(void *ctx, int t) {
+  PrintNames *n = ctx;
+  if (t >= 0 && t < n->kk->ntmps && n->kk->tmp_names[t]) return n->kk->tmp_names[t];
+  snprintf(n->scratch, sizeof n->scratch, "t%d", t);
+  return n->scratch;
+}
+
+static const char *rop_name(ReduceOp op) { return op == RED_MAX ? "max" : op == RED_MIN ? "min" : "sum"; }
+
+static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level) {
+  PrintNames *n = nm->ctx;
+  int child = level + 1;
+  if (s->kind != KS_SEQ) sb_indent(b, level);
+  switch (s->kind) {
+  case KS_SEQ:
+    child = level;
+    break;
+  case KS_FOR: {
+    const char *v = pn_var(n, s->var);
+    sb_printf(b, "for %s = ", v);
+    ex_print(b, s->lo, nm);
+    sb_printf(b, "; %s < ", pn_var(n, s->var));
+    ex_print(b, s->hi, nm);
+    sb_printf(b, "; %s += ", pn_var(n, s->var));
+    ex_print(b, s->step, nm);
+    sb_puts(b, ":\n");
+    break;
+  }
+  case KS_PARFOR:
+    sb_printf(b, "parallel for %s < ", pn_var(n, s->var));
+    ex_print(b, s->hi, nm);
+    sb_puts(b, ":\n");
+    break;
+  case KS_IF:
+    sb_puts(b, "if ");
+    ex_print(b, s->cond, nm);
+    sb_puts(b, ":\n");
+    break;
+  case KS_DECL:
+    sb_printf(b, "%s: %s = ", pn_tmp(n, s->tmp), dtype_name(s->dtype));
+    ex_print(b, s->value, nm);
+    sb_putc(b, '\n');
+    break;
+  case KS_ASSIGN:
+    sb_printf(b, "%s = ", pn_tmp(n, s->tmp));
+    ex_print(b, s->value, nm);
+    sb_putc(b, '\n');
+    break;
+  case KS_STORE:
+    sb_printf(b, "%s[", pn_buf(n, s->buf, s->space));
+    for (int i = 0; i < s->nidx; i++) {
+      if (i) sb_puts(b, ", ");
+      ex_print(b, s->idx[i], nm);
+    }
+    sb_puts(b, "] = ");
+    ex_print(b, s->value, nm);
+    sb_putc(b, '\n');
+    break;
+  case KS_SMEM:
+    sb_printf(b, "smem smem%d: %s[%d]\n", s->buf, dtype_name(s->dtype), s->count);
+    break;
+  case KS_BARRIER:
+    sb_puts(b, "barrier\n");
+    break;
+  case KS_WARP_REDUCE: {
+    const char *t = pn_tmp(n, s->tmp);
+    sb_printf(b, "%s = warp_%s(", t, rop_name(s->rop));
+    sb_printf(b, "%s)\n", pn_tmp(n, s->tmp));
+    break;
+  }
+  }
+  for (int i = 0; i < s->nbody; i++) print_stmt(b, s->body[i], nm, child);
+}
+
+static const char *red_name(RedStrategy r) { return r == RS_WARP ? "warp" : r == RS_BLOCK ? "block" : "serial"; }
+
+static void print_kernel(StrBuf *b, const KProgram *kp, const KKernel *kk) {
+  const LProgram *lp = kp->loop;
+  sb_printf(b, "kernel %s(", kk->name);
+  for (int i = 0; i < kk->nparams; i++) {
+    const LBuf *buf = &lp->bufs[kk->params[i].buf];
+    sb_printf(b, "%s%s%s: %s", i ? ", " : "", kk->params[i].is_output ? "out " : "", buf->name, dtype_name(buf->dtype));
+    shape_print(b, &buf->shape);
+  }
+  for (int i = 0; i < kk->nsyms; i++) sb_printf(b, "%s%s: i64", kk->nparams || i ? ", " : "", kk->syms[i]);
+  sb_putc(b, ')');
+  if (kp->target == TARGET_CUDA) {
+    sb_puts(b, " grid=");
+    ex_print(b, kk->grid, NULL);
+    sb_printf(b, " block=%d red=%s", kk->block, red_name(kk->sched.red));
+  } else {
+    sb_printf(b, " cpu%s", kk->sched.omp ? " omp" : "");
+  }
+  if (kk->sched.vec > 1) sb_printf(b, " vec=%d", kk->sched.vec);
+  sb_putc(b, '\n');
+  PrintNames n = {kp, kk, {0}};
+  ExprNames nm = {&n, pn_var, pn_buf, NULL, NULL, pn_tmp};
+  print_stmt(b, kk->body, &nm, 1);
+}
+
+void kernel_print(StrBuf *b, const KProgram *kp) {
+  for (int i = 0; i < kp->nkernels; i++) {
+    if (i) sb_putc(b, '\n');
+    print_kernel(b, kp, &kp->kernels[i]);
+  }
+}

@@ -1,0 +1,442 @@
+/* tensor -> loop: decide which tensor nodes get a buffer ("realized") and build one loop nest per
+ * realized node by inlining everything else into it.
+ *
+ * Inlining rules (legality first; `FusionPolicy` picks among the legal options):
+ *  - map / view / gather nodes are substituted into their consumers (index math composes);
+ *  - a reduce/contract node read at an index that depends only on the consumer's output axes becomes
+ *    a *phase* of the consumer: computed once per parallel point, before the inner loops. Reading it at
+ *    an index that depends on an enclosing reduction variable would nest reductions, so it is realized;
+ *  - a phase that is recomputed for parallel points it does not depend on (norm -> linear prologue)
+ *    is kept only when the policy allows recompute;
+ *  - a node whose expansion carries a reduction and that two kernels inline is realized, so no
+ *    reduction is computed by two kernels.
+ * Realizing a node can make other choices legal or necessary, so kernels are rebuilt until the set of
+ * realized nodes stops changing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loop.h"
+
+FusionPolicy fusion_policy_default(void) {
+  FusionPolicy p = {.fuse_reductions = 1, .allow_recompute = 0};
+  return p;
+}
+
+typedef struct MemoEntry {
+  int node;
+  int nidx;
+  Expr *idx[LT_MAX_RANK];
+  Expr *value;
+} MemoEntry;
+
+typedef struct PhaseKey {
+  int node;
+  Expr *idx[LT_MAX_RANK];
+} PhaseKey;
+
+typedef struct Builder {
+  const TProgram *t;
+  ExprPool *pool;
+  const FusionPolicy *pol;
+  char *realized;     /* per tensor node */
+  int *node_buf;      /* per tensor node: buffer holding its value, or -1 */
+  const DType *buf_dtype;
+  int *expanded_by;   /* per tensor node: the kernel that inlined its reduction-bearing value, or -1 */
+  int cur_kernel;
+  /* the kernel being built */
+  LKernel *k;
+  int nout;            /* output axes are vars 0..nout-1 */
+  unsigned outer_mask; /* vars usable by a phase index at the current nesting (output vars) */
+  PhaseKey keys[L_MAX_PHASES];
+  MemoEntry *memo;
+  int nmemo, capmemo;
+  int want_realize;   /* node to realize before retrying, or -1 */
+  int fail;           /* set with the diag on hard errors */
+  Diag *d;
+} Builder;
+
+static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx);
+
+static void request_realize(Builder *b, int node) {
+  if (b->want_realize < 0) b->want_realize = node;
+}
+
+typedef struct {
+  Expr *const *args;
+  int nargs;
+  Expr *const *idx;
+  int nidx;
+} FnSubst;
+
+/* Replaces a map fn's leaves in one pass: X_ARG(i) -> the i-th input's expansion, X_VAR(k) -> idx[k]. */
+static Expr *fn_subst_cb(void *ctx, ExprPool *p, Expr *e) {
+  (void)p;
+  FnSubst *s = ctx;
+  if (e->op == X_ARG && e->ival < s->nargs) return s->args[e->ival];
+  if (e->op == X_VAR && e->ival < s->nidx) return s->idx[e->ival];
+  return e;
+}
+
+static Expr *load_buf(Builder *b, int buf, Expr *const *idx, int nidx) {
+  return ex_load(b->pool, buf, b->buf_dtype[buf], nidx, idx, MEM_GLOBAL);
+}
+
+static int new_var(Builder *b) {
+  if (b->k->nvars >= L_MAX_VARS) return -1;
+  return b->k->nvars++;
+}
+
+/* A reduce/contract node read at idx: find or create its phase. */
+static Expr *expand_reduction(Builder *b, const TNode *n, Expr *const *idx) {
+  int rank = n->shape.rank;
+  uint64_t used = 0;
+  for (int d = 0; d < rank; d++)
+    if (!(n->axes & (1u << d))) used |= idx[d]->varmask;
+  /* The phase runs outside every reduction loop: its index may only use output axes. */
+  if (used & ~(uint64_t)b->outer_mask) {
+    request_realize(b, n->id);
+    return NULL;
+  }
+  for (int d = 0; d < rank; d++)
+    if (!(n->axes & (1u << d)) && (idx[d]->flags & (EXF_ACC | EXF_LOAD))) { /* data-dependent index */
+      request_realize(b, n->id);
+      return NULL;
+    }
+  for (int i = 0; i < b->k->nphase; i++) {
+    if (b->keys[i].node != n->id) continue;
+    int same = 1;
+    for (int d = 0; d < rank && same; d++) same = (n->axes & (1u << d)) || b->keys[i].idx[d] == idx[d];
+    if (same) return ex_acc(b->pool, i, b->k->phases[i].acc_dtype);
+  }
+  if (b->k->nphase >= L_MAX_PHASES) {
+    request_realize(b, n->id);
+    return NULL;
+  }
+  const TNode *src = &b->t->nodes[n->src[0]];
+  Expr *ridx[LT_MAX_RANK];
+  LPhase ph = {0};
+  for (int d = 0; d < rank; d++) {
+    if (n->axes & (1u << d)) {
+      int v = new_var(b);
+      if (v < 0) {
+        diag_error(b->d, 0, 0, "kernel needs more than %d loop variables", L_MAX_VARS);
+        b->fail = 1;
+        return NULL;
+      }
+      ph.axes[ph.naxes].var = v;
+      ph.axes[ph.naxes++].extent = src->shape.dim[d];
+      ridx[d] = ex_var(b->pool, v);
+    } else {
+      ridx[d] = idx[d];
+    }
+  }
+  Expr *body;
+  if (n->kind == T_CONTRACT) {
+    Expr *x = expand(b, n->src[0], ridx, rank);
+    Expr *y = x ? expand(b, n->src[1], ridx, rank) : NULL;
+    if (!y) return NULL;
+    body = ex_mul(b->pool, x, y);
+  } else {
+    body = expand(b, n->src[0], ridx, rank);
+    if (!body) return NULL;
+  }
+  /* Nested phases were appended while expanding the body, so dependencies come first. */
+  if (b->k->nphase >= L_MAX_PHASES) {
+    request_realize(b, n->id);
+    return NULL;
+  }
+  int id = b->k->nphase++;
+  ph.id = id;
+  ph.op = n->kind == T_CONTRACT ? RED_ADD : n->rop;
+  ph.acc_dtype = dtype_compute(n->dtype);
+  ph.body = ex_cast(b->pool, ph.acc_dtype, body);
+  b->k->phases[id] = ph;
+  b->keys[id].node = n->id;
+  for (int d = 0; d < rank; d++) b->keys[id].idx[d] = (n->axes & (1u << d)) ? NULL : idx[d];
+  return ex_acc(b->pool, id, ph.acc_dtype);
+}
+
+static Expr *memo_find(Builder *b, int node, Expr *const *idx, int nidx) {
+  for (int i = 0; i < b->nmemo; i++) {
+    MemoEntry *m = &b->memo[i];
+    if (m->node != node || m->nidx != nidx) continue;
+    int same = 1;
+    for (int d = 0; d < nidx && same; d++) same = m->idx[d] == idx[d];
+    if (same) return m->value;
+  }
+  return NULL;
+}
+
+static void memo_add(Builder *b, int node, Expr *const *idx, int nidx, Expr *v) {
+  if (b->nmemo == b->capmemo) {
+    b->capmemo = b->capmemo ? b->capmemo * 2 : 64;
+    b->memo = realloc(b->memo, sizeof *b->memo * (size_t)b->capmemo);
+    if (!b->memo) abort();
+  }
+  MemoEntry *m = &b->memo[b->nmemo++];
+  m->node = node;
+  m->nidx = nidx;
+  for (int d = 0; d < nidx; d++) m->idx[d] = idx[d];
+  m->value = v;
+}
+
+/* The value of tensor node `node` at index idx (Exprs over the kernel's variables). NULL when the
+ * build must be retried with another node realized (b->want_realize) or failed (b->fail). */
+static Expr *expand_node(Builder *b, int node, Expr *const *idx, int nidx, int is_root) {
+  const TNode *n = &b->t->nodes[node];
+  if (!is_root && b->node_buf[node] >= 0) return load_buf(b, b->node_buf[node], idx, nidx);
+  switch (n->kind) {
+  case T_INPUT:
+    return load_buf(b, b->node_buf[node], idx, nidx);
+  case T_MAP: {
+    Expr *args[T_MAX_SRC];
+    for (int i = 0; i < n->nsrc; i++)
+      if (!(args[i] = expand(b, n->src[i], idx, nidx))) return NULL;
+    FnSubst s = {args, n->nsrc, idx, nidx};
+    return ex_rewrite(b->pool, n->fn, fn_subst_cb, &s);
+  }
+  case T_VIEW: {
+    const TNode *src = &b->t->nodes[n->src[0]];
+    Expr *sidx[LT_MAX_RANK];
+    for (int d = 0; d < src->shape.rank; d++) sidx[d] = ex_subst_vars(b->pool, n->idx[d], nidx, idx);
+    Expr *v = expand(b, n->src[0], sidx, src->shape.rank);
+    if (!v || !n->valid) return v;
+    Expr *ok = ex_subst_vars(b->pool, n->valid, nidx, idx);
+    /* Guard the index too, so an out-of-range position is never read. */
+    return ex_select(b->pool, ok, v, ex_const(b->pool, v->dtype, 0));
+  }
+  case T_GATHER: {
+    const TNode *ids = &b->t->nodes[n->src[1]];
+    int k = ids->shape.rank;
+    Expr *id = expand(b, n->src[1], idx, k);
+    if (!id) return NULL;
+    Expr *tidx[LT_MAX_RANK];
+    tidx[0] = ex_cast(b->pool, DT_I64, id);
+    for (int d = k; d < nidx; d++) tidx[d - k + 1] = idx[d];
+    return expand(b, n->src[0], tidx, nidx - k + 1);
+  }
+  case T_REDUCE:
+  case T_CONTRACT:
+    if (!b->pol->fuse_reductions && !is_root) {
+      request_realize(b, node);
+      return NULL;
+    }
+    return expand_reduction(b, n, idx);
+  }
+  return NULL;
+}
+
+static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
+  if (b->fail || b->want_realize >= 0) return NULL;
+  Expr *v = memo_find(b, node, idx, nidx);
+  if (v) return v;
+  v = expand_node(b, node, idx, nidx, 0);
+  if (!v) return NULL;
+  /* A node whose value carries a reduction and that a second kernel also inlines gets its own
+   * buffer, so the reduction is not computed by both kernels. */
+  if ((v->flags & EXF_ACC) && b->node_buf[node] < 0) {
+    if (b->expanded_by[node] >= 0 && b->expanded_by[node] != b->cur_kernel) {
+      request_realize(b, node);
+      return NULL;
+    }
+    b->expanded_by[node] = b->cur_kernel;
+  }
+  memo_add(b, node, idx, nidx, v);
+  return v;
+}
+
+static int is_const_one(const Expr *e) { return ex_is_int_const(e, 1); }
+
+/* Builds the kernel computing `root` into buffer `out_buf`. Returns 1 on success, 0 if a node must
+ * be realized first (b->want_realize) or on error (b->fail). */
+static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBuf *out, int copy_from) {
+  memset(k, 0, sizeof *k);
+  b->k = k;
+  b->nmemo = 0;
+  memset(b->keys, 0, sizeof b->keys);
+  const TNode *n = &b->t->nodes[root];
+  int rank = n->shape.rank;
+  Expr *idx[LT_MAX_RANK];
+  for (int d = 0; d < rank; d++) idx[d] = ex_var(b->pool, d);
+  k->nvars = rank;
+  b->nout = rank;
+  b->outer_mask = rank >= 32 ? ~0u : (1u << rank) - 1;
+  Expr *v = copy_from >= 0 ? load_buf(b, copy_from, idx, rank) : expand_node(b, root, idx, rank, 1);
+  if (!v) return 0;
+  k->value = ex_cast(b->pool, out->dtype, v);
+  k->out_buf = out_buf;
+  for (int d = 0; d < rank; d++) k->out_idx[d] = idx[d];
+  /* Output axes some phase depends on are parallel; the rest are the inner (store) loop. */
+  uint64_t par = 0;
+  for (int i = 0; i < k->nphase; i++) {
+    for (int d = 0; d < LT_MAX_RANK; d++)
+      if (b->keys[i].idx[d]) par |= b->keys[i].idx[d]->varmask;
+  }
+  par &= b->outer_mask;
+  if (k->nphase == 0) par = b->outer_mask; /* pure elementwise: everything is parallel */
+  for (int d = 0; d < rank; d++) {
+    LAxis ax = {d, n->shape.dim[d]};
+    if ((par & (1ULL << d)) || is_const_one(ax.extent)) k->par[k->npar++] = ax; /* size 1: no loop */
+    else k->inner[k->ninner++] = ax;
+  }
+  /* Recompute check: a phase independent of some parallel axis is evaluated again for each of its
+   * points (e.g. an RMSNorm sum inside a linear). Allowed only by policy. */
+  for (int i = 0; i < k->nphase; i++) {
+    uint64_t dep = 0;
+    for (int d = 0; d < LT_MAX_RANK; d++)
+      if (b->keys[i].idx[d]) dep |= b->keys[i].idx[d]->varmask;
+    for (int j = 0; j < k->npar; j++) {
+      if (dep & (1ULL << k->par[j].var) || is_const_one(k->par[j].extent)) continue;
+      k->phases[i].recompute = 1;
+    }
+    if (k->phases[i].recompute && !b->pol->allow_recompute && b->keys[i].node != root) {
+      request_realize(b, b->keys[i].node);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void name_vars(LProgram *p, LKernel *k) {
+  int ni = 0, nj = 0, nr = 0;
+  for (int i = 0; i < k->npar; i++) k->var_names[k->par[i].var] = arena_printf(p->arena, "i%d", ni++);
+  for (int i = 0; i < k->ninner; i++) k->var_names[k->inner[i].var] = arena_printf(p->arena, "j%d", nj++);
+  for (int i = 0; i < k->nphase; i++)
+    for (int a = 0; a < k->phases[i].naxes; a++)
+      k->var_names[k->phases[i].axes[a].var] = arena_printf(p->arena, "r%d", nr++);
+  for (int v = 0; v < k->nvars; v++)
+    if (!k->var_names[v]) k->var_names[v] = arena_printf(p->arena, "v%d", v);
+}
+
+static const char *kernel_base_name(const TNode *n) {
+  if (n->origin) return n->origin;
+  switch (n->kind) {
+  case T_INPUT: return "copy";
+  case T_MAP: return "map";
+  case T_REDUCE: return "reduce";
+  case T_CONTRACT: return "contract";
+  case T_GATHER: return "gather";
+  default: return "view";
+  }
+}
+
+static int add_buf(LProgram *p, int *cap, const char *name, DType t, const Shape *s, LBufKind kind) {
+  if (p->nbufs == *cap) {
+    int nc = *cap * 2;
+    LBuf *nb = ARENA_ARRAY(p->arena, LBuf, nc);
+    memcpy(nb, p->bufs, sizeof(LBuf) * (size_t)p->nbufs);
+    p->bufs = nb;
+    *cap = nc;
+  }
+  LBuf *b = &p->bufs[p->nbufs];
+  b->id = p->nbufs;
+  b->name = name;
+  b->dtype = t;
+  b->shape = *s;
+  b->kind = kind;
+  return p->nbufs++;
+}
+
+typedef struct Job {
+  int root;    /* tensor node computed */
+  int out_buf; /* buffer written */
+} Job;
+
+/* One attempt with the current realized set. Returns 1 when every kernel was built, 0 when the
+ * realized set grew (retry), -1 on error. */
+static int attempt(Builder *b, LProgram *lp, DType **bufdt) {
+  const TProgram *t = b->t;
+  int bufcap = 16 + t->n;
+  lp->bufs = ARENA_ARRAY(lp->arena, LBuf, bufcap);
+  lp->nbufs = 0;
+  lp->nkernels = 0;
+  lp->ninputs = lp->noutputs = 0;
+  for (int i = 0; i < t->n; i++) b->node_buf[i] = b->expanded_by[i] = -1;
+  Job *jobs = calloc((size_t)(t->n + t->noutputs + 1), sizeof *jobs);
+  int njobs = 0;
+  for (int i = 0; i < t->ninputs; i++) {
+    const TNode *n = &t->nodes[t->inputs[i]];
+    b->node_buf[n->id] = add_buf(lp, &bufcap, n->name, n->dtype, &n->shape, BUF_INPUT);
+    lp->inputs[lp->ninputs++] = b->node_buf[n->id];
+  }
+  /* Outputs: the first output of a computed node is that node's buffer; inputs returned as outputs and
+   * repeated outputs become copies. */
+  for (int i = 0; i < t->noutputs; i++) {
+    const TNode *n = &t->nodes[t->outputs[i]];
+    int ob = add_buf(lp, &bufcap, t->output_names[i], n->dtype, &n->shape, BUF_OUTPUT);
+    lp->outputs[lp->noutputs++] = ob;
+    if (b->node_buf[n->id] < 0 && n->kind != T_INPUT) b->node_buf[n->id] = ob;
+  }
+  for (int i = 0; i < t->n; i++) {
+    const TNode *n = &t->nodes[i];
+    if (b->realized[i] && b->node_buf[i] < 0 && n->kind != T_INPUT)
+      b->node_buf[i] = add_buf(lp, &bufcap, n->name ? arena_printf(lp->arena, "%s_t%d", n->name, i)
+                                                    : arena_printf(lp->arena, "t%d", i),
+                               n->dtype, &n->shape, BUF_TEMP);
+  }
+  /* Kernels in topological order of their roots; output copies after everything else. */
+  for (int i = 0; i < t->n; i++)
+    if (b->node_buf[i] >= 0 && t->nodes[i].kind != T_INPUT) jobs[njobs++] = (Job){i, b->node_buf[i]};
+  for (int i = 0; i < t->noutputs; i++)
+    if (lp->outputs[i] != b->node_buf[t->outputs[i]]) jobs[njobs++] = (Job){t->outputs[i], lp->outputs[i]};
+  *bufdt = realloc(*bufdt, sizeof(DType) * (size_t)lp->nbufs);
+  for (int i = 0; i < lp->nbufs; i++) (*bufdt)[i] = lp->bufs[i].dtype;
+  b->buf_dtype = *bufdt;
+  lp->kernels = ARENA_ARRAY(lp->arena, LKernel, njobs ? njobs : 1);
+  int rc = 1;
+  for (int j = 0; j < njobs; j++) {
+    LKernel *k = &lp->kernels[lp->nkernels];
+    b->want_realize = -1;
+    b->cur_kernel = j;
+    int root = jobs[j].root;
+    /* A copy job (an input returned as output, a repeated output) reads the node's buffer. */
+    int copy_from = jobs[j].out_buf != b->node_buf[root] ? b->node_buf[root] : -1;
+    int ok = build_kernel(b, k, root, jobs[j].out_buf, &lp->bufs[jobs[j].out_buf], copy_from);
+    if (b->fail) {
+      rc = -1;
+      break;
+    }
+    if (!ok) {
+      if (b->want_realize >= 0 && !b->realized[b->want_realize]) {
+        b->realized[b->want_realize] = 1;
+        rc = 0;
+      } else {
+        diag_error(b->d, 0, 0, "internal: fusion made no progress at tensor node t%d", root);
+        rc = -1;
+      }
+      break;
+    }
+    k->name = arena_printf(lp->arena, "%s_%d", copy_from >= 0 ? "copy" : kernel_base_name(&t->nodes[root]),
+                           lp->nkernels);
+    name_vars(lp, k);
+    lp->nkernels++;
+  }
+  free(jobs);
+  return rc;
+}
+
+LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) {
+  LProgram *lp = ARENA_NEW(t->arena, LProgram);
+  lp->arena = t->arena;
+  lp->pool = t->pool;
+  lp->nsymbols = t->nsymbols;
+  for (int i = 0; i < t->nsymbols; i++) lp->symbols[i] = t->symbols[i];
+  Builder b = {0};
+  b.t = t;
+  b.pool = t->pool;
+  b.pol = pol;
+  b.d = d;
+  b.realized = calloc((size_t)t->n + 1, 1);
+  b.node_buf = calloc((size_t)t->n + 1, sizeof(int));
+  b.expanded_by = calloc((size_t)t->n + 1, sizeof(int));
+  DType *bufdt = NULL;
+  int rc;
+  while ((rc = attempt(&b, lp, &bufdt)) == 0) {
+  }
+  free(bufdt);
+  free(b.realized);
+  free(b.node_buf);
+  free(b.expanded_by);
+  free(b.memo);
+  return rc == 1 ? lp : NULL;
+}

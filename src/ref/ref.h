@@ -1,0 +1,22 @@
+/* Reference interpreter: evaluates the graph stage in float64, directly from the graph ops
+ * (it never looks at the tensor stage or below), so it is an independent oracle for every backend. */
+#ifndef LATHE_REF_H
+#define LATHE_REF_H
+#include "../base/diag.h"
+#include "../graph/graph.h"
+
+typedef struct RefTensor {
+  int rank;
+  int64_t dims[LT_MAX_RANK];
+  int64_t numel;
+  double *data; /* row-major; owned (free with ref_tensor_free) */
+} RefTensor;
+
+void ref_tensor_free(RefTensor *t);
+
+/* inputs[i] holds graph input i (g->inputs order), with the concrete dims given by env.
+ * Integer inputs are passed as doubles holding integers. On success outputs[j] (g->outputs order)
+ * are filled in (caller frees each with ref_tensor_free). Fails with diag on an unbound symbol,
+ * an out-of-range embedding id or rope position, or an invalid reshape at these sizes. */
+int ref_eval(const Graph *g, const SymEnv *env, const RefTensor *inputs, RefTensor *outputs, Diag *d);
+#endif

@@ -1,0 +1,96 @@
+/* Reference: reshape, permute, slice, concat (data movement only). */
+#include <string.h>
+#include "ref_internal.h"
+
+int ref_reshape(const RefOp *op) {
+  const RefTensor *x = op->in[0];
+  if (x->numel != op->out->numel) {
+    char a[160], b[160];
+    return ref_fail(op, "reshape: cannot reshape %s (%lld elements) into %s (%lld elements)",
+                    ref_dims_str(a, sizeof a, x->rank, x->dims), (long long)x->numel,
+                    ref_dims_str(b, sizeof b, op->out->rank, op->out->dims), (long long)op->out->numel);
+  }
+  if (x->numel) memcpy(op->out->data, x->data, (size_t)x->numel * sizeof(double));
+  return 1;
+}
+
+int ref_permute(const RefOp *op) {
+  const RefTensor *x = op->in[0];
+  RefTensor *o = op->out;
+  const GAttr *at = &op->node->attr;
+  char a[160], b[160];
+  int seen[LT_MAX_RANK] = {0}, ok = at->naxes == x->rank && o->rank == x->rank;
+  for (int i = 0; ok && i < x->rank; i++) {
+    int p = at->axes[i];
+    ok = p >= 0 && p < x->rank && !seen[p] && o->dims[i] == x->dims[p];
+    if (ok) seen[p] = 1;
+  }
+  if (!ok)
+    return ref_fail(op, "permute: permutation of %d axes does not map %s to %s", at->naxes,
+                    ref_dims_str(a, sizeof a, x->rank, x->dims), ref_dims_str(b, sizeof b, o->rank, o->dims));
+  int64_t xs[LT_MAX_RANK], st[LT_MAX_RANK], idx[LT_MAX_RANK] = {0};
+  ref_strides(x->rank, x->dims, xs);
+  for (int i = 0; i < o->rank; i++) st[i] = xs[at->axes[i]]; /* result axis i walks input axis perm[i] */
+  for (int64_t i = 0; i < o->numel; i++) {
+    int64_t off = 0;
+    for (int k = 0; k < o->rank; k++) off += idx[k] * st[k];
+    o->data[i] = x->data[off];
+    ref_next_index(o->rank, o->dims, idx);
+  }
+  return 1;
+}
+
+/* Rows before the axis and elements after it; a slice and a concat move whole [len * inner] blocks. */
+static void split_at(const RefTensor *t, int axis, int64_t *outer, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < axis; i++) *outer *= t->dims[i];
+  for (int i = axis + 1; i < t->rank; i++) *inner *= t->dims[i];
+}
+
+static int dims_equal_except(const RefTensor *a, const RefTensor *b, int axis) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (i != axis && a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+int ref_slice(const RefOp *op) {
+  const RefTensor *x = op->in[0];
+  RefTensor *o = op->out;
+  int axis = op->node->attr.axis;
+  int64_t start, end, outer, inner;
+  char a[160], b[160];
+  if (axis < 0 || axis >= x->rank) return ref_fail(op, "slice: axis %d out of range for rank %d", axis, x->rank);
+  if (!ref_eval_dim(op, op->node->attr.start, &start) || !ref_eval_dim(op, op->node->attr.end, &end)) return 0;
+  if (start < 0 || end < start || end > x->dims[axis])
+    return ref_fail(op, "slice: range [%lld, %lld) out of bounds for axis %d of %s", (long long)start, (long long)end, axis,
+                    ref_dims_str(a, sizeof a, x->rank, x->dims));
+  if (!dims_equal_except(x, o, axis) || o->dims[axis] != end - start)
+    return ref_fail(op, "slice: [%lld, %lld) of axis %d of %s does not give %s", (long long)start, (long long)end, axis,
+                    ref_dims_str(a, sizeof a, x->rank, x->dims), ref_dims_str(b, sizeof b, o->rank, o->dims));
+  split_at(x, axis, &outer, &inner);
+  int64_t len = x->dims[axis], n = end - start;
+  for (int64_t r = 0; r < outer; r++)
+    if (n > 0 && inner > 0)
+      memcpy(o->data + r * n * inner, x->data + (r * len + start) * inner, (size_t)(n * inner) * sizeof(double));
+  return 1;
+}
+
+int ref_concat(const RefOp *op) {
+  const RefTensor *x = op->in[0], *y = op->in[1];
+  RefTensor *o = op->out;
+  int axis = op->node->attr.axis;
+  char a[160], b[160], c[160];
+  if (axis < 0 || axis >= x->rank || !dims_equal_except(x, y, axis) || !dims_equal_except(x, o, axis) ||
+      o->dims[axis] != x->dims[axis] + y->dims[axis])
+    return ref_fail(op, "concat: %s and %s along axis %d do not give %s", ref_dims_str(a, sizeof a, x->rank, x->dims),
+                    ref_dims_str(b, sizeof b, y->rank, y->dims), axis, ref_dims_str(c, sizeof c, o->rank, o->dims));
+  int64_t outer, inner;
+  split_at(x, axis, &outer, &inner);
+  int64_t nx = x->dims[axis] * inner, ny = y->dims[axis] * inner;
+  for (int64_t r = 0; r < outer; r++) {
+    if (nx) memcpy(o->data + r * (nx + ny), x->data + r * nx, (size_t)nx * sizeof(double));
+    if (ny) memcpy(o->data + r * (nx + ny) + nx, y->data + r * ny, (size_t)ny * sizeof(double));
+  }
+  return 1;
+}

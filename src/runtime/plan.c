@@ -1,0 +1,267 @@
+/* Plan runtime: renders and compiles a KProgram once, then runs its kernels in order for given
+ * symbol values, allocating every buffer of the program's table on the backend. */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../base/strbuf.h"
+#include "../code/code.h"
+
+struct Plan {
+  const KProgram *kp; /* borrowed: lives in the compilation's arena, which must outlive the plan */
+  Backend *b;         /* borrowed */
+  BackendModule *m;
+  char *source;
+};
+
+Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
+  StrBuf sb = {0};
+  if (!render_code(&sb, kp, d)) {
+    sb_free(&sb);
+    return NULL;
+  }
+  Plan *p = calloc(1, sizeof *p);
+  char *source = strdup(sb_str(&sb));
+  sb_free(&sb);
+  if (!p || !source) {
+    free(p);
+    free(source);
+    diag_error(d, 0, 0, "plan: out of memory");
+    return NULL;
+  }
+  p->kp = kp;
+  p->b = b;
+  p->source = source;
+  p->m = b->ops->compile(b, source, d);
+  if (!p->m) {
+    plan_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+void plan_free(Plan *p) {
+  if (!p) return;
+  if (p->m) p->b->ops->module_free(p->b, p->m);
+  free(p->source);
+  free(p);
+}
+
+const char *plan_source(const Plan *p) { return p ? p->source : ""; }
+
+/* ---- evaluating sizes ---- */
+
+typedef struct UnboundSearch {
+  const SymEnv *env;
+  const char *name; /* first symbol without a value */
+} UnboundSearch;
+
+static void find_unbound(void *ctx, const Expr *e) {
+  UnboundSearch *s = ctx;
+  int64_t v;
+  if (!s->name && e->op == X_SYM && !symenv_get(s->env, e->name, &v)) s->name = e->name;
+}
+
+/* Evaluates an integer expression; on failure names the unbound symbol in the diag. */
+static int eval_or_diag(const Expr *e, const SymEnv *env, const char *what, int64_t *out, Diag *d) {
+  if (ex_eval_int(e, env, out)) return 1;
+  UnboundSearch s = {env, NULL};
+  ex_visit(e, find_unbound, &s);
+  if (s.name)
+    diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", s.name, s.name);
+  else
+    diag_error(d, 0, 0, "%s cannot be evaluated (division by zero or a non-integer expression)", what);
+  return 0;
+}
+
+/* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
+typedef struct RunState {
+  int nbufs;
+  size_t *bytes;  /* by LBuf index */
+  void **dev;     /* by LBuf index */
+  int *index_of;  /* LBuf id -> index */
+  int nids;
+  void **args;    /* nkernels * K_MAX_PARAMS */
+  int64_t *syms;  /* nkernels * 16 */
+  int64_t *grids; /* nkernels */
+} RunState;
+
+static void state_free(Plan *p, RunState *s) {
+  for (int i = 0; s->dev && i < s->nbufs; i++)
+    if (s->dev[i]) p->b->ops->free(p->b, s->dev[i]);
+  free(s->bytes);
+  free(s->dev);
+  free(s->index_of);
+  free(s->args);
+  free(s->syms);
+  free(s->grids);
+  memset(s, 0, sizeof *s);
+}
+
+static int buf_index(const RunState *s, int id, Diag *d) {
+  if (id < 0 || id >= s->nids || s->index_of[id] < 0) {
+    diag_error(d, 0, 0, "plan: reference to unknown buffer %d", id);
+    return -1;
+  }
+  return s->index_of[id];
+}
+
+static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
+  const LProgram *lp = p->kp->loop;
+  int nk = p->kp->nkernels;
+  memset(s, 0, sizeof *s);
+  s->nbufs = lp->nbufs;
+  for (int i = 0; i < lp->nbufs; i++)
+    if (lp->bufs[i].id + 1 > s->nids) s->nids = lp->bufs[i].id + 1;
+  size_t nb = (size_t)(s->nbufs > 0 ? s->nbufs : 1), ni = (size_t)(s->nids > 0 ? s->nids : 1);
+  size_t nkk = (size_t)(nk > 0 ? nk : 1);
+  s->bytes = calloc(nb, sizeof *s->bytes);
+  s->dev = calloc(nb, sizeof *s->dev);
+  s->index_of = malloc(ni * sizeof *s->index_of);
+  s->args = calloc(nkk * K_MAX_PARAMS, sizeof *s->args);
+  s->syms = calloc(nkk * 16, sizeof *s->syms);
+  s->grids = calloc(nkk, sizeof *s->grids);
+  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids) {
+    diag_error(d, 0, 0, "plan: out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < s->nids; i++) s->index_of[i] = -1;
+  for (int i = 0; i < lp->nbufs; i++) {
+    const LBuf *buf = &lp->bufs[i];
+    if (buf->id < 0) {
+      diag_error(d, 0, 0, "plan: buffer '%s' has a negative id", buf->name);
+      goto fail;
+    }
+    s->index_of[buf->id] = i;
+    int64_t numel = 1;
+    for (int k = 0; k < buf->shape.rank; k++) {
+      int64_t dim;
+      if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) goto fail;
+      if (dim < 0) {
+        diag_error(d, 0, 0, "buffer '%s': dimension %d is %lld, which is negative", buf->name, k,
+                   (long long)dim);
+        goto fail;
+      }
+      numel *= dim;
+    }
+    s->bytes[i] = (size_t)numel * dtype_size(buf->dtype);
+  }
+  for (int i = 0; i < lp->nbufs; i++) {
+    s->dev[i] = p->b->ops->alloc(p->b, s->bytes[i], d);
+    if (!s->dev[i]) goto fail;
+  }
+  for (int k = 0; k < nk; k++) {
+    const KKernel *kk = &p->kp->kernels[k];
+    if (kk->nparams > K_MAX_PARAMS || kk->nsyms > 16) {
+      diag_error(d, 0, 0, "plan: kernel '%s' has too many parameters", kk->name);
+      goto fail;
+    }
+    for (int a = 0; a < kk->nparams; a++) {
+      int bi = buf_index(s, kk->params[a].buf, d);
+      if (bi < 0) goto fail;
+      s->args[(size_t)k * K_MAX_PARAMS + a] = s->dev[bi];
+    }
+    for (int j = 0; j < kk->nsyms; j++)
+      if (!symenv_get(env, kk->syms[j], &s->syms[(size_t)k * 16 + j])) {
+        diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", kk->syms[j], kk->syms[j]);
+        goto fail;
+      }
+    s->grids[k] = 1;
+    if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) goto fail;
+  }
+  return 1;
+fail:
+  state_free(p, s);
+  return 0;
+}
+
+static int upload_inputs(Plan *p, RunState *s, void *const *inputs, Diag *d) {
+  const LProgram *lp = p->kp->loop;
+  for (int i = 0; i < lp->ninputs; i++) {
+    int bi = buf_index(s, lp->inputs[i], d);
+    if (bi < 0) return 0;
+    if (!s->bytes[bi]) continue;
+    if (!inputs || !inputs[i]) {
+      diag_error(d, 0, 0, "plan: no host data for input '%s'", lp->bufs[bi].name);
+      return 0;
+    }
+    if (!p->b->ops->upload(p->b, s->dev[bi], inputs[i], s->bytes[bi], d)) return 0;
+  }
+  return 1;
+}
+
+static int launch_all(Plan *p, RunState *s, Diag *d) {
+  for (int k = 0; k < p->kp->nkernels; k++) {
+    const KKernel *kk = &p->kp->kernels[k];
+    if (!p->b->ops->launch(p->b, p->m, kk->name, &s->args[(size_t)k * K_MAX_PARAMS], kk->nparams,
+                           &s->syms[(size_t)k * 16], kk->nsyms, s->grids[k], kk->block, d))
+      return 0;
+  }
+  return p->b->ops->sync(p->b, d);
+}
+
+int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outputs, Diag *d) {
+  RunState s;
+  if (!state_init(p, env, &s, d)) return 0;
+  const LProgram *lp = p->kp->loop;
+  int ok = upload_inputs(p, &s, inputs, d) && launch_all(p, &s, d);
+  for (int i = 0; ok && i < lp->noutputs; i++) {
+    int bi = buf_index(&s, lp->outputs[i], d);
+    if (bi < 0) {
+      ok = 0;
+    } else if (s.bytes[bi]) {
+      if (!outputs || !outputs[i]) {
+        diag_error(d, 0, 0, "plan: no host memory for output '%s'", lp->bufs[bi].name);
+        ok = 0;
+      } else {
+        ok = p->b->ops->download(p->b, outputs[i], s.dev[bi], s.bytes[bi], d);
+      }
+    }
+  }
+  state_free(p, &s);
+  return ok;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d) {
+  if (iters < 1 || warmup < 0) {
+    diag_error(d, 0, 0, "bench: need at least one timed iteration (got warmup=%d iters=%d)", warmup, iters);
+    return 0;
+  }
+  double *times = malloc(sizeof *times * (size_t)iters);
+  if (!times) {
+    diag_error(d, 0, 0, "bench: out of memory");
+    return 0;
+  }
+  RunState s;
+  if (!state_init(p, env, &s, d)) {
+    free(times);
+    return 0;
+  }
+  int ok = upload_inputs(p, &s, inputs, d);
+  for (int i = 0; ok && i < warmup; i++) ok = launch_all(p, &s, d);
+  for (int i = 0; ok && i < iters; i++) {
+    double t0 = now_ms();
+    ok = launch_all(p, &s, d);
+    times[i] = now_ms() - t0;
+  }
+  if (ok) {
+    qsort(times, (size_t)iters, sizeof *times, cmp_double);
+    *median_ms = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+  }
+  state_free(p, &s);
+  free(times);
+  return ok;
+}

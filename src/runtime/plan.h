@@ -1,0 +1,20 @@
+/* A plan: what a compile produces and `lathe run` executes. It owns the generated source, the
+ * compiled module and the buffer table, and runs the kernels in order for given symbol values. */
+#ifndef LATHE_PLAN_H
+#define LATHE_PLAN_H
+#include "../backend/backend.h"
+#include "../kernel/kernel.h"
+
+typedef struct Plan Plan;
+
+/* Renders kp for its target, compiles it with backend b. */
+Plan *plan_new(const KProgram *kp, Backend *b, Diag *d);
+void plan_free(Plan *p);
+/* Host buffers in the program's input order / output order, in each buffer's storage dtype and
+ * row-major layout, sized by the shapes evaluated with env. Allocates and frees device memory. */
+int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outputs, Diag *d);
+/* Runs it `iters` times after `warmup` runs and reports the median wall time of one run in ms
+ * (inputs already on the device; excludes transfers). */
+int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d);
+const char *plan_source(const Plan *p);
+#endif

@@ -1,0 +1,89 @@
+/* Data-movement ops as views (index maps): reshape, permute, slice; concat as two masked views added. */
+#include "lower_internal.h"
+
+/* One group of a reshape: source dims [i0,i1) hold exactly the elements of output dims [j0,j1).
+ * flat = row-major index of the group's output vars; source dim d reads (flat // stride_d) % dim_d,
+ * without the % on the group's first dim and without the // on its last. Size-1 dims read 0. */
+static void reshape_group(Lower *L, const Shape *s, const Shape *out, int i0, int i1, int j0, int j1, Expr **idx) {
+  ExprPool *x = L->x;
+  Expr *flat = ex_int(x, 0), *stride = ex_int(x, 1);
+  for (int k = j1 - 1; k >= j0; k--) {
+    if (ex_is_int_const(out->dim[k], 1)) continue;
+    flat = ex_add(x, ex_mul(x, lw_var(L, k), stride), flat);
+    stride = ex_mul(x, stride, out->dim[k]);
+  }
+  int first = -1, last = -1;
+  for (int d = i0; d < i1; d++)
+    if (!ex_is_int_const(s->dim[d], 1)) {
+      if (first < 0) first = d;
+      last = d;
+    }
+  stride = ex_int(x, 1);
+  for (int d = i1 - 1; d >= i0; d--) {
+    if (ex_is_int_const(s->dim[d], 1)) {
+      idx[d] = ex_int(x, 0);
+      continue;
+    }
+    Expr *e = d == last ? flat : ex_bin(x, X_IDIV, flat, stride);
+    idx[d] = d == first ? e : ex_bin(x, X_MOD, e, s->dim[d]);
+    stride = ex_mul(x, stride, s->dim[d]);
+  }
+}
+
+/* Row-major reshape as a view. The shapes are split into the smallest groups whose element counts
+ * match (equal dims pair up 1:1 and read the output var directly), which keeps the index math short:
+ * [2,3,4] -> [2,12] reads [i0, i1 // 4, i1 % 4]. Symbolic dims that do not pair up end grouping. */
+static int reshape(Lower *L, int src, const Shape *out) {
+  Shape s = *lw_shape(L, src);
+  Expr *idx[LT_MAX_RANK];
+  int i = 0, j = 0;
+  while (i < s.rank || j < out->rank) {
+    int gi = i, gj = j;
+    if (i < s.rank && j < out->rank && s.dim[i] == out->dim[j]) {
+      i++, j++;
+    } else {
+      int64_t ps = 1, po = 1;
+      int ok = 1;
+      while (ok && (ps != po || i == gi || j == gj) && (i < s.rank || j < out->rank)) {
+        int take_src = i < s.rank && (ps <= po || j >= out->rank);
+        Expr *dim = take_src ? s.dim[i++] : out->dim[j++];
+        if (dim->op != X_CONST) ok = 0;
+        else if (take_src) ps *= dim->ival;
+        else po *= dim->ival;
+      }
+      if (!ok) i = s.rank, j = out->rank; /* symbolic: linearise everything that is left */
+    }
+    reshape_group(L, &s, out, gi, i, gj, j, idx);
+  }
+  return t_view(L->p, src, out, idx, NULL);
+}
+
+/* out = (i_axis < dimA ? a[..i_axis..] : 0) + (i_axis >= dimA ? b[..i_axis - dimA..] : 0) */
+static int concat(Lower *L, const GNode *n) {
+  ExprPool *x = L->x;
+  int a = lw_node(L, n->in[0]), b = lw_node(L, n->in[1]);
+  int ax = n->attr.axis, r = n->shape.rank;
+  Expr *da = lw_shape(L, a)->dim[ax], *iv = lw_var(L, ax);
+  Expr *idx[LT_MAX_RANK];
+  for (int d = 0; d < r; d++) idx[d] = lw_var(L, d);
+  int va = t_view(L->p, a, &n->shape, idx, ex_bin(x, X_LT, iv, da));
+  idx[ax] = ex_bin(x, X_SUB, iv, da);
+  int vb = t_view(L->p, b, &n->shape, idx, ex_bin(x, X_LE, da, iv));
+  int src[2] = {va, vb};
+  Expr *fn = ex_add(x, lw_arg(L, 0, va), lw_arg(L, 1, vb));
+  return t_map(L->p, ex_cast(x, n->dtype, fn), n->dtype, &n->shape, src, 2);
+}
+
+int lower_shape_op(Lower *L, const GNode *n) {
+  if (n->op == G_CONCAT) return concat(L, n);
+  int src = lw_node(L, n->in[0]);
+  if (n->op == G_RESHAPE) return reshape(L, src, &n->shape);
+  int r = lw_shape(L, src)->rank;
+  Expr *idx[LT_MAX_RANK];
+  for (int d = 0; d < r; d++) idx[d] = lw_var(L, d);
+  if (n->op == G_PERMUTE)
+    for (int k = 0; k < r; k++) idx[n->attr.axes[k]] = lw_var(L, k);
+  else /* G_SLICE */
+    idx[n->attr.axis] = ex_add(L->x, lw_var(L, n->attr.axis), n->attr.start);
+  return t_view(L->p, src, &n->shape, idx, NULL);
+}

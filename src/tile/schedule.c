@@ -1,0 +1,95 @@
+/* Default schedules: the one function per target that picks knob values for a kernel. The tuner will
+ * replace these picks with measured ones; nothing below the tile stage makes performance choices. */
+#include <string.h>
+#include "tile.h"
+
+const char *target_name(Target t) { return t == TARGET_CUDA ? "cuda" : "cpu"; }
+
+int target_parse(const char *s, Target *out) {
+  if (!strcmp(s, "cpu")) *out = TARGET_CPU;
+  else if (!strcmp(s, "cuda")) *out = TARGET_CUDA;
+  else return 0;
+  return 1;
+}
+
+const char *red_strategy_name(RedStrategy r) {
+  switch (r) {
+  case RS_SERIAL: return "serial";
+  case RS_WARP: return "warp";
+  default: return "block-tree";
+  }
+}
+
+/* Product of extents; -1 when any is symbolic (unknown until run time). */
+static int64_t const_product(const LAxis *ax, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) {
+    if (ax[i].extent->op != X_CONST) return -1;
+    p *= ax[i].extent->ival;
+  }
+  return p;
+}
+
+/* The largest amount of serial work one parallel point would do: its biggest reduction or inner loop. */
+static int64_t work_per_point(const LKernel *k) {
+  int64_t w = const_product(k->inner, k->ninner);
+  if (w < 0) return -1;
+  for (int i = 0; i < k->nphase; i++) {
+    int64_t r = const_product(k->phases[i].axes, k->phases[i].naxes);
+    if (r < 0) return -1;
+    if (r > w) w = r;
+  }
+  return w;
+}
+
+Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
+  (void)p;
+  Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0};
+  int64_t points = const_product(k->par, k->npar);
+  int64_t work = work_per_point(k);
+  if (t == TARGET_CPU) {
+    /* OpenMP pays off only with enough points to share; symbolic sizes get it (they may be large). */
+    s.omp = points < 0 || points * (work < 1 ? 1 : work) >= 16384;
+    s.block_threads = 1;
+    return s;
+  }
+  /* CUDA: enough serial work per point to be worth splitting across threads? */
+  if (work >= 0 && work < 64) return s; /* one thread per point */
+  /* Few points (a row-wise norm over a handful of rows, a GEMV): a block each keeps every SM busy.
+   * Many points: a warp each, several per block. 132 SMs on an H100/H200. */
+  if (points >= 0 && points <= 4 * 132) {
+    s.red = RS_BLOCK;
+    s.block_threads = (work >= 0 && work < 1024) ? 128 : 256;
+  } else {
+    s.red = RS_WARP;
+    s.block_threads = 128;
+  }
+  return s;
+}
+
+int schedule_check(const Schedule *s, Target t, Diag *d) {
+  if (s->vec != 1 && s->vec != 2 && s->vec != 4 && s->vec != 8) {
+    diag_error(d, 0, 0, "schedule: vec must be 1, 2, 4 or 8, got %d", s->vec);
+    return 0;
+  }
+  if (t == TARGET_CUDA && (s->block_threads < 32 || s->block_threads > 1024 || s->block_threads % 32)) {
+    diag_error(d, 0, 0, "schedule: block_threads must be a multiple of 32 in [32, 1024], got %d", s->block_threads);
+    return 0;
+  }
+  return 1;
+}
+
+TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, Diag *d) {
+  TileProgram *tp = ARENA_NEW(p->arena, TileProgram);
+  tp->loop = p;
+  tp->target = t;
+  tp->fusion = *fusion;
+  tp->nkernels = p->nkernels;
+  tp->kernels = ARENA_ARRAY(p->arena, TileKernel, p->nkernels ? p->nkernels : 1);
+  for (int i = 0; i < p->nkernels; i++) {
+    tp->kernels[i].k = &p->kernels[i];
+    tp->kernels[i].s = schedule_default(p, &p->kernels[i], t);
+    if (!schedule_check(&tp->kernels[i].s, t, d)) return NULL;
+  }
+  return tp;
+}

@@ -1,0 +1,45 @@
+/* Tile stage: each loop-stage kernel plus its schedule. A schedule is plain data (knob values),
+ * chosen by one default function per target today and by the tuner later. Passes below only obey it. */
+#ifndef LATHE_TILE_H
+#define LATHE_TILE_H
+#include "../loop/loop.h"
+
+typedef enum Target { TARGET_CPU, TARGET_CUDA } Target;
+const char *target_name(Target t);
+int target_parse(const char *s, Target *out);
+
+typedef enum RedStrategy {
+  RS_SERIAL, /* one thread per parallel point; reductions and inner loops run serially in it */
+  RS_WARP,   /* one warp per parallel point; lanes split reduction and inner loops; shuffle reduce */
+  RS_BLOCK   /* one block per parallel point; threads split them; warp shuffles then a shared-memory tree */
+} RedStrategy;
+const char *red_strategy_name(RedStrategy r);
+
+typedef struct Schedule {
+  RedStrategy red;    /* CUDA */
+  int block_threads;  /* CUDA: threads per block (multiple of 32, <= 1024) */
+  int vec;            /* elements per thread step along the innermost reduction/inner axis (1, 2, 4, 8) */
+  int omp;            /* CPU: OpenMP over the parallel axes */
+} Schedule;
+
+typedef struct TileKernel {
+  const LKernel *k;
+  Schedule s;
+} TileKernel;
+
+typedef struct TileProgram {
+  const LProgram *loop;
+  Target target;
+  FusionPolicy fusion; /* the fusion choices the loop stage was built with, printed with the schedules */
+  TileKernel *kernels; /* parallel to loop->kernels */
+  int nkernels;
+} TileProgram;
+
+/* The default schedule for one kernel on one target (the function the tuner will replace). */
+Schedule schedule_default(const LProgram *p, const LKernel *k, Target t);
+/* Refuses only illegal schedules (e.g. block_threads not a multiple of 32). */
+int schedule_check(const Schedule *s, Target t, Diag *d);
+TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, Diag *d);
+/* `--ir tile`:  kernel rms_norm_0: i0,i1->grid(32) r0->thread(256) reduce=block-tree vec=1 */
+void tile_print(StrBuf *b, const TileProgram *tp);
+#endif

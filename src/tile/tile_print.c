@@ -1,0 +1,73 @@
+/* `--ir tile`: each kernel's loop nest summarised with where each axis goes under its schedule. */
+#include "tile.h"
+
+static void axes(StrBuf *b, const LKernel *k, const LAxis *ax, int n) {
+  for (int i = 0; i < n; i++) {
+    if (i) sb_putc(b, ',');
+    sb_printf(b, "%s<", k->var_names[ax[i].var]);
+    ex_print(b, ax[i].extent, NULL);
+  }
+}
+
+static void points(StrBuf *b, const LKernel *k) {
+  if (!k->npar) {
+    sb_puts(b, "1");
+    return;
+  }
+  for (int i = 0; i < k->npar; i++) {
+    if (i) sb_putc(b, '*');
+    ex_print(b, k->par[i].extent, NULL);
+  }
+}
+
+/* Where the per-point loops (reductions, inner store loop) go. */
+static const char *split_name(const Schedule *s, Target t) {
+  if (t == TARGET_CPU || s->red == RS_SERIAL) return "serial";
+  return s->red == RS_WARP ? "lane(32)" : "thread";
+}
+
+void tile_print(StrBuf *b, const TileProgram *tp) {
+  sb_printf(b, "target %s  fusion: reductions=%s recompute=%s\n", target_name(tp->target),
+            tp->fusion.fuse_reductions ? "fuse" : "cut", tp->fusion.allow_recompute ? "allow" : "cut");
+  for (int i = 0; i < tp->nkernels; i++) {
+    const LKernel *k = tp->kernels[i].k;
+    const Schedule *s = &tp->kernels[i].s;
+    sb_printf(b, "kernel %s: ", k->name);
+    if (k->npar) axes(b, k, k->par, k->npar);
+    else sb_puts(b, "(single point)");
+    if (tp->target == TARGET_CPU) {
+      sb_puts(b, s->omp ? " -> omp(" : " -> serial(");
+      points(b, k);
+      sb_putc(b, ')');
+    } else if (s->red == RS_SERIAL) {
+      sb_printf(b, " -> grid(ceil(");
+      points(b, k);
+      sb_printf(b, "/%d)) x thread(%d)", s->block_threads, s->block_threads);
+    } else if (s->red == RS_WARP) {
+      sb_printf(b, " -> grid(ceil(");
+      points(b, k);
+      sb_printf(b, "/%d)) x warp(%d per block)", s->block_threads / 32, s->block_threads / 32);
+    } else {
+      sb_puts(b, " -> grid(");
+      points(b, k);
+      sb_puts(b, ")");
+    }
+    const char *split = split_name(s, tp->target);
+    for (int ph = 0; ph < k->nphase; ph++) {
+      sb_printf(b, " | acc%d ", ph);
+      axes(b, k, k->phases[ph].axes, k->phases[ph].naxes);
+      sb_printf(b, " -> %s", split);
+      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? 32 : s->block_threads);
+      if (tp->target == TARGET_CUDA)
+        sb_printf(b, " reduce=%s", s->red == RS_BLOCK ? "block-tree" : s->red == RS_WARP ? "warp-shuffle" : "serial");
+      if (k->phases[ph].recompute) sb_puts(b, " recompute");
+    }
+    if (k->ninner) {
+      sb_puts(b, " | store ");
+      axes(b, k, k->inner, k->ninner);
+      sb_printf(b, " -> %s", split);
+      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? 32 : s->block_threads);
+    }
+    sb_printf(b, " vec=%d\n", s->vec);
+  }
+}

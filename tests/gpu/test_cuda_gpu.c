@@ -1,0 +1,241 @@
+/* GPU test of the CUDA backend (needs an NVIDIA GPU, its driver and libnvrtc): compiles hand-written
+ * CUDA C that follows code.h's ABI, launches it, compares with the CPU, and checks the compile
+ * cache and the error reports. Plain C without cmocka, so the binary needs only libc, libm, libdl.
+ * Prints one line per check and ends with "N passed, M failed"; exit status 1 on any failure. */
+#include <ftw.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+
+static int g_passed, g_failed;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (cond) {                                            \
+      g_passed++;                                          \
+    } else {                                               \
+      g_failed++;                                          \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      printf(__VA_ARGS__);                                 \
+      printf("\n");                                        \
+    }                                                      \
+  } while (0)
+
+/* Kernels in code.h's CUDA ABI: buffers first, then the symbols as long long. */
+static const char *k_source =
+    "extern \"C\" __global__ void vadd(const float *a, const float *b, float *c, long long n) {\n"
+    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) c[i] = a[i] + b[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void axpb(float *x, long long n, long long a, long long b) {\n"
+    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = x[i] * (float)a + (float)b;\n"
+    "}\n"
+    "extern \"C\" __global__ void echo_syms(long long *out, long long s0, long long s1) {\n"
+    "  if (threadIdx.x == 0 && blockIdx.x == 0) { out[0] = s0; out[1] = s1; }\n"
+    "}\n"
+    "extern \"C\" __global__ void block_sum(const float *x, float *out, long long n) {\n"
+    "  __shared__ float part[256];\n"
+    "  float acc = 0.0f;\n"
+    "  for (long long i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];\n"
+    "  part[threadIdx.x] = acc;\n"
+    "  __syncthreads();\n"
+    "  for (int s = blockDim.x / 2; s > 0; s >>= 1) {\n"
+    "    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  if (threadIdx.x == 0) out[0] = part[0];\n"
+    "}\n";
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) { return remove(path); }
+
+static int64_t blocks_for(int64_t n, int block) { return (n + block - 1) / block; }
+
+static void test_vadd(Backend *b, BackendModule *m) {
+  const int64_t n = (1 << 20) + 3; /* not a multiple of the block: the bounds check matters */
+  size_t bytes = (size_t)n * sizeof(float);
+  float *ha = malloc(bytes), *hb = malloc(bytes), *hc = malloc(bytes);
+  for (int64_t i = 0; i < n; i++) {
+    ha[i] = (float)(i % 1000) * 0.5f;
+    hb[i] = (float)(i % 77) - 20.0f;
+    hc[i] = -1.0f;
+  }
+  Diag d = {0};
+  void *da = b->ops->alloc(b, bytes, &d), *db = b->ops->alloc(b, bytes, &d), *dc = b->ops->alloc(b, bytes, &d);
+  CHECK(da && db && dc, "alloc: %s", d.msg);
+  CHECK(b->ops->upload(b, da, ha, bytes, &d) && b->ops->upload(b, db, hb, bytes, &d), "upload: %s", d.msg);
+  void *bufs[3] = {da, db, dc};
+  int64_t syms[1] = {n};
+  CHECK(b->ops->launch(b, m, "vadd", bufs, 3, syms, 1, blocks_for(n, 256), 256, &d), "launch: %s", d.msg);
+  CHECK(b->ops->sync(b, &d), "sync: %s", d.msg);
+  CHECK(b->ops->download(b, hc, dc, bytes, &d), "download: %s", d.msg);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; i++)
+    if (hc[i] != ha[i] + hb[i]) bad = i;
+  CHECK(bad < 0, "vadd mismatch at %lld: %g != %g", (long long)bad, bad < 0 ? 0.0 : hc[bad],
+        bad < 0 ? 0.0 : ha[bad] + hb[bad]);
+  b->ops->free(b, da);
+  b->ops->free(b, db);
+  b->ops->free(b, dc);
+  free(ha);
+  free(hb);
+  free(hc);
+}
+
+static void test_symbols(Backend *b, BackendModule *m) {
+  Diag d = {0};
+  const int64_t n = 1000;
+  float hx[1000], want[1000];
+  for (int i = 0; i < n; i++) {
+    hx[i] = (float)i;
+    want[i] = (float)i * 3.0f - 7.0f;
+  }
+  void *dx = b->ops->alloc(b, sizeof hx, &d);
+  CHECK(dx && b->ops->upload(b, dx, hx, sizeof hx, &d), "alloc/upload: %s", d.msg);
+  int64_t syms[3] = {n, 3, -7};
+  CHECK(b->ops->launch(b, m, "axpb", &dx, 1, syms, 3, blocks_for(n, 128), 128, &d), "launch axpb: %s", d.msg);
+  CHECK(b->ops->download(b, hx, dx, sizeof hx, &d), "download: %s", d.msg);
+  CHECK(memcmp(hx, want, sizeof hx) == 0, "axpb mismatch: x[5]=%g want %g", hx[5], want[5]);
+  b->ops->free(b, dx);
+
+  /* 64-bit symbol values survive the trip (no truncation to int). */
+  long long out[2] = {0, 0};
+  void *dout = b->ops->alloc(b, sizeof out, &d);
+  int64_t big[2] = {(int64_t)1 << 40, -((int64_t)1 << 33) - 5};
+  CHECK(b->ops->launch(b, m, "echo_syms", &dout, 1, big, 2, 1, 32, &d), "launch echo_syms: %s", d.msg);
+  CHECK(b->ops->download(b, out, dout, sizeof out, &d), "download: %s", d.msg);
+  CHECK(out[0] == big[0] && out[1] == big[1], "echo_syms: got %lld %lld", out[0], out[1]);
+  b->ops->free(b, dout);
+}
+
+static void test_shared_memory_reduction(Backend *b, BackendModule *m) {
+  Diag d = {0};
+  enum { N = 10000 };
+  static float hx[N];
+  double want = 0;
+  for (int i = 0; i < N; i++) {
+    hx[i] = (float)((i * 37) % 101) / 7.0f;
+    want += hx[i];
+  }
+  void *dx = b->ops->alloc(b, sizeof hx, &d), *dout = b->ops->alloc(b, sizeof(float), &d);
+  CHECK(b->ops->upload(b, dx, hx, sizeof hx, &d), "upload: %s", d.msg);
+  void *bufs[2] = {dx, dout};
+  int64_t syms[1] = {N};
+  CHECK(b->ops->launch(b, m, "block_sum", bufs, 2, syms, 1, 1, 256, &d), "launch block_sum: %s", d.msg);
+  float got = 0;
+  CHECK(b->ops->download(b, &got, dout, sizeof got, &d), "download: %s", d.msg);
+  CHECK(fabs(got - want) <= 1e-4 * fabs(want), "block_sum %g want %g", got, want);
+  b->ops->free(b, dx);
+  b->ops->free(b, dout);
+}
+
+static void test_zero_bytes(Backend *b) {
+  Diag d = {0};
+  void *p = b->ops->alloc(b, 0, &d), *q = b->ops->alloc(b, 0, &d);
+  CHECK(p && q && p != q, "zero-byte alloc: %p %p %s", p, q, d.msg);
+  CHECK(b->ops->upload(b, p, NULL, 0, &d) && b->ops->download(b, NULL, p, 0, &d), "zero-byte copy: %s", d.msg);
+  b->ops->free(b, p);
+  b->ops->free(b, q);
+}
+
+static void test_errors(Backend *b, BackendModule *m) {
+  Diag d = {0};
+  void *buf = b->ops->alloc(b, 64, &d);
+  int64_t syms[1] = {1};
+  CHECK(!b->ops->launch(b, m, "no_such_kernel", &buf, 1, syms, 1, 1, 32, &d), "bad name launched");
+  CHECK(strstr(d.msg, "cuModuleGetFunction(no_such_kernel): CUDA_ERROR_NOT_FOUND") != NULL, "bad name: %s", d.msg);
+  printf("  bad kernel name -> %s\n", d.msg);
+
+  Diag d2 = {0};
+  CHECK(!b->ops->launch(b, m, "vadd", &buf, 1, syms, 1, 1, 4096, &d2), "block 4096 launched");
+  CHECK(strstr(d2.msg, "vadd") != NULL, "block too big: %s", d2.msg);
+  printf("  block 4096 -> %s\n", d2.msg);
+
+  Diag d3 = {0};
+  b->ops->free(b, buf);
+  CHECK(b->ops->sync(b, &d3), "sync after errors: %s", d3.msg);
+
+  Diag d4 = {0};
+  BackendModule *bad = b->ops->compile(b, "extern \"C\" __global__ void broken(float *x) { x[0] = undefined_name; }\n", &d4);
+  CHECK(bad == NULL, "bad source compiled");
+  CHECK(d4.set && strstr(d4.msg, "undefined_name") != NULL, "nvrtc error text: %s", d4.msg);
+  printf("  NVRTC error -> %s\n", d4.msg);
+  if (bad) b->ops->module_free(b, bad);
+}
+
+/* Run last: a kernel fault poisons the context for the rest of the process. */
+static void test_fault_is_reported(Backend *b, BackendModule *m) {
+  Diag d = {0};
+  void *bufs[3] = {(void *)(uintptr_t)0x10, (void *)(uintptr_t)0x10, (void *)(uintptr_t)0x10};
+  int64_t syms[1] = {1 << 20};
+  int launched = b->ops->launch(b, m, "vadd", bufs, 3, syms, 1, blocks_for(syms[0], 256), 256, &d);
+  int synced = launched && b->ops->sync(b, &d);
+  CHECK(!synced, "faulting kernel not reported");
+  CHECK(strstr(d.msg, "CUDA_ERROR_") != NULL && strstr(d.msg, "vadd") != NULL, "fault text: %s", d.msg);
+  printf("  faulting kernel -> %s\n", d.msg);
+}
+
+int main(void) {
+  char cache[] = "/tmp/lathe-gpu-cache-XXXXXX";
+  if (!mkdtemp(cache)) {
+    printf("cannot create a temporary cache directory\n0 passed, 1 failed\n");
+    return 1;
+  }
+  setenv("LATHE_CACHE_DIR", cache, 1);
+
+  Diag d = {0};
+  Backend *b = backend_cuda_new(&d);
+  CHECK(b != NULL, "backend_cuda_new: %s", d.msg);
+  if (!b) {
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return 1;
+  }
+  printf("device: %s (%s)\n", backend_cuda_device(b), backend_cuda_arch(b));
+
+  BackendModule *m = b->ops->compile(b, k_source, &d);
+  CHECK(m != NULL, "compile: %s", d.msg);
+  int compiles = 0, hits = 0;
+  backend_cuda_stats(b, &compiles, &hits);
+  CHECK(compiles == 1 && hits == 0, "first compile: compiles=%d hits=%d", compiles, hits);
+  BackendModule *m2 = b->ops->compile(b, k_source, &d);
+  backend_cuda_stats(b, &compiles, &hits);
+  CHECK(m2 != NULL && compiles == 1 && hits == 1, "second compile: compiles=%d hits=%d %s", compiles, hits, d.msg);
+  if (m2) b->ops->module_free(b, m2);
+  if (!m) {
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return 1;
+  }
+
+  test_vadd(b, m);
+  test_symbols(b, m);
+  test_shared_memory_reduction(b, m);
+  test_zero_bytes(b);
+  test_errors(b, m);
+  b->ops->module_free(b, m);
+  b->ops->destroy(b);
+
+  /* A new backend (a new process, in effect) finds the cubin on disk. */
+  Diag d2 = {0};
+  Backend *b2 = backend_cuda_new(&d2);
+  CHECK(b2 != NULL, "second backend: %s", d2.msg);
+  if (b2) {
+    BackendModule *m3 = b2->ops->compile(b2, k_source, &d2);
+    backend_cuda_stats(b2, &compiles, &hits);
+    CHECK(m3 != NULL && compiles == 0 && hits == 1, "disk cache: compiles=%d hits=%d %s", compiles, hits, d2.msg);
+    if (m3) {
+      test_vadd(b2, m3);
+      test_fault_is_reported(b2, m3);
+      b2->ops->module_free(b2, m3);
+    }
+    b2->ops->destroy(b2);
+  }
+
+  nftw(cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed ? 1 : 0;
+}

@@ -1,0 +1,403 @@
+/* CUDA backend without a GPU: the real driver's absence is reported clearly, and the backend's own
+ * logic (argument packing, launch checks, kernel lookup cache, error text, zero-byte buffers,
+ * compile cache) runs against a fake driver table. */
+#include "testutil.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/cuda_driver.h"
+#include "backend/nvrtc.h"
+
+/* ---- the fake driver: device memory is host memory, kernels only record their launch ---- */
+
+typedef struct FakeGpu {
+  CUresult init_rc;
+  int device_count;
+  int live_allocs;
+  size_t last_alloc;
+  int get_function_calls;
+  int module_loads, module_unloads;
+  CUresult next_launch_rc;
+  int launches;
+  unsigned grid, block, shared;
+  CUdeviceptr arg_ptr[4];
+  long long arg_sym[4];
+  int ctx_retained;
+} FakeGpu;
+
+static FakeGpu g_gpu;
+static char g_module_token; /* the fake CUmodule and CUcontext point here */
+static char g_function_token;
+static int g_launch_nbufs; /* how the fake kernel reads its parameters */
+static int g_launch_nsyms;
+
+static CUresult f_init(unsigned flags) { return g_gpu.init_rc; }
+static CUresult f_version(int *v) {
+  *v = 13000;
+  return 0;
+}
+static CUresult f_count(int *n) {
+  *n = g_gpu.device_count;
+  return 0;
+}
+static CUresult f_get(CUdevice *dev, int ordinal) {
+  *dev = ordinal;
+  return 0;
+}
+static CUresult f_attr(int *v, int attrib, CUdevice dev) {
+  *v = attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
+       : attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
+       : attrib == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK    ? 1024
+                                                                : 0;
+  return 0;
+}
+static CUresult f_name(char *name, int len, CUdevice dev) {
+  snprintf(name, (size_t)len, "Fake GPU");
+  return 0;
+}
+static CUresult f_retain(CUcontext *ctx, CUdevice dev) {
+  *ctx = (CUcontext)(void *)&g_module_token;
+  g_gpu.ctx_retained++;
+  return 0;
+}
+static CUresult f_release(CUdevice dev) {
+  g_gpu.ctx_retained--;
+  return 0;
+}
+static CUresult f_set_current(CUcontext ctx) { return 0; }
+static CUresult f_sync(void) { return 0; }
+static CUresult f_alloc(CUdeviceptr *p, size_t bytes) {
+  if (bytes == 0) return 1; /* like the real driver: CUDA_ERROR_INVALID_VALUE */
+  void *m = malloc(bytes);
+  if (!m) return 2;
+  g_gpu.live_allocs++;
+  g_gpu.last_alloc = bytes;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return 0;
+}
+static CUresult f_free(CUdeviceptr p) {
+  free((void *)(uintptr_t)p);
+  g_gpu.live_allocs--;
+  return 0;
+}
+static CUresult f_htod(CUdeviceptr dst, const void *src, size_t n) {
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return 0;
+}
+static CUresult f_dtoh(void *dst, CUdeviceptr src, size_t n) {
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return 0;
+}
+static CUresult f_load(CUmodule *mod, const void *image) {
+  g_gpu.module_loads++;
+  *mod = (CUmodule)(void *)&g_module_token;
+  return 0;
+}
+static CUresult f_unload(CUmodule mod) {
+  g_gpu.module_unloads++;
+  return 0;
+}
+static CUresult f_get_function(CUfunction *fn, CUmodule mod, const char *name) {
+  g_gpu.get_function_calls++;
+  if (strcmp(name, "rms_norm_0") != 0 && strcmp(name, "vadd") != 0) return 500; /* CUDA_ERROR_NOT_FOUND */
+  *fn = (CUfunction)(void *)&g_function_token;
+  return 0;
+}
+static CUresult f_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shared, CUstream stream, void **params, void **extra) {
+  if (g_gpu.next_launch_rc) {
+    CUresult rc = g_gpu.next_launch_rc;
+    g_gpu.next_launch_rc = 0;
+    return rc;
+  }
+  g_gpu.launches++;
+  g_gpu.grid = gx * gy * gz;
+  g_gpu.block = bx * by * bz;
+  g_gpu.shared = shared;
+  for (int i = 0; i < g_launch_nbufs && i < 4; i++) g_gpu.arg_ptr[i] = *(CUdeviceptr *)params[i];
+  for (int j = 0; j < g_launch_nsyms && j < 4; j++) g_gpu.arg_sym[j] = *(long long *)params[g_launch_nbufs + j];
+  return 0;
+}
+static CUresult f_error_name(CUresult rc, const char **s) {
+  switch (rc) {
+  case 1: *s = "CUDA_ERROR_INVALID_VALUE"; return 0;
+  case 3: *s = "CUDA_ERROR_NOT_INITIALIZED"; return 0;
+  case 100: *s = "CUDA_ERROR_NO_DEVICE"; return 0;
+  case 500: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
+  default: *s = NULL; return 1; /* unknown code: the backend must fall back to the number */
+  }
+}
+static CUresult f_error_string(CUresult rc, const char **s) {
+  switch (rc) {
+  case 1: *s = "invalid argument"; return 0;
+  case 3: *s = "initialization error"; return 0;
+  case 100: *s = "no CUDA-capable device is detected"; return 0;
+  case 500: *s = "named symbol not found"; return 0;
+  default: *s = NULL; return 1;
+  }
+}
+
+static CudaDriver fake_driver(void) {
+  CudaDriver drv = {0};
+  drv.cuInit = f_init;
+  drv.cuDriverGetVersion = f_version;
+  drv.cuDeviceGetCount = f_count;
+  drv.cuDeviceGet = f_get;
+  drv.cuDeviceGetAttribute = f_attr;
+  drv.cuDeviceGetName = f_name;
+  drv.cuDevicePrimaryCtxRetain = f_retain;
+  drv.cuDevicePrimaryCtxRelease = f_release;
+  drv.cuCtxSetCurrent = f_set_current;
+  drv.cuCtxSynchronize = f_sync;
+  drv.cuMemAlloc = f_alloc;
+  drv.cuMemFree = f_free;
+  drv.cuMemcpyHtoD = f_htod;
+  drv.cuMemcpyDtoH = f_dtoh;
+  drv.cuModuleLoadData = f_load;
+  drv.cuModuleUnload = f_unload;
+  drv.cuModuleGetFunction = f_get_function;
+  drv.cuLaunchKernel = f_launch;
+  drv.cuGetErrorName = f_error_name;
+  drv.cuGetErrorString = f_error_string;
+  return drv;
+}
+
+static Backend *fake_backend(void) {
+  memset(&g_gpu, 0, sizeof g_gpu);
+  g_gpu.device_count = 1;
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  Backend *b = cuda_backend_with_driver(&drv, &d);
+  if (!b) fail_msg("fake backend: %s", d.msg);
+  return b;
+}
+
+/* ---- the real driver ---- */
+
+static void test_real_driver_reports_clearly(void **state) {
+  Diag d = {0};
+  Backend *b = backend_cuda_new(&d);
+  if (b) { /* a machine with a GPU */
+    assert_false(d.set);
+    assert_string_equal(b->ops->name, "cuda");
+    assert_non_null(backend_cuda_arch(b));
+    assert_int_equal(strncmp(backend_cuda_arch(b), "sm_", 3), 0);
+    b->ops->destroy(b);
+    return;
+  }
+  assert_true(d.set);
+  assert_contains(d.msg, "CUDA");
+  if (strcmp(d.msg, CUDA_NO_DRIVER_MSG) != 0 && strcmp(d.msg, CUDA_NO_DEVICE_MSG) != 0)
+    fail_msg("unexpected diag: %s", d.msg);
+  /* A second attempt behaves the same (nothing half-initialised is left behind). */
+  Diag d2 = {0};
+  assert_null(backend_cuda_new(&d2));
+  assert_string_equal(d2.msg, d.msg);
+}
+
+static void test_messages_are_the_documented_ones(void **state) {
+  assert_string_equal(CUDA_NO_DRIVER_MSG,
+                      "no CUDA driver found (libcuda.so.1 not loadable): is an NVIDIA GPU and driver installed?");
+  assert_string_equal(CUDA_NO_DEVICE_MSG, "CUDA driver found but no GPU is present (cuInit: CUDA_ERROR_NO_DEVICE)");
+}
+
+/* ---- startup failures through the fake driver ---- */
+
+static void test_no_device_from_cuinit(void **state) {
+  memset(&g_gpu, 0, sizeof g_gpu);
+  g_gpu.init_rc = 100;
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  assert_null(cuda_backend_with_driver(&drv, &d));
+  assert_string_equal(d.msg, CUDA_NO_DEVICE_MSG);
+  assert_int_equal(g_gpu.ctx_retained, 0);
+}
+
+static void test_no_device_from_count(void **state) {
+  memset(&g_gpu, 0, sizeof g_gpu);
+  g_gpu.device_count = 0;
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  assert_null(cuda_backend_with_driver(&drv, &d));
+  assert_string_equal(d.msg, CUDA_NO_DEVICE_MSG);
+}
+
+static void test_other_init_error_named(void **state) {
+  memset(&g_gpu, 0, sizeof g_gpu);
+  g_gpu.init_rc = 3;
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  assert_null(cuda_backend_with_driver(&drv, &d));
+  assert_string_equal(d.msg, "cuInit: CUDA_ERROR_NOT_INITIALIZED: initialization error");
+}
+
+static void test_bad_device_ordinal(void **state) {
+  memset(&g_gpu, 0, sizeof g_gpu);
+  g_gpu.device_count = 2;
+  setenv("LATHE_CUDA_DEVICE", "5", 1);
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  Backend *b = cuda_backend_with_driver(&drv, &d);
+  unsetenv("LATHE_CUDA_DEVICE");
+  assert_null(b);
+  assert_string_equal(d.msg, "LATHE_CUDA_DEVICE=5: no such GPU (this machine has 2)");
+}
+
+static void test_unknown_error_code_falls_back_to_number(void **state) {
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  cuda_diag(&drv, &d, 719, "cuCtxSynchronize", "after k");
+  assert_string_equal(d.msg, "cuCtxSynchronize(after k): CUDA error 719: unknown error");
+}
+
+/* ---- a working fake device ---- */
+
+static void test_device_properties(void **state) {
+  Backend *b = fake_backend();
+  assert_string_equal(backend_cuda_arch(b), "sm_90");
+  assert_string_equal(backend_cuda_device(b), "Fake GPU");
+  assert_int_equal(g_gpu.ctx_retained, 1);
+  b->ops->destroy(b);
+  assert_int_equal(g_gpu.ctx_retained, 0); /* primary context released */
+  assert_null(backend_cuda_arch(NULL));
+}
+
+static void test_memory_roundtrip_and_zero_bytes(void **state) {
+  Backend *b = fake_backend();
+  Diag d = {0};
+  void *empty1 = b->ops->alloc(b, 0, &d);
+  void *empty2 = b->ops->alloc(b, 0, &d);
+  assert_false(d.set);
+  assert_non_null(empty1);
+  assert_non_null(empty2);
+  assert_ptr_not_equal(empty1, empty2);
+  assert_true(b->ops->upload(b, empty1, NULL, 0, &d)); /* zero-byte copies touch nothing */
+  float host[5] = {1, 2, 3, 4, 5}, back[5] = {0};
+  void *buf = b->ops->alloc(b, sizeof host, &d);
+  assert_non_null(buf);
+  assert_true(b->ops->upload(b, buf, host, sizeof host, &d));
+  assert_true(b->ops->download(b, back, buf, sizeof back, &d));
+  assert_memory_equal(host, back, sizeof host);
+  assert_true(b->ops->sync(b, &d));
+  b->ops->free(b, buf);
+  b->ops->free(b, empty1);
+  b->ops->free(b, empty2);
+  b->ops->free(b, NULL);
+  assert_int_equal(g_gpu.live_allocs, 0);
+  b->ops->destroy(b);
+}
+
+static void test_launch_packs_abi_arguments(void **state) {
+  Backend *b = fake_backend();
+  Diag d = {0};
+  BackendModule *m = cuda_module_from_image(b, "fake image", &d);
+  assert_non_null(m);
+  void *bufs[2] = {(void *)(uintptr_t)0x1000, (void *)(uintptr_t)0x2000};
+  int64_t syms[2] = {7, -3};
+  g_launch_nbufs = 2;
+  g_launch_nsyms = 2;
+  assert_true(b->ops->launch(b, m, "rms_norm_0", bufs, 2, syms, 2, 32, 256, &d));
+  assert_false(d.set);
+  assert_int_equal(g_gpu.launches, 1);
+  assert_int_equal(g_gpu.grid, 32);
+  assert_int_equal(g_gpu.block, 256);
+  assert_int_equal(g_gpu.shared, 0);
+  assert_true(g_gpu.arg_ptr[0] == 0x1000 && g_gpu.arg_ptr[1] == 0x2000);
+  assert_true(g_gpu.arg_sym[0] == 7 && g_gpu.arg_sym[1] == -3);
+  /* The function handle is cached: a second launch does not look it up again. */
+  assert_true(b->ops->launch(b, m, "rms_norm_0", bufs, 2, syms, 2, 1, 32, &d));
+  assert_int_equal(g_gpu.get_function_calls, 1);
+  assert_int_equal(g_gpu.launches, 2);
+  b->ops->module_free(b, m);
+  assert_int_equal(g_gpu.module_unloads, 1);
+  b->ops->destroy(b);
+}
+
+static void test_launch_errors_name_call_and_kernel(void **state) {
+  Backend *b = fake_backend();
+  Diag d = {0};
+  BackendModule *m = cuda_module_from_image(b, "fake image", &d);
+  void *bufs[1] = {(void *)(uintptr_t)0x1000};
+  g_launch_nbufs = 1;
+  g_launch_nsyms = 0;
+  g_gpu.next_launch_rc = 1;
+  assert_false(b->ops->launch(b, m, "rms_norm_0", bufs, 1, NULL, 0, 4, 128, &d));
+  assert_string_equal(d.msg, "cuLaunchKernel(rms_norm_0): CUDA_ERROR_INVALID_VALUE: invalid argument");
+
+  Diag d2 = {0};
+  assert_false(b->ops->launch(b, m, "no_such_kernel", bufs, 1, NULL, 0, 4, 128, &d2));
+  assert_string_equal(d2.msg, "cuModuleGetFunction(no_such_kernel): CUDA_ERROR_NOT_FOUND: named symbol not found");
+
+  Diag d3 = {0};
+  assert_false(b->ops->launch(b, m, "vadd", bufs, 1, NULL, 0, 4, 2048, &d3));
+  assert_contains(d3.msg, "cuLaunchKernel(vadd): launch shape grid=4 block=2048 out of range");
+  assert_int_equal(g_gpu.launches, 0);
+
+  /* An empty grid (a symbolic extent of 0) launches nothing and is not an error. */
+  Diag d4 = {0};
+  assert_true(b->ops->launch(b, m, "vadd", bufs, 1, NULL, 0, 0, 128, &d4));
+  assert_false(d4.set);
+  assert_int_equal(g_gpu.launches, 0);
+
+  Diag d5 = {0};
+  assert_false(b->ops->launch(b, NULL, "vadd", bufs, 1, NULL, 0, 1, 1, &d5));
+  assert_contains(d5.msg, "without a module");
+  b->ops->module_free(b, m);
+  b->ops->destroy(b);
+}
+
+/* ---- compile through NVRTC and the cache (only where libnvrtc is installed) ---- */
+
+static char g_cache[256];
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) { return remove(path); }
+
+static void test_compile_is_cached(void **state) {
+  if (!nvrtc_available()) skip();
+  snprintf(g_cache, sizeof g_cache, "/tmp/lathe-test-cuda-XXXXXX");
+  assert_non_null(mkdtemp(g_cache));
+  setenv("LATHE_CACHE_DIR", g_cache, 1);
+  Backend *b = fake_backend();
+  const char *src = "extern \"C\" __global__ void vadd(float *a, float *b, float *c, long long n) {\n"
+                    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+                    "  if (i < n) c[i] = a[i] + b[i];\n"
+                    "}\n";
+  Diag d = {0};
+  BackendModule *m1 = b->ops->compile(b, src, &d);
+  assert_non_null(m1);
+  BackendModule *m2 = b->ops->compile(b, src, &d);
+  assert_non_null(m2);
+  int compiles = -1, hits = -1;
+  backend_cuda_stats(b, &compiles, &hits);
+  assert_int_equal(compiles, 1);
+  assert_int_equal(hits, 1);
+  Diag bad = {0};
+  assert_null(b->ops->compile(b, "extern \"C\" __global__ void broken( { }\n", &bad));
+  assert_true(bad.set);
+  b->ops->module_free(b, m1);
+  b->ops->module_free(b, m2);
+  b->ops->destroy(b);
+  unsetenv("LATHE_CACHE_DIR");
+  nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_real_driver_reports_clearly),
+      cmocka_unit_test(test_messages_are_the_documented_ones),
+      cmocka_unit_test(test_no_device_from_cuinit),
+      cmocka_unit_test(test_no_device_from_count),
+      cmocka_unit_test(test_other_init_error_named),
+      cmocka_unit_test(test_bad_device_ordinal),
+      cmocka_unit_test(test_unknown_error_code_falls_back_to_number),
+      cmocka_unit_test(test_device_properties),
+      cmocka_unit_test(test_memory_roundtrip_and_zero_bytes),
+      cmocka_unit_test(test_launch_packs_abi_arguments),
+      cmocka_unit_test(test_launch_errors_name_call_and_kernel),
+      cmocka_unit_test(test_compile_is_cached),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,234 @@
+/* Differential tests: a broad generated set of programs (every op, broadcast patterns, sizes 1, 3,
+ * 127, 4097, every dtype, symbolic dimensions, three fusion policies) compiled for the CPU, run on random
+ * inputs and compared with the float64 reference interpreter; the CUDA C of each is compiled by NVRTC
+ * for sm_90. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "testutil.h"
+#include "backend/nvrtc.h"
+#include "driver/execute.h"
+
+typedef struct Case {
+  char name[96];
+  char *src;     /* malloc'ed */
+  char dims[64]; /* "seq=7,kv=9" */
+  FusionPolicy fusion;
+} Case;
+
+static Case cases[1024];
+static int ncases;
+static Backend *backend; /* cpu, or cuda when LATHE_TEST_TARGET=cuda (make test-gpu) */
+static Target target = TARGET_CPU;
+
+static const char *FLOATS[] = {"f32", "f16", "bf16"};
+static const int SIZES[] = {1, 3, 127, 4097};
+
+static void add_case(const char *name, const char *dims, int policy, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add_case(const char *name, const char *dims, int policy, const char *fmt, ...) {
+  Case *c = &cases[ncases++];
+  snprintf(c->name, sizeof c->name, "%s", name);
+  snprintf(c->dims, sizeof c->dims, "%s", dims ? dims : "");
+  c->fusion = fusion_policy_default();
+  if (policy == 1) c->fusion.allow_recompute = 1;
+  if (policy == 2) c->fusion.fuse_reductions = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(&c->src, fmt, ap) < 0) abort();
+  va_end(ap);
+}
+
+static void parse_dims(const char *spec, SymEnv *env, char names[][16]) {
+  memset(env, 0, sizeof *env);
+  for (const char *p = spec; *p;) {
+    int len = 0;
+    long long v = 0;
+    if (sscanf(p, "%15[a-z_]=%lld%n", names[env->n], &v, &len) != 2) break;
+    symenv_set(env, names[env->n], v);
+    p += len;
+    if (*p == ',') p++;
+  }
+}
+
+static void run_case(void **state) {
+  const Case *tc = *state;
+  SymEnv env;
+  char names[16][16];
+  parse_dims(tc->dims, &env, names);
+  Diag d = {0};
+  Compilation *c = compilation_new(target, &tc->fusion);
+  if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
+  Execution x;
+  if (!execute_program(c, backend, &env, 7, &x, &d)) fail_msg("%s: run failed: %s", tc->name, d.msg);
+  double err[64];
+  if (!execute_check(c, &x, &env, err, &d)) fail_msg("%s: reference failed: %s", tc->name, d.msg);
+  for (int i = 0; i < x.nout; i++) {
+    double tol = check_tolerance(x.out[i].dtype);
+    if (!(err[i] <= tol))
+      fail_msg("%s: output %d (%s) error %.3g > tolerance %.3g\nprogram: %s\n--- loop ---", tc->name, i,
+               dtype_name(x.out[i].dtype), err[i], tol, tc->src);
+  }
+  execution_free(&x);
+  compilation_free(c);
+  if (target == TARGET_CUDA) return; /* the GPU run above already compiled it with NVRTC */
+
+  /* The same program's CUDA C must compile under NVRTC. */
+  Compilation *g = compilation_new(TARGET_CUDA, &tc->fusion);
+  if (!compile_source(g, tc->src, ST_CODE, &d)) fail_msg("%s: CUDA codegen failed: %s", tc->name, d.msg);
+  void *cubin = NULL;
+  size_t size = 0;
+  if (!nvrtc_compile(sb_str(&g->code), "sm_90", &cubin, &size, &d))
+    fail_msg("%s: NVRTC failed: %s\n%s", tc->name, d.msg, sb_str(&g->code));
+  assert_true(size > 0);
+  free(cubin);
+  compilation_free(g);
+}
+
+static void build_cases(void) {
+  /* Every unary op, every float dtype, every size (several outputs per program). */
+  for (int t = 0; t < 3; t++)
+    for (int s = 0; s < 4; s++) {
+      char name[64];
+      snprintf(name, sizeof name, "unary_%s_%d", FLOATS[t], SIZES[s]);
+      add_case(name, NULL, 0,
+               "x: %s[%d]\nreturn exp(x), log(x), sqrt(x), rsqrt(x), tanh(x), sigmoid(x), silu(x), gelu(x), relu(x - 1),"
+               " abs(x - 1), neg(x), -x",
+               FLOATS[t], SIZES[s]);
+    }
+  /* Binary ops under every broadcast pattern. */
+  static const char *bshapes[][2] = {{"[3,1]", "[1,4]"}, {"[2,3,4]", "[4]"}, {"[1,3]", "[5,1,3]"},
+                                     {"[4097]", "[4097]"}, {"[127,1]", "[127]"}, {"[1]", "[3,3]"}};
+  for (int i = 0; i < 6; i++)
+    for (int t = 0; t < 3; t++) {
+      char name[64];
+      snprintf(name, sizeof name, "binary_%d_%s", i, FLOATS[t]);
+      add_case(name, NULL, 0,
+               "a: %s%s; b: %s%s\nreturn a + b, a - b, a * b, a / (abs(b) + 0.5), pow(abs(a) + 0.5, b), "
+               "maximum(a, b), minimum(a, b), a * 2 + 1, 3.0 - b",
+               FLOATS[t], bshapes[i][0], FLOATS[t], bshapes[i][1]);
+    }
+  add_case("binary_int", NULL, 0, "a: i32[3,4]; b: i32[4]\nreturn a + b, a * b, a - 1, maximum(a, b), a / (abs(b) + 1)");
+  add_case("binary_i64", NULL, 0, "a: i64[5]; b: i64[5]\nreturn a + b * 3, minimum(a, b)");
+  add_case("binary_mixed", NULL, 0, "a: f16[4,3]; b: f32[3]; c: bf16[4,1]\nreturn a + b, a * c, b - c");
+  /* Reductions over every axis pattern, size and dtype. */
+  for (int t = 0; t < 3; t++)
+    for (int s = 0; s < 4; s++) {
+      char name[64];
+      snprintf(name, sizeof name, "reduce_%s_%d", FLOATS[t], SIZES[s]);
+      add_case(name, NULL, 0,
+               "x: %s[3,%d]\nreturn sum(x, axis=-1), mean(x, 1, keepdim=true), max(x, axis=0), min(x, -1), "
+               "sum(x), mean(x, axis=[0,1])",
+               FLOATS[t], SIZES[s]);
+    }
+  add_case("reduce_3d", NULL, 0, "x: f32[4,5,6]\nreturn sum(x, axis=[0,2]), max(x, axis=1, keepdim=true), mean(x, 0)");
+  add_case("reduce_int", NULL, 0, "x: i32[7,9]\nreturn sum(x, -1), max(x, 0), min(x)");
+  /* Row ops: softmax, rms_norm, layer_norm at every size and dtype. */
+  for (int t = 0; t < 3; t++)
+    for (int s = 0; s < 4; s++) {
+      char name[64];
+      snprintf(name, sizeof name, "norms_%s_%d", FLOATS[t], SIZES[s]);
+      add_case(name, NULL, 0,
+               "x: %s[2,3,%d]; w: %s[%d]; b: %s[%d]\nreturn softmax(x, -1), rms_norm(x, w, 1e-6), "
+               "layer_norm(x, w, b, 1e-5), softmax(x, axis=1)",
+               FLOATS[t], SIZES[s], FLOATS[t], SIZES[s], FLOATS[t], SIZES[s]);
+    }
+  /* Matmul family. */
+  for (int t = 0; t < 3; t++) {
+    char name[64];
+    snprintf(name, sizeof name, "matmul_%s", FLOATS[t]);
+    add_case(name, NULL, 0,
+             "a: %s[3,127]; b: %s[127,5]; c: %s[2,3,4]; d: %s[4,5]; e: %s[2,1,3,4]; f: %s[5,4,6]; v: %s[4]\n"
+             "return matmul(a, b), matmul(c, d), matmul(e, f), matmul(v, d), matmul(c, v)",
+             FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t]);
+    snprintf(name, sizeof name, "linear_%s", FLOATS[t]);
+    add_case(name, NULL, 0,
+             "x: %s[2,3,127]; w: %s[5,127]; b: %s[5]; x1: %s[4097]; w1: %s[3,4097]\n"
+             "return linear(x, w), linear(x, w, b), linear(x1, w1)",
+             FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t]);
+  }
+  /* Embedding, rope, attention. */
+  add_case("embedding", NULL, 0, "ids: i32[3,5]; table: f32[127,8]; ids2: i64[4]; t2: bf16[10,3]\n"
+                                 "return embedding(ids, table), embedding(ids2, t2)");
+  for (int t = 0; t < 3; t++) {
+    char name[64];
+    snprintf(name, sizeof name, "rope_%s", FLOATS[t]);
+    add_case(name, NULL, 0, "x: %s[1,4,7,16]; pos: i32[7]; y: %s[7,64]; p2: i64[7]\n"
+                            "return rope(x, pos, 10000.0), rope(y, p2, 500000.0)",
+             FLOATS[t], FLOATS[t]);
+    snprintf(name, sizeof name, "attention_%s", FLOATS[t]);
+    add_case(name, NULL, 0,
+             "q: %s[1,8,3,16]; k: %s[1,2,5,16]; v: %s[1,2,5,16]; qs: %s[2,4,6,8]; ks: %s[2,4,6,8]; vs: %s[2,4,6,8]\n"
+             "return attention(q, k, v, false), attention(q, k, v, true), attention(qs, ks, vs, causal=true)",
+             FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t]);
+  }
+  /* Views and their fusion with compute. */
+  add_case("views", NULL, 0,
+           "x: f32[2,3,4]; y: f32[5,4]\n"
+           "return reshape(x, [6, 4]), permute(x, [2, 0, 1]), transpose(x, 0, 2), slice(x, 2, 1, 3), "
+           "slice(x, 1, -2), concat(x, x * 2, 1), concat(reshape(x, [6,4]), y, 0), reshape(permute(x, [1,0,2]), [3, -1]) + 1, "
+           "sum(reshape(x, [2, 12]), -1)");
+  add_case("casts", NULL, 0,
+           "x: f32[5,7]; i: i32[5]\nreturn cast(cast(x, f16), f32), cast(x * 10, i32), cast(i, f32) / 2, cast(x, bf16), "
+           "cast(cast(x, bf16), f16), cast(i, i64) * 3");
+  /* Symbolic dimensions: one compiled program, run at several sizes. */
+  static const char *seqs[] = {"seq=1", "seq=7", "seq=127"};
+  for (int s = 0; s < 3; s++) {
+    char name[64];
+    snprintf(name, sizeof name, "symbolic_%s", seqs[s] + 4);
+    add_case(name, seqs[s], 0,
+             "x: f32[seq, 64]; w: f32[64]; wq: f32[32, 64]\n"
+             "h = rms_norm(x, w, 1e-6)\nreturn linear(h, wq), softmax(x, 0), sum(x, 0), reshape(x, [-1])");
+    snprintf(name, sizeof name, "symbolic_attention_%s", seqs[s] + 4);
+    add_case(name, seqs[s], 0,
+             "q: f32[1,4,1,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]\nreturn attention(q, k, v, true)");
+  }
+  /* Fused chains under all three fusion policies. */
+  static const char *policies[] = {"default", "recompute", "nofuse"};
+  for (int p = 0; p < 3; p++) {
+    char name[64];
+    snprintf(name, sizeof name, "mlp_%s", policies[p]);
+    add_case(name, NULL, p,
+             "x: f32[3,64]; nw: f32[64]; wg: f32[96,64]; wu: f32[96,64]; wd: f32[64,96]\n"
+             "h = rms_norm(x, nw, 1e-6)\ny = x + linear(silu(linear(h, wg)) * linear(h, wu), wd)");
+    snprintf(name, sizeof name, "block_%s", policies[p]);
+    add_case(name, "seq=5", p,
+             "x: bf16[1, seq, 64]; pos: i32[seq]; nw: bf16[64]; wq: bf16[64,64]; wk: bf16[32,64]; wv: bf16[32,64]; "
+             "wo: bf16[64,64]\n"
+             "h = rms_norm(x, nw, 1e-5)\n"
+             "q = permute(reshape(linear(h, wq), [1, seq, 4, 16]), [0, 2, 1, 3])\n"
+             "k = permute(reshape(linear(h, wk), [1, seq, 2, 16]), [0, 2, 1, 3])\n"
+             "v = permute(reshape(linear(h, wv), [1, seq, 2, 16]), [0, 2, 1, 3])\n"
+             "a = attention(rope(q, pos, 10000.0), rope(k, pos, 10000.0), v, true)\n"
+             "o = reshape(permute(a, [0, 2, 1, 3]), [1, seq, 64])\n"
+             "y = x + linear(o, wo)");
+  }
+  add_case("return_input", NULL, 0, "x: f32[3]; y: f32[3]\nz = x + y\nreturn x, z, z");
+}
+
+int main(void) {
+  build_cases();
+  Diag d = {0};
+  const char *want = getenv("LATHE_TEST_TARGET");
+  if (want && !strcmp(want, "cuda")) {
+    target = TARGET_CUDA;
+    backend = backend_cuda_new(&d);
+  } else {
+    backend = backend_cpu_new(&d);
+  }
+  if (!backend) {
+    fprintf(stderr, "%s backend: %s\n", target_name(target), d.msg);
+    return 1;
+  }
+  struct CMUnitTest *tests = calloc((size_t)ncases, sizeof *tests);
+  for (int i = 0; i < ncases; i++) {
+    tests[i].name = cases[i].name;
+    tests[i].test_func = run_case;
+    tests[i].initial_state = &cases[i];
+  }
+  int rc = _cmocka_run_group_tests("differential", tests, (size_t)ncases, NULL, NULL);
+  free(tests);
+  for (int i = 0; i < ncases; i++) free(cases[i].src);
+  backend->ops->destroy(backend);
+  return rc;
+}

@@ -1,0 +1,91 @@
+/* Fusion tests: how many kernels each pattern becomes, and that the choice is the policy's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "testutil.h"
+#include "driver/pipeline.h"
+
+static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
+  Diag d = {0};
+  Compilation *c = compilation_new(t, pol);
+  if (!compile_source(c, src, ST_CODE, &d)) fail_msg("compile failed: %s\n%s", d.msg, src);
+  int n = c->loop->nkernels;
+  /* The code stage has exactly one entry point per loop-stage kernel. */
+  const char *code = sb_str(&c->code), *needle = t == TARGET_CUDA ? "__global__" : "(void *const *bufs";
+  int found = 0;
+  for (const char *p = code; (p = strstr(p, needle)); p++) found++;
+  assert_int_equal(found, n);
+  compilation_free(c);
+  return n;
+}
+
+static int kernels(const char *src) {
+  FusionPolicy p = fusion_policy_default();
+  int cpu = count_kernels(src, &p, TARGET_CPU);
+  assert_int_equal(count_kernels(src, &p, TARGET_CUDA), cpu);
+  return cpu;
+}
+
+static void rms_norm_is_one_kernel(void **s) {
+  assert_int_equal(kernels("x: f32[1,32,2048]; w: f32[2048]; y = rms_norm(x, w, 1e-6)"), 1);
+}
+static void layer_norm_is_one_kernel(void **s) {
+  assert_int_equal(kernels("x: f16[4,1000]; w: f16[1000]; b: f16[1000]; y = layer_norm(x, w, b, 1e-5)"), 1);
+}
+static void softmax_is_one_kernel(void **s) {
+  assert_int_equal(kernels("x: f32[8,4097]; y = softmax(x, -1)"), 1);
+  assert_int_equal(kernels("x: f32[8,seq]; y = softmax(x, 0)"), 1);
+}
+static void elementwise_chain_is_one_kernel(void **s) {
+  assert_int_equal(kernels("a: f32[64,64]; b: f32[64]; y = gelu(exp(a) * b + 1) / 3 - sigmoid(a)"), 1);
+}
+static void linear_epilogues_fuse(void **s) {
+  assert_int_equal(kernels("x: f32[4,256]; w: f32[512,256]; b: f32[512]; y = silu(linear(x, w, b))"), 1);
+  assert_int_equal(kernels("x: f32[4,256]; r: f32[4,512]; w: f32[512,256]; y = r + linear(x, w)"), 1);
+  assert_int_equal(kernels("x: f32[1,256]; wg: f32[512,256]; wu: f32[512,256]; y = silu(linear(x, wg)) * linear(x, wu)"), 1);
+}
+static void norm_prologue_is_a_policy_choice(void **s) {
+  const char *src = "x: f32[2,256]; nw: f32[256]; w: f32[128,256]; y = linear(rms_norm(x, nw, 1e-6), w)";
+  FusionPolicy p = fusion_policy_default();
+  assert_int_equal(count_kernels(src, &p, TARGET_CPU), 2); /* the row sum is realized, then the prologue */
+  p.allow_recompute = 1;
+  assert_int_equal(count_kernels(src, &p, TARGET_CPU), 1);
+  assert_int_equal(count_kernels(src, &p, TARGET_CUDA), 1);
+  p.fuse_reductions = 0; /* sum, contraction, and the view that drops the contraction's unit axis */
+  p.allow_recompute = 0;
+  assert_int_equal(count_kernels(src, &p, TARGET_CPU), 3);
+}
+static void no_fuse_cuts_reductions(void **s) {
+  FusionPolicy p = fusion_policy_default();
+  p.fuse_reductions = 0;
+  assert_int_equal(count_kernels("x: f32[4,64]; y = softmax(x, -1)", &p, TARGET_CPU), 3);
+}
+static void shared_reduction_is_computed_once(void **s) {
+  /* h feeds two consumers and contains a reduction: it gets a buffer instead of being recomputed. */
+  assert_int_equal(kernels("x: f32[4,64]; w: f32[64,64]; h = x + linear(x, w); return h * 2, h + 1"), 3);
+}
+static void loop_stage_prints_phases(void **s) {
+  Diag d = {0};
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  assert_true(compile_source(c, "x: f32[1,32,2048]; w: f32[2048]; y = rms_norm(x, w, 1e-6)", ST_TILE, &d));
+  StrBuf b = {0};
+  print_stage(&b, c, ST_LOOP);
+  assert_contains(sb_str(&b), "acc0: f32 = sum over r0 < 2048");
+  assert_contains(sb_str(&b), "for j0 < 2048:");
+  sb_free(&b);
+  print_stage(&b, c, ST_TILE);
+  assert_contains(sb_str(&b), "kernel rms_norm_0");
+  assert_contains(sb_str(&b), "reduce=block-tree");
+  sb_free(&b);
+  compilation_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rms_norm_is_one_kernel),         cmocka_unit_test(layer_norm_is_one_kernel),
+      cmocka_unit_test(softmax_is_one_kernel),          cmocka_unit_test(elementwise_chain_is_one_kernel),
+      cmocka_unit_test(linear_epilogues_fuse),          cmocka_unit_test(norm_prologue_is_a_policy_choice),
+      cmocka_unit_test(no_fuse_cuts_reductions),        cmocka_unit_test(shared_reduction_is_computed_once),
+      cmocka_unit_test(loop_stage_prints_phases),
+  };
+  return cmocka_run_group_tests_name("fusion", tests, NULL, NULL);
+}

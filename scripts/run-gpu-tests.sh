@@ -13,6 +13,9 @@ set -u
 cd "$(dirname "$0")/.."
 
 GPU_TESTS=(test_cuda_gpu)
+# cmocka test programs from tests/ that also run on the GPU when LATHE_TEST_TARGET=cuda (the
+# differential suite: every generated program on the CUDA backend against the float64 reference).
+CMOCKA_GPU_TESTS=(test_differential)
 declare -A SOURCES=(
   [test_cuda_gpu]="src/base/*.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_driver.c src/backend/nvrtc.c"
 )
@@ -31,6 +34,13 @@ build() {
     srcs=${SOURCES[$t]:-$(all_lib_sources)}
     # shellcheck disable=SC2086 # the source lists are globs, split on purpose
     if ! $CC $CFLAGS -Isrc -o "$BIN/$t" "tests/gpu/$t.c" $srcs -ldl -lm -lpthread; then
+      echo "build of $t failed"
+      return 1
+    fi
+  done
+  for t in "${CMOCKA_GPU_TESTS[@]}"; do
+    # shellcheck disable=SC2046
+    if ! $CC $CFLAGS -Isrc -Itests -o "$BIN/$t" "tests/$t.c" $(all_lib_sources) -lcmocka -ldl -lm -lpthread; then
       echo "build of $t failed"
       return 1
     fi
@@ -57,6 +67,17 @@ for t in "${GPU_TESTS[@]}"; do
   [ -z "$summary" ] && { p=0; f=0; }
   # A crash or a silent non-zero exit counts as a failure even when no check failed.
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  [ "$f" -ne 0 ] && failed_bins+=("$t")
+  passed=$((passed + p)); failed=$((failed + f))
+done
+for t in "${CMOCKA_GPU_TESTS[@]}"; do
+  echo "== $t (cuda)"
+  out=$(LATHE_TEST_TARGET=cuda "$BIN/$t" 2>&1); rc=$?
+  echo "$out" | grep -E '^\[  (FAILED|ERROR|PASSED)|^ERROR|error' | head -80
+  p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+  f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+  p=${p:-0}; f=${f:-0}
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$out" | tail -20; fi
   [ "$f" -ne 0 ] && failed_bins+=("$t")
   passed=$((passed + p)); failed=$((failed + f))
 done

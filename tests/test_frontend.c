@@ -465,6 +465,9 @@ static void test_error_messages(void **state) {
       {"x: f32[2]\ny = x\t\x01", 2, 7, "unexpected character (byte 0x01)"},
       {"x: f32[2]\ny = 9223372036854775807 * 2", 2, 25, "integer overflow in constant expression"},
       {"x: f32[2]\ny = exp(z)", 2, 9, "undefined name 'z'"},
+      {"x: f32[2]\ny = -(-9223372036854775807 - 1)", 2, 5, "integer overflow in constant expression"},
+      {"x: f32[1099511627777]", 1, 8, "dimension 1099511627777 is too large (at most 2^40)"},
+      {"x: f32[seq]\ny = slice(x, 0, -9223372036854775807)", 2, 5, "slice: bound -9223372036854775807 is out of range"},
       {"x: f32[2]\ny = x(1)", 2, 5, "unknown op 'x'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

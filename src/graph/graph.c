@@ -458,11 +458,13 @@ static int infer_reshape(Ctx *c, GNode *nd, const GNode *x) {
   Expr *n_in = numel(g, &x->shape);
   Shape known = t;
   if (infer >= 0) known.dim[infer] = ex_int(g->pool, 1);
-  if (!n_in || !numel(g, &known)) return FAIL(c, "reshape: element count of %s or %s is too large", shape_str(g, &x->shape), shape_str(g, &t));
+  if (!n_in || !numel(g, &known))
+    return FAIL(c, "reshape: element count of %s or %s is too large", shape_str(g, &x->shape), shape_str(g, &t));
   Shape asked = t;
   if (infer >= 0) t.dim[infer] = divide_count(g, &x->shape, &t, infer);
   Expr *n_out = numel(g, &t);
   if (!n_out || n_in != n_out || (infer >= 0 && !dim_ok(t.dim[infer]))) {
+    if (!n_out) return FAIL(c, "reshape: element count of %s is too large", shape_str(g, &t));
     if (ex_is_const(n_in) && ex_is_const(n_out) && infer < 0)
       return FAIL(c, "reshape: cannot reshape %s (%s elements) to %s (%s elements)", shape_str(g, &x->shape),
                   expr_str(g, n_in), shape_str(g, &asked), expr_str(g, n_out));

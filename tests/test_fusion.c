@@ -54,15 +54,40 @@ static void norm_prologue_is_a_policy_choice(void **s) {
   p.allow_recompute = 0;
   assert_int_equal(count_kernels(src, &p, TARGET_CPU), 3);
 }
+static void attention_is_three_kernels(void **s) {
+  /* scores (QK^T, scale, mask), softmax, and the weighted sum of V */
+  assert_int_equal(kernels("q: f32[1,4,3,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)"), 3);
+}
+
 static void no_fuse_cuts_reductions(void **s) {
   FusionPolicy p = fusion_policy_default();
   p.fuse_reductions = 0;
-  assert_int_equal(count_kernels("x: f32[4,64]; y = softmax(x, -1)", &p, TARGET_CPU), 3);
+  /* max, exp(x - max) (read by two kernels, so stored once), sum, and the division */
+  assert_int_equal(count_kernels("x: f32[4,64]; y = softmax(x, -1)", &p, TARGET_CPU), 4);
 }
 static void shared_reduction_is_computed_once(void **s) {
   /* h feeds two consumers and contains a reduction: it gets a buffer instead of being recomputed. */
   assert_int_equal(kernels("x: f32[4,64]; w: f32[64,64]; h = x + linear(x, w); return h * 2, h + 1"), 3);
 }
+static void costly_prologue_is_not_recomputed(void **s) {
+  /* exp(x) feeding a linear would be recomputed for every output column, so it is stored; the policy
+   * knob allows inlining it. */
+  const char *src = "x: f32[1,64]; w: f32[96,64]; y = linear(exp(x), w)";
+  FusionPolicy p = fusion_policy_default();
+  assert_int_equal(count_kernels(src, &p, TARGET_CPU), 2);
+  p.inline_costly_prologue = 1;
+  assert_int_equal(count_kernels(src, &p, TARGET_CPU), 1);
+  /* A gated MLP: gate and up projections and silu(gate) * up in one kernel, the down projection in
+   * another (it cannot hold the others: that would nest reductions). */
+  assert_int_equal(kernels("x: f32[1,64]; wg: f32[96,64]; wu: f32[96,64]; wd: f32[64,96]; "
+                           "y = linear(silu(linear(x, wg)) * linear(x, wu), wd)"),
+                   2);
+  /* a residual stream read by several kernels is stored, not re-summed from its sources */
+  FusionPolicy q = fusion_policy_default();
+  assert_int_equal(count_kernels("a: f32[4,8]; b: f32[4,8]; c: f32[4,8]; h = a + b + c; return h * 2, h + 1, exp(h)",
+                                 &q, TARGET_CPU), 4);
+}
+
 static void loop_stage_prints_phases(void **s) {
   Diag d = {0};
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
@@ -84,8 +109,8 @@ int main(void) {
       cmocka_unit_test(rms_norm_is_one_kernel),         cmocka_unit_test(layer_norm_is_one_kernel),
       cmocka_unit_test(softmax_is_one_kernel),          cmocka_unit_test(elementwise_chain_is_one_kernel),
       cmocka_unit_test(linear_epilogues_fuse),          cmocka_unit_test(norm_prologue_is_a_policy_choice),
-      cmocka_unit_test(no_fuse_cuts_reductions),        cmocka_unit_test(shared_reduction_is_computed_once),
-      cmocka_unit_test(loop_stage_prints_phases),
+      cmocka_unit_test(no_fuse_cuts_reductions),        cmocka_unit_test(attention_is_three_kernels),        cmocka_unit_test(shared_reduction_is_computed_once),
+      cmocka_unit_test(loop_stage_prints_phases),       cmocka_unit_test(costly_prologue_is_not_recomputed),
   };
   return cmocka_run_group_tests_name("fusion", tests, NULL, NULL);
 }

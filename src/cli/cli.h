@@ -20,6 +20,17 @@ void program_arg_free(ProgramArg *p);
 void report(const Diag *d, const char *file);
 void report_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* "cpu", "cuda" or "auto" (cuda when a GPU is present, else cpu); sets *t to the target chosen. */
+struct Backend;
+struct Backend *open_backend(const char *name, Target *t, Diag *d);
+/* The default model: $LATHE_MODEL, else the file `make model` installs in the cache directory. */
+#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+const char *default_model_path(void);
+/* A .gguf file or a directory (a Hugging Face model) rather than a program. */
+int is_model_path(const char *path);
+
 int cmd_compile(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 #endif

@@ -1,6 +1,8 @@
 /* lathe compile: print any stage of the pipeline. */
 #include <stdio.h>
 #include <string.h>
+#include "../model/llama.h"
+#include "../model/weights.h"
 #include "cli.h"
 
 int cmd_compile(int argc, char **argv) {
@@ -34,13 +36,23 @@ int cmd_compile(int argc, char **argv) {
       return EXIT_ERROR;
     }
   }
-  ProgramArg prog;
-  if (!program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
+  ProgramArg prog = {0};
+  int model = !inline_text && path && is_model_path(path);
+  if (!model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
   Compilation *c = compilation_new(target, &fusion);
   Diag d = {0};
-  int rc = EXIT_OK;
-  if (!compile_source(c, prog.text, stage, &d)) {
-    report(&d, prog.file);
+  int rc = EXIT_OK, ok;
+  if (model) { /* the whole model's forward step, built from its config (weights are not read) */
+    ModelConfig cfg;
+    WeightStore *w = weights_open(path, &cfg, &d);
+    ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32};
+    ok = w && (c->graph = llama_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
+    weights_close(w);
+  } else {
+    ok = compile_source(c, prog.text, stage, &d);
+  }
+  if (!ok) {
+    report(&d, model ? path : prog.file);
     rc = EXIT_ERROR;
   } else {
     StrBuf b = {0};

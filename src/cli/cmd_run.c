@@ -96,29 +96,6 @@ static int check_dims(const Graph *g, const SymEnv *env) {
   return 1;
 }
 
-static Backend *open_backend(const char *name, Target *t, Diag *d) {
-  if (!strcmp(name, "cpu")) {
-    *t = TARGET_CPU;
-    return backend_cpu_new(d);
-  }
-  if (!strcmp(name, "cuda") || !strcmp(name, "auto")) {
-    Diag dc = {0};
-    Backend *b = backend_cuda_new(&dc);
-    if (b) {
-      *t = TARGET_CUDA;
-      return b;
-    }
-    if (!strcmp(name, "cuda")) {
-      *d = dc;
-      return NULL;
-    }
-    *t = TARGET_CPU;
-    return backend_cpu_new(d);
-  }
-  diag_error(d, 0, 0, "unknown target '%s' (expected cpu, cuda or auto)", name);
-  return NULL;
-}
-
 static void print_output(const char *name, const HostTensor *t) {
   printf("%s: %s[", name, dtype_name(t->dtype));
   for (int i = 0; i < t->rank; i++) printf("%s%lld", i ? "," : "", (long long)t->dims[i]);
@@ -161,7 +138,7 @@ int cmd_run(int argc, char **argv) {
   const LProgram *lp = c->loop;
   rc = EXIT_OK;
   if (o.check) {
-    double err[64];
+    double err[LT_MAX_OUTPUTS];
     if (!execute_check(c, &x, &o.env, err, &d)) {
       report(&d, prog.file);
       rc = EXIT_ERROR;

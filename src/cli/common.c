@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include "../backend/backend.h"
 #include "cli.h"
 
 int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
@@ -69,4 +71,45 @@ void report_msg(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+Backend *open_backend(const char *name, Target *t, Diag *d) {
+  if (!strcmp(name, "cpu")) {
+    *t = TARGET_CPU;
+    return backend_cpu_new(d);
+  }
+  if (!strcmp(name, "cuda") || !strcmp(name, "auto")) {
+    Diag dc = {0};
+    Backend *b = backend_cuda_new(&dc);
+    if (b) {
+      *t = TARGET_CUDA;
+      return b;
+    }
+    if (!strcmp(name, "cuda")) {
+      *d = dc;
+      return NULL;
+    }
+    *t = TARGET_CPU;
+    return backend_cpu_new(d);
+  }
+  diag_error(d, 0, 0, "unknown target '%s' (expected cpu, cuda or auto)", name);
+  return NULL;
+}
+
+
+const char *default_model_path(void) {
+  static char buf[4096];
+  const char *env = getenv("LATHE_MODEL");
+  if (env && *env) return env;
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && *xdg) snprintf(buf, sizeof buf, "%s/lathe/models/%s", xdg, DEFAULT_MODEL_FILE);
+  else snprintf(buf, sizeof buf, "%s/.cache/lathe/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
+  return buf;
+}
+
+int is_model_path(const char *path) {
+  size_t n = strlen(path);
+  if (n > 5 && !strcmp(path + n - 5, ".gguf")) return 1;
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }

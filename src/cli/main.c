@@ -9,7 +9,14 @@ static void usage(FILE *f) {
   fputs("usage: lathe <command> [options]\n"
         "\n"
         "commands:\n"
-        "  compile (-e PROGRAM | FILE.lt) [--ir STAGE] [--target cpu|cuda] [-o OUT]\n"
+        "  generate [MODEL] (--prompt TEXT | --prompt-tokens 1,2,3) [--max-tokens N] [--temperature T]\n"
+        "      [--top-p P] [--top-k K] [--seed N] [--greedy] [--stop STR] [--chat] [--system TEXT]\n"
+        "      [--json] [--ctx N] [--target cpu|cuda|auto] [--quiet]\n"
+        "      complete a prompt (streamed); MODEL is a Hugging Face directory or a .gguf file,\n"
+        "      default: the model `make model` installs ($LATHE_MODEL overrides)\n"
+        "  chat [MODEL] [--system TEXT] [sampling options as for generate]\n"
+        "      interactive multi-turn chat with the model's chat template\n"
+        "  compile (-e PROGRAM | FILE.lt | MODEL) [--ir STAGE] [--target cpu|cuda] [-o OUT]\n"
         "      print one stage: graph, tensor, loop, tile, kernel, code (default code)\n"
         "      --fuse-recompute   allow fusions that recompute a reduction (norm -> linear prologue)\n"
         "      --no-fuse          one kernel per reduction (no reduction fusion)\n"
@@ -32,6 +39,8 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
   if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+  if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     usage(stdout);
     return EXIT_OK;

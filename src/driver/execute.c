@@ -7,7 +7,7 @@ int execute_program(const Compilation *c, Backend *be, const SymEnv *env, uint64
   if (!make_inputs(c->graph, env, seed, x->in, x->ref_in, d)) return 0;
   x->nin = c->graph->ninputs;
   const LProgram *lp = c->loop;
-  void *outp[64];
+  void *outp[LT_MAX_OUTPUTS];
   for (int i = 0; i < lp->noutputs; i++) {
     const LBuf *b = &lp->bufs[lp->outputs[i]];
     if (!host_tensor_alloc(&x->out[i], b->dtype, &b->shape, env, d)) return 0;
@@ -19,7 +19,7 @@ int execute_program(const Compilation *c, Backend *be, const SymEnv *env, uint64
 }
 
 int execute_check(const Compilation *c, const Execution *x, const SymEnv *env, double *err, Diag *d) {
-  RefTensor ref[64] = {0};
+  RefTensor ref[LT_MAX_OUTPUTS] = {0};
   if (!ref_eval(c->graph, env, x->ref_in, ref, d)) return 0;
   for (int i = 0; i < x->nout; i++) {
     err[i] = compare_output(&x->out[i], &ref[i]);

@@ -8,9 +8,9 @@
 typedef struct Execution {
   Plan *plan;
   int nin, nout;
-  HostTensor in[64], out[64];
-  RefTensor ref_in[64];
-  void *in_ptr[64];
+  HostTensor in[LT_MAX_INPUTS], out[LT_MAX_OUTPUTS];
+  RefTensor ref_in[LT_MAX_INPUTS];
+  void *in_ptr[LT_MAX_INPUTS];
 } Execution;
 
 /* Compiles c's code with backend be, makes random inputs (seed) and runs the plan once.

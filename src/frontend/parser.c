@@ -167,7 +167,7 @@ static int parse_list(Parser *p, Value *out) {
 typedef enum ArgKind { A_TENSOR, A_INT, A_FLOAT, A_BOOL, A_AXES, A_INTLIST, A_SHAPE, A_DTYPE } ArgKind;
 typedef enum CallKind {
   C_UNARY, C_BINARY, C_REDUCE, C_SOFTMAX, C_RMS, C_LN, C_MATMUL, C_LINEAR, C_EMB, C_ROPE, C_ATTN,
-  C_RESHAPE, C_PERMUTE, C_TRANSPOSE, C_SLICE, C_CONCAT, C_CAST
+  C_RESHAPE, C_PERMUTE, C_TRANSPOSE, C_SLICE, C_CONCAT, C_CAST, C_CACHE
 } CallKind;
 
 typedef struct OpSpec {
@@ -206,6 +206,7 @@ static const OpSpec ops[] = {
     {"slice", G_SLICE, C_SLICE, 3, 4, {"x", "axis", "start", "end"}},
     {"concat", G_CONCAT, C_CONCAT, 2, 3, {"a", "b", "axis"}},
     {"cast", G_CAST, C_CAST, 2, 2, {"x", "dtype"}},
+    {"cache_write", G_CACHE_WRITE, C_CACHE, 4, 4, {"cache", "x", "axis", "start"}},
 };
 
 static int nparams(const OpSpec *s) {
@@ -414,6 +415,21 @@ static int build_call(Parser *p, Call *c, Value *out) {
     if (get_tensor(p, c, 0, &in[0]) || get_dtype(p, c, 1, &at.dtype)) return -1;
     nin = 1;
     break;
+  case C_CACHE: {
+    /* start: an integer, or the name of a symbolic size (the number of positions already cached) */
+    nin = 2;
+    for (int i = 0; i < nin; i++)
+      if (get_tensor(p, c, i, &in[i])) return -1;
+    if (get_axis(p, c, 2, rank_of(p, in[0]), &at.axis)) return -1;
+    if (c->args[3].kind == V_NAME) {
+      at.start = graph_symbol(p->g, c->args[3].name);
+    } else {
+      int64_t st;
+      if (get_int(p, c, 3, &st)) return -1;
+      at.start = ex_int(p->g->pool, st);
+    }
+    break;
+  }
   }
   int id = graph_op(p->g, s->op, in, nin, &at, line, col, p->d);
   if (id < 0) return -1;

@@ -17,6 +17,7 @@ static const char *op_names[G_OP_COUNT] = {
     [G_MATMUL] = "matmul",     [G_LINEAR] = "linear",       [G_EMBEDDING] = "embedding",
     [G_ROPE] = "rope",         [G_ATTENTION] = "attention", [G_RESHAPE] = "reshape",
     [G_PERMUTE] = "permute",   [G_SLICE] = "slice",         [G_CONCAT] = "concat",   [G_CAST] = "cast",
+    [G_CACHE_WRITE] = "cache_write",
 };
 
 const char *gop_name(GOp op) { return (unsigned)op < G_OP_COUNT && op_names[op] ? op_names[op] : "?"; }
@@ -396,7 +397,7 @@ static int infer_embedding(Ctx *c, GNode *nd, const GNode *ids, const GNode *tab
   return 0;
 }
 
-static int infer_rope(Ctx *c, GNode *nd, const GNode *x, const GNode *pos) {
+static int infer_rope(Ctx *c, GNode *nd, const GNode *x, const GNode *pos, const GNode *freqs) {
   if (need_float(c, x, "x") || need_rank(c, x, "x", 2) || need_int(c, pos, "pos")) return -1;
   const Shape *s = &x->shape;
   int64_t hd;
@@ -406,7 +407,15 @@ static int infer_rope(Ctx *c, GNode *nd, const GNode *x, const GNode *pos) {
     return FAIL(c, "rope: pos shape %s does not match seq dim %s of %s (expected [%s])",
                 shape_str(c->g, &pos->shape), expr_str(c->g, s->dim[s->rank - 2]), shape_str(c->g, s),
                 expr_str(c->g, s->dim[s->rank - 2]));
-  if (!(nd->attr.theta > 0) || !isfinite(nd->attr.theta)) return FAIL(c, "rope: theta must be a positive number");
+  if (freqs) {
+    int64_t nf;
+    if (need_float(c, freqs, "freqs") || freqs->shape.rank != 1 || !const_dim(freqs->shape.dim[0], &nf) ||
+        nf != hd / 2)
+      return FAIL(c, "rope: freqs must be [%lld] (head_dim/2), got %s", (long long)(hd / 2),
+                  shape_str(c->g, &freqs->shape));
+  } else if (!(nd->attr.theta > 0) || !isfinite(nd->attr.theta)) {
+    return FAIL(c, "rope: theta must be a positive number");
+  }
   nd->shape = *s;
   nd->dtype = x->dtype;
   return 0;
@@ -510,7 +519,7 @@ static Bound resolve_bound(ExprPool *p, Expr *b, Expr *dim) {
   if (!b) r.rel = 1;
   else if (b->op == X_CONST && !dtype_is_float(b->dtype) && b->ival < 0) r.rel = 1, r.off = b->ival;
   else if (b->op == X_CONST && !dtype_is_float(b->dtype)) r.is_const = 1, r.off = b->ival;
-  int64_t dv;
+  int64_t dv = 0;
   if (r.rel && const_dim(dim, &dv)) r.rel = 0, r.is_const = 1, r.off += dv;
   r.e = r.rel ? ex_add(p, dim, ex_int(p, r.off)) : r.is_const ? ex_int(p, r.off) : b;
   return r;
@@ -530,7 +539,7 @@ static int infer_slice(Ctx *c, GNode *nd, const GNode *x) {
   }
   Expr *dim = x->shape.dim[at->axis];
   Bound s = resolve_bound(p, at->start, dim), e = resolve_bound(p, at->end, dim);
-  int64_t dv;
+  int64_t dv = 0;
   int dconst = const_dim(dim, &dv);
   int bad = (s.is_const && s.off < 0) || (s.rel && s.off > 0) || (e.rel && e.off > 0) ||
             (s.is_const && e.is_const && s.off >= e.off) || (s.rel && e.rel && s.off >= e.off) ||
@@ -575,12 +584,32 @@ static int infer_concat(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
   return 0;
 }
 
+static int infer_cache_write(Ctx *c, GNode *nd, const GNode *cache, const GNode *x) {
+  if (cache->op != G_INPUT)
+    return FAIL(c, "cache_write: the cache must be a program input (persistent state), not a computed value");
+  const Shape *C = &cache->shape, *X = &x->shape;
+  if (C->rank != X->rank)
+    return FAIL(c, "cache_write: cache %s and value %s differ in rank", shape_str(c->g, C), shape_str(c->g, X));
+  if (norm_axis(c, nd->attr.axis, C, &nd->attr.axis)) return -1;
+  for (int d = 0; d < C->rank; d++)
+    if (d != nd->attr.axis && C->dim[d] != X->dim[d])
+      return FAIL(c, "cache_write: cache %s and value %s differ outside axis %d", shape_str(c->g, C),
+                  shape_str(c->g, X), nd->attr.axis);
+  if (dtype_is_float(cache->dtype) != dtype_is_float(x->dtype))
+    return FAIL(c, "cache_write: cache is %s but the value is %s", dtype_name(cache->dtype), dtype_name(x->dtype));
+  if (!nd->attr.start) nd->attr.start = ex_int(c->g->pool, 0);
+  nd->shape = *C;
+  nd->dtype = cache->dtype;
+  return 0;
+}
+
 /* Number of inputs each op takes: [lo, hi]. */
 static void arity(GOp op, int *lo, int *hi) {
   *lo = *hi = 1;
   if (op >= G_ADD && op <= G_MINIMUM) *lo = *hi = 2;
   switch (op) {
-  case G_RMS_NORM: case G_MATMUL: case G_EMBEDDING: case G_ROPE: case G_CONCAT: *lo = *hi = 2; break;
+  case G_RMS_NORM: case G_MATMUL: case G_EMBEDDING: case G_CONCAT: case G_CACHE_WRITE: *lo = *hi = 2; break;
+  case G_ROPE: *lo = 2, *hi = 3; break;
   case G_LAYER_NORM: case G_ATTENTION: *lo = *hi = 3; break;
   case G_LINEAR: *lo = 2, *hi = 3; break;
   default: break;
@@ -631,7 +660,8 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
   case G_MATMUL: rc = infer_matmul(&c, &tmp, x[0], x[1]); break;
   case G_LINEAR: rc = infer_linear(&c, &tmp, x, nin); break;
   case G_EMBEDDING: rc = infer_embedding(&c, &tmp, x[0], x[1]); break;
-  case G_ROPE: rc = infer_rope(&c, &tmp, x[0], x[1]); break;
+  case G_ROPE: rc = infer_rope(&c, &tmp, x[0], x[1], nin == 3 ? x[2] : NULL); break;
+  case G_CACHE_WRITE: rc = infer_cache_write(&c, &tmp, x[0], x[1]); break;
   case G_ATTENTION: rc = infer_attention(&c, &tmp, x); break;
   case G_RESHAPE: rc = infer_reshape(&c, &tmp, x[0]); break;
   case G_PERMUTE: rc = infer_permute(&c, &tmp, x[0]); break;

@@ -21,13 +21,18 @@ typedef enum GOp {
   G_MATMUL,     /* a [..., m, k] @ b [..., k, n], batch dims broadcast; 1-D operands as in torch.matmul */
   G_LINEAR,     /* x [..., in], w [out, in], optional b [out] */
   G_EMBEDDING,  /* ids (int) [...], table [vocab, dim] -> [..., dim] */
-  G_ROPE,       /* x [..., seq, head_dim], pos (int) [seq], attr.theta; rotate-half (Llama) */
+  G_ROPE,       /* x [..., seq, head_dim], pos (int) [seq], attr.theta; rotate-half (Llama). With a third
+                   input freqs f32[head_dim/2], those inverse frequencies replace theta^(-2i/d) (Llama 3
+                   rope scaling). */
   G_ATTENTION,  /* q [b, h, s, d], k/v [b, kvh, kvs, d]; h % kvh == 0; attr.causal; scale 1/sqrt(d) */
   G_RESHAPE,    /* target shape in node->shape; element counts must match */
   G_PERMUTE,    /* attr.perm */
   G_SLICE,      /* attr.axis, attr.start, attr.end (end exclusive, already resolved to expressions) */
   G_CONCAT,     /* in[0], in[1] along attr.axis */
   G_CAST,       /* to node->dtype */
+  G_CACHE_WRITE, /* cache (a graph input holding persistent state), x, attr.axis, attr.start: the cache with
+                    positions [start, start + x.dim[axis]) along axis replaced by x. Compiled in place, so the
+                    cache input may have no other consumer. */
   G_OP_COUNT
 } GOp;
 
@@ -62,8 +67,8 @@ typedef struct Graph {
   ExprPool *pool;
   GNode *nodes; /* nodes[i].id == i; inputs of a node always have smaller ids */
   int n, cap;
-  int inputs[64], ninputs;
-  int outputs[64], noutputs;
+  int inputs[LT_MAX_INPUTS], ninputs;
+  int outputs[LT_MAX_OUTPUTS], noutputs;
   const char *symbols[16]; /* names of symbolic dimensions, in order of first use */
   int nsymbols;
 } Graph;

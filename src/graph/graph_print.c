@@ -51,7 +51,13 @@ static void put_attrs(StrBuf *b, const GNode *n) {
     break;
   case G_SOFTMAX: case G_CONCAT: sb_printf(b, ", axis=%d", a->axis); break;
   case G_RMS_NORM: case G_LAYER_NORM: sb_puts(b, ", eps="); put_double(b, a->eps); break;
-  case G_ROPE: sb_puts(b, ", theta="); put_double(b, a->theta); break;
+  case G_ROPE:
+    if (n->nin == 2) sb_puts(b, ", theta="), put_double(b, a->theta);
+    break;
+  case G_CACHE_WRITE:
+    sb_printf(b, ", axis=%d, start=", a->axis);
+    ex_print(b, a->start, NULL);
+    break;
   case G_ATTENTION: sb_printf(b, ", causal=%s", a->causal ? "true" : "false"); break;
   case G_PERMUTE: sb_puts(b, ", perm="); put_ints(b, a->axes, a->naxes); break;
   case G_RESHAPE: sb_puts(b, ", shape="); shape_print(b, &n->shape); break;

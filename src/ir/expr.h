@@ -122,6 +122,9 @@ void ex_print(StrBuf *b, const Expr *e, const ExprNames *names);
 
 /* Shapes: dimensions are integer expressions (constants or symbolic). */
 #define LT_MAX_RANK 8
+/* Program inputs (a whole model has one per weight and KV cache) and outputs. */
+#define LT_MAX_INPUTS 1024
+#define LT_MAX_OUTPUTS 64
 typedef struct Shape {
   int rank;
   Expr *dim[LT_MAX_RANK];

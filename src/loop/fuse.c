@@ -18,9 +18,11 @@
 #include "loop.h"
 
 FusionPolicy fusion_policy_default(void) {
-  FusionPolicy p = {.fuse_reductions = 1, .allow_recompute = 0};
+  FusionPolicy p = {.fuse_reductions = 1, .allow_recompute = 0, .shared_max_inputs = 1};
   return p;
 }
+
+#define MAX_COSTLY 64
 
 typedef struct MemoEntry {
   int node;
@@ -47,6 +49,14 @@ typedef struct Builder {
   LKernel *k;
   int nout;            /* output axes are vars 0..nout-1 */
   unsigned outer_mask; /* vars usable by a phase index at the current nesting (output vars) */
+  int in_phase;        /* expanding a reduction body */
+  struct {
+    int node;
+    uint64_t vars;
+  } costly[MAX_COSTLY]; /* transcendental maps inlined into reduction bodies, with the vars they use */
+  int ncostly;
+  int shared_candidate; /* outermost node shared by two kernels that should get a buffer, or -1 */
+  int nest_conflict;    /* the pending realization is a reduction read inside another reduction's loop */
   PhaseKey keys[L_MAX_PHASES];
   MemoEntry *memo;
   int nmemo, capmemo;
@@ -92,9 +102,12 @@ static Expr *expand_reduction(Builder *b, const TNode *n, Expr *const *idx) {
   uint64_t used = 0;
   for (int d = 0; d < rank; d++)
     if (!(n->axes & (1u << d))) used |= idx[d]->varmask;
-  /* The phase runs outside every reduction loop: its index may only use output axes. */
+  /* The phase runs outside every reduction loop: its index may only use output axes. Otherwise the
+   * reductions would nest: the value that reads this one inside the enclosing reduction gets a buffer
+   * (see expand), so its own kernel can fuse this reduction as a phase. */
   if (used & ~(uint64_t)b->outer_mask) {
     request_realize(b, n->id);
+    b->nest_conflict = 1;
     return NULL;
   }
   for (int d = 0; d < rank; d++)
@@ -131,15 +144,16 @@ static Expr *expand_reduction(Builder *b, const TNode *n, Expr *const *idx) {
     }
   }
   Expr *body;
+  b->in_phase++;
   if (n->kind == T_CONTRACT) {
     Expr *x = expand(b, n->src[0], ridx, rank);
     Expr *y = x ? expand(b, n->src[1], ridx, rank) : NULL;
-    if (!y) return NULL;
-    body = ex_mul(b->pool, x, y);
+    body = y ? ex_mul(b->pool, x, y) : NULL;
   } else {
     body = expand(b, n->src[0], ridx, rank);
-    if (!body) return NULL;
   }
+  b->in_phase--;
+  if (!body) return NULL;
   /* Nested phases were appended while expanding the body, so dependencies come first. */
   if (b->k->nphase >= L_MAX_PHASES) {
     request_realize(b, n->id);
@@ -215,6 +229,10 @@ static Expr *expand_node(Builder *b, int node, Expr *const *idx, int nidx, int i
     for (int d = k; d < nidx; d++) tidx[d - k + 1] = idx[d];
     return expand(b, n->src[0], tidx, nidx - k + 1);
   }
+  case T_UPDATE: /* always realized: reached only as a root, handled by build_kernel */
+    diag_error(b->d, 0, 0, "internal: update node t%d inlined", node);
+    b->fail = 1;
+    return NULL;
   case T_REDUCE:
   case T_CONTRACT:
     if (!b->pol->fuse_reductions && !is_root) {
@@ -226,20 +244,74 @@ static Expr *expand_node(Builder *b, int node, Expr *const *idx, int nidx, int i
   return NULL;
 }
 
+static void find_transcendental(void *ctx, const Expr *e) {
+  switch (e->op) {
+  case X_EXP: case X_LOG: case X_TANH: case X_SIGMOID: case X_ERF: case X_SIN: case X_COS: case X_POW:
+    *(int *)ctx = 1;
+    break;
+  default: break;
+  }
+}
+
+static int has_transcendental(const Expr *e) {
+  int found = 0;
+  ex_visit(e, find_transcendental, &found);
+  return found;
+}
+
+typedef struct BufSet {
+  int n;
+  int ids[8];
+} BufSet;
+
+static void count_buf(void *ctx, const Expr *e) {
+  BufSet *s = ctx;
+  if (e->op != X_LOAD || s->n >= 8) return;
+  for (int i = 0; i < s->n; i++)
+    if (s->ids[i] == e->ival) return;
+  s->ids[s->n++] = (int)e->ival;
+}
+
+/* How many different buffers an expression reads (saturating at 8). */
+static int distinct_buffers(const Expr *e) {
+  BufSet s = {0};
+  ex_visit(e, count_buf, &s);
+  return s.n;
+}
+
 static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
   if (b->fail || b->want_realize >= 0) return NULL;
   Expr *v = memo_find(b, node, idx, nidx);
   if (v) return v;
   v = expand_node(b, node, idx, nidx, 0);
-  if (!v) return NULL;
-  /* A node whose value carries a reduction and that a second kernel also inlines gets its own
-   * buffer, so the reduction is not computed by both kernels. */
-  if ((v->flags & EXF_ACC) && b->node_buf[node] < 0) {
+  if (!v) {
+    /* Nested reductions: realize the outermost computed value inside the enclosing reduction's body
+     * rather than the inner reduction, so the inner one still fuses (as a phase) into that value's
+     * kernel. Views are passed over: storing a broadcasting view would multiply its size. */
+    const TNode *n = &b->t->nodes[node];
+    if (b->nest_conflict && b->in_phase && (n->kind == T_MAP || n->kind == T_GATHER) && b->node_buf[node] < 0)
+      b->want_realize = node;
+    return NULL;
+  }
+  /* Transcendental math inside a reduction body is recomputed for every parallel point it does not
+   * depend on (silu(gate) * up inside the down projection); which points those are is known only
+   * once the kernel's parallel axes are, so remember it and decide in build_kernel. */
+  if (b->in_phase && !b->pol->inline_costly_prologue && b->node_buf[node] < 0 && b->t->nodes[node].kind == T_MAP &&
+      b->ncostly < MAX_COSTLY && has_transcendental(v)) {
+    b->costly[b->ncostly].node = node;
+    b->costly[b->ncostly++].vars = v->varmask;
+  }
+  /* A node whose value carries a reduction, or reads several buffers, and that a second kernel also
+   * inlines gets its own buffer: the reduction is not computed twice, and a chain such as a residual
+   * stream is not re-read from all its sources by every later kernel. The outermost such node (the
+   * latest in topological order) is the one realized, which covers the ones inside it. */
+  if (((v->flags & EXF_ACC) || ((v->flags & EXF_LOAD) && distinct_buffers(v) > b->pol->shared_max_inputs)) &&
+      b->node_buf[node] < 0) {
     if (b->expanded_by[node] >= 0 && b->expanded_by[node] != b->cur_kernel) {
-      request_realize(b, node);
-      return NULL;
+      if (node > b->shared_candidate) b->shared_candidate = node;
+    } else {
+      b->expanded_by[node] = b->cur_kernel;
     }
-    b->expanded_by[node] = b->cur_kernel;
   }
   memo_add(b, node, idx, nidx, v);
   return v;
@@ -255,17 +327,25 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
   b->nmemo = 0;
   memset(b->keys, 0, sizeof b->keys);
   const TNode *n = &b->t->nodes[root];
-  int rank = n->shape.rank;
+  /* An update's loop runs over the written value's shape and stores at the update's index map. */
+  int is_update = n->kind == T_UPDATE && copy_from < 0;
+  const Shape *dom = is_update ? &b->t->nodes[n->src[1]].shape : &n->shape;
+  int rank = dom->rank;
   Expr *idx[LT_MAX_RANK];
   for (int d = 0; d < rank; d++) idx[d] = ex_var(b->pool, d);
   k->nvars = rank;
   b->nout = rank;
   b->outer_mask = rank >= 32 ? ~0u : (1u << rank) - 1;
-  Expr *v = copy_from >= 0 ? load_buf(b, copy_from, idx, rank) : expand_node(b, root, idx, rank, 1);
+  b->in_phase = 0;
+  b->ncostly = 0;
+  b->shared_candidate = -1;
+  Expr *v = copy_from >= 0 ? load_buf(b, copy_from, idx, rank)
+            : is_update    ? expand(b, n->src[1], idx, rank)
+                           : expand_node(b, root, idx, rank, 1);
   if (!v) return 0;
   k->value = ex_cast(b->pool, out->dtype, v);
   k->out_buf = out_buf;
-  for (int d = 0; d < rank; d++) k->out_idx[d] = idx[d];
+  for (int d = 0; d < out->shape.rank; d++) k->out_idx[d] = is_update ? n->idx[d] : idx[d];
   /* Output axes some phase depends on are parallel; the rest are the inner (store) loop. */
   uint64_t par = 0;
   for (int i = 0; i < k->nphase; i++) {
@@ -275,10 +355,22 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
   par &= b->outer_mask;
   if (k->nphase == 0) par = b->outer_mask; /* pure elementwise: everything is parallel */
   for (int d = 0; d < rank; d++) {
-    LAxis ax = {d, n->shape.dim[d]};
+    LAxis ax = {d, dom->dim[d]};
     if ((par & (1ULL << d)) || is_const_one(ax.extent)) k->par[k->npar++] = ax; /* size 1: no loop */
     else k->inner[k->ninner++] = ax;
   }
+  if (b->shared_candidate >= 0) {
+    request_realize(b, b->shared_candidate);
+    return 0;
+  }
+  uint64_t wide_par = 0;
+  for (int j = 0; j < k->npar; j++)
+    if (!is_const_one(k->par[j].extent)) wide_par |= 1ULL << k->par[j].var;
+  for (int i = b->ncostly - 1; i >= 0; i--)
+    if ((b->costly[i].vars & wide_par) != wide_par) {
+      request_realize(b, b->costly[i].node);
+      return 0;
+    }
   /* Recompute check: a phase independent of some parallel axis is evaluated again for each of its
    * points (e.g. an RMSNorm sum inside a linear). Allowed only by policy. */
   for (int i = 0; i < k->nphase; i++) {
@@ -359,6 +451,9 @@ static int attempt(Builder *b, LProgram *lp, DType **bufdt) {
     b->node_buf[n->id] = add_buf(lp, &bufcap, n->name, n->dtype, &n->shape, BUF_INPUT);
     lp->inputs[lp->ninputs++] = b->node_buf[n->id];
   }
+  /* An update writes into its destination's buffer (in place). */
+  for (int i = 0; i < t->n; i++)
+    if (t->nodes[i].kind == T_UPDATE) b->node_buf[i] = b->node_buf[t->nodes[i].src[0]];
   /* Outputs: the first output of a computed node is that node's buffer; inputs returned as outputs and
    * repeated outputs become copies. */
   for (int i = 0; i < t->noutputs; i++) {
@@ -387,6 +482,7 @@ static int attempt(Builder *b, LProgram *lp, DType **bufdt) {
   for (int j = 0; j < njobs; j++) {
     LKernel *k = &lp->kernels[lp->nkernels];
     b->want_realize = -1;
+    b->nest_conflict = 0;
     b->cur_kernel = j;
     int root = jobs[j].root;
     /* A copy job (an input returned as output, a repeated output) reads the node's buffer. */
@@ -429,6 +525,24 @@ LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) 
   b.realized = calloc((size_t)t->n + 1, 1);
   b.node_buf = calloc((size_t)t->n + 1, sizeof(int));
   b.expanded_by = calloc((size_t)t->n + 1, sizeof(int));
+  /* In-place updates are legal only when nothing else reads the old state. */
+  for (int i = 0; i < t->n; i++) {
+    const TNode *n = &t->nodes[i];
+    if (n->kind != T_UPDATE) continue;
+    b.realized[i] = 1;
+    int readers = 0;
+    for (int j = 0; j < t->n; j++)
+      for (int s = 0; s < t->nodes[j].nsrc; s++) readers += t->nodes[j].src[s] == n->src[0];
+    for (int j = 0; j < t->noutputs; j++) readers += t->outputs[j] == n->src[0];
+    if (t->nodes[n->src[0]].kind != T_INPUT || readers > 1) {
+      diag_error(d, 0, 0, "cache_write: the cache '%s' is read or written elsewhere; read the result of cache_write "
+                 "instead (it is updated in place)", t->nodes[n->src[0]].name ? t->nodes[n->src[0]].name : "?");
+      free(b.realized);
+      free(b.node_buf);
+      free(b.expanded_by);
+      return NULL;
+    }
+  }
   DType *bufdt = NULL;
   int rc;
   while ((rc = attempt(&b, lp, &bufdt)) == 0) {

@@ -66,8 +66,8 @@ typedef struct LProgram {
   int nbufs;
   LKernel *kernels; /* in execution order */
   int nkernels;
-  int inputs[64], ninputs;   /* buffer ids in program input order */
-  int outputs[64], noutputs; /* buffer ids in program output order */
+  int inputs[LT_MAX_INPUTS], ninputs;   /* buffer ids in program input order */
+  int outputs[LT_MAX_OUTPUTS], noutputs; /* buffer ids in program output order */
   const char *symbols[16];
   int nsymbols;
 } LProgram;
@@ -76,6 +76,10 @@ typedef struct LProgram {
 typedef struct FusionPolicy {
   int fuse_reductions;  /* fuse a reduction into the kernel that consumes it (norms, softmax, epilogues) */
   int allow_recompute;  /* also when its result is recomputed per consumer point (norm -> linear prologue) */
+  int shared_max_inputs; /* a value several kernels read is inlined into each of them only while it reads
+                            at most this many buffers (and no reduction); otherwise it gets a buffer */
+  int inline_costly_prologue; /* inline transcendental math (exp, sigmoid, ...) into a reduction body that
+                                 would recompute it for every point of another parallel axis */
 } FusionPolicy;
 
 FusionPolicy fusion_policy_default(void);

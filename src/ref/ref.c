@@ -25,7 +25,7 @@ static const char *const op_names[G_OP_COUNT] = {
     [G_SOFTMAX] = "softmax",   [G_RMS_NORM] = "rms_norm", [G_LAYER_NORM] = "layer_norm",
     [G_MATMUL] = "matmul",     [G_LINEAR] = "linear",   [G_EMBEDDING] = "embedding", [G_ROPE] = "rope",
     [G_ATTENTION] = "attention", [G_RESHAPE] = "reshape", [G_PERMUTE] = "permute", [G_SLICE] = "slice",
-    [G_CONCAT] = "concat",     [G_CAST] = "cast",
+    [G_CONCAT] = "concat",     [G_CAST] = "cast",       [G_CACHE_WRITE] = "cache_write",
 };
 
 const char *ref_op_name(GOp op) {
@@ -149,6 +149,7 @@ static int dispatch(const RefOp *op, const Graph *g, const RefTensor *inputs) {
   case G_SLICE: return ref_slice(op);
   case G_CONCAT: return ref_concat(op);
   case G_CAST: return ref_cast(op);
+  case G_CACHE_WRITE: return ref_cache_write(op);
   default: return ref_fail(op, "reference interpreter: unknown op %d", (int)n->op);
   }
 }
@@ -159,7 +160,7 @@ static int min_inputs(GOp op) {
   case G_INPUT: case G_CONST: return 0;
   case G_ADD: case G_SUB: case G_MUL: case G_DIV: case G_POW: case G_MAXIMUM: case G_MINIMUM:
   case G_RMS_NORM: case G_LAYER_NORM: case G_MATMUL: case G_LINEAR: case G_EMBEDDING: case G_ROPE:
-  case G_CONCAT:
+  case G_CONCAT: case G_CACHE_WRITE:
     return 2;
   case G_ATTENTION: return 3;
   default: return 1;

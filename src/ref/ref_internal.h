@@ -36,6 +36,7 @@ int ref_softmax(const RefOp *op);
 int ref_rms_norm(const RefOp *op);
 int ref_layer_norm(const RefOp *op);
 int ref_matmul(const RefOp *op);
+int ref_cache_write(const RefOp *op);
 int ref_linear(const RefOp *op);
 int ref_embedding(const RefOp *op);
 int ref_rope(const RefOp *op);

@@ -110,13 +110,17 @@ int ref_rope(const RefOp *op) {
       return ref_fail(op, "rope: position %g at index %lld out of range (must be >= 0)", pos->data[s], (long long)s);
   if (!op->out->numel || !D) return 1;
   double theta = op->node->attr.theta;
+  const RefTensor *freqs = op->node->nin == 3 ? op->in[2] : NULL;
+  if (freqs && freqs->numel != half)
+    return ref_fail(op, "rope: freqs has %lld elements, expected head_dim/2 = %lld", (long long)freqs->numel,
+                    (long long)half);
   int64_t rows = x->numel / (S * D);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t s = 0; s < S; s++) {
       const double *xs = x->data + (r * S + s) * D;
       double *ys = op->out->data + (r * S + s) * D;
       for (int64_t i = 0; i < D; i++) {
-        double inv_freq = pow(theta, -(double)(2 * (i % half)) / (double)D);
+        double inv_freq = freqs ? freqs->data[i % half] : pow(theta, -(double)(2 * (i % half)) / (double)D);
         double ang = pos->data[s] * inv_freq;
         double rot = i < half ? -xs[i + half] : xs[i - half];
         ys[i] = xs[i] * cos(ang) + rot * sin(ang);

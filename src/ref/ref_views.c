@@ -94,3 +94,27 @@ int ref_concat(const RefOp *op) {
   }
   return 1;
 }
+
+/* cache_write: the cache with positions [start, start + len) along axis replaced by x. */
+int ref_cache_write(const RefOp *op) {
+  const RefTensor *c = op->in[0], *x = op->in[1];
+  int axis = op->node->attr.axis;
+  int64_t start;
+  if (!ref_eval_dim(op, op->node->attr.start, &start)) return 0;
+  char s1[160], s2[160];
+  if (x->rank != c->rank || axis < 0 || axis >= c->rank || start < 0 || start + x->dims[axis] > c->dims[axis])
+    return ref_fail(op, "cache_write: %s written at %lld along axis %d does not fit in cache %s",
+                    ref_dims_str(s1, sizeof s1, x->rank, x->dims), (long long)start, axis,
+                    ref_dims_str(s2, sizeof s2, c->rank, c->dims));
+  for (int64_t i = 0; i < c->numel; i++) op->out->data[i] = c->data[i];
+  int64_t cs[LT_MAX_RANK], idx[LT_MAX_RANK] = {0};
+  ref_strides(c->rank, c->dims, cs);
+  if (!x->numel) return 1;
+  int64_t i = 0;
+  do {
+    int64_t off = 0;
+    for (int d = 0; d < x->rank; d++) off += (idx[d] + (d == axis ? start : 0)) * cs[d];
+    op->out->data[off] = ref_round(op->node->dtype, x->data[i++]);
+  } while (ref_next_index(x->rank, x->dims, idx));
+  return 1;
+}

@@ -2,6 +2,7 @@
  * symbol values, allocating every buffer of the program's table on the backend. */
 #include "plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,7 +15,13 @@ struct Plan {
   Backend *b;         /* borrowed */
   BackendModule *m;
   char *source;
+  double *kernel_ms;   /* LATHE_PROFILE=1: time per kernel, summed over runs (synchronised launches) */
+  int runs;
+  void **bound;        /* per program input: persistent device buffer (weights, state) or NULL */
+  size_t *bound_bytes;
 };
+
+static void print_profile(const Plan *p);
 
 Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   StrBuf sb = {0};
@@ -34,6 +41,8 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   p->kp = kp;
   p->b = b;
   p->source = source;
+  const char *prof = getenv("LATHE_PROFILE");
+  if (prof && *prof && strcmp(prof, "0")) p->kernel_ms = calloc((size_t)(kp->nkernels ? kp->nkernels : 1), sizeof(double));
   p->m = b->ops->compile(b, source, d);
   if (!p->m) {
     plan_free(p);
@@ -44,7 +53,13 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
 
 void plan_free(Plan *p) {
   if (!p) return;
+  if (p->kernel_ms && p->runs) print_profile(p);
+  free(p->kernel_ms);
   if (p->m) p->b->ops->module_free(p->b, p->m);
+  for (int i = 0; p->bound && i < p->kp->loop->ninputs; i++)
+    if (p->bound[i]) p->b->ops->free(p->b, p->bound[i]);
+  free(p->bound);
+  free(p->bound_bytes);
   free(p->source);
   free(p);
 }
@@ -86,11 +101,13 @@ typedef struct RunState {
   void **args;    /* nkernels * K_MAX_PARAMS */
   int64_t *syms;  /* nkernels * 16 */
   int64_t *grids; /* nkernels */
+  char *borrowed; /* by LBuf index: 1 = a bound input's buffer, owned by the plan */
 } RunState;
 
 static void state_free(Plan *p, RunState *s) {
   for (int i = 0; s->dev && i < s->nbufs; i++)
-    if (s->dev[i]) p->b->ops->free(p->b, s->dev[i]);
+    if (s->dev[i] && !(s->borrowed && s->borrowed[i])) p->b->ops->free(p->b, s->dev[i]);
+  free(s->borrowed);
   free(s->bytes);
   free(s->dev);
   free(s->index_of);
@@ -123,7 +140,8 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->args = calloc(nkk * K_MAX_PARAMS, sizeof *s->args);
   s->syms = calloc(nkk * 16, sizeof *s->syms);
   s->grids = calloc(nkk, sizeof *s->grids);
-  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids) {
+  s->borrowed = calloc(nb, 1);
+  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->borrowed) {
     diag_error(d, 0, 0, "plan: out of memory");
     goto fail;
   }
@@ -148,7 +166,19 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
     }
     s->bytes[i] = (size_t)numel * dtype_size(buf->dtype);
   }
+  for (int i = 0; p->bound && i < lp->ninputs; i++) {
+    int bi = lp->inputs[i];
+    if (!p->bound[i]) continue;
+    if (s->bytes[bi] != p->bound_bytes[i]) {
+      diag_error(d, 0, 0, "input '%s' was bound with %zu bytes but needs %zu at these sizes", lp->bufs[bi].name,
+                 p->bound_bytes[i], s->bytes[bi]);
+      goto fail;
+    }
+    s->dev[bi] = p->bound[i];
+    s->borrowed[bi] = 1;
+  }
   for (int i = 0; i < lp->nbufs; i++) {
+    if (s->dev[i]) continue;
     s->dev[i] = p->b->ops->alloc(p->b, s->bytes[i], d);
     if (!s->dev[i]) goto fail;
   }
@@ -182,7 +212,7 @@ static int upload_inputs(Plan *p, RunState *s, void *const *inputs, Diag *d) {
   for (int i = 0; i < lp->ninputs; i++) {
     int bi = buf_index(s, lp->inputs[i], d);
     if (bi < 0) return 0;
-    if (!s->bytes[bi]) continue;
+    if (!s->bytes[bi] || s->borrowed[bi]) continue;
     if (!inputs || !inputs[i]) {
       diag_error(d, 0, 0, "plan: no host data for input '%s'", lp->bufs[bi].name);
       return 0;
@@ -192,14 +222,43 @@ static int upload_inputs(Plan *p, RunState *s, void *const *inputs, Diag *d) {
   return 1;
 }
 
+static double now_ms(void);
+
 static int launch_all(Plan *p, RunState *s, Diag *d) {
+  p->runs++;
   for (int k = 0; k < p->kp->nkernels; k++) {
     const KKernel *kk = &p->kp->kernels[k];
+    double t0 = p->kernel_ms ? now_ms() : 0;
     if (!p->b->ops->launch(p->b, p->m, kk->name, &s->args[(size_t)k * K_MAX_PARAMS], kk->nparams,
                            &s->syms[(size_t)k * 16], kk->nsyms, s->grids[k], kk->block, d))
       return 0;
+    if (p->kernel_ms) {
+      if (!p->b->ops->sync(p->b, d)) return 0;
+      p->kernel_ms[k] += now_ms() - t0;
+    }
   }
   return p->b->ops->sync(p->b, d);
+}
+
+static const double *prof_ms;
+static int by_time_desc(const void *a, const void *b) {
+  double x = prof_ms[*(const int *)a], y = prof_ms[*(const int *)b];
+  return (x < y) - (x > y);
+}
+
+/* LATHE_PROFILE=1: the kernels that took the most time, printed when the plan is freed. */
+static void print_profile(const Plan *p) {
+  int n = p->kp->nkernels, *order = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  double total = 0;
+  for (int k = 0; k < n; k++) order[k] = k, total += p->kernel_ms[k];
+  prof_ms = p->kernel_ms;
+  qsort(order, (size_t)n, sizeof(int), by_time_desc);
+  fprintf(stderr, "lathe profile: %d runs, %.3f ms per run in %d kernels; top kernels:\n", p->runs,
+          p->runs ? total / p->runs : 0, n);
+  for (int i = 0; i < n && i < 15; i++)
+    fprintf(stderr, "  %8.3f ms/run %5.1f%%  %s\n", p->runs ? p->kernel_ms[order[i]] / p->runs : 0,
+            total > 0 ? 100 * p->kernel_ms[order[i]] / total : 0, p->kp->kernels[order[i]].name);
+  free(order);
 }
 
 int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outputs, Diag *d) {
@@ -264,4 +323,51 @@ int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int 
   state_free(p, &s);
   free(times);
   return ok;
+}
+
+int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d) {
+  const LProgram *lp = p->kp->loop;
+  if (input < 0 || input >= lp->ninputs) {
+    diag_error(d, 0, 0, "plan: no input number %d", input);
+    return 0;
+  }
+  if (!p->bound) {
+    p->bound = calloc((size_t)lp->ninputs, sizeof *p->bound);
+    p->bound_bytes = calloc((size_t)lp->ninputs, sizeof *p->bound_bytes);
+    if (!p->bound || !p->bound_bytes) {
+      diag_error(d, 0, 0, "plan: out of memory");
+      return 0;
+    }
+  }
+  const LBuf *buf = &lp->bufs[lp->inputs[input]];
+  int64_t numel = 1;
+  for (int k = 0; k < buf->shape.rank; k++) {
+    int64_t dim;
+    if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) return 0;
+    numel *= dim;
+  }
+  size_t bytes = (size_t)numel * dtype_size(buf->dtype);
+  if (p->bound[input] && p->bound_bytes[input] != bytes) {
+    p->b->ops->free(p->b, p->bound[input]);
+    p->bound[input] = NULL;
+  }
+  if (!p->bound[input] && !(p->bound[input] = p->b->ops->alloc(p->b, bytes, d))) return 0;
+  p->bound_bytes[input] = bytes;
+  if (!bytes) return 1;
+  if (host) return p->b->ops->upload(p->b, p->bound[input], host, bytes, d);
+  void *zeros = calloc(1, bytes);
+  if (!zeros) {
+    diag_error(d, 0, 0, "plan: out of memory");
+    return 0;
+  }
+  int ok = p->b->ops->upload(p->b, p->bound[input], zeros, bytes, d);
+  free(zeros);
+  return ok;
+}
+
+int plan_input_index(const Plan *p, const char *name) {
+  const LProgram *lp = p->kp->loop;
+  for (int i = 0; i < lp->ninputs; i++)
+    if (!strcmp(lp->bufs[lp->inputs[i]].name, name)) return i;
+  return -1;
 }

@@ -17,4 +17,10 @@ int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outpu
  * (inputs already on the device; excludes transfers). */
 int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d);
 const char *plan_source(const Plan *p);
+/* Gives program input `input` a device buffer that persists across runs, filled from host (zeros when
+ * host is NULL): weights, and state such as KV caches that cache_write updates in place. plan_run and
+ * plan_bench then ignore inputs[input]. Sizes are evaluated with env. */
+int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d);
+/* Index of the program input named `name`, or -1. */
+int plan_input_index(const Plan *p, const char *name);
 #endif

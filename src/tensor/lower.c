@@ -96,6 +96,7 @@ static int lower_op(Lower *L, const GNode *n) {
   case G_LINEAR: return lower_linear(L, n);
   case G_EMBEDDING: return t_gather(L->p, lw_node(L, n->in[1]), lw_node(L, n->in[0]));
   case G_ROPE: return lower_rope(L, n);
+  case G_CACHE_WRITE: return lower_cache_write(L, n);
   case G_ATTENTION: return lower_attention(L, n);
   case G_RESHAPE: case G_PERMUTE: case G_SLICE: case G_CONCAT: return lower_shape_op(L, n);
   default: return lw_fail(L, n, "op %d is not supported by the tensor stage", (int)n->op);
@@ -105,8 +106,8 @@ static int lower_op(Lower *L, const GNode *n) {
 TProgram *tensor_from_graph(const Graph *g, Diag *d) {
   TProgram *p = tprog_new(g->arena, g->pool);
   Lower L = {g, p, g->pool, d, NULL};
-  if (g->ninputs > 64 || g->noutputs > 64) {
-    diag_error(d, 0, 0, "tensor: at most 64 inputs and 64 outputs are supported");
+  if (g->ninputs > LT_MAX_INPUTS || g->noutputs > LT_MAX_OUTPUTS) {
+    diag_error(d, 0, 0, "tensor: at most %d inputs and %d outputs are supported", LT_MAX_INPUTS, LT_MAX_OUTPUTS);
     return NULL;
   }
   L.tid = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));

@@ -44,4 +44,5 @@ int lower_attention(Lower *L, const GNode *n);
 int lower_matmul(Lower *L, const GNode *n);
 int lower_linear(Lower *L, const GNode *n);
 int lower_shape_op(Lower *L, const GNode *n); /* reshape, permute, slice, concat */
+int lower_cache_write(Lower *L, const GNode *n);
 #endif

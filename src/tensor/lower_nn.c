@@ -81,15 +81,23 @@ int lower_rope(Lower *L, const GNode *n) {
   Expr *pidx[1] = {lw_var(L, r - 2)};
   int pb = t_view(L->p, pos, &s, pidx, NULL);
 
-  Expr *jf = ex_cast(x, DT_F32, ex_bin(x, X_MOD, j, half));
-  Expr *expo = ex_bin(x, X_DIV, ex_mul(x, lw_f32(L, -2), jf), lw_fdim(L, D));
-  Expr *inv = ex_bin(x, X_POW, lw_f32(L, n->attr.theta), expo);
+  Expr *inv;
+  int src[4] = {in, xr, pb, -1}, nsrc = 3;
+  if (n->nin == 3) { /* given inverse frequencies (Llama 3 scaling), read at j mod D/2 */
+    Expr *fidx[1] = {ex_bin(x, X_MOD, j, half)};
+    src[nsrc] = t_view(L->p, lw_node(L, n->in[2]), &s, fidx, NULL);
+    inv = ex_cast(x, DT_F32, lw_arg(L, nsrc, src[nsrc]));
+    nsrc++;
+  } else {
+    Expr *jf = ex_cast(x, DT_F32, ex_bin(x, X_MOD, j, half));
+    Expr *expo = ex_bin(x, X_DIV, ex_mul(x, lw_f32(L, -2), jf), lw_fdim(L, D));
+    inv = ex_bin(x, X_POW, lw_f32(L, n->attr.theta), expo);
+  }
   Expr *ang = ex_mul(x, ex_cast(x, DT_F32, ex_arg(x, 2, lw_dtype(L, pb))), inv);
   Expr *a0 = lw_arg(L, 0, in), *a1 = lw_arg(L, 1, xr);
   Expr *rot = ex_select(x, ex_bin(x, X_LT, j, half), ex_un(x, X_NEG, a1), a1);
   Expr *fn = ex_add(x, ex_mul(x, a0, ex_un(x, X_COS, ang)), ex_mul(x, rot, ex_un(x, X_SIN, ang)));
-  int src[3] = {in, xr, pb};
-  return t_map(L->p, ex_cast(x, n->dtype, fn), n->dtype, &s, src, 3);
+  return t_map(L->p, ex_cast(x, n->dtype, fn), n->dtype, &s, src, nsrc);
 }
 
 /* softmax(q k^T / sqrt(D) [+ causal mask]) v, with grouped-query heads: head h reads kv head h / (H/KH). */

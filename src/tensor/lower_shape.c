@@ -87,3 +87,14 @@ int lower_shape_op(Lower *L, const GNode *n) {
     idx[n->attr.axis] = ex_add(L->x, lw_var(L, n->attr.axis), n->attr.start);
   return t_view(L->p, src, &n->shape, idx, NULL);
 }
+
+/* cache_write: x goes to the cache at start along the axis, converted to the cache's dtype. */
+int lower_cache_write(Lower *L, const GNode *n) {
+  ExprPool *x = L->x;
+  int cache = lw_node(L, n->in[0]), val = lw_cast(L, lw_node(L, n->in[1]), n->dtype);
+  if (val < 0) return -1;
+  Expr *idx[LT_MAX_RANK];
+  for (int d = 0; d < n->shape.rank; d++)
+    idx[d] = d == n->attr.axis ? ex_add(x, lw_var(L, d), n->attr.start) : lw_var(L, d);
+  return t_update(L->p, cache, val, idx);
+}

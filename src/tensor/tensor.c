@@ -30,7 +30,7 @@ int t_input(TProgram *p, const char *name, DType t, const Shape *s) {
   n->dtype = t;
   n->shape = *s;
   n->name = name ? arena_strdup(p->arena, name) : NULL;
-  if (p->ninputs < 64) p->inputs[p->ninputs++] = n->id;
+  if (p->ninputs < LT_MAX_INPUTS) p->inputs[p->ninputs++] = n->id;
   return n->id;
 }
 
@@ -118,5 +118,16 @@ int t_view(TProgram *p, int src, const Shape *out, Expr *const *idx, Expr *valid
   n->valid = valid;
   n->nsrc = 1;
   n->src[0] = src;
+  return n->id;
+}
+
+int t_update(TProgram *p, int dst, int x, Expr *const *idx) {
+  TNode *n = push(p, T_UPDATE);
+  n->dtype = p->nodes[dst].dtype;
+  n->shape = p->nodes[dst].shape;
+  for (int d = 0; d < n->shape.rank; d++) n->idx[d] = idx[d];
+  n->nsrc = 2;
+  n->src[0] = dst;
+  n->src[1] = x;
   return n->id;
 }

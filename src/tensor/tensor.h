@@ -7,6 +7,8 @@
  *   reduce(op, s, axes)        op in add/max/min over `axes`; keepdim (reduced dims become 1)
  *   contract(a, b, axes)       sum over `axes` of a*b; a, b have the same (broadcast) shape; keepdim
  *   gather(table, ids)         out[i..., j...] = table[ids[i...], j...]
+ *   update(dst, x)             dst (a program input holding state) with x written at dst[idx(i)] for every
+ *                              index i of x (idx over X_VAR(k) = x's axis k); done in place in dst's buffer
  *   view(s)                    no data movement: for each source axis d, idx[d] is the source index as
  *                              an Expr over X_VAR(k) = output axis k; where `valid` (if set) is false the
  *                              value is 0 (padding, used by concat)
@@ -17,7 +19,7 @@
 #include "../graph/graph.h"
 #include "../ir/expr.h"
 
-typedef enum TKind { T_INPUT, T_MAP, T_REDUCE, T_CONTRACT, T_GATHER, T_VIEW } TKind;
+typedef enum TKind { T_INPUT, T_MAP, T_REDUCE, T_CONTRACT, T_GATHER, T_VIEW, T_UPDATE } TKind;
 typedef enum ReduceOp { RED_ADD, RED_MAX, RED_MIN } ReduceOp;
 
 #define T_MAX_SRC 8
@@ -32,7 +34,7 @@ typedef struct TNode {
   Expr *fn;               /* T_MAP */
   ReduceOp rop;           /* T_REDUCE (T_CONTRACT is always add) */
   unsigned axes;          /* T_REDUCE / T_CONTRACT: bit k set = axis k reduced */
-  Expr *idx[LT_MAX_RANK]; /* T_VIEW: one per source axis */
+  Expr *idx[LT_MAX_RANK]; /* T_VIEW: one per source axis; T_UPDATE: one per dst axis, over x's axes */
   Expr *valid;            /* T_VIEW: NULL = always valid */
   const char *name;       /* user-visible name from the graph (input name, assigned name) or NULL */
   const char *origin;     /* graph op this came from, e.g. "rms_norm", for printing and kernel names */
@@ -43,9 +45,9 @@ typedef struct TProgram {
   ExprPool *pool;
   TNode *nodes; /* topologically ordered: sources have smaller ids */
   int n, cap;
-  int inputs[64], ninputs;   /* node ids of T_INPUT, in graph order */
-  int outputs[64], noutputs; /* node ids of program outputs, in graph order */
-  const char *output_names[64];
+  int inputs[LT_MAX_INPUTS], ninputs;   /* node ids of T_INPUT, in graph order */
+  int outputs[LT_MAX_OUTPUTS], noutputs; /* node ids of program outputs, in graph order */
+  const char *output_names[LT_MAX_OUTPUTS];
   const char *symbols[16];
   int nsymbols;
 } TProgram;
@@ -61,6 +63,7 @@ int t_reduce(TProgram *p, ReduceOp op, int src, unsigned axes);
 int t_contract(TProgram *p, int a, int b, unsigned axes);
 int t_gather(TProgram *p, int table, int ids);
 int t_view(TProgram *p, int src, const Shape *out, Expr *const *idx, Expr *valid);
+int t_update(TProgram *p, int dst, int x, Expr *const *idx);
 
 /* `--ir tensor`:  t5 = reduce(add, t4, axes=[2]) : f32[1,32,1]  # rms_norm */
 void tensor_print(StrBuf *b, const TProgram *p);

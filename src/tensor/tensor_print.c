@@ -60,8 +60,10 @@ void tensor_print(StrBuf *b, const TProgram *p) {
       sb_putc(b, ')');
       break;
     case T_GATHER: sb_printf(b, "gather(%s, %s)", shown[t->src[0]], shown[t->src[1]]); break;
+    case T_UPDATE:
     case T_VIEW: {
-      sb_printf(b, "view(%s, [", shown[t->src[0]]);
+      sb_printf(b, t->kind == T_VIEW ? "view(%s, [" : "update(%s, ", shown[t->src[0]]);
+      if (t->kind == T_UPDATE) sb_printf(b, "%s, at [", shown[t->src[1]]);
       int rank = p->nodes[t->src[0]].shape.rank;
       for (int d = 0; d < rank; d++) {
         if (d) sb_puts(b, ", ");

@@ -48,8 +48,10 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   int64_t points = const_product(k->par, k->npar);
   int64_t work = work_per_point(k);
   if (t == TARGET_CPU) {
-    /* OpenMP pays off only with enough points to share; symbolic sizes get it (they may be large). */
-    s.omp = points < 0 || points * (work < 1 ? 1 : work) >= 16384;
+    /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
+     * work get OpenMP; symbolic sizes get it when the known part is already large. */
+    int64_t known = (points < 0 ? 1 : points) * (work < 1 ? 1 : work);
+    s.omp = known >= (points < 0 ? 4096 : 262144);
     s.block_threads = 1;
     return s;
   }

@@ -1,0 +1,121 @@
+/* lathe generate: complete a prompt with a model, streaming tokens to stdout. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../backend/backend.h"
+#include "gen_common.h"
+
+static int stream_cb(void *ctx, int32_t id, const char *text) {
+  (void)ctx;
+  (void)id;
+  fputs(text, stdout);
+  fflush(stdout);
+  return 0;
+}
+
+/* "1,2,3" -> ids */
+static int parse_tokens(const char *s, int32_t **ids, int *n) {
+  int cap = 16;
+  *n = 0;
+  *ids = malloc(sizeof(int32_t) * (size_t)cap);
+  for (const char *p = s; *p;) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (errno || end == p || v < 0 || v > 0x7fffffff || (*end && *end != ',')) {
+      report_msg("--prompt-tokens expects comma-separated non-negative integers, got '%s'", s);
+      free(*ids);
+      *ids = NULL;
+      return 0;
+    }
+    if (*n == cap) *ids = realloc(*ids, sizeof(int32_t) * (size_t)(cap *= 2));
+    (*ids)[(*n)++] = (int32_t)v;
+    p = *end ? end + 1 : end;
+  }
+  return 1;
+}
+
+static int encode_prompt(const GenArgs *a, const Model *m, int32_t **ids, int *n) {
+  Diag d = {0};
+  if (a->prompt_tokens) return parse_tokens(a->prompt_tokens, ids, n);
+  StrBuf text = {0};
+  if (a->chat_template) {
+    ChatMessage msgs[2];
+    int nm = 0;
+    if (a->system) msgs[nm++] = (ChatMessage){"system", a->system};
+    msgs[nm++] = (ChatMessage){"user", a->prompt};
+    if (!chat_render(m->tok, tokenizer_chat_template(m->tok), msgs, nm, 1, &text, &d)) {
+      report(&d, NULL);
+      sb_free(&text);
+      return 0;
+    }
+  } else {
+    sb_puts(&text, a->prompt);
+  }
+  int ok = tokenizer_encode(m->tok, sb_str(&text), 1, ids, n, &d);
+  if (!ok) report(&d, NULL);
+  sb_free(&text);
+  return ok;
+}
+
+int cmd_generate(int argc, char **argv) {
+  GenArgs a;
+  if (!gen_parse_args(argc, argv, &a, "generate")) return EXIT_ERROR;
+  if (!a.prompt == !a.prompt_tokens) {
+    report_msg("give exactly one of --prompt TEXT or --prompt-tokens 1,2,3");
+    return EXIT_ERROR;
+  }
+  Backend *be = NULL;
+  Model *m = gen_open_model(&a, &be);
+  if (!m) return EXIT_ERROR;
+  int rc = EXIT_ERROR, nprompt = 0, nout = 0;
+  int32_t *prompt = NULL, *out = NULL;
+  Diag d = {0};
+  GenerateStats st;
+  if (!encode_prompt(&a, m, &prompt, &nprompt)) goto done;
+  if (!nprompt) {
+    report_msg("the prompt encodes to no tokens");
+    goto done;
+  }
+  if (!a.json && !a.prompt_tokens) {
+    fputs(a.prompt, stdout);
+    fflush(stdout);
+  }
+  if (!generate(m, prompt, nprompt, NULL, &a.gen, a.json ? NULL : stream_cb, NULL, &out, &nout, &st, &d)) {
+    if (!a.json) fputc('\n', stdout);
+    report(&d, NULL);
+    goto done;
+  }
+  if (a.json) {
+    json_t *o = json_object(), *pt = json_array(), *gt = json_array(), *stats = json_object();
+    for (int i = 0; i < nprompt; i++) json_array_append_new(pt, json_integer(prompt[i]));
+    for (int i = 0; i < nout; i++) json_array_append_new(gt, json_integer(out[i]));
+    StrBuf text = {0};
+    if (m->tok) tokenizer_decode(m->tok, out, nout, 1, &text);
+    json_object_set_new(o, "prompt_tokens", pt);
+    json_object_set_new(o, "tokens", gt);
+    json_object_set_new(o, "text", json_string(sb_str(&text)));
+    json_object_set_new(o, "stop_reason", json_string(st.stop_reason));
+    json_object_set_new(stats, "prefill_ms", json_real(st.prefill_ms));
+    json_object_set_new(stats, "decode_ms", json_real(st.decode_ms));
+    json_object_set_new(stats, "decode_tokens_per_s", json_real(st.decode_ms > 0 ? st.generated * 1e3 / st.decode_ms : 0));
+    json_object_set_new(o, "stats", stats);
+    char *s = json_dumps(o, JSON_COMPACT);
+    puts(s ? s : "{}");
+    free(s);
+    sb_free(&text);
+    json_decref(o);
+  } else {
+    fputc('\n', stdout);
+    if (!a.quiet) gen_print_stats(m, &st);
+  }
+  rc = EXIT_OK;
+done:
+  free(prompt);
+  free(out);
+  model_free(m);
+  if (be) be->ops->destroy(be);
+  return rc;
+}

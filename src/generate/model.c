@@ -1,0 +1,152 @@
+#include "model.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "../model/gguf.h"
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* Weights keep the file's float type where the kernels can read it; quantized and other types are
+ * dequantized to f32 at load. */
+static DType pick_weight_dtype(WeightStore *w) {
+  WeightInfo wi;
+  if (weights_has(w, "model.embed_tokens.weight", &wi) && (wi.dtype == DT_BF16 || wi.dtype == DT_F16))
+    return wi.dtype;
+  return DT_F32;
+}
+
+static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
+  const Graph *g = m->comp->graph;
+  size_t cap = 0;
+  void *host = NULL;
+  int nweights = 0, done = 0;
+  for (int i = 0; i < g->ninputs; i++) nweights += !strncmp(g->nodes[g->inputs[i]].name, "model.", 6) ||
+                                                   !strcmp(g->nodes[g->inputs[i]].name, "lm_head.weight");
+  for (int i = 0; i < g->ninputs; i++) {
+    const GNode *n = &g->nodes[g->inputs[i]];
+    const char *name = n->name;
+    int pi = plan_input_index(m->plan, name);
+    if (pi < 0) continue; /* not used by the compiled program */
+    if (!strcmp(name, "ids") || !strcmp(name, "pos")) continue;
+    int64_t numel = shape_numel_eval(&n->shape, env);
+    size_t bytes = (size_t)numel * dtype_size(n->dtype);
+    if (!strncmp(name, "cache.", 6)) {
+      if (!plan_bind_input(m->plan, pi, NULL, env, d)) goto fail;
+      continue;
+    }
+    if (bytes > cap) {
+      free(host);
+      cap = bytes;
+      if (!(host = malloc(cap))) {
+        diag_error(d, 0, 0, "out of memory reading %s (%zu bytes)", name, bytes);
+        return 0;
+      }
+    }
+    if (!strcmp(name, "rope.inv_freq")) {
+      llama_rope_inv_freq(&m->cfg, host);
+    } else {
+      WeightInfo wi;
+      if (!weights_has(m->weights, name, &wi)) {
+        diag_error(d, 0, 0, "the model file has no tensor '%s' (needed by the %s architecture)", name,
+                   m->cfg.arch_name);
+        goto fail;
+      }
+      int64_t want = 1;
+      for (int k = 0; k < wi.rank; k++) want *= wi.dims[k];
+      if (want != numel) {
+        diag_error(d, 0, 0, "tensor '%s' has %lld elements, the config implies %lld", name, (long long)want,
+                   (long long)numel);
+        goto fail;
+      }
+      if (!weights_read(m->weights, name, n->dtype, host, d)) goto fail;
+      done++;
+      if (!quiet && (done % 16 == 0 || done == nweights))
+        fprintf(stderr, "\rlathe: loading weights %d/%d", done, nweights);
+    }
+    if (!plan_bind_input(m->plan, pi, host, env, d)) goto fail;
+  }
+  if (!quiet && nweights) fputc('\n', stderr);
+  free(host);
+  return 1;
+fail:
+  if (!quiet && done) fputc('\n', stderr);
+  free(host);
+  return 0;
+}
+
+Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag *d) {
+  Model *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  m->backend = b;
+  double t0 = now_ms();
+  if (!(m->weights = weights_open(path, &m->cfg, d))) goto fail;
+  if (weights_gguf(m->weights)) {
+    if (!(m->tok = tokenizer_from_gguf(weights_gguf(m->weights), d))) goto fail;
+  } else {
+    /* A directory without tokenizer.json still runs on token ids (--prompt-tokens). */
+    char tj[4096];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", weights_dir(m->weights));
+    if (access(tj, R_OK) == 0 && !(m->tok = tokenizer_from_hf_dir(weights_dir(m->weights), d))) goto fail;
+  }
+  m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->cfg.max_ctx > 0 && m->cfg.max_ctx < 4096 ? m->cfg.max_ctx : 4096);
+  ModelBuildOptions bo = {m->max_ctx, pick_weight_dtype(m->weights), DT_F32};
+  m->comp = compilation_new(o->target, NULL);
+  if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) goto fail;
+  double t1 = now_ms();
+  if (!compile_graph(m->comp, ST_CODE, d)) goto fail;
+  if (!(m->plan = plan_new(m->comp->kernel, b, d))) goto fail;
+  m->compile_ms = now_ms() - t1;
+  m->in_ids = plan_input_index(m->plan, "ids");
+  m->in_pos = plan_input_index(m->plan, "pos");
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 1);
+  symenv_set(&env, "past", 0);
+  if (!bind_weights(m, &env, o->quiet, d)) goto fail;
+  if (!(m->logits = malloc(sizeof(float) * (size_t)m->cfg.vocab))) abort();
+  m->load_ms = now_ms() - t0;
+  return m;
+fail:
+  model_free(m);
+  return NULL;
+}
+
+void model_free(Model *m) {
+  if (!m) return;
+  plan_free(m->plan);
+  compilation_free(m->comp);
+  tokenizer_free(m->tok);
+  weights_close(m->weights);
+  free(m->logits);
+  free(m);
+}
+
+int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) {
+  if (n <= 0 || past < 0 || past + n > m->max_ctx) {
+    diag_error(d, 0, 0, "context full: %d cached + %d new tokens exceed the context of %d", past, n, m->max_ctx);
+    return 0;
+  }
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
+      diag_error(d, 0, 0, "token id %d is outside the vocabulary [0, %d)", ids[i], m->cfg.vocab);
+      return 0;
+    }
+  SymEnv env = {0};
+  symenv_set(&env, "seq", n);
+  symenv_set(&env, "past", past);
+  int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+  if (!pos) abort();
+  for (int i = 0; i < n; i++) pos[i] = past + i;
+  void *inputs[LT_MAX_INPUTS] = {0};
+  inputs[m->in_ids] = (void *)ids;
+  if (m->in_pos >= 0) inputs[m->in_pos] = pos;
+  void *outputs[1] = {m->logits};
+  int ok = plan_run(m->plan, &env, inputs, outputs, d);
+  free(pos);
+  return ok;
+}

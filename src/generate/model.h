@@ -1,0 +1,37 @@
+/* A loaded model ready to run: weights bound to a compiled plan of the Llama-family graph, KV caches
+ * on the device, and a tokenizer. One plan serves prefill chunks and decode steps (`seq` and `past`
+ * are run-time symbols). */
+#ifndef LATHE_MODEL_H
+#define LATHE_MODEL_H
+#include "../driver/pipeline.h"
+#include "../model/llama.h"
+#include "../model/weights.h"
+#include "../runtime/plan.h"
+#include "../tokenizer/tokenizer.h"
+
+typedef struct Model {
+  ModelConfig cfg;
+  WeightStore *weights; /* NULL for random weights */
+  Tokenizer *tok;       /* NULL if the model has no tokenizer */
+  Backend *backend;
+  Compilation *comp;
+  Plan *plan;
+  int max_ctx;
+  int in_ids, in_pos;   /* program input indices */
+  float *logits;        /* vocab floats, the last step's output */
+  double compile_ms, load_ms;
+} Model;
+
+typedef struct ModelLoadOptions {
+  Target target;
+  int max_ctx;          /* 0: min(config max, 4096) */
+  int quiet;            /* no progress output on stderr */
+} ModelLoadOptions;
+
+/* path: a Hugging Face model directory or a .gguf file. */
+Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag *d);
+void model_free(Model *m);
+/* Runs n tokens (positions past .. past+n-1) through the model, updating the KV cache; fills
+ * m->logits with the logits of the last of them. past + n must not exceed max_ctx. */
+int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d);
+#endif

@@ -1,0 +1,30 @@
+/* A model's tensors by Hugging Face name ("model.layers.0.self_attn.q_proj.weight"), from a
+ * safetensors directory (single file or sharded with model.safetensors.index.json) or a GGUF file
+ * (names mapped from blk.N.*; quantized tensors dequantized; llama.cpp's q/k row permutation undone so
+ * the weights suit rotate-half RoPE). Files are memory-mapped. */
+#ifndef LATHE_WEIGHTS_H
+#define LATHE_WEIGHTS_H
+#include <stdint.h>
+#include "../ir/dtype.h"
+#include "config.h"
+
+typedef struct WeightStore WeightStore;
+
+typedef struct WeightInfo {
+  int rank;
+  int64_t dims[4]; /* PyTorch order: [out, in] for a linear weight */
+  DType dtype;     /* stored type (f32/f16/bf16); quantized GGUF tensors report f32 */
+} WeightInfo;
+
+/* path: a directory with config.json, or a .gguf file. Fills cfg. */
+WeightStore *weights_open(const char *path, ModelConfig *cfg, Diag *d);
+void weights_close(WeightStore *w);
+/* 1 if present (fills info), 0 if absent (no diag). */
+int weights_has(WeightStore *w, const char *name, WeightInfo *info);
+/* Converts the whole tensor into dst (row-major, PyTorch order) as dtype `want` (f32, f16 or bf16). */
+int weights_read(WeightStore *w, const char *name, DType want, void *dst, Diag *d);
+/* The GGUF file behind the store (for its tokenizer), or NULL for a safetensors directory. */
+struct GgufFile *weights_gguf(WeightStore *w);
+/* The directory behind the store (for tokenizer.json), or NULL for GGUF. */
+const char *weights_dir(WeightStore *w);
+#endif

@@ -1,0 +1,103 @@
+/* The Llama-family builder's graph, compiled like any program: every architecture variant, random
+ * weights and caches, run on the CPU backend at a prefill and a decode shape and compared with the
+ * float64 reference; the CUDA C of each compiled by NVRTC. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "testutil.h"
+#include "backend/nvrtc.h"
+#include "driver/execute.h"
+#include "model/llama.h"
+
+static ModelConfig tiny(ModelArch arch) {
+  ModelConfig c = {0};
+  c.arch = arch;
+  c.hidden = 64;
+  c.layers = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 16;
+  c.intermediate = 96;
+  c.vocab = 256;
+  c.max_ctx = 32;
+  c.rms_eps = 1e-5;
+  c.rope_theta = 10000;
+  c.tied_embeddings = arch != ARCH_LLAMA;
+  c.qkv_bias = arch == ARCH_QWEN2;
+  c.qk_norm = arch == ARCH_QWEN3;
+  return c;
+}
+
+static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
+  ModelBuildOptions o = {.max_ctx = 32, .weight_dtype = wdt, .cache_dtype = DT_F32};
+  Diag d = {0};
+  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  c->graph = llama_build(cfg, &o, c->arena, c->pool, &d);
+  if (!c->graph) fail_msg("build: %s", d.msg);
+  if (!compile_graph(c, ST_CODE, &d)) fail_msg("compile: %s", d.msg);
+  SymEnv env = {0};
+  int64_t seq, past;
+  assert_int_equal(sscanf(dims, "seq=%lld past=%lld", (long long *)&seq, (long long *)&past), 2);
+  symenv_set(&env, "seq", seq);
+  symenv_set(&env, "past", past);
+  Backend *cpu = backend_cpu_new(&d);
+  assert_non_null(cpu);
+  Execution x;
+  if (!execute_program(c, cpu, &env, 3, &x, &d)) fail_msg("run: %s", d.msg);
+  double err[64];
+  if (!execute_check(c, &x, &env, err, &d)) fail_msg("reference: %s", d.msg);
+  assert_int_equal(x.nout, 1);
+  if (!(err[0] <= check_tolerance(DT_F32))) fail_msg("logits error %.3g (%s, %s)", err[0], dtype_name(wdt), dims);
+  execution_free(&x);
+  cpu->ops->destroy(cpu);
+  compilation_free(c);
+
+  Compilation *g = compilation_new(TARGET_CUDA, NULL);
+  g->graph = llama_build(cfg, &o, g->arena, g->pool, &d);
+  if (!g->graph || !compile_graph(g, ST_CODE, &d)) fail_msg("cuda codegen: %s", d.msg);
+  void *cubin = NULL;
+  size_t size = 0;
+  if (!nvrtc_compile(sb_str(&g->code), "sm_90", &cubin, &size, &d)) fail_msg("nvrtc: %s", d.msg);
+  free(cubin);
+  compilation_free(g);
+}
+
+static void llama_prefill(void **s) { ModelConfig c = tiny(ARCH_LLAMA); check_model(&c, DT_F32, "seq=5 past=0"); }
+static void llama_decode(void **s) { ModelConfig c = tiny(ARCH_LLAMA); check_model(&c, DT_F32, "seq=1 past=9"); }
+static void llama_chunk_bf16(void **s) { ModelConfig c = tiny(ARCH_LLAMA); check_model(&c, DT_BF16, "seq=4 past=6"); }
+static void qwen2_bias(void **s) { ModelConfig c = tiny(ARCH_QWEN2); check_model(&c, DT_F32, "seq=3 past=2"); }
+static void qwen3_qk_norm(void **s) { ModelConfig c = tiny(ARCH_QWEN3); check_model(&c, DT_F32, "seq=1 past=4"); }
+static void llama3_rope_scaling(void **s) {
+  ModelConfig c = tiny(ARCH_LLAMA);
+  c.rope_llama3 = 1;
+  c.rope_factor = 8;
+  c.rope_low_freq = 1;
+  c.rope_high_freq = 4;
+  c.rope_orig_ctx = 2048;
+  float f[8], plain[8];
+  llama_rope_inv_freq(&c, f);
+  c.rope_llama3 = 0;
+  llama_rope_inv_freq(&c, plain);
+  assert_true(f[0] == plain[0]);       /* high frequencies are kept */
+  assert_true(f[7] < plain[7] / 7.9f); /* low frequencies are divided by the factor */
+  c.rope_llama3 = 1;
+  check_model(&c, DT_F32, "seq=2 past=3");
+}
+static void inconsistent_config_is_an_error(void **s) {
+  ModelConfig c = tiny(ARCH_LLAMA);
+  c.kv_heads = 3;
+  ModelBuildOptions o = {.max_ctx = 8, .weight_dtype = DT_F32, .cache_dtype = DT_F32};
+  Diag d = {0};
+  Arena *a = arena_new();
+  assert_null(llama_build(&c, &o, a, expr_pool_new(a), &d));
+  assert_contains(d.msg, "inconsistent");
+  arena_free(a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(llama_prefill),   cmocka_unit_test(llama_decode),       cmocka_unit_test(llama_chunk_bf16),
+      cmocka_unit_test(qwen2_bias),      cmocka_unit_test(qwen3_qk_norm),      cmocka_unit_test(llama3_rope_scaling),
+      cmocka_unit_test(inconsistent_config_is_an_error),
+  };
+  return cmocka_run_group_tests_name("model_graph", tests, NULL, NULL);
+}

@@ -1,0 +1,188 @@
+/* Whole models against Hugging Face transformers: the tiny random-weight fixtures
+ * (tests/fixtures/models/, made by scripts/make_model_fixtures.py) and the default model
+ * (SmolLM2-135M-Instruct, reference logits from scripts/make_smollm2_fixture.py). Logits are compared
+ * normwise (max |lathe - ref| / max |ref|) with the f32 tolerance; greedy tokens must match exactly. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "generate/generate.h"
+
+#define FIXTURES "tests/fixtures/models"
+#define LOGIT_TOL 1e-4
+
+static Backend *cpu;
+
+typedef struct Expected {
+  json_t *root;
+  int32_t prompt[64];
+  int nprompt;
+  int32_t greedy[64];
+  int ngreedy;
+} Expected;
+
+static void load_expected(const char *path, Expected *e) {
+  json_error_t err;
+  e->root = json_load_file(path, 0, &err);
+  if (!e->root) fail_msg("%s: %s", path, err.text);
+  json_t *p = json_object_get(e->root, "prompt_ids"), *g = json_object_get(e->root, "greedy");
+  e->nprompt = (int)json_array_size(p);
+  e->ngreedy = (int)json_array_size(g);
+  assert_true(e->nprompt > 0 && e->nprompt <= 64 && e->ngreedy <= 64);
+  for (int i = 0; i < e->nprompt; i++) e->prompt[i] = (int32_t)json_integer_value(json_array_get(p, (size_t)i));
+  for (int i = 0; i < e->ngreedy; i++) e->greedy[i] = (int32_t)json_integer_value(json_array_get(g, (size_t)i));
+}
+
+static double logits_error(const float *got, const double *want, int n) {
+  double maxref = 0, maxdiff = 0;
+  for (int i = 0; i < n; i++) {
+    if (!isfinite(got[i])) return INFINITY;
+    maxref = fmax(maxref, fabs(want[i]));
+    maxdiff = fmax(maxdiff, fabs(got[i] - want[i]));
+  }
+  return maxdiff / fmax(maxref, 1e-6);
+}
+
+static double json_logits_error(const float *got, json_t *arr, int n) {
+  assert_int_equal((int)json_array_size(arr), n);
+  double *want = malloc(sizeof(double) * (size_t)n);
+  for (int i = 0; i < n; i++) want[i] = json_number_value(json_array_get(arr, (size_t)i));
+  double e = logits_error(got, want, n);
+  free(want);
+  return e;
+}
+
+static Model *load(const char *path) {
+  Diag d = {0};
+  ModelLoadOptions o = {TARGET_CPU, 64, 1};
+  Model *m = model_load(path, cpu, &o, &d);
+  if (!m) fail_msg("load %s: %s", path, d.msg);
+  return m;
+}
+
+static void greedy_matches(Model *m, const Expected *e, const char *name) {
+  Diag d = {0};
+  GenerateOptions go = {.max_tokens = e->ngreedy, .prefill_chunk = 5, .sampling = {.greedy = 1}, .ignore_eos = 1};
+  int32_t *out = NULL;
+  int nout = 0, cached = 0;
+  GenerateStats st;
+  if (!generate(m, e->prompt, e->nprompt, &cached, &go, NULL, NULL, &out, &nout, &st, &d))
+    fail_msg("%s: generate: %s", name, d.msg);
+  assert_int_equal(nout, e->ngreedy);
+  for (int i = 0; i < nout; i++)
+    if (out[i] != e->greedy[i]) fail_msg("%s: greedy token %d is %d, transformers gives %d", name, i, out[i], e->greedy[i]);
+  free(out);
+}
+
+/* One fixture: the prompt in one step, in chunks, and token by token (checking every position). */
+static void check_fixture(const char *name) {
+  char dir[256], path[300];
+  snprintf(dir, sizeof dir, FIXTURES "/%s", name);
+  snprintf(path, sizeof path, "%s/expected.json", dir);
+  Expected e;
+  load_expected(path, &e);
+  Model *m = load(dir);
+  int V = m->cfg.vocab;
+  Diag d = {0};
+  json_t *all = json_object_get(e.root, "logits_all");
+  /* token by token: position i's logits after feeding prompt[0..i] */
+  for (int i = 0; i < e.nprompt; i++) {
+    if (!model_step(m, &e.prompt[i], 1, i, &d)) fail_msg("%s: step %d: %s", name, i, d.msg);
+    double err = json_logits_error(m->logits, json_array_get(all, (size_t)i), V);
+    if (!(err <= LOGIT_TOL)) fail_msg("%s: decode position %d: logits error %.3g > %.1g", name, i, err, LOGIT_TOL);
+  }
+  /* whole prompt at once, and in chunks of 5 + 4 + 3, over the same (overwritten) cache */
+  if (!model_step(m, e.prompt, e.nprompt, 0, &d)) fail_msg("%s: prefill: %s", name, d.msg);
+  double err = json_logits_error(m->logits, json_object_get(e.root, "logits_last"), V);
+  if (!(err <= LOGIT_TOL)) fail_msg("%s: prefill logits error %.3g", name, err);
+  assert_true(model_step(m, e.prompt, 5, 0, &d) && model_step(m, e.prompt + 5, 4, 5, &d) &&
+              model_step(m, e.prompt + 9, e.nprompt - 9, 9, &d));
+  err = json_logits_error(m->logits, json_object_get(e.root, "logits_last"), V);
+  if (!(err <= LOGIT_TOL)) fail_msg("%s: chunked prefill logits error %.3g", name, err);
+  greedy_matches(m, &e, name);
+  model_free(m);
+  json_decref(e.root);
+}
+
+static void llama(void **s) { check_fixture("llama"); }
+static void llama31_rope_scaling_tied(void **s) { check_fixture("llama31"); }
+static void qwen2_qkv_bias(void **s) { check_fixture("qwen2"); }
+static void qwen3_qk_norm(void **s) { check_fixture("qwen3"); }
+static void mistral(void **s) { check_fixture("mistral"); }
+static void llama_bf16_weights(void **s) { check_fixture("llama_bf16"); }
+
+static void context_overflow_is_an_error(void **s) {
+  Model *m = load(FIXTURES "/llama");
+  Diag d = {0};
+  int32_t ids[4] = {1, 2, 3, 4};
+  assert_false(model_step(m, ids, 4, 62, &d));
+  assert_contains(d.msg, "context");
+  Diag d2 = {0};
+  int32_t bad = 5000;
+  assert_false(model_step(m, &bad, 1, 0, &d2));
+  assert_contains(d2.msg, "outside the vocabulary");
+  model_free(m);
+}
+
+/* The default model, when installed (`make model`; .ci/run installs it). */
+static const char *default_model(void) {
+  static char buf[512];
+  const char *env = getenv("LATHE_MODEL");
+  if (env && access(env, R_OK) == 0) return env;
+  const char *home = getenv("HOME");
+  snprintf(buf, sizeof buf, "%s/.cache/lathe/models/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+  return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+static void smollm2_default_model(void **s) {
+  const char *path = default_model();
+  if (!path) {
+    print_message("default model not installed (make model); skipped\n");
+    skip();
+  }
+  Expected e;
+  load_expected(FIXTURES "/smollm2/expected.json", &e);
+  Model *m = load(path);
+  int V = m->cfg.vocab;
+  assert_int_equal(V, 49152);
+  FILE *f = fopen(FIXTURES "/smollm2/logits_last.f32", "rb");
+  assert_non_null(f);
+  float *want_f = malloc(sizeof(float) * (size_t)V);
+  assert_int_equal((int)fread(want_f, sizeof(float), (size_t)V, f), V);
+  fclose(f);
+  double *want = malloc(sizeof(double) * (size_t)V);
+  for (int i = 0; i < V; i++) want[i] = want_f[i];
+  Diag d = {0};
+  if (!model_step(m, e.prompt, e.nprompt, 0, &d)) fail_msg("smollm2: %s", d.msg);
+  double err = logits_error(m->logits, want, V);
+  if (!(err <= LOGIT_TOL)) fail_msg("smollm2: logits error %.3g", err);
+  greedy_matches(m, &e, "smollm2");
+  /* the tokenizer gives the fixture's ids for the fixture's text */
+  int32_t *ids = NULL;
+  int n = 0;
+  const char *text = json_string_value(json_object_get(e.root, "prompt_text"));
+  assert_true(tokenizer_encode(m->tok, text, 1, &ids, &n, &d));
+  assert_int_equal(n, e.nprompt);
+  for (int i = 0; i < n; i++) assert_int_equal(ids[i], e.prompt[i]);
+  free(ids);
+  free(want);
+  free(want_f);
+  model_free(m);
+  json_decref(e.root);
+}
+
+int main(void) {
+  Diag d = {0};
+  cpu = backend_cpu_new(&d);
+  if (!cpu) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(llama),         cmocka_unit_test(llama31_rope_scaling_tied), cmocka_unit_test(qwen2_qkv_bias),
+      cmocka_unit_test(qwen3_qk_norm), cmocka_unit_test(mistral),                   cmocka_unit_test(llama_bf16_weights),
+      cmocka_unit_test(context_overflow_is_an_error), cmocka_unit_test(smollm2_default_model),
+  };
+  int rc = cmocka_run_group_tests_name("models", tests, NULL, NULL);
+  cpu->ops->destroy(cpu);
+  return rc;
+}

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 GPU_TESTS=(test_cuda_gpu)
 # cmocka test programs from tests/ that also run on the GPU when LATHE_TEST_TARGET=cuda (the
 # differential suite: every generated program on the CUDA backend against the float64 reference).
-CMOCKA_GPU_TESTS=(test_differential)
+CMOCKA_GPU_TESTS=(test_differential test_models)
 declare -A SOURCES=(
   [test_cuda_gpu]="src/base/*.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_driver.c src/backend/nvrtc.c"
 )
@@ -40,7 +40,7 @@ build() {
   done
   for t in "${CMOCKA_GPU_TESTS[@]}"; do
     # shellcheck disable=SC2046
-    if ! $CC $CFLAGS -Isrc -Itests -o "$BIN/$t" "tests/$t.c" $(all_lib_sources) -lcmocka -ldl -lm -lpthread; then
+    if ! $CC $CFLAGS -Isrc -Itests -o "$BIN/$t" "tests/$t.c" $(all_lib_sources) -lcmocka -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc; then
       echo "build of $t failed"
       return 1
     fi

@@ -82,3 +82,127 @@ n1=$(ls "$LATHE_CACHE_DIR" | grep -c '\.so$')
 "$LATHE" run -e "$P" >/dev/null 2>&1
 n2=$(ls "$LATHE_CACHE_DIR" | grep -c '\.so$')
 if [ "$n1" -eq 1 ] && [ "$n2" -eq 1 ]; then pass cache_reused; else fail cache_reused "objects after two runs: $n1, $n2"; fi
+
+# ---- Models: generate, chat and compile on real weights -------------------------------------------
+# LATHE_CACHE_DIR (set above, inside $tmp) keeps the compiled model, so only the first run of each
+# model pays for the C compiler.
+skip() { echo "ok $1 # skipped: $2"; }
+
+# run_lathe NAME ARGS...: runs lathe with stdin from $tmp/in (or /dev/null) into $tmp/out and $tmp/err;
+# returns 1 after printing FAIL on a sanitizer report or a non-zero exit.
+run_lathe() {
+  local name=$1; shift
+  local in=/dev/null; [ -f "$tmp/in" ] && in="$tmp/in"
+  "$LATHE" "$@" <"$in" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if grep -q -E 'Sanitizer|runtime error' "$tmp/err"; then fail "$name" "sanitizer report: $(grep -m3 -E 'ERROR|runtime error|#[0-4] ' "$tmp/err")"; return 1; fi
+  if [ "$rc" -ne 0 ]; then fail "$name" "exit $rc; stderr: $(tr '\r' '\n' <"$tmp/err" | tail -3)"; return 1; fi
+  return 0
+}
+
+# json_ok NAME PYTHON_CONDITION: $tmp/out must be one JSON object `j` for which the condition holds.
+json_ok() {
+  local name=$1 cond=$2
+  if ! python3 -c 'import json,sys; json.load(sys.stdin)' <"$tmp/out" 2>/dev/null; then fail "$name" "not valid JSON: $(head -c 300 "$tmp/out")"; return; fi
+  if python3 -c "import json,sys; j=json.load(sys.stdin); sys.exit(0 if ($cond) else 1)" <"$tmp/out"; then pass "$name"
+  else fail "$name" "JSON fails ($cond): $(head -c 400 "$tmp/out")"; fi
+}
+
+FIX=tests/fixtures/models
+for mdl in llama qwen3; do
+  ids=$(python3 -c "import json; print(','.join(map(str, json.load(open('$FIX/$mdl/expected.json'))['prompt_ids'])))")
+  want=$(python3 -c "import json; print(json.load(open('$FIX/$mdl/expected.json'))['greedy'])")
+  if run_lathe "generate_fixture_$mdl" generate "$FIX/$mdl" --prompt-tokens "$ids" --greedy --max-tokens 8 --ignore-eos --json; then
+    json_ok "generate_fixture_$mdl" "j['tokens'] == $want and j['prompt_tokens'] == [$ids] and j['stop_reason'] == 'length'"
+  fi
+done
+
+if run_lathe compile_model_loop compile "$FIX/llama" --ir loop; then
+  nk=$(grep -c '^kernel ' "$tmp/out")
+  if [ "$nk" -gt 10 ] && grep -q 'model.embed_tokens.weight' "$tmp/out"; then pass compile_model_loop; else fail compile_model_loop "$nk kernels"; fi
+fi
+if run_lathe compile_model_cuda compile "$FIX/qwen3" --ir code --target cuda; then
+  nk=$(grep -c '__global__' "$tmp/out")
+  if [ "$nk" -gt 10 ]; then pass compile_model_cuda; else fail compile_model_cuda "$nk __global__ functions"; fi
+fi
+
+# The default model (SmolLM2-135M-Instruct, Q4_1 GGUF): skipped when `make model` has not fetched it.
+DM=${LATHE_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+DEFAULT_TESTS="generate_greedy_paris generate_stats_line generate_json_stop generate_seed_reproducible generate_chat_template generate_max_tokens_0 chat_two_turns chat_eof"
+if [ ! -f "$DM" ]; then
+  for n in $DEFAULT_TESTS; do skip "$n" "no default model at $DM"; done
+else
+  FR="The capital of France is"
+  if run_lathe generate_greedy_paris generate --prompt "$FR" --greedy --max-tokens 8; then
+    if head -1 "$tmp/out" | grep -q -F "$FR Paris."; then pass generate_greedy_paris; else fail generate_greedy_paris "stdout: $(head -c 200 "$tmp/out")"; fi
+    if grep -q -E 'prompt [0-9]+ tokens .*\([0-9.]+ tok/s\); generated 8 tokens .*\([0-9.]+ tok/s\)' "$tmp/err" && ! grep -q 'tok/s' "$tmp/out"
+    then pass generate_stats_line; else fail generate_stats_line "stderr: $(tr '\r' '\n' <"$tmp/err" | tail -2)"; fi
+  fi
+  if run_lathe generate_json_stop generate --prompt "$FR" --greedy --max-tokens 16 --stop "." --json -q; then
+    json_ok generate_json_stop "j['stop_reason'] == 'stop' and j['text'].strip() == 'Paris.' and len(j['tokens']) < 16 and len(j['prompt_tokens']) == 5"
+  fi
+  for i in 1 2; do
+    if run_lathe generate_seed_reproducible generate --prompt "Once upon a time" --temperature 0.8 --seed 1234 --max-tokens 12 -q; then
+      cp "$tmp/out" "$tmp/seed$i"
+    else
+      : >"$tmp/seed$i.failed"
+    fi
+  done
+  if [ ! -e "$tmp/seed1.failed" ] && [ ! -e "$tmp/seed2.failed" ]; then
+    if cmp -s "$tmp/seed1" "$tmp/seed2" && [ "$(wc -c <"$tmp/seed1")" -gt 20 ]; then pass generate_seed_reproducible
+    else fail generate_seed_reproducible "runs differ: '$(cat "$tmp/seed1")' vs '$(cat "$tmp/seed2")'"; fi
+  fi
+  # --chat: the prompt goes through the ChatML template (<|im_start|> is token 1), and the model answers.
+  if run_lathe generate_chat_template generate --chat --prompt "What is the capital of France?" --greedy --max-tokens 12 --json -q; then
+    json_ok generate_chat_template "j['prompt_tokens'][0] == 1 and j['prompt_tokens'].count(1) >= 3 and len(j['prompt_tokens']) > 20 and 'Paris' in j['text']"
+  fi
+  if run_lathe generate_max_tokens_0 generate --prompt "$FR" --max-tokens 0; then
+    if [ "$(cat "$tmp/out")" = "$FR" ] && grep -q 'generated 0 tokens' "$tmp/err"; then pass generate_max_tokens_0
+    else fail generate_max_tokens_0 "stdout: '$(cat "$tmp/out")'"; fi
+  fi
+  printf 'What is the capital of France?\nAnd of Germany?\n/exit\n' >"$tmp/in"
+  if run_lathe chat_two_turns chat --greedy --max-tokens 24 -q; then
+    if [ "$(grep -c . "$tmp/out")" -eq 2 ] && sed -n 1p "$tmp/out" | grep -q Paris && sed -n 2p "$tmp/out" | grep -q Berlin
+    then pass chat_two_turns; else fail chat_two_turns "replies: $(head -c 300 "$tmp/out")"; fi
+  fi
+  printf 'What is the capital of France?\n' >"$tmp/in"
+  if run_lathe chat_eof chat --greedy --max-tokens 24 -q; then
+    if grep -q Paris "$tmp/out"; then pass chat_eof; else fail chat_eof "reply: $(head -c 200 "$tmp/out")"; fi
+  fi
+  rm -f "$tmp/in"
+fi
+
+# Bad models and bad generate options: one error line, exit 2, nothing on stdout.
+PT=1,17,42,99,3,250,7,64,128,5,200,33
+mkdir -p "$tmp/models"
+cp -r "$FIX/llama" "$tmp/models/truncated"
+head -c "$(( $(stat -c %s "$FIX/llama/model.safetensors") * 2 / 3 ))" "$FIX/llama/model.safetensors" >"$tmp/models/truncated/model.safetensors"
+expect_error err_model_truncated_safetensors 'model.safetensors.*(past the end|truncated)' -- generate "$tmp/models/truncated" --prompt-tokens $PT
+if [ -f "$DM" ]; then
+  head -c 1000 "$DM" >"$tmp/models/short.gguf"
+  expect_error err_model_truncated_gguf 'short.gguf' -- generate "$tmp/models/short.gguf" --prompt-tokens $PT
+else
+  skip err_model_truncated_gguf "no default model at $DM"
+fi
+head -c 4096 /dev/urandom >"$tmp/models/x.gguf"
+expect_error err_model_garbage_gguf 'x.gguf.*(not a GGUF|magic)' -- generate "$tmp/models/x.gguf" --prompt-tokens $PT
+cp -r "$FIX/llama" "$tmp/models/nohidden"
+python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); del c['hidden_size']; json.dump(c, open(p, 'w'))" "$tmp/models/nohidden/config.json"
+expect_error err_model_missing_key "hidden_size" -- generate "$tmp/models/nohidden" --prompt-tokens $PT
+cp -r "$FIX/llama" "$tmp/models/gpt2"
+python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['architectures']=['GPT2LMHeadModel']; json.dump(c, open(p, 'w'))" "$tmp/models/gpt2/config.json"
+expect_error err_model_architecture "GPT2LMHeadModel" -- generate "$tmp/models/gpt2" --prompt-tokens $PT
+expect_error err_model_missing "cannot open model" -- generate "$tmp/models/nonexistent" --prompt-tokens $PT
+expect_error err_model_compile_bad "GPT2LMHeadModel" -- compile "$tmp/models/gpt2" --ir loop
+P40=$(python3 -c "print(','.join(str(3 + i * 5 % 250) for i in range(40)))")
+expect_error err_prompt_too_long 'context' -- generate "$FIX/llama" --prompt-tokens "$P40" --ctx 16 -q
+expect_error err_prompt_too_long_json 'context' -- generate "$FIX/llama" --prompt-tokens "$P40" --ctx 16 -q --json
+expect_error err_token_out_of_vocab 'token id 999.*vocabulary' -- generate "$FIX/llama" --prompt-tokens 1,2,999 -q
+expect_error err_token_not_a_number 'prompt-tokens' -- generate "$FIX/llama" --prompt-tokens 1,x,3
+expect_error err_prompt_both 'exactly one of --prompt' -- generate "$FIX/llama" --prompt hi --prompt-tokens 1,2
+expect_error err_prompt_neither 'exactly one of --prompt' -- generate "$FIX/llama"
+expect_error err_prompt_no_tokenizer 'tokenizer' -- generate "$FIX/llama" --prompt hi -q
+expect_error err_chat_no_tokenizer 'tokenizer' -- chat "$FIX/llama" -q
+expect_error err_temperature "--temperature expects a number.*'abc'" -- generate "$FIX/llama" --prompt-tokens $PT --temperature abc
+expect_error err_top_p "--top-p expects a number in \[0, 1\].*'2'" -- generate "$FIX/llama" --prompt-tokens $PT --top-p 2
+expect_error err_max_tokens "--max-tokens" -- generate "$FIX/llama" --prompt-tokens $PT --max-tokens -3
+expect_error err_gen_option "unknown or incomplete option '--frob'" -- generate "$FIX/llama" --prompt-tokens $PT --frob

@@ -8,12 +8,13 @@ static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
   Diag d = {0};
   Compilation *c = compilation_new(t, pol);
   if (!compile_source(c, src, ST_CODE, &d)) fail_msg("compile failed: %s\n%s", d.msg, src);
-  int n = c->loop->nkernels;
-  /* The code stage has exactly one entry point per loop-stage kernel. */
+  int n = c->loop->nkernels, distinct = 0;
+  for (int i = 0; i < c->kernel->nkernels; i++) distinct += c->kernel->kernels[i].code_name == NULL;
+  /* The code stage has exactly one entry point per distinct kernel. */
   const char *code = sb_str(&c->code), *needle = t == TARGET_CUDA ? "__global__" : "(void *const *bufs";
   int found = 0;
   for (const char *p = code; (p = strstr(p, needle)); p++) found++;
-  assert_int_equal(found, n);
+  assert_int_equal(found, distinct);
   compilation_free(c);
   return n;
 }
@@ -88,6 +89,21 @@ static void costly_prologue_is_not_recomputed(void **s) {
                                  &q, TARGET_CPU), 4);
 }
 
+static void identical_layers_share_code(void **s) {
+  /* two layers with the same shapes: one function per distinct kernel, launched twice */
+  const char *src = "x: f32[4,64]; w1: f32[64,64]; w2: f32[64,64]; n1: f32[64]; n2: f32[64]\n"
+                    "h = x + linear(rms_norm(x, n1, 1e-6), w1)\n"
+                    "y = h + linear(rms_norm(h, n2, 1e-6), w2)";
+  Diag d = {0};
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  assert_true(compile_source(c, src, ST_CODE, &d));
+  int distinct = 0;
+  for (int i = 0; i < c->kernel->nkernels; i++) distinct += c->kernel->kernels[i].code_name == NULL;
+  assert_true(c->kernel->nkernels >= 4);
+  assert_int_equal(distinct * 2, c->kernel->nkernels);
+  compilation_free(c);
+}
+
 static void loop_stage_prints_phases(void **s) {
   Diag d = {0};
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
@@ -110,7 +126,7 @@ int main(void) {
       cmocka_unit_test(softmax_is_one_kernel),          cmocka_unit_test(elementwise_chain_is_one_kernel),
       cmocka_unit_test(linear_epilogues_fuse),          cmocka_unit_test(norm_prologue_is_a_policy_choice),
       cmocka_unit_test(no_fuse_cuts_reductions),        cmocka_unit_test(attention_is_three_kernels),        cmocka_unit_test(shared_reduction_is_computed_once),
-      cmocka_unit_test(loop_stage_prints_phases),       cmocka_unit_test(costly_prologue_is_not_recomputed),
+      cmocka_unit_test(loop_stage_prints_phases),       cmocka_unit_test(identical_layers_share_code),       cmocka_unit_test(costly_prologue_is_not_recomputed),
   };
   return cmocka_run_group_tests_name("fusion", tests, NULL, NULL);
 }

@@ -13,7 +13,8 @@
 #define FIXTURES "tests/fixtures/models"
 #define LOGIT_TOL 1e-4
 
-static Backend *cpu;
+static Backend *cpu; /* the backend under test: cpu, or cuda with LATHE_TEST_TARGET=cuda (make test-gpu) */
+static Target target = TARGET_CPU;
 
 typedef struct Expected {
   json_t *root;
@@ -56,7 +57,7 @@ static double json_logits_error(const float *got, json_t *arr, int n) {
 
 static Model *load(const char *path) {
   Diag d = {0};
-  ModelLoadOptions o = {TARGET_CPU, 64, 1};
+  ModelLoadOptions o = {target, 64, 1};
   Model *m = model_load(path, cpu, &o, &d);
   if (!m) fail_msg("load %s: %s", path, d.msg);
   return m;
@@ -175,8 +176,17 @@ static void smollm2_default_model(void **s) {
 
 int main(void) {
   Diag d = {0};
-  cpu = backend_cpu_new(&d);
-  if (!cpu) return 1;
+  const char *want = getenv("LATHE_TEST_TARGET");
+  if (want && !strcmp(want, "cuda")) {
+    target = TARGET_CUDA;
+    cpu = backend_cuda_new(&d);
+  } else {
+    cpu = backend_cpu_new(&d);
+  }
+  if (!cpu) {
+    fprintf(stderr, "backend: %s\n", d.msg);
+    return 1;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(llama),         cmocka_unit_test(llama31_rope_scaling_tied), cmocka_unit_test(qwen2_qkv_bias),
       cmocka_unit_test(qwen3_qk_norm), cmocka_unit_test(mistral),                   cmocka_unit_test(llama_bf16_weights),

@@ -32,5 +32,6 @@ int is_model_path(const char *path);
 int cmd_compile(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 #endif

@@ -45,6 +45,12 @@ int cmd_chat(int argc, char **argv) {
   Backend *be = NULL;
   Model *m = gen_open_model(&a, &be);
   if (!m) return EXIT_ERROR;
+  if (!m->tok) {
+    report_msg("the model has no tokenizer (no tokenizer.json), so it cannot chat");
+    model_free(m);
+    be->ops->destroy(be);
+    return EXIT_ERROR;
+  }
   int tty = isatty(0);
   if (tty) fprintf(stderr, "lathe chat: type a message; /reset starts over, /exit or Ctrl-D quits.\n");
   Conversation conv = {0};

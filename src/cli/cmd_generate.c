@@ -7,9 +7,22 @@
 #include "../backend/backend.h"
 #include "gen_common.h"
 
+/* The prompt is echoed only once the first token arrives, so a prompt that fails (too long for the
+ * context, a bad token id) leaves stdout empty rather than looking like a partial completion. */
+typedef struct Stream {
+  const char *echo; /* the prompt text to print first, or NULL */
+  int started;
+} Stream;
+
+static void stream_start(Stream *s) {
+  if (s->started) return;
+  s->started = 1;
+  if (s->echo) fputs(s->echo, stdout);
+}
+
 static int stream_cb(void *ctx, int32_t id, const char *text) {
-  (void)ctx;
   (void)id;
+  stream_start(ctx);
   fputs(text, stdout);
   fflush(stdout);
   return 0;
@@ -39,7 +52,10 @@ static int parse_tokens(const char *s, int32_t **ids, int *n) {
 
 static int encode_prompt(const GenArgs *a, const Model *m, int32_t **ids, int *n) {
   Diag d = {0};
-  if (a->prompt_tokens) return parse_tokens(a->prompt_tokens, ids, n);
+  if (!m->tok) {
+    report_msg("the model has no tokenizer (no tokenizer.json); give --prompt-tokens instead of --prompt");
+    return 0;
+  }
   StrBuf text = {0};
   if (a->chat_template) {
     ChatMessage msgs[2];
@@ -67,24 +83,26 @@ int cmd_generate(int argc, char **argv) {
     report_msg("give exactly one of --prompt TEXT or --prompt-tokens 1,2,3");
     return EXIT_ERROR;
   }
-  Backend *be = NULL;
-  Model *m = gen_open_model(&a, &be);
-  if (!m) return EXIT_ERROR;
   int rc = EXIT_ERROR, nprompt = 0, nout = 0;
   int32_t *prompt = NULL, *out = NULL;
+  /* Token ids are checked before the (slow) model load; text needs the model's tokenizer. */
+  if (a.prompt_tokens && !parse_tokens(a.prompt_tokens, &prompt, &nprompt)) return EXIT_ERROR;
+  Backend *be = NULL;
+  Model *m = gen_open_model(&a, &be);
+  if (!m) {
+    free(prompt);
+    return EXIT_ERROR;
+  }
   Diag d = {0};
   GenerateStats st;
-  if (!encode_prompt(&a, m, &prompt, &nprompt)) goto done;
+  Stream stream = {a.prompt_tokens ? NULL : a.prompt, 0};
+  if (!a.prompt_tokens && !encode_prompt(&a, m, &prompt, &nprompt)) goto done;
   if (!nprompt) {
     report_msg("the prompt encodes to no tokens");
     goto done;
   }
-  if (!a.json && !a.prompt_tokens) {
-    fputs(a.prompt, stdout);
-    fflush(stdout);
-  }
-  if (!generate(m, prompt, nprompt, NULL, &a.gen, a.json ? NULL : stream_cb, NULL, &out, &nout, &st, &d)) {
-    if (!a.json) fputc('\n', stdout);
+  if (!generate(m, prompt, nprompt, NULL, &a.gen, a.json ? NULL : stream_cb, &stream, &out, &nout, &st, &d)) {
+    if (stream.started) fputc('\n', stdout);
     report(&d, NULL);
     goto done;
   }
@@ -108,6 +126,7 @@ int cmd_generate(int argc, char **argv) {
     sb_free(&text);
     json_decref(o);
   } else {
+    stream_start(&stream);
     fputc('\n', stdout);
     if (!a.quiet) gen_print_stats(m, &st);
   }

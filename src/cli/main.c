@@ -16,6 +16,9 @@ static void usage(FILE *f) {
         "      default: the model `make model` installs ($LATHE_MODEL overrides)\n"
         "  chat [MODEL] [--system TEXT] [sampling options as for generate]\n"
         "      interactive multi-turn chat with the model's chat template\n"
+        "  bench [MODEL | --config qwen3-0.6b|llama-3.2-1b|qwen3-8b|smollm2-135m --random-weights]\n"
+        "      [--target auto|cuda|cpu] [--prompt-len 128] [--gen-len 256] [--prefill-len 512] [--dtype bf16]\n"
+        "      [--json]  prefill ms, decode tok/s, % of the bandwidth floor, compile times, memory\n"
         "  compile (-e PROGRAM | FILE.lt | MODEL) [--ir STAGE] [--target cpu|cuda] [-o OUT]\n"
         "      print one stage: graph, tensor, loop, tile, kernel, code (default code)\n"
         "      --fuse-recompute   allow fusions that recompute a reduction (norm -> linear prologue)\n"
@@ -41,6 +44,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
   if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
   if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+  if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     usage(stdout);
     return EXIT_OK;

@@ -19,4 +19,8 @@
 int render_c(StrBuf *out, const KProgram *kp, Diag *d);
 int render_cuda(StrBuf *out, const KProgram *kp, Diag *d);
 int render_code(StrBuf *out, const KProgram *kp, Diag *d); /* by kp->target */
+/* Finds kernels whose code is identical up to buffer names (a transformer's layers) and points their
+ * code_name at the first one, so each distinct kernel is compiled once. Returns the number of distinct
+ * kernels, or -1 on error. */
+int code_dedupe(KProgram *kp, Diag *d);
 #endif

@@ -45,7 +45,7 @@ static const char c_preamble[] =
     "static inline int64_t lt_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n"
     "static inline int64_t lt_absi(int64_t a) { return a < 0 ? -a : a; }\n";
 
-static void c_kernel(Render *R, const KKernel *kk) {
+void rc_c_kernel(Render *R, const KKernel *kk) {
   StrBuf *o = R->out;
   if (!rc_kernel_begin(R, kk)) {
     rc_kernel_end(R);
@@ -71,6 +71,6 @@ int render_c(StrBuf *out, const KProgram *kp, Diag *d) {
   R.d = d;
   R.cuda = 0;
   sb_puts(out, c_preamble);
-  for (int i = 0; i < kp->nkernels && !R.failed; i++) c_kernel(&R, &kp->kernels[i]);
+  for (int i = 0; i < kp->nkernels && !R.failed; i++) if (!kp->kernels[i].code_name) rc_c_kernel(&R, &kp->kernels[i]);
   return !R.failed;
 }

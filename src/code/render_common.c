@@ -134,7 +134,9 @@ int rc_kernel_begin(Render *R, const KKernel *kk) {
       rc_fail(R, "parameter %d names buffer %d, which does not exist", i, b);
       return 0;
     }
-    R->buf_name[b] = unique_name(R, R->lp->bufs[b].name);
+    char canon[16];
+    snprintf(canon, sizeof canon, "b%d", i);
+    R->buf_name[b] = unique_name(R, R->canonical ? canon : R->lp->bufs[b].name);
   }
   for (int i = 0; i < kk->nsyms; i++) R->sym_name[i] = unique_name(R, kk->syms[i]);
   for (int i = 0; i < kk->ntmps; i++) R->tmp_name[i] = unique_name(R, kk->tmp_names[i] ? kk->tmp_names[i] : "t");
@@ -701,6 +703,50 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
 
 void rc_body(Render *R, int level) {
   if (R->kk->body) put_stmt(R, R->kk->body, level);
+}
+
+int code_dedupe(KProgram *kp, Diag *d) {
+  typedef struct Seen {
+    uint64_t hash;
+    char *text;
+    const char *name;
+  } Seen;
+  Seen *seen = calloc((size_t)(kp->nkernels ? kp->nkernels : 1), sizeof *seen);
+  int nseen = 0, ok = 1;
+  for (int i = 0; i < kp->nkernels && ok; i++) {
+    KKernel *kk = &kp->kernels[i];
+    kk->code_name = NULL;
+    StrBuf t = {0};
+    Render R = {0};
+    R.out = &t;
+    R.kp = kp;
+    R.d = d;
+    R.cuda = kp->target == TARGET_CUDA;
+    R.canonical = 1;
+    (R.cuda ? rc_cuda_kernel : rc_c_kernel)(&R, kk);
+    if (R.failed) {
+      ok = 0;
+      sb_free(&t);
+      break;
+    }
+    /* the text without the kernel's own name, which appears once, in the signature */
+    char *text = strdup(sb_str(&t)), *at = strstr(text, kk->name);
+    if (at) memmove(at, at + strlen(kk->name), strlen(at + strlen(kk->name)) + 1);
+    uint64_t h = hash_str(HASH_SEED, text);
+    int dup = -1;
+    for (int j = 0; j < nseen && dup < 0; j++)
+      if (seen[j].hash == h && !strcmp(seen[j].text, text)) dup = j;
+    if (dup >= 0) {
+      kk->code_name = seen[dup].name;
+      free(text);
+    } else {
+      seen[nseen++] = (Seen){h, text, kk->name};
+    }
+    sb_free(&t);
+  }
+  for (int j = 0; j < nseen; j++) free(seen[j].text);
+  free(seen);
+  return ok ? nseen : -1;
 }
 
 int render_code(StrBuf *out, const KProgram *kp, Diag *d) {

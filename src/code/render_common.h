@@ -32,7 +32,12 @@ typedef struct Render {
   NameSet names;
   int ncse;
   CseMap *cse; /* the statement being rendered */
+  int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
 } Render;
+
+/* One kernel's definition in the target language (render_c.c / render_cuda.c). */
+void rc_c_kernel(Render *R, const KKernel *kk);
+void rc_cuda_kernel(Render *R, const KKernel *kk);
 
 /* Records the first error ("render_c: kernel k: ...") and marks the render failed. */
 void rc_fail(Render *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -35,7 +35,7 @@ static const char cuda_preamble[] =
     "static __device__ __forceinline__ i64 lt_mini(i64 a, i64 b) { return a < b ? a : b; }\n"
     "static __device__ __forceinline__ i64 lt_absi(i64 a) { return a < 0 ? -a : a; }\n";
 
-static void cuda_kernel(Render *R, const KKernel *kk) {
+void rc_cuda_kernel(Render *R, const KKernel *kk) {
   StrBuf *o = R->out;
   if (!rc_kernel_begin(R, kk)) {
     rc_kernel_end(R);
@@ -62,6 +62,6 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   R.d = d;
   R.cuda = 1;
   sb_puts(out, cuda_preamble);
-  for (int i = 0; i < kp->nkernels && !R.failed; i++) cuda_kernel(&R, &kp->kernels[i]);
+  for (int i = 0; i < kp->nkernels && !R.failed; i++) if (!kp->kernels[i].code_name) rc_cuda_kernel(&R, &kp->kernels[i]);
   return !R.failed;
 }

@@ -42,6 +42,7 @@ int compile_graph(Compilation *c, Stage upto, Diag *d) {
   if (!(c->tile = tile_from_loop(c->loop, c->target, &c->fusion, d))) return 0;
   if (upto == ST_TILE) return 1;
   if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
+  if (code_dedupe(c->kernel, d) < 0) return 0;
   if (upto == ST_KERNEL) return 1;
   return render_code(&c->code, c->kernel, d);
 }

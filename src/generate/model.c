@@ -21,6 +21,30 @@ static DType pick_weight_dtype(WeightStore *w) {
   return DT_F32;
 }
 
+/* Benchmark weights: a fixed pseudo-random block tiled over each tensor (fast even for 8B parameters),
+ * uniform with standard deviation 0.02; norm weights are 1 so activations keep their scale. */
+static void fill_random(const char *name, DType t, void *dst, int64_t n) {
+  enum { BLOCK = 65521 }; /* prime, so rows do not line up with the block */
+  static float block[BLOCK];
+  static int ready;
+  if (!ready) {
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < BLOCK; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      block[i] = (float)(((double)(x >> 11) / 9007199254740992.0 * 2 - 1) * 0.0346);
+    }
+    ready = 1;
+  }
+  size_t len = strlen(name);
+  int is_norm = len > 11 && !strcmp(name + len - 11, "norm.weight");
+  for (int64_t i = 0; i < n; i++) {
+    float v = is_norm ? 1.0f : block[i % BLOCK];
+    if (t == DT_BF16) ((uint16_t *)dst)[i] = f32_to_bf16(v);
+    else if (t == DT_F16) ((uint16_t *)dst)[i] = f32_to_f16(v);
+    else ((float *)dst)[i] = v;
+  }
+}
+
 static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
   const Graph *g = m->comp->graph;
   size_t cap = 0;
@@ -38,6 +62,7 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     size_t bytes = (size_t)numel * dtype_size(n->dtype);
     if (!strncmp(name, "cache.", 6)) {
       if (!plan_bind_input(m->plan, pi, NULL, env, d)) goto fail;
+      m->cache_bytes += bytes;
       continue;
     }
     if (bytes > cap) {
@@ -50,6 +75,10 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     }
     if (!strcmp(name, "rope.inv_freq")) {
       llama_rope_inv_freq(&m->cfg, host);
+    } else if (!m->weights) {
+      fill_random(name, n->dtype, host, numel);
+      m->weight_bytes += bytes;
+      done++;
     } else {
       WeightInfo wi;
       if (!weights_has(m->weights, name, &wi)) {
@@ -65,20 +94,23 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
         goto fail;
       }
       if (!weights_read(m->weights, name, n->dtype, host, d)) goto fail;
+      m->weight_bytes += bytes;
       done++;
-      if (!quiet && (done % 16 == 0 || done == nweights))
-        fprintf(stderr, "\rlathe: loading weights %d/%d", done, nweights);
     }
+    if (!quiet && isatty(2) && (done % 16 == 0 || done == nweights) && strcmp(name, "rope.inv_freq"))
+      fprintf(stderr, "\rlathe: loading weights %d/%d", done, nweights);
     if (!plan_bind_input(m->plan, pi, host, env, d)) goto fail;
   }
-  if (!quiet && nweights) fputc('\n', stderr);
+  if (!quiet && isatty(2) && nweights) fputc('\n', stderr);
   free(host);
   return 1;
 fail:
-  if (!quiet && done) fputc('\n', stderr);
+  if (!quiet && isatty(2) && done) fputc('\n', stderr);
   free(host);
   return 0;
 }
+
+static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d);
 
 Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag *d) {
   Model *m = calloc(1, sizeof *m);
@@ -94,26 +126,50 @@ Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag 
     snprintf(tj, sizeof tj, "%s/tokenizer.json", weights_dir(m->weights));
     if (access(tj, R_OK) == 0 && !(m->tok = tokenizer_from_hf_dir(weights_dir(m->weights), d))) goto fail;
   }
+  if (!model_finish(m, pick_weight_dtype(m->weights), o, t0, d)) goto fail;
+  return m;
+fail:
+  model_free(m);
+  return NULL;
+}
+
+Model *model_new_random(const ModelConfig *cfg, DType wdt, Backend *b, const ModelLoadOptions *o, Diag *d) {
+  Model *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  m->backend = b;
+  m->cfg = *cfg;
+  if (!model_finish(m, wdt, o, now_ms(), d)) {
+    model_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* Builds and compiles the forward step and binds weights, caches and frequencies. */
+static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d) {
   m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->cfg.max_ctx > 0 && m->cfg.max_ctx < 4096 ? m->cfg.max_ctx : 4096);
-  ModelBuildOptions bo = {m->max_ctx, pick_weight_dtype(m->weights), DT_F32};
+  ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->comp = compilation_new(o->target, NULL);
-  if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) goto fail;
+  if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
-  if (!compile_graph(m->comp, ST_CODE, d)) goto fail;
-  if (!(m->plan = plan_new(m->comp->kernel, b, d))) goto fail;
+  if (!compile_graph(m->comp, ST_CODE, d)) return 0;
+  if (!(m->plan = plan_new(m->comp->kernel, m->backend, d))) return 0;
   m->compile_ms = now_ms() - t1;
   m->in_ids = plan_input_index(m->plan, "ids");
   m->in_pos = plan_input_index(m->plan, "pos");
   SymEnv env = {0};
   symenv_set(&env, "seq", 1);
   symenv_set(&env, "past", 0);
-  if (!bind_weights(m, &env, o->quiet, d)) goto fail;
+  if (!bind_weights(m, &env, o->quiet, d)) return 0;
   if (!(m->logits = malloc(sizeof(float) * (size_t)m->cfg.vocab))) abort();
   m->load_ms = now_ms() - t0;
-  return m;
-fail:
-  model_free(m);
-  return NULL;
+  return 1;
+}
+
+void model_memory(const Model *m, size_t *weights, size_t *kv_cache, size_t *workspace) {
+  *weights = m->weight_bytes;
+  *kv_cache = m->cache_bytes;
+  *workspace = plan_workspace_bytes(m->plan);
 }
 
 void model_free(Model *m) {

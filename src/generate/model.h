@@ -20,6 +20,7 @@ typedef struct Model {
   int in_ids, in_pos;   /* program input indices */
   float *logits;        /* vocab floats, the last step's output */
   double compile_ms, load_ms;
+  size_t weight_bytes, cache_bytes;
 } Model;
 
 typedef struct ModelLoadOptions {
@@ -30,6 +31,10 @@ typedef struct ModelLoadOptions {
 
 /* path: a Hugging Face model directory or a .gguf file. */
 Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag *d);
+/* A model of the given configuration with random weights of dtype wdt (no tokenizer): for benchmarks. */
+Model *model_new_random(const ModelConfig *cfg, DType wdt, Backend *b, const ModelLoadOptions *o, Diag *d);
+/* Bytes of device memory the model's plan holds: weights, KV caches, and the activation workspace. */
+void model_memory(const Model *m, size_t *weights, size_t *kv_cache, size_t *workspace);
 void model_free(Model *m);
 /* Runs n tokens (positions past .. past+n-1) through the model, updating the KV cache; fills
  * m->logits with the logits of the last of them. past + n must not exceed max_ctx. */

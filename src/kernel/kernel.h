@@ -62,6 +62,9 @@ typedef struct KKernel {
   /* CUDA launch shape: grid = number of blocks (an Expr over symbols), block = threads per block. */
   Expr *grid;
   int block;
+  /* Set by the code stage when another kernel of the program has exactly the same code (the same
+   * layer op in every layer): the function to launch, with this kernel's own arguments. NULL = name. */
+  const char *code_name;
   int ntmps;
   DType tmp_dtype[K_MAX_TMPS];
   const char *tmp_names[K_MAX_TMPS]; /* readable names ("acc0", "i0", "p"); renderers make them unique */

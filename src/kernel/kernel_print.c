@@ -116,6 +116,10 @@ static void print_kernel(StrBuf *b, const KProgram *kp, const KKernel *kk) {
     sb_printf(b, " cpu%s", kk->sched.omp ? " omp" : "");
   }
   if (kk->sched.vec > 1) sb_printf(b, " vec=%d", kk->sched.vec);
+  if (kk->code_name) { /* the same code as an earlier kernel: its body is not repeated */
+    sb_printf(b, "  = code of %s\n", kk->code_name);
+    return;
+  }
   sb_putc(b, '\n');
   PrintNames n = {kp, kk, {0}};
   ExprNames nm = {&n, pn_var, pn_buf, NULL, NULL, pn_tmp};

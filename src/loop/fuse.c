@@ -55,7 +55,10 @@ typedef struct Builder {
     uint64_t vars;
   } costly[MAX_COSTLY]; /* transcendental maps inlined into reduction bodies, with the vars they use */
   int ncostly;
-  int shared_candidate; /* outermost node shared by two kernels that should get a buffer, or -1 */
+  int shared_candidate; /* outermost multi-input node shared by two kernels, to get a buffer, or -1 */
+  int shared_acc;       /* outermost such node that has several consumers in the graph, or -1 */
+  int *consumers;       /* per tensor node: number of consumers (outputs count as one) */
+  int override_locked;  /* the nest-conflict realization settled on a node with several consumers */
   int nest_conflict;    /* the pending realization is a reduction read inside another reduction's loop */
   PhaseKey keys[L_MAX_PHASES];
   MemoEntry *memo;
@@ -289,8 +292,11 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
      * rather than the inner reduction, so the inner one still fuses (as a phase) into that value's
      * kernel. Views are passed over: storing a broadcasting view would multiply its size. */
     const TNode *n = &b->t->nodes[node];
-    if (b->nest_conflict && b->in_phase && (n->kind == T_MAP || n->kind == T_GATHER) && b->node_buf[node] < 0)
+    if (b->nest_conflict && b->in_phase && (n->kind == T_MAP || n->kind == T_GATHER) && b->node_buf[node] < 0 &&
+        !b->override_locked) {
       b->want_realize = node;
+      b->override_locked = b->consumers[node] > 1; /* a shared value: realize it, not a private user of it */
+    }
     return NULL;
   }
   /* Transcendental math inside a reduction body is recomputed for every parallel point it does not
@@ -303,12 +309,14 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
   }
   /* A node whose value carries a reduction, or reads several buffers, and that a second kernel also
    * inlines gets its own buffer: the reduction is not computed twice, and a chain such as a residual
-   * stream is not re-read from all its sources by every later kernel. The outermost such node (the
-   * latest in topological order) is the one realized, which covers the ones inside it. */
+   * stream is not re-read from all its sources by every later kernel. The outermost node with several
+   * consumers is realized (the sharing point), else the outermost candidate. */
   if (((v->flags & EXF_ACC) || ((v->flags & EXF_LOAD) && distinct_buffers(v) > b->pol->shared_max_inputs)) &&
       b->node_buf[node] < 0) {
     if (b->expanded_by[node] >= 0 && b->expanded_by[node] != b->cur_kernel) {
-      if (node > b->shared_candidate) b->shared_candidate = node;
+      /* prefer a node the graph itself shares (several consumers): that is where work is duplicated */
+      int *slot = b->consumers[node] > 1 ? &b->shared_acc : &b->shared_candidate;
+      if (node > *slot) *slot = node;
     } else {
       b->expanded_by[node] = b->cur_kernel;
     }
@@ -339,6 +347,7 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
   b->in_phase = 0;
   b->ncostly = 0;
   b->shared_candidate = -1;
+  b->shared_acc = -1;
   Expr *v = copy_from >= 0 ? load_buf(b, copy_from, idx, rank)
             : is_update    ? expand(b, n->src[1], idx, rank)
                            : expand_node(b, root, idx, rank, 1);
@@ -359,8 +368,8 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
     if ((par & (1ULL << d)) || is_const_one(ax.extent)) k->par[k->npar++] = ax; /* size 1: no loop */
     else k->inner[k->ninner++] = ax;
   }
-  if (b->shared_candidate >= 0) {
-    request_realize(b, b->shared_candidate);
+  if (b->shared_acc >= 0 || b->shared_candidate >= 0) {
+    request_realize(b, b->shared_acc >= 0 ? b->shared_acc : b->shared_candidate);
     return 0;
   }
   uint64_t wide_par = 0;
@@ -483,6 +492,7 @@ static int attempt(Builder *b, LProgram *lp, DType **bufdt) {
     LKernel *k = &lp->kernels[lp->nkernels];
     b->want_realize = -1;
     b->nest_conflict = 0;
+    b->override_locked = 0;
     b->cur_kernel = j;
     int root = jobs[j].root;
     /* A copy job (an input returned as output, a repeated output) reads the node's buffer. */
@@ -525,6 +535,10 @@ LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) 
   b.realized = calloc((size_t)t->n + 1, 1);
   b.node_buf = calloc((size_t)t->n + 1, sizeof(int));
   b.expanded_by = calloc((size_t)t->n + 1, sizeof(int));
+  b.consumers = calloc((size_t)t->n + 1, sizeof(int));
+  for (int i = 0; i < t->n; i++)
+    for (int s = 0; s < t->nodes[i].nsrc; s++) b.consumers[t->nodes[i].src[s]]++;
+  for (int i = 0; i < t->noutputs; i++) b.consumers[t->outputs[i]]++;
   /* In-place updates are legal only when nothing else reads the old state. */
   for (int i = 0; i < t->n; i++) {
     const TNode *n = &t->nodes[i];
@@ -540,6 +554,7 @@ LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) 
       free(b.realized);
       free(b.node_buf);
       free(b.expanded_by);
+      free(b.consumers);
       return NULL;
     }
   }
@@ -551,6 +566,7 @@ LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) 
   free(b.realized);
   free(b.node_buf);
   free(b.expanded_by);
+  free(b.consumers);
   free(b.memo);
   return rc == 1 ? lp : NULL;
 }

@@ -18,6 +18,8 @@ struct Plan {
   double *kernel_ms;   /* LATHE_PROFILE=1: time per kernel, summed over runs (synchronised launches) */
   int runs;
   void **bound;        /* per program input: persistent device buffer (weights, state) or NULL */
+  void **ws;           /* per LBuf: workspace kept across runs for temporaries and outputs */
+  size_t *ws_bytes;
   size_t *bound_bytes;
 };
 
@@ -60,6 +62,10 @@ void plan_free(Plan *p) {
     if (p->bound[i]) p->b->ops->free(p->b, p->bound[i]);
   free(p->bound);
   free(p->bound_bytes);
+  for (int i = 0; p->ws && i < p->kp->loop->nbufs; i++)
+    if (p->ws[i]) p->b->ops->free(p->b, p->ws[i]);
+  free(p->ws);
+  free(p->ws_bytes);
   free(p->source);
   free(p);
 }
@@ -101,7 +107,7 @@ typedef struct RunState {
   void **args;    /* nkernels * K_MAX_PARAMS */
   int64_t *syms;  /* nkernels * 16 */
   int64_t *grids; /* nkernels */
-  char *borrowed; /* by LBuf index: 1 = a bound input's buffer, owned by the plan */
+  char *borrowed; /* by LBuf index: 1 = owned by the plan (a bound input, or the workspace) */
 } RunState;
 
 static void state_free(Plan *p, RunState *s) {
@@ -177,10 +183,27 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
     s->dev[bi] = p->bound[i];
     s->borrowed[bi] = 1;
   }
+  /* Everything else lives in the plan's workspace, reused across runs (decode steps) and grown
+   * geometrically when a symbol grows (attention over a longer past). */
+  if (!p->ws) {
+    p->ws = calloc(nb, sizeof *p->ws);
+    p->ws_bytes = calloc(nb, sizeof *p->ws_bytes);
+    if (!p->ws || !p->ws_bytes) {
+      diag_error(d, 0, 0, "plan: out of memory");
+      goto fail;
+    }
+  }
   for (int i = 0; i < lp->nbufs; i++) {
     if (s->dev[i]) continue;
-    s->dev[i] = p->b->ops->alloc(p->b, s->bytes[i], d);
-    if (!s->dev[i]) goto fail;
+    if (!p->ws[i] || p->ws_bytes[i] < s->bytes[i]) {
+      size_t want = s->bytes[i] > 2 * p->ws_bytes[i] ? s->bytes[i] : 2 * p->ws_bytes[i];
+      if (p->ws[i]) p->b->ops->free(p->b, p->ws[i]);
+      p->ws_bytes[i] = 0;
+      if (!(p->ws[i] = p->b->ops->alloc(p->b, want, d))) goto fail;
+      p->ws_bytes[i] = want;
+    }
+    s->dev[i] = p->ws[i];
+    s->borrowed[i] = 1;
   }
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = &p->kp->kernels[k];
@@ -212,7 +235,7 @@ static int upload_inputs(Plan *p, RunState *s, void *const *inputs, Diag *d) {
   for (int i = 0; i < lp->ninputs; i++) {
     int bi = buf_index(s, lp->inputs[i], d);
     if (bi < 0) return 0;
-    if (!s->bytes[bi] || s->borrowed[bi]) continue;
+    if (!s->bytes[bi] || (p->bound && p->bound[i])) continue;
     if (!inputs || !inputs[i]) {
       diag_error(d, 0, 0, "plan: no host data for input '%s'", lp->bufs[bi].name);
       return 0;
@@ -229,7 +252,7 @@ static int launch_all(Plan *p, RunState *s, Diag *d) {
   for (int k = 0; k < p->kp->nkernels; k++) {
     const KKernel *kk = &p->kp->kernels[k];
     double t0 = p->kernel_ms ? now_ms() : 0;
-    if (!p->b->ops->launch(p->b, p->m, kk->name, &s->args[(size_t)k * K_MAX_PARAMS], kk->nparams,
+    if (!p->b->ops->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * K_MAX_PARAMS], kk->nparams,
                            &s->syms[(size_t)k * 16], kk->nsyms, s->grids[k], kk->block, d))
       return 0;
     if (p->kernel_ms) {
@@ -370,4 +393,10 @@ int plan_input_index(const Plan *p, const char *name) {
   for (int i = 0; i < lp->ninputs; i++)
     if (!strcmp(lp->bufs[lp->inputs[i]].name, name)) return i;
   return -1;
+}
+
+size_t plan_workspace_bytes(const Plan *p) {
+  size_t n = 0;
+  for (int i = 0; p->ws && i < p->kp->loop->nbufs; i++) n += p->ws_bytes[i];
+  return n;
 }

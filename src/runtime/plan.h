@@ -21,6 +21,8 @@ const char *plan_source(const Plan *p);
  * host is NULL): weights, and state such as KV caches that cache_write updates in place. plan_run and
  * plan_bench then ignore inputs[input]. Sizes are evaluated with env. */
 int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d);
+/* Device bytes of the workspace (temporaries and outputs kept across runs). */
+size_t plan_workspace_bytes(const Plan *p);
 /* Index of the program input named `name`, or -1. */
 int plan_input_index(const Plan *p, const char *name);
 #endif

@@ -22,16 +22,24 @@ SAN_CLI  := $(patsubst src/%.c,build/asan/%.o,$(CLI_SRC))
 TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
 .PHONY: all test test-unit test-gpu deps model clean format
-all: build/lathe
+all: build/lathe model
 
 build/lathe: $(OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj/%.o: src/%.c
+# The Debian packages the build needs, installed once per machine (scripts/install-deps.sh is a no-op
+# when they are present), before anything compiles.
+DEPS_STAMP := build/.deps-installed
+$(DEPS_STAMP): scripts/install-deps.sh
+	@mkdir -p build
+	@scripts/install-deps.sh
+	@touch $@
+
+build/obj/%.o: src/%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -MMD -MP -c $< -o $@
 
-build/asan/%.o: src/%.c
+build/asan/%.o: src/%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -MMD -MP -c $< -o $@
 
@@ -44,7 +52,7 @@ build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h
 
 # Every CPU test: unit tests, differential tests against the float64 reference (CPU backend,
 # CUDA C through NVRTC), CLI and bad-input tests. Ends with "N passed, M failed".
-test: $(TEST_BIN) build/asan/lathe build/lathe
+test: $(TEST_BIN) build/asan/lathe build/lathe | model
 	@LATHE_CACHE_DIR=$(CURDIR)/build/test-cache scripts/run-tests.sh $(TEST_BIN)
 
 # GPU tests (run on a machine with an NVIDIA GPU).

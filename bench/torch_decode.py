@@ -17,7 +17,12 @@ by default): its inverse is the tok/s ceiling and "% floor" = measured tok/s / c
 Usage:
     python3 bench/torch_decode.py [--configs qwen3-0.6b,llama-3.2-1b,qwen3-8b]
         [--modes eager,compile,hf_generate] [--prompt-len 128] [--gen-len 256] [--prefill-len 512]
-        [--json OUT.json]
+        [--json OUT.json] [--budget-s S]
+Each config runs in its own child process (a CUDA device-side assert poisons a process for good).
+Runtime on the H200 here (2026-11-30, torch 2.11, transformers 5.17): HF eager is CPU-bound (~1.2 ms of
+Python per layer per step), so eager + hf_generate for all three configs take ~4 min; torch.compile
+takes 20-50 s per graph (decode and prefill are separate graphs). Split one long run with
+--modes eager,hf_generate / --modes compile --prefill-len 0 / --modes compile_prefill, and --budget-s.
 """
 import argparse, gc, inspect, json, statistics, sys, time, traceback
 
@@ -191,13 +196,13 @@ def run_loop(model, args, compiled):
         if compiled:
             torch.compiler.cudagraph_mark_step_begin()
 
-    def one_pass(decode):
+    def one_pass(decode, steps=G):
         reset_cache(cache)
         tok = _prefill_fn(model, ids, prompt_pos, cache, cp)  # eager prefill (allocates the cache lazily)
         mark_cache_static(cache)
         toks = []
         with Timer() as t:
-            for i in range(G):
+            for i in range(steps):
                 mark()
                 tok = decode(model, tok, dec_pos[i], cache, cp).clone()  # clone: a graph output is reused
                 toks.append(tok)
@@ -226,7 +231,7 @@ def run_loop(model, args, compiled):
             res["decode_graphs"] = counters["stats"].get("unique_graphs", 0) - graphs0
             log(f"    decode compiled + warmed in {res['decode_compile_s']} s ({res['decode_graphs']} graphs)")
         else:
-            one_pass(decode)  # warm up
+            one_pass(decode, min(G, 16))  # warm up (eager needs no long warm-up, and its steps are slow)
         runs = []
         for _ in range(args.repeats):
             t, toks = one_pass(decode)
@@ -452,8 +457,11 @@ def run_isolated(configs, args, argv, deadline, save):
         if deadline and time.time() > deadline:
             rows += [dict(config=c, mode=m, error="skipped: time budget spent") for m in args.modes.split(",") if m]
             continue
-        fd, path = tempfile.mkstemp(suffix=".json", prefix=f"torch_decode_{c}_")
-        os.close(fd)
+        if args.json:  # beside the output, so that a run killed mid-config still leaves the child's rows
+            path = f"{args.json}.{c}.part.json"
+        else:
+            fd, path = tempfile.mkstemp(suffix=".json", prefix=f"torch_decode_{c}_")
+            os.close(fd)
         cmd = [sys.executable, os.path.abspath(__file__), *argv, "--configs", c, "--json", path, "--child"]
         if deadline:
             cmd += ["--deadline", str(deadline)]
@@ -468,7 +476,8 @@ def run_isolated(configs, args, argv, deadline, save):
         except (OSError, ValueError):
             pass
         finally:
-            os.unlink(path)
+            if os.path.exists(path):
+                os.unlink(path)
         done = {r["mode"] for r in got}
         if rc != 0:
             got += [dict(config=c, mode=m, error=f"child process exited with {rc} before this mode finished")

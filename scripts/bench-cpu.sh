@@ -7,7 +7,7 @@
 # lathe: a fixed 128-token prompt (one sentence repeated) and 64 generated tokens
 # (--greedy --ignore-eos), one untimed warm-up run (fills the kernel compile cache), then N timed
 # runs (default 3); prints each run and the median prompt and decode tokens/s.
-# llama.cpp: `llama-bench -m GGUF -p 128 -n 64 -t $(nproc) -r N` if $LLAMA_CPP_DIR holds a build
+# llama.cpp: `llama-bench -m GGUF -p 128 -n 64 -t <online cores> -r N` if $LLAMA_CPP_DIR holds a build
 # (bin/llama-bench or build/bin/llama-bench under it).
 # --build-llama DIR (opt-in, the only thing that downloads): fetches the llama-cpp-python sdist from
 # PyPI with `pip download` (it vendors llama.cpp's source), builds llama-bench for the CPU into DIR
@@ -48,7 +48,7 @@ build_llama_cpp() {
   fi
   cmake -S "$src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
     -DGGML_CUDA=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
-  cmake --build "$dir/build" --target llama-bench -j"$(nproc)" >/dev/null
+  cmake --build "$dir/build" --target llama-bench -j"$(getconf _NPROCESSORS_ONLN)" >/dev/null
 }
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
@@ -60,7 +60,7 @@ prompt=$sentence
 for _ in $(seq 11); do prompt="$prompt $sentence"; done
 prompt="$prompt The quick brown fox jumps over the lazy"
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(getconf _NPROCESSORS_ONLN) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "lathe: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')${OMP_NUM_THREADS:+, OMP_NUM_THREADS=$OMP_NUM_THREADS}; model: $model"
 
 run_lathe() {
@@ -89,5 +89,5 @@ if [ -z "$bench" ]; then
   echo "llama.cpp: no llama-bench under \$LLAMA_CPP_DIR (set it, or pass --build-llama DIR); skipped"
   exit 0
 fi
-echo "llama.cpp: $bench -m $model -p 128 -n 64 -t $(nproc) -r $reps"
-"$bench" -m "$model" -p 128 -n 64 -t "$(nproc)" -r "$reps"
+echo "llama.cpp: $bench -m $model -p 128 -n 64 -t $(getconf _NPROCESSORS_ONLN) -r $reps"
+"$bench" -m "$model" -p 128 -n 64 -t "$(getconf _NPROCESSORS_ONLN)" -r "$reps"

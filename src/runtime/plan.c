@@ -18,8 +18,15 @@ struct Plan {
   double *kernel_ms;   /* LATHE_PROFILE=1: time per kernel, summed over runs (synchronised launches) */
   int runs;
   void **bound;        /* per program input: persistent device buffer (weights, state) or NULL */
-  void **ws;           /* per LBuf: workspace kept across runs for temporaries and outputs */
+  void **ws;           /* per LBuf: buffers kept across runs for non-bound inputs and outputs */
   size_t *ws_bytes;
+  /* Temporaries share one arena, placed by liveness: two temporaries overlap in memory only if no
+   * kernel runs while both are live. Offsets are planned for each buffer's capacity and re-planned
+   * only when a buffer outgrows it (capacities grow geometrically as `past` grows). */
+  int *first_use, *last_use; /* per LBuf: kernel index range, -1 if unused */
+  size_t *cap, *offset;      /* per LBuf */
+  void *arena;
+  size_t arena_bytes;
   size_t *bound_bytes;
 };
 
@@ -66,6 +73,11 @@ void plan_free(Plan *p) {
     if (p->ws[i]) p->b->ops->free(p->b, p->ws[i]);
   free(p->ws);
   free(p->ws_bytes);
+  if (p->arena) p->b->ops->free(p->b, p->arena);
+  free(p->first_use);
+  free(p->last_use);
+  free(p->cap);
+  free(p->offset);
   free(p->source);
   free(p);
 }
@@ -131,6 +143,92 @@ static int buf_index(const RunState *s, int id, Diag *d) {
   return s->index_of[id];
 }
 
+/* Kernel index range in which each buffer is read or written. */
+static int compute_lifetimes(Plan *p) {
+  const LProgram *lp = p->kp->loop;
+  size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
+  p->first_use = malloc(nb * sizeof(int));
+  p->last_use = malloc(nb * sizeof(int));
+  p->cap = calloc(nb, sizeof(size_t));
+  p->offset = calloc(nb, sizeof(size_t));
+  if (!p->first_use || !p->last_use || !p->cap || !p->offset) return 0;
+  for (int i = 0; i < lp->nbufs; i++) p->first_use[i] = p->last_use[i] = -1;
+  for (int k = 0; k < p->kp->nkernels; k++)
+    for (int a = 0; a < p->kp->kernels[k].nparams; a++) {
+      int b = p->kp->kernels[k].params[a].buf;
+      if (b < 0 || b >= lp->nbufs) continue;
+      if (p->first_use[b] < 0) p->first_use[b] = k;
+      p->last_use[b] = k;
+    }
+  return 1;
+}
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* First-fit by decreasing size: each temporary goes at the lowest offset that does not overlap a
+ * temporary already placed whose lifetime intersects its own. */
+static size_t plan_offsets(Plan *p) {
+  const LProgram *lp = p->kp->loop;
+  int n = 0, *order = malloc(sizeof(int) * (size_t)(lp->nbufs ? lp->nbufs : 1));
+  for (int i = 0; i < lp->nbufs; i++)
+    if (lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && p->cap[i]) order[n++] = i;
+  for (int i = 1; i < n; i++) /* insertion sort by capacity, descending (n is a few hundred) */
+    for (int j = i; j > 0 && p->cap[order[j]] > p->cap[order[j - 1]]; j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    int b = order[i];
+    size_t off = 0;
+    for (int moved = 1; moved;) {
+      moved = 0;
+      for (int j = 0; j < i; j++) {
+        int o = order[j];
+        if (p->last_use[o] < p->first_use[b] || p->last_use[b] < p->first_use[o]) continue;
+        if (off < p->offset[o] + p->cap[o] && p->offset[o] < off + p->cap[b]) {
+          off = align_up(p->offset[o] + p->cap[o]);
+          moved = 1;
+        }
+      }
+    }
+    p->offset[b] = off;
+    if (off + p->cap[b] > total) total = off + p->cap[b];
+  }
+  free(order);
+  return total;
+}
+
+static int place_temporaries(Plan *p, RunState *s, Diag *d) {
+  const LProgram *lp = p->kp->loop;
+  if (!p->first_use && !compute_lifetimes(p)) {
+    diag_error(d, 0, 0, "plan: out of memory");
+    return 0;
+  }
+  int replan = 0;
+  for (int i = 0; i < lp->nbufs; i++)
+    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && s->bytes[i] > p->cap[i]) {
+      p->cap[i] = align_up(s->bytes[i] > 2 * p->cap[i] ? s->bytes[i] : 2 * p->cap[i]);
+      replan = 1;
+    }
+  if (replan) {
+    size_t need = plan_offsets(p);
+    if (need > p->arena_bytes) {
+      if (p->arena) p->b->ops->free(p->b, p->arena);
+      p->arena_bytes = 0;
+      if (!(p->arena = p->b->ops->alloc(p->b, need, d))) return 0;
+      p->arena_bytes = need;
+    }
+  }
+  for (int i = 0; i < lp->nbufs; i++)
+    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0) {
+      s->dev[i] = (char *)p->arena + p->offset[i];
+      s->borrowed[i] = 1;
+    }
+  return 1;
+}
+
 static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   const LProgram *lp = p->kp->loop;
   int nk = p->kp->nkernels;
@@ -183,8 +281,8 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
     s->dev[bi] = p->bound[i];
     s->borrowed[bi] = 1;
   }
-  /* Everything else lives in the plan's workspace, reused across runs (decode steps) and grown
-   * geometrically when a symbol grows (attention over a longer past). */
+  if (!place_temporaries(p, s, d)) goto fail;
+  /* Non-bound inputs and outputs keep their own buffers across runs, grown geometrically. */
   if (!p->ws) {
     p->ws = calloc(nb, sizeof *p->ws);
     p->ws_bytes = calloc(nb, sizeof *p->ws_bytes);
@@ -396,7 +494,7 @@ int plan_input_index(const Plan *p, const char *name) {
 }
 
 size_t plan_workspace_bytes(const Plan *p) {
-  size_t n = 0;
+  size_t n = p->arena_bytes;
   for (int i = 0; p->ws && i < p->kp->loop->nbufs; i++) n += p->ws_bytes[i];
   return n;
 }

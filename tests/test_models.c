@@ -159,6 +159,19 @@ static void smollm2_default_model(void **s) {
   if (!model_step(m, e.prompt, e.nprompt, 0, &d)) fail_msg("smollm2: %s", d.msg);
   double err = logits_error(m->logits, want, V);
   if (!(err <= LOGIT_TOL)) fail_msg("smollm2: logits error %.3g", err);
+  /* and against transformers itself (scripts/smollm2_transformers_check.py, run on the GGUF) */
+  f = fopen(FIXTURES "/smollm2/logits_last_transformers.f32", "rb");
+  assert_non_null(f);
+  assert_int_equal((int)fread(want_f, sizeof(float), (size_t)V, f), V);
+  fclose(f);
+  for (int i = 0; i < V; i++) want[i] = want_f[i];
+  err = logits_error(m->logits, want, V);
+  if (!(err <= LOGIT_TOL)) fail_msg("smollm2: logits error vs transformers %.3g", err);
+  Expected tf;
+  load_expected(FIXTURES "/smollm2/transformers.json", &tf);
+  assert_int_equal(tf.ngreedy, e.ngreedy);
+  for (int i = 0; i < tf.ngreedy; i++) assert_int_equal(tf.greedy[i], e.greedy[i]);
+  json_decref(tf.root);
   greedy_matches(m, &e, "smollm2");
   /* the tokenizer gives the fixture's ids for the fixture's text */
   int32_t *ids = NULL;

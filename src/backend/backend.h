@@ -8,6 +8,7 @@
 
 typedef struct Backend Backend;
 typedef struct BackendModule BackendModule;
+typedef struct BackendGraph BackendGraph;
 
 typedef struct BackendOps {
   const char *name;
@@ -23,6 +24,17 @@ typedef struct BackendOps {
                 const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d);
   int (*sync)(Backend *b, Diag *d);
   void (*destroy)(Backend *b);
+  /* Optional (NULL where a backend has none): a recorded sequence of launches replayed with one call,
+   * as CUDA graphs do. graph_add appends a kernel that runs after the previous one (same arguments as
+   * launch); graph_update changes node i's arguments and grid in the instantiated graph. */
+  BackendGraph *(*graph_new)(Backend *b, Diag *d);
+  int (*graph_add)(Backend *b, BackendGraph *g, BackendModule *m, const char *name, void *const *bufs, int nbufs,
+                   const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d);
+  int (*graph_instantiate)(Backend *b, BackendGraph *g, Diag *d);
+  int (*graph_update)(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs, const int64_t *syms,
+                      int nsyms, int64_t grid, Diag *d);
+  int (*graph_launch)(Backend *b, BackendGraph *g, Diag *d);
+  void (*graph_free)(Backend *b, BackendGraph *g);
 } BackendOps;
 
 struct Backend {

@@ -327,6 +327,127 @@ static int cuda_launch(Backend *b, BackendModule *bm, const char *name, void *co
                "cuLaunchKernel", name);
 }
 
+/* ---- graphs: a decode step as one CUDA graph, updated in place between steps ---- */
+
+struct BackendGraph {
+  CUgraph graph;
+  CUgraphExec exec;
+  CUgraphNode *nodes;
+  CUfunction *fns;
+  int *blocks;
+  char (*names)[64];
+  int n, cap;
+};
+
+/* Kernel-node parameters: cuGraphAddKernelNode / SetParams copy the values the pointers point to. */
+static int node_params(CudaImpl *c, CudaKernelNodeParams *kp, CUfunction fn, void *const *bufs, int nbufs,
+                       const int64_t *syms, int nsyms, int64_t grid, int block, CUdeviceptr *ptrs, long long *vals,
+                       void **params, const char *name, Diag *d) {
+  if (nbufs < 0 || nsyms < 0 || nbufs + nsyms > CUDA_MAX_ARGS || grid < 1 || grid > 0x7fffffff || block < 1 ||
+      block > c->max_threads) {
+    diag_error(d, 0, 0, "cuGraphAddKernelNode(%s): %d arguments, grid %" PRId64 ", block %d out of range", name,
+               nbufs + nsyms, grid, block);
+    return 0;
+  }
+  for (int i = 0; i < nbufs; i++) {
+    ptrs[i] = dptr(bufs[i]);
+    params[i] = &ptrs[i];
+  }
+  for (int j = 0; j < nsyms; j++) {
+    vals[j] = (long long)syms[j];
+    params[nbufs + j] = &vals[j];
+  }
+  params[nbufs + nsyms] = NULL;
+  *kp = (CudaKernelNodeParams){fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, params, NULL};
+  return 1;
+}
+
+static BackendGraph *cuda_graph_new(Backend *b, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (!c->drv.cuGraphCreate) {
+    diag_error(d, 0, 0, "cuda: this driver has no graph API");
+    return NULL;
+  }
+  BackendGraph *g = calloc(1, sizeof *g);
+  if (!g) abort();
+  if (!make_current(c, d) || !check(c, d, c->drv.cuGraphCreate(&g->graph, 0), "cuGraphCreate", NULL)) {
+    free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const char *name, void *const *bufs,
+                          int nbufs, const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  CUfunction fn;
+  if (!lookup_kernel(c, (CudaModule *)bm, name, &fn, d)) return 0;
+  if (g->n == g->cap) {
+    g->cap = g->cap ? g->cap * 2 : 256;
+    g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
+    g->fns = realloc(g->fns, sizeof *g->fns * (size_t)g->cap);
+    g->blocks = realloc(g->blocks, sizeof *g->blocks * (size_t)g->cap);
+    g->names = realloc(g->names, sizeof *g->names * (size_t)g->cap);
+    if (!g->nodes || !g->fns || !g->blocks || !g->names) abort();
+  }
+  CUdeviceptr ptrs[CUDA_MAX_ARGS];
+  long long vals[CUDA_MAX_ARGS];
+  void *params[CUDA_MAX_ARGS + 1];
+  CudaKernelNodeParams kp;
+  if (!node_params(c, &kp, fn, bufs, nbufs, syms, nsyms, grid, block, ptrs, vals, params, name, d)) return 0;
+  const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL; /* each kernel after the previous one */
+  if (!check(c, d, c->drv.cuGraphAddKernelNode(&g->nodes[g->n], g->graph, dep, g->n ? 1 : 0, &kp),
+             "cuGraphAddKernelNode", name))
+    return 0;
+  g->fns[g->n] = fn;
+  g->blocks[g->n] = block;
+  snprintf(g->names[g->n], sizeof g->names[0], "%s", name);
+  g->n++;
+  return 1;
+}
+
+static int cuda_graph_instantiate(Backend *b, BackendGraph *g, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  return check(c, d, c->drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), "cuGraphInstantiateWithFlags",
+               NULL);
+}
+
+static int cuda_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs,
+                             const int64_t *syms, int nsyms, int64_t grid, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (node < 0 || node >= g->n || !g->exec) {
+    diag_error(d, 0, 0, "cuda: graph node %d does not exist", node);
+    return 0;
+  }
+  CUdeviceptr ptrs[CUDA_MAX_ARGS];
+  long long vals[CUDA_MAX_ARGS];
+  void *params[CUDA_MAX_ARGS + 1];
+  CudaKernelNodeParams kp;
+  if (!node_params(c, &kp, g->fns[node], bufs, nbufs, syms, nsyms, grid, g->blocks[node], ptrs, vals, params,
+                   g->names[node], d))
+    return 0;
+  return check(c, d, c->drv.cuGraphExecKernelNodeSetParams(g->exec, g->nodes[node], &kp),
+               "cuGraphExecKernelNodeSetParams", g->names[node]);
+}
+
+static int cuda_graph_launch(Backend *b, BackendGraph *g, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  snprintf(c->last_kernel, sizeof c->last_kernel, "graph of %d kernels", g->n);
+  return make_current(c, d) && check(c, d, c->drv.cuGraphLaunch(g->exec, NULL), "cuGraphLaunch", NULL);
+}
+
+static void cuda_graph_free(Backend *b, BackendGraph *g) {
+  if (!g) return;
+  CudaImpl *c = impl_of(b);
+  if (g->exec) c->drv.cuGraphExecDestroy(g->exec);
+  if (g->graph) c->drv.cuGraphDestroy(g->graph);
+  free(g->nodes);
+  free(g->fns);
+  free(g->blocks);
+  free(g->names);
+  free(g);
+}
+
 /* ---- lifetime ---- */
 
 static void impl_release(CudaImpl *c) {
@@ -355,6 +476,12 @@ static const BackendOps cuda_ops = {
     .launch = cuda_launch,
     .sync = cuda_sync,
     .destroy = cuda_destroy,
+    .graph_new = cuda_graph_new,
+    .graph_add = cuda_graph_add,
+    .graph_instantiate = cuda_graph_instantiate,
+    .graph_update = cuda_graph_update,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
 };
 
 /* Picks the device ($LATHE_CUDA_DEVICE, else 0) and reads what compiles and launches need. */

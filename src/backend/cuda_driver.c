@@ -40,6 +40,17 @@ static const DriverSym driver_syms[] = {
     SYM(cuEventSynchronize, "cuEventSynchronize"),
     SYM(cuEventElapsedTime, "cuEventElapsedTime"),
 };
+
+/* Resolved when present; a driver without them still runs everything, without graph replay. */
+static const DriverSym optional_syms[] = {
+    SYM(cuGraphCreate, "cuGraphCreate"),
+    SYM(cuGraphAddKernelNode, "cuGraphAddKernelNode"),
+    SYM(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"),
+    SYM(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams"),
+    SYM(cuGraphLaunch, "cuGraphLaunch"),
+    SYM(cuGraphExecDestroy, "cuGraphExecDestroy"),
+    SYM(cuGraphDestroy, "cuGraphDestroy"),
+};
 #undef SYM
 
 int cuda_driver_load(CudaDriver *drv, Diag *d) {
@@ -61,6 +72,12 @@ int cuda_driver_load(CudaDriver *drv, Diag *d) {
     /* object pointer -> function pointer slot, as POSIX dlsym intends */
     memcpy((char *)drv + driver_syms[i].offset, &sym, sizeof sym);
   }
+  int have_all = 1;
+  void *opt[sizeof optional_syms / sizeof optional_syms[0]];
+  for (size_t i = 0; i < sizeof optional_syms / sizeof optional_syms[0]; i++)
+    have_all &= (opt[i] = dlsym(dl, optional_syms[i].name)) != NULL;
+  for (size_t i = 0; have_all && i < sizeof optional_syms / sizeof optional_syms[0]; i++)
+    memcpy((char *)drv + optional_syms[i].offset, &opt[i], sizeof opt[i]);
   drv->dl = dl;
   return 1;
 }

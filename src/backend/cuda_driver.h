@@ -16,6 +16,19 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraphNode_st *CUgraphNode;
+
+/* cuGraphAddKernelNode's parameters (the original, v1 layout of the exported v1 entry points). */
+typedef struct CudaKernelNodeParams {
+  CUfunction func;
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  void **kernelParams;
+  void **extra;
+} CudaKernelNodeParams;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_NO_DEVICE 100
@@ -54,6 +67,15 @@ typedef struct CudaDriver {
   CUresult (*cuEventRecord)(CUevent ev, CUstream stream);
   CUresult (*cuEventSynchronize)(CUevent ev);
   CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
+  /* CUDA graphs: optional (NULL when the driver lacks them; graphs are then not offered). */
+  CUresult (*cuGraphCreate)(CUgraph *g, unsigned flags);
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                   const CudaKernelNodeParams *p);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *exec, CUgraph g, unsigned long long flags);
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec exec, CUgraphNode node, const CudaKernelNodeParams *p);
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph g);
 } CudaDriver;
 
 #define CUDA_NO_DRIVER_MSG "no CUDA driver found (libcuda.so.1 not loadable): is an NVIDIA GPU and driver installed?"

@@ -157,6 +157,8 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->compile_ms = now_ms() - t1;
   m->in_ids = plan_input_index(m->plan, "ids");
   m->in_pos = plan_input_index(m->plan, "pos");
+  const char *graphs = getenv("LATHE_CUDA_GRAPHS");
+  if (!(graphs && !strcmp(graphs, "0"))) plan_use_graphs(m->plan, "seq", 1); /* decode steps */
   SymEnv env = {0};
   symenv_set(&env, "seq", 1);
   symenv_set(&env, "past", 0);

@@ -27,6 +27,14 @@ struct Plan {
   size_t *cap, *offset;      /* per LBuf */
   void *arena;
   size_t arena_bytes;
+  /* Graph replay: runs whose `graph_sym` equals `graph_key` (decode steps: seq = 1) replay one
+   * recorded graph; between replays only the nodes whose arguments or grid changed are updated. */
+  const char *graph_sym;
+  int64_t graph_key;
+  BackendGraph *graph;
+  void **g_args;
+  int64_t *g_syms, *g_grids;
+  int graph_failed;
   size_t *bound_bytes;
 };
 
@@ -74,6 +82,10 @@ void plan_free(Plan *p) {
   free(p->ws);
   free(p->ws_bytes);
   if (p->arena) p->b->ops->free(p->b, p->arena);
+  if (p->graph) p->b->ops->graph_free(p->b, p->graph);
+  free(p->g_args);
+  free(p->g_syms);
+  free(p->g_grids);
   free(p->first_use);
   free(p->last_use);
   free(p->cap);
@@ -120,6 +132,7 @@ typedef struct RunState {
   int64_t *syms;  /* nkernels * 16 */
   int64_t *grids; /* nkernels */
   char *borrowed; /* by LBuf index: 1 = owned by the plan (a bound input, or the workspace) */
+  int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
 static void state_free(Plan *p, RunState *s) {
@@ -216,6 +229,10 @@ static int place_temporaries(Plan *p, RunState *s, Diag *d) {
     size_t need = plan_offsets(p);
     if (need > p->arena_bytes) {
       if (p->arena) p->b->ops->free(p->b, p->arena);
+  if (p->graph) p->b->ops->graph_free(p->b, p->graph);
+  free(p->g_args);
+  free(p->g_syms);
+  free(p->g_grids);
       p->arena_bytes = 0;
       if (!(p->arena = p->b->ops->alloc(p->b, need, d))) return 0;
       p->arena_bytes = need;
@@ -281,6 +298,8 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
     s->dev[bi] = p->bound[i];
     s->borrowed[bi] = 1;
   }
+  s->graph_key = -1;
+  if (p->graph_sym && !symenv_get(env, p->graph_sym, &s->graph_key)) s->graph_key = -1;
   if (!place_temporaries(p, s, d)) goto fail;
   /* Non-bound inputs and outputs keep their own buffers across runs, grown geometrically. */
   if (!p->ws) {
@@ -345,8 +364,66 @@ static int upload_inputs(Plan *p, RunState *s, void *const *inputs, Diag *d) {
 
 static double now_ms(void);
 
+static int graph_applicable(const Plan *p, const RunState *s) {
+  if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new) return 0;
+  if (s->graph_key != p->graph_key) return 0;
+  for (int k = 0; k < p->kp->nkernels; k++)
+    if (s->grids[k] <= 0) return 0; /* an empty launch cannot be a graph node */
+  return 1;
+}
+
+static int graph_build(Plan *p, RunState *s, Diag *d) {
+  const BackendOps *o = p->b->ops;
+  int nk = p->kp->nkernels;
+  size_t nkk = (size_t)(nk ? nk : 1);
+  if (!(p->graph = o->graph_new(p->b, d))) return 0;
+  p->g_args = malloc(nkk * K_MAX_PARAMS * sizeof(void *));
+  p->g_syms = malloc(nkk * 16 * sizeof(int64_t));
+  p->g_grids = malloc(nkk * sizeof(int64_t));
+  if (!p->g_args || !p->g_syms || !p->g_grids) abort();
+  for (int k = 0; k < nk; k++) {
+    const KKernel *kk = &p->kp->kernels[k];
+    if (!o->graph_add(p->b, p->graph, p->m, kk->code_name ? kk->code_name : kk->name,
+                      &s->args[(size_t)k * K_MAX_PARAMS], kk->nparams, &s->syms[(size_t)k * 16], kk->nsyms,
+                      s->grids[k], kk->block, d))
+      return 0;
+  }
+  memcpy(p->g_args, s->args, nkk * K_MAX_PARAMS * sizeof(void *));
+  memcpy(p->g_syms, s->syms, nkk * 16 * sizeof(int64_t));
+  memcpy(p->g_grids, s->grids, nkk * sizeof(int64_t));
+  return o->graph_instantiate(p->b, p->graph, d);
+}
+
+static int graph_run(Plan *p, RunState *s, Diag *d) {
+  const BackendOps *o = p->b->ops;
+  if (!p->graph && !graph_build(p, s, d)) return 0;
+  for (int k = 0; k < p->kp->nkernels; k++) {
+    const KKernel *kk = &p->kp->kernels[k];
+    void **a = &s->args[(size_t)k * K_MAX_PARAMS];
+    int64_t *y = &s->syms[(size_t)k * 16];
+    if (s->grids[k] == p->g_grids[k] && !memcmp(a, &p->g_args[(size_t)k * K_MAX_PARAMS], sizeof(void *) * kk->nparams) &&
+        !memcmp(y, &p->g_syms[(size_t)k * 16], sizeof(int64_t) * kk->nsyms))
+      continue;
+    if (!o->graph_update(p->b, p->graph, k, a, kk->nparams, y, kk->nsyms, s->grids[k], d)) return 0;
+    memcpy(&p->g_args[(size_t)k * K_MAX_PARAMS], a, sizeof(void *) * kk->nparams);
+    memcpy(&p->g_syms[(size_t)k * 16], y, sizeof(int64_t) * kk->nsyms);
+    p->g_grids[k] = s->grids[k];
+  }
+  return o->graph_launch(p->b, p->graph, d) && o->sync(p->b, d);
+}
+
 static int launch_all(Plan *p, RunState *s, Diag *d) {
   p->runs++;
+  if (graph_applicable(p, s)) {
+    Diag gd = {0};
+    if (graph_run(p, s, &gd)) return 1;
+    /* No replay after all (an old driver, a refused update): launch one by one from now on. */
+    fprintf(stderr, "lathe: graph replay failed (%s); launching kernels one by one\n", gd.msg);
+    p->graph_failed = 1;
+    if (p->graph) p->b->ops->graph_free(p->b, p->graph);
+    p->graph = NULL;
+    if (!p->b->ops->sync(p->b, d)) return 0;
+  }
   for (int k = 0; k < p->kp->nkernels; k++) {
     const KKernel *kk = &p->kp->kernels[k];
     double t0 = p->kernel_ms ? now_ms() : 0;
@@ -497,4 +574,9 @@ size_t plan_workspace_bytes(const Plan *p) {
   size_t n = p->arena_bytes;
   for (int i = 0; p->ws && i < p->kp->loop->nbufs; i++) n += p->ws_bytes[i];
   return n;
+}
+
+void plan_use_graphs(Plan *p, const char *sym, int64_t value) {
+  p->graph_sym = sym;
+  p->graph_key = value;
 }

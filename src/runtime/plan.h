@@ -21,6 +21,10 @@ const char *plan_source(const Plan *p);
  * host is NULL): weights, and state such as KV caches that cache_write updates in place. plan_run and
  * plan_bench then ignore inputs[input]. Sizes are evaluated with env. */
 int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d);
+/* Runs whose symbol `sym` has value `value` (decode steps: seq = 1) replay one recorded graph on
+ * backends that offer it (CUDA graphs), updating only the kernels whose arguments changed; other runs
+ * and other backends launch kernel by kernel. */
+void plan_use_graphs(Plan *p, const char *sym, int64_t value);
 /* Device bytes of the workspace (temporaries and outputs kept across runs). */
 size_t plan_workspace_bytes(const Plan *p);
 /* Index of the program input named `name`, or -1. */

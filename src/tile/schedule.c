@@ -49,9 +49,12 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   int64_t work = work_per_point(k);
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
-     * work get OpenMP; symbolic sizes get it when the known part is already large. */
-    int64_t known = (points < 0 ? 1 : points) * (work < 1 ? 1 : work);
-    s.omp = known >= (points < 0 ? 4096 : 262144);
+     * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. */
+    int64_t known = 1;
+    for (int i = 0; i < k->npar; i++)
+      if (k->par[i].extent->op == X_CONST) known *= k->par[i].extent->ival;
+    known *= work < 1 ? 1 : work;
+    s.omp = known >= 262144;
     s.block_threads = 1;
     return s;
   }

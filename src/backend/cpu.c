@@ -372,6 +372,84 @@ static int cpu_launch(Backend *b, BackendModule *bm, const char *name, void *con
   return 1;
 }
 
+/* Graphs on the CPU: a recorded list of calls replayed in order. It saves nothing here, but it runs
+ * the plan's graph path (build, update in place, replay) in every CPU test. */
+#define CPU_GRAPH_ARGS 48
+typedef struct CpuNode {
+  CpuKernelFn fn;
+  void *bufs[CPU_GRAPH_ARGS];
+  int64_t syms[16];
+} CpuNode;
+
+struct BackendGraph {
+  CpuNode *nodes;
+  int n, cap, ready;
+};
+
+static BackendGraph *cpu_graph_new(Backend *b, Diag *d) {
+  BackendGraph *g = calloc(1, sizeof *g);
+  if (!g) abort();
+  return g;
+}
+
+static int set_node(CpuNode *n, void *const *bufs, int nbufs, const int64_t *syms, int nsyms, Diag *d) {
+  if (nbufs < 0 || nbufs > CPU_GRAPH_ARGS || nsyms < 0 || nsyms > 16) {
+    diag_error(d, 0, 0, "cpu graph: %d buffers and %d symbols exceed the limits", nbufs, nsyms);
+    return 0;
+  }
+  memcpy(n->bufs, bufs, sizeof(void *) * (size_t)nbufs);
+  memset(n->syms, 0, sizeof n->syms);
+  memcpy(n->syms, syms, sizeof(int64_t) * (size_t)nsyms);
+  return 1;
+}
+
+static int cpu_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const char *name, void *const *bufs,
+                         int nbufs, const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
+  CpuKernelFn fn = bm ? lookup_kernel((CpuModule *)bm, name) : NULL;
+  if (!fn) {
+    diag_error(d, 0, 0, "kernel '%s' not found in module", name ? name : "?");
+    return 0;
+  }
+  if (g->n == g->cap) {
+    g->cap = g->cap ? 2 * g->cap : 64;
+    g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
+    if (!g->nodes) abort();
+  }
+  g->nodes[g->n].fn = fn;
+  if (!set_node(&g->nodes[g->n], bufs, nbufs, syms, nsyms, d)) return 0;
+  g->n++;
+  return 1;
+}
+
+static int cpu_graph_instantiate(Backend *b, BackendGraph *g, Diag *d) {
+  g->ready = 1;
+  return 1;
+}
+
+static int cpu_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs,
+                            const int64_t *syms, int nsyms, int64_t grid, Diag *d) {
+  if (!g->ready || node < 0 || node >= g->n) {
+    diag_error(d, 0, 0, "cpu graph: node %d does not exist", node);
+    return 0;
+  }
+  return set_node(&g->nodes[node], bufs, nbufs, syms, nsyms, d);
+}
+
+static int cpu_graph_launch(Backend *b, BackendGraph *g, Diag *d) {
+  if (!g->ready) {
+    diag_error(d, 0, 0, "cpu graph: launched before it was instantiated");
+    return 0;
+  }
+  for (int i = 0; i < g->n; i++) g->nodes[i].fn(g->nodes[i].bufs, g->nodes[i].syms);
+  return 1;
+}
+
+static void cpu_graph_free(Backend *b, BackendGraph *g) {
+  if (!g) return;
+  free(g->nodes);
+  free(g);
+}
+
 static void cpu_destroy(Backend *b) {
   if (!b) return;
   free(b->impl);
@@ -389,6 +467,12 @@ static const BackendOps cpu_ops = {
     .launch = cpu_launch,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
+    .graph_new = cpu_graph_new,
+    .graph_add = cpu_graph_add,
+    .graph_instantiate = cpu_graph_instantiate,
+    .graph_update = cpu_graph_update,
+    .graph_launch = cpu_graph_launch,
+    .graph_free = cpu_graph_free,
 };
 
 Backend *backend_cpu_new(Diag *d) {

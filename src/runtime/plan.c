@@ -229,10 +229,6 @@ static int place_temporaries(Plan *p, RunState *s, Diag *d) {
     size_t need = plan_offsets(p);
     if (need > p->arena_bytes) {
       if (p->arena) p->b->ops->free(p->b, p->arena);
-  if (p->graph) p->b->ops->graph_free(p->b, p->graph);
-  free(p->g_args);
-  free(p->g_syms);
-  free(p->g_grids);
       p->arena_bytes = 0;
       if (!(p->arena = p->b->ops->alloc(p->b, need, d))) return 0;
       p->arena_bytes = need;

@@ -46,7 +46,7 @@ build/asan/%.o: src/%.c | $(DEPS_STAMP)
 build/asan/lathe: $(SAN_OBJ) $(SAN_CLI)
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
 
-build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h
+build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h tests/kernel_testutil.h tests/model_testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Isrc -o $@ $< $(SAN_OBJ) -lcmocka $(LDLIBS)
 

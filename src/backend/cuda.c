@@ -287,6 +287,21 @@ static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunctio
   return 1;
 }
 
+/* Kernel arguments as the driver takes them: a pointer to each value, in parameter order (buffers,
+ * then symbols as long long), NULL-terminated. The values live in ptrs/vals. */
+static void pack_args(void *const *bufs, int nbufs, const int64_t *syms, int nsyms, CUdeviceptr *ptrs,
+                      long long *vals, void **params) {
+  for (int i = 0; i < nbufs; i++) {
+    ptrs[i] = dptr(bufs[i]);
+    params[i] = &ptrs[i];
+  }
+  for (int j = 0; j < nsyms; j++) {
+    vals[j] = (long long)syms[j];
+    params[nbufs + j] = &vals[j];
+  }
+  params[nbufs + nsyms] = NULL;
+}
+
 static int cuda_launch(Backend *b, BackendModule *bm, const char *name, void *const *bufs, int nbufs,
                        const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
   CudaImpl *c = impl_of(b);
@@ -309,19 +324,10 @@ static int cuda_launch(Backend *b, BackendModule *bm, const char *name, void *co
   CUfunction fn;
   if (!lookup_kernel(c, m, name, &fn, d)) return 0;
   if (grid == 0) return 1; /* an empty extent (a symbol of 0): nothing to run */
-  /* cuLaunchKernel takes a pointer to each argument's value, in parameter order. */
   CUdeviceptr ptrs[CUDA_MAX_ARGS];
   long long vals[CUDA_MAX_ARGS];
   void *params[CUDA_MAX_ARGS + 1];
-  for (int i = 0; i < nbufs; i++) {
-    ptrs[i] = dptr(bufs[i]);
-    params[i] = &ptrs[i];
-  }
-  for (int j = 0; j < nsyms; j++) {
-    vals[j] = (long long)syms[j];
-    params[nbufs + j] = &vals[j];
-  }
-  params[nbufs + nsyms] = NULL;
+  pack_args(bufs, nbufs, syms, nsyms, ptrs, vals, params);
   snprintf(c->last_kernel, sizeof c->last_kernel, "%s", name);
   return check(c, d, c->drv.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, NULL, params, NULL),
                "cuLaunchKernel", name);
@@ -349,15 +355,7 @@ static int node_params(CudaImpl *c, CudaKernelNodeParams *kp, CUfunction fn, voi
                nbufs + nsyms, grid, block);
     return 0;
   }
-  for (int i = 0; i < nbufs; i++) {
-    ptrs[i] = dptr(bufs[i]);
-    params[i] = &ptrs[i];
-  }
-  for (int j = 0; j < nsyms; j++) {
-    vals[j] = (long long)syms[j];
-    params[nbufs + j] = &vals[j];
-  }
-  params[nbufs + nsyms] = NULL;
+  pack_args(bufs, nbufs, syms, nsyms, ptrs, vals, params);
   *kp = (CudaKernelNodeParams){fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, params, NULL};
   return 1;
 }

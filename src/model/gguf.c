@@ -1,16 +1,12 @@
 /* GGUF reader. Every count, length and offset read from the file is checked against the bytes that
  * remain before anything is allocated, so a corrupt header fails fast with one diag. */
 #include "gguf.h"
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "../base/arena.h"
+#include "../base/mapfile.h"
 
 #define GGUF_MAX_DIMS 4
 #define ULL(x) ((unsigned long long)(x))
@@ -32,7 +28,7 @@ struct GgufFile {
   const char *name; /* for diags */
   const uint8_t *base;
   size_t size;
-  int mapped;
+  MappedFile map; /* zeroed when the bytes came from open_memory */
   Arena *arena;
   GgufKV *kv;
   size_t n_kv;
@@ -408,70 +404,39 @@ static int parse(GgufFile *f, Diag *d) {
   return ok;
 }
 
-static GgufFile *new_file(const char *name) {
+/* Takes ownership of bytes (unmapped by gguf_close, or here on failure). */
+static GgufFile *open_image(MappedFile bytes, const char *name, Diag *d) {
   GgufFile *f = calloc(1, sizeof *f);
-  if (!f) return NULL;
+  if (!f) {
+    mapfile_close(&bytes);
+    diag_error(d, 0, 0, "out of memory");
+    return NULL;
+  }
   f->arena = arena_new();
   f->name = arena_strdup(f->arena, name ? name : "<memory>");
+  f->map = bytes;
+  f->base = bytes.data;
+  f->size = bytes.size;
+  if (!parse(f, d)) {
+    gguf_close(f);
+    return NULL;
+  }
   return f;
 }
 
 GgufFile *gguf_open_memory(const void *data, size_t size, const char *name, Diag *d) {
-  GgufFile *f = new_file(name);
-  if (!f) {
-    diag_error(d, 0, 0, "out of memory");
-    return NULL;
-  }
-  f->base = data;
-  f->size = data ? size : 0;
-  if (!parse(f, d)) {
-    gguf_close(f);
-    return NULL;
-  }
-  return f;
+  return open_image((MappedFile){data, data ? size : 0, 0}, name, d);
 }
 
 GgufFile *gguf_open(const char *path, Diag *d) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    diag_error(d, 0, 0, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    diag_error(d, 0, 0, "%s: not a regular file", path);
-    close(fd);
-    return NULL;
-  }
-  GgufFile *f = new_file(path);
-  if (!f) {
-    close(fd);
-    diag_error(d, 0, 0, "out of memory");
-    return NULL;
-  }
-  f->size = (size_t)st.st_size;
-  if (f->size > 0) {
-    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      diag_error(d, 0, 0, "%s: cannot map the file: %s", path, strerror(errno));
-      close(fd);
-      gguf_close(f);
-      return NULL;
-    }
-    f->base = m;
-    f->mapped = 1;
-  }
-  close(fd);
-  if (!parse(f, d)) {
-    gguf_close(f);
-    return NULL;
-  }
-  return f;
+  MappedFile map;
+  if (!mapfile_open(path, &map, d)) return NULL;
+  return open_image(map, path, d);
 }
 
 void gguf_close(GgufFile *f) {
   if (!f) return;
-  if (f->mapped) munmap((void *)f->base, f->size);
+  mapfile_close(&f->map);
   arena_free(f->arena);
   free(f);
 }

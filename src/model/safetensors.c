@@ -1,15 +1,11 @@
 /* Safetensors reader. The JSON header is parsed with jansson and copied into an arena; the JSON tree
  * is freed before open returns. */
 #include "safetensors.h"
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "../base/arena.h"
+#include "../base/mapfile.h"
 
 /* The format's own limit on the header size; also keeps a corrupt length from driving a huge parse. */
 #define ST_MAX_HEADER (100u << 20)
@@ -18,7 +14,7 @@ struct StFile {
   const char *name;
   const unsigned char *base;
   size_t size;
-  int mapped;
+  MappedFile map; /* zeroed when the bytes came from open_memory */
   Arena *arena;
   StTensor *tensors;
   int n_tensors;
@@ -149,70 +145,39 @@ static int parse(StFile *f, Diag *d) {
   return ok;
 }
 
-static StFile *new_file(const char *name) {
+/* Takes ownership of bytes (unmapped by st_close, or here on failure). */
+static StFile *open_image(MappedFile bytes, const char *name, Diag *d) {
   StFile *f = calloc(1, sizeof *f);
-  if (!f) return NULL;
+  if (!f) {
+    mapfile_close(&bytes);
+    diag_error(d, 0, 0, "out of memory");
+    return NULL;
+  }
   f->arena = arena_new();
   f->name = arena_strdup(f->arena, name ? name : "<memory>");
+  f->map = bytes;
+  f->base = bytes.data;
+  f->size = bytes.size;
+  if (!parse(f, d)) {
+    st_close(f);
+    return NULL;
+  }
   return f;
 }
 
 StFile *st_open_memory(const void *data, size_t size, const char *name, Diag *d) {
-  StFile *f = new_file(name);
-  if (!f) {
-    diag_error(d, 0, 0, "out of memory");
-    return NULL;
-  }
-  f->base = data;
-  f->size = data ? size : 0;
-  if (!parse(f, d)) {
-    st_close(f);
-    return NULL;
-  }
-  return f;
+  return open_image((MappedFile){data, data ? size : 0, 0}, name, d);
 }
 
 StFile *st_open(const char *path, Diag *d) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    diag_error(d, 0, 0, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    diag_error(d, 0, 0, "%s: not a regular file", path);
-    close(fd);
-    return NULL;
-  }
-  StFile *f = new_file(path);
-  if (!f) {
-    close(fd);
-    diag_error(d, 0, 0, "out of memory");
-    return NULL;
-  }
-  f->size = (size_t)st.st_size;
-  if (f->size > 0) {
-    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      diag_error(d, 0, 0, "%s: cannot map the file: %s", path, strerror(errno));
-      close(fd);
-      st_close(f);
-      return NULL;
-    }
-    f->base = m;
-    f->mapped = 1;
-  }
-  close(fd);
-  if (!parse(f, d)) {
-    st_close(f);
-    return NULL;
-  }
-  return f;
+  MappedFile map;
+  if (!mapfile_open(path, &map, d)) return NULL;
+  return open_image(map, path, d);
 }
 
 void st_close(StFile *f) {
   if (!f) return;
-  if (f->mapped) munmap((void *)f->base, f->size);
+  mapfile_close(&f->map);
   arena_free(f->arena);
   free(f);
 }

@@ -14,23 +14,9 @@ void ref_tensor_free(RefTensor *t) {
   t->numel = 0;
 }
 
-/* Own table (not gop_name) so the oracle depends on nothing but the graph header. */
-static const char *const op_names[G_OP_COUNT] = {
-    [G_INPUT] = "input",       [G_CONST] = "const",     [G_NEG] = "neg",           [G_EXP] = "exp",
-    [G_LOG] = "log",           [G_SQRT] = "sqrt",       [G_RSQRT] = "rsqrt",       [G_TANH] = "tanh",
-    [G_SIGMOID] = "sigmoid",   [G_SILU] = "silu",       [G_GELU] = "gelu",         [G_RELU] = "relu",
-    [G_ABS] = "abs",           [G_ADD] = "add",         [G_SUB] = "sub",           [G_MUL] = "mul",
-    [G_DIV] = "div",           [G_POW] = "pow",         [G_MAXIMUM] = "maximum",   [G_MINIMUM] = "minimum",
-    [G_SUM] = "sum",           [G_MEAN] = "mean",       [G_MAX] = "max",           [G_MIN] = "min",
-    [G_SOFTMAX] = "softmax",   [G_RMS_NORM] = "rms_norm", [G_LAYER_NORM] = "layer_norm",
-    [G_MATMUL] = "matmul",     [G_LINEAR] = "linear",   [G_EMBEDDING] = "embedding", [G_ROPE] = "rope",
-    [G_ATTENTION] = "attention", [G_RESHAPE] = "reshape", [G_PERMUTE] = "permute", [G_SLICE] = "slice",
-    [G_CONCAT] = "concat",     [G_CAST] = "cast",       [G_CACHE_WRITE] = "cache_write",
-};
-
-const char *ref_op_name(GOp op) {
-  return (unsigned)op < G_OP_COUNT && op_names[op] ? op_names[op] : "?";
-}
+/* Op names for messages: the graph's own spelling (the oracle's independence is in how it computes,
+ * not in how it names ops). */
+const char *ref_op_name(GOp op) { return gop_name(op); }
 
 int ref_fail(const RefOp *op, const char *fmt, ...) {
   char msg[512];

@@ -20,7 +20,7 @@ static int num(const char *opt, const char *s, double lo, double hi, double *out
 
 int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
   memset(a, 0, sizeof *a);
-  a->target = "cpu";
+  a->target = "auto"; /* cuda when a GPU is present, else cpu */
   a->gen.max_tokens = 128;
   a->gen.prefill_chunk = 128;
   a->gen.sampling = (SamplerOptions){.temperature = 0.7, .top_k = 40, .top_p = 0.9, .seed = 0};

@@ -11,7 +11,7 @@ static void usage(FILE *f) {
         "commands:\n"
         "  generate [MODEL] (--prompt TEXT | --prompt-tokens 1,2,3) [--max-tokens N] [--temperature T]\n"
         "      [--top-p P] [--top-k K] [--seed N] [--greedy] [--stop STR] [--chat] [--system TEXT]\n"
-        "      [--json] [--ctx N] [--target cpu|cuda|auto] [--quiet]\n"
+        "      [--json] [--ctx N] [--target auto|cuda|cpu (default auto)] [--quiet]\n"
         "      complete a prompt (streamed); MODEL is a Hugging Face directory or a .gguf file,\n"
         "      default: the model `make model` installs ($LATHE_MODEL overrides)\n"
         "  chat [MODEL] [--system TEXT] [sampling options as for generate]\n"

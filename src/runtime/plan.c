@@ -180,9 +180,21 @@ static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
 /* First-fit by decreasing size: each temporary goes at the lowest offset that does not overlap a
  * temporary already placed whose lifetime intersects its own. */
+typedef struct Span {
+  size_t lo, hi;
+} Span;
+
+static int by_lo(const void *x, const void *y) {
+  const Span *a = x, *b = y;
+  return (a->lo > b->lo) - (a->lo < b->lo);
+}
+
 static size_t plan_offsets(Plan *p) {
   const LProgram *lp = p->kp->loop;
-  int n = 0, *order = malloc(sizeof(int) * (size_t)(lp->nbufs ? lp->nbufs : 1));
+  size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
+  int n = 0, *order = malloc(sizeof(int) * nb);
+  Span *busy = malloc(sizeof(Span) * nb);
+  if (!order || !busy) abort();
   for (int i = 0; i < lp->nbufs; i++)
     if (lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && p->cap[i]) order[n++] = i;
   for (int i = 1; i < n; i++) /* insertion sort by capacity, descending (n is a few hundred) */
@@ -193,23 +205,24 @@ static size_t plan_offsets(Plan *p) {
     }
   size_t total = 0;
   for (int i = 0; i < n; i++) {
-    int b = order[i];
+    int b = order[i], nbusy = 0;
+    /* the address ranges of placed temporaries alive at the same time, in address order */
+    for (int j = 0; j < i; j++) {
+      int o = order[j];
+      if (p->last_use[o] < p->first_use[b] || p->last_use[b] < p->first_use[o]) continue;
+      busy[nbusy++] = (Span){p->offset[o], p->offset[o] + p->cap[o]};
+    }
+    qsort(busy, (size_t)nbusy, sizeof *busy, by_lo);
     size_t off = 0;
-    for (int moved = 1; moved;) {
-      moved = 0;
-      for (int j = 0; j < i; j++) {
-        int o = order[j];
-        if (p->last_use[o] < p->first_use[b] || p->last_use[b] < p->first_use[o]) continue;
-        if (off < p->offset[o] + p->cap[o] && p->offset[o] < off + p->cap[b]) {
-          off = align_up(p->offset[o] + p->cap[o]);
-          moved = 1;
-        }
-      }
+    for (int j = 0; j < nbusy; j++) {
+      if (off + p->cap[b] <= busy[j].lo) break; /* fits in the gap before this range */
+      if (busy[j].hi > off) off = align_up(busy[j].hi);
     }
     p->offset[b] = off;
     if (off + p->cap[b] > total) total = off + p->cap[b];
   }
   free(order);
+  free(busy);
   return total;
 }
 

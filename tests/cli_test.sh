@@ -206,3 +206,16 @@ expect_error err_temperature "--temperature expects a number.*'abc'" -- generate
 expect_error err_top_p "--top-p expects a number in \[0, 1\].*'2'" -- generate "$FIX/llama" --prompt-tokens $PT --top-p 2
 expect_error err_max_tokens "--max-tokens" -- generate "$FIX/llama" --prompt-tokens $PT --max-tokens -3
 expect_error err_gen_option "unknown or incomplete option '--frob'" -- generate "$FIX/llama" --prompt-tokens $PT --frob
+
+# lathe bench: on the CPU with a fixture model and with a built-in config, and its errors.
+if out=$("$LATHE" bench tests/fixtures/models/llama --target cpu --dtype f32 --prompt-len 4 --gen-len 4 --prefill-len 8 --json 2>"$tmp/err") &&
+   echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode_tok_s"] > 0 and d["prefill_ms"] > 0 and d["weights_dtype"] == "f32" and d["kernels"] > 10, d' 2>/dev/null &&
+   ! grep -q -E 'Sanitizer|runtime error' "$tmp/err"; then
+  pass bench_fixture_json
+else
+  fail bench_fixture_json "$(echo "$out" | head -c 300) $(head -3 "$tmp/err")"
+fi
+expect bench_text 0 'decode after 4: 4 tokens' -- bench tests/fixtures/models/qwen3 --target cpu --prompt-len 4 --gen-len 4 --prefill-len 8
+expect_error bench_unknown_config "unknown --config 'gpt5'" -- bench --config gpt5 --random-weights --target cpu
+expect_error bench_config_needs_random "add --random-weights" -- bench --config qwen3-0.6b --target cpu
+expect_error bench_both "not both" -- bench tests/fixtures/models/llama --config qwen3-0.6b --random-weights

@@ -21,6 +21,7 @@ typedef struct Model {
   float *logits;        /* vocab floats, the last step's output */
   double compile_ms, load_ms;
   size_t weight_bytes, cache_bytes;
+  DType weight_dtype; /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
 } Model;
 
 typedef struct ModelLoadOptions {

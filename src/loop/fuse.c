@@ -256,6 +256,29 @@ static void find_transcendental(void *ctx, const Expr *e) {
   }
 }
 
+/* Variables an index expression distinguishes: a variable seen only inside `x // c` (c > 1) does not
+ * count, since the points that differ in x % c share the value (an attention head `i // 64`). */
+static uint64_t strong_vars(const Expr *e) {
+  if (e->op == X_VAR) return e->varmask;
+  if (e->op == X_IDIV && e->a[1]->op == X_CONST && e->a[1]->ival > 1) return 0;
+  uint64_t m = 0;
+  for (int i = 0; i < e->n; i++)
+    if (e->a[i]->varmask) m |= strong_vars(e->a[i]);
+  return m;
+}
+
+static void load_strong_vars(void *ctx, const Expr *e) {
+  if (e->op != X_LOAD) return;
+  for (int d = 0; d < e->n; d++) *(uint64_t *)ctx |= strong_vars(e->a[d]);
+}
+
+/* The variables a value's loads distinguish: the points it is not recomputed for. */
+static uint64_t value_strong_vars(const Expr *e) {
+  uint64_t m = 0;
+  ex_visit(e, load_strong_vars, &m);
+  return m;
+}
+
 static int has_transcendental(const Expr *e) {
   int found = 0;
   ex_visit(e, find_transcendental, &found);
@@ -290,10 +313,15 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
   if (!v) {
     /* Nested reductions: realize the outermost computed value inside the enclosing reduction's body
      * rather than the inner reduction, so the inner one still fuses (as a phase) into that value's
-     * kernel. Views are passed over: storing a broadcasting view would multiply its size. */
+     * kernel. A view that only rearranges (as many elements as its source, no padding) may be stored
+     * too: the inner kernel then writes straight into the layout its consumer reads contiguously (the
+     * attention output in [batch, seq, heads*dim] order for the o-projection). Broadcasting views are
+     * passed over: storing one would multiply its size. */
     const TNode *n = &b->t->nodes[node];
-    if (b->nest_conflict && b->in_phase && (n->kind == T_MAP || n->kind == T_GATHER) && b->node_buf[node] < 0 &&
-        !b->override_locked) {
+    int rearranging_view = n->kind == T_VIEW && !n->valid &&
+                           shape_numel(b->pool, &n->shape) == shape_numel(b->pool, &b->t->nodes[n->src[0]].shape);
+    if (b->nest_conflict && b->in_phase && (n->kind == T_MAP || n->kind == T_GATHER || rearranging_view) &&
+        b->node_buf[node] < 0 && !b->override_locked) {
       b->want_realize = node;
       b->override_locked = b->consumers[node] > 1; /* a shared value: realize it, not a private user of it */
     }
@@ -305,7 +333,7 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
   if (b->in_phase && !b->pol->inline_costly_prologue && b->node_buf[node] < 0 && b->t->nodes[node].kind == T_MAP &&
       b->ncostly < MAX_COSTLY && has_transcendental(v)) {
     b->costly[b->ncostly].node = node;
-    b->costly[b->ncostly++].vars = v->varmask;
+    b->costly[b->ncostly++].vars = value_strong_vars(v);
   }
   /* A node whose value carries a reduction, or reads several buffers, and that a second kernel also
    * inlines gets its own buffer: the reduction is not computed twice, and a chain such as a residual
@@ -385,7 +413,7 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
   for (int i = 0; i < k->nphase; i++) {
     uint64_t dep = 0;
     for (int d = 0; d < LT_MAX_RANK; d++)
-      if (b->keys[i].idx[d]) dep |= b->keys[i].idx[d]->varmask;
+      if (b->keys[i].idx[d]) dep |= strong_vars(b->keys[i].idx[d]);
     for (int j = 0; j < k->npar; j++) {
       if (dep & (1ULL << k->par[j].var) || is_const_one(k->par[j].extent)) continue;
       k->phases[i].recompute = 1;

@@ -57,7 +57,8 @@ typedef struct Builder {
   int ncostly;
   int shared_candidate; /* outermost multi-input node shared by two kernels, to get a buffer, or -1 */
   int shared_acc;       /* outermost such node that has several consumers in the graph, or -1 */
-  int *consumers;       /* per tensor node: number of consumers (outputs count as one) */
+  int *consumers;       /* per tensor node: distinct computing consumers, looking through views
+                           (program outputs count as one) */
   int override_locked;  /* the nest-conflict realization settled on a node with several consumers */
   int nest_conflict;    /* the pending realization is a reduction read inside another reduction's loop */
   PhaseKey keys[L_MAX_PHASES];
@@ -355,6 +356,25 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
 
 static int is_const_one(const Expr *e) { return ex_is_int_const(e, 1); }
 
+/* For each node, how many different non-view nodes read it, directly or through views: rope reads q
+ * both directly and through a rotated view, which is one consumer, not two. */
+static int *count_consumers(const TProgram *t) {
+  int *count = calloc((size_t)t->n + 1, sizeof(int)), *last = malloc(sizeof(int) * ((size_t)t->n + 1));
+  if (!count || !last) abort();
+  for (int i = 0; i < t->n; i++) last[i] = -1;
+  for (int c = 0; c < t->n; c++) {
+    if (t->nodes[c].kind == T_VIEW) continue;
+    for (int s = 0; s < t->nodes[c].nsrc; s++)
+      for (int n = t->nodes[c].src[s];; n = t->nodes[n].src[0]) {
+        if (last[n] != c) last[n] = c, count[n]++;
+        if (t->nodes[n].kind != T_VIEW) break;
+      }
+  }
+  for (int i = 0; i < t->noutputs; i++) count[t->outputs[i]]++;
+  free(last);
+  return count;
+}
+
 /* Builds the kernel computing `root` into buffer `out_buf`. Returns 1 on success, 0 if a node must
  * be realized first (b->want_realize) or on error (b->fail). */
 static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBuf *out, int copy_from) {
@@ -563,10 +583,7 @@ LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) 
   b.realized = calloc((size_t)t->n + 1, 1);
   b.node_buf = calloc((size_t)t->n + 1, sizeof(int));
   b.expanded_by = calloc((size_t)t->n + 1, sizeof(int));
-  b.consumers = calloc((size_t)t->n + 1, sizeof(int));
-  for (int i = 0; i < t->n; i++)
-    for (int s = 0; s < t->nodes[i].nsrc; s++) b.consumers[t->nodes[i].src[s]]++;
-  for (int i = 0; i < t->noutputs; i++) b.consumers[t->outputs[i]]++;
+  b.consumers = count_consumers(t);
   /* In-place updates are legal only when nothing else reads the old state. */
   for (int i = 0; i < t->n; i++) {
     const TNode *n = &t->nodes[i];

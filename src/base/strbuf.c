@@ -43,6 +43,11 @@ void sb_indent(StrBuf *b, int level) {
   for (int i = 0; i < level; i++) sb_puts(b, "  ");
 }
 
+void sb_clear(StrBuf *b) {
+  b->len = 0;
+  if (b->data) b->data[0] = 0;
+}
+
 const char *sb_str(StrBuf *b) { return b->data ? b->data : ""; }
 
 void sb_free(StrBuf *b) {

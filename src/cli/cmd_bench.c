@@ -1,12 +1,12 @@
 /* lathe bench: prefill time, decode tokens/s, % of the memory-bandwidth floor, cold and warm compile
  * time and device memory, for a model file or a built-in configuration with random weights. */
 #include <dirent.h>
+#include "../base/clock.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "../backend/backend.h"
 #include "../generate/model.h"
@@ -20,11 +20,6 @@ typedef struct BenchArgs {
   double bandwidth_gbs;
 } BenchArgs;
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 static int int_arg(const char *opt, const char *s, int lo, int hi, int *out) {
   char *end;

@@ -1,4 +1,5 @@
 #include "check.h"
+#include "../base/rng.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,14 +66,6 @@ static void host_set(HostTensor *t, int64_t i, double v) {
   }
 }
 
-/* splitmix64: small, seedable, and the same on every machine. */
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-static double uniform(uint64_t *s) { return (double)(next_u64(s) >> 11) / 9007199254740992.0; }
 
 typedef struct Range {
   int is_int;
@@ -122,8 +115,8 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
     ref[i].data = malloc(sizeof(double) * (size_t)(host[i].numel ? host[i].numel : 1));
     if (!ref[i].data) abort();
     for (int64_t e = 0; e < host[i].numel; e++) {
-      double v = r.is_int ? r.lo + (double)(next_u64(&s) % (uint64_t)(r.hi - r.lo + 1))
-                          : r.lo + (r.hi - r.lo) * uniform(&s);
+      double v = r.is_int ? r.lo + (double)(splitmix64(&s) % (uint64_t)(r.hi - r.lo + 1))
+                          : r.lo + (r.hi - r.lo) * splitmix64_unit(&s);
       host_set(&host[i], e, v);
       ref[i].data[e] = host_get(&host[i], e); /* exactly what the kernel sees */
     }

@@ -1,13 +1,8 @@
 #include "generate.h"
+#include "../base/clock.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 static int is_eos(const Model *m, int id) {
   if (id == m->cfg.eos_id) return 1;
@@ -69,8 +64,7 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
       break;
     }
     st->generated++;
-    piece.len = 0;
-    if (piece.data) piece.data[0] = 0;
+    sb_clear(&piece);
     if (m->tok) tokenizer_decode_step(m->tok, &ds, id, 1, &piece);
     sb_puts(&text, sb_str(&piece));
     int stop = 0;
@@ -92,8 +86,7 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
     past++;
   }
   if (m->tok) {
-    piece.len = 0;
-    if (piece.data) piece.data[0] = 0;
+    sb_clear(&piece);
     tokenizer_decode_flush(&ds, &piece);
     if (piece.len && cb) cb(ctx, -1, sb_str(&piece));
   }

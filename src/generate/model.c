@@ -1,16 +1,11 @@
 #include "model.h"
+#include "../base/clock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "../model/gguf.h"
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 /* Weights keep the file's float type where the kernels can read it; quantized and other types are
  * dequantized to f32 at load. */

@@ -1,4 +1,5 @@
 #include "sampler.h"
+#include "../base/rng.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -17,13 +18,6 @@ void sampler_free(Sampler *s) {
   s->prob = NULL;
 }
 
-static double uniform01(Sampler *s) {
-  uint64_t z = (s->state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return (double)(z >> 11) / 9007199254740992.0;
-}
 
 int argmax(const float *v, int n) {
   int best = 0;
@@ -71,7 +65,7 @@ int sampler_next(Sampler *s, const float *logits, int vocab) {
     sum = 0;
     for (int i = 0; i < n; i++) sum += s->prob[i];
   }
-  double r = uniform01(s) * sum;
+  double r = splitmix64_unit(&s->state) * sum;
   for (int i = 0; i < n; i++) {
     r -= s->prob[i];
     if (r < 0) return s->order[i];

@@ -47,7 +47,6 @@ typedef struct Builder {
   int cur_kernel;
   /* the kernel being built */
   LKernel *k;
-  int nout;            /* output axes are vars 0..nout-1 */
   unsigned outer_mask; /* vars usable by a phase index at the current nesting (output vars) */
   int in_phase;        /* expanding a reduction body */
   struct {
@@ -390,7 +389,6 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
   Expr *idx[LT_MAX_RANK];
   for (int d = 0; d < rank; d++) idx[d] = ex_var(b->pool, d);
   k->nvars = rank;
-  b->nout = rank;
   b->outer_mask = rank >= 32 ? ~0u : (1u << rank) - 1;
   b->in_phase = 0;
   b->ncostly = 0;

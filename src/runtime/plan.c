@@ -1,11 +1,11 @@
 /* Plan runtime: renders and compiles a KProgram once, then runs its kernels in order for given
  * symbol values, allocating every buffer of the program's table on the backend. */
 #include "plan.h"
+#include "../base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../base/strbuf.h"
 #include "../code/code.h"
@@ -131,14 +131,10 @@ typedef struct RunState {
   void **args;    /* nkernels * K_MAX_PARAMS */
   int64_t *syms;  /* nkernels * 16 */
   int64_t *grids; /* nkernels */
-  char *borrowed; /* by LBuf index: 1 = owned by the plan (a bound input, or the workspace) */
   int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
 static void state_free(Plan *p, RunState *s) {
-  for (int i = 0; s->dev && i < s->nbufs; i++)
-    if (s->dev[i] && !(s->borrowed && s->borrowed[i])) p->b->ops->free(p->b, s->dev[i]);
-  free(s->borrowed);
   free(s->bytes);
   free(s->dev);
   free(s->index_of);
@@ -250,7 +246,6 @@ static int place_temporaries(Plan *p, RunState *s, Diag *d) {
   for (int i = 0; i < lp->nbufs; i++)
     if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0) {
       s->dev[i] = (char *)p->arena + p->offset[i];
-      s->borrowed[i] = 1;
     }
   return 1;
 }
@@ -270,8 +265,7 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->args = calloc(nkk * K_MAX_PARAMS, sizeof *s->args);
   s->syms = calloc(nkk * 16, sizeof *s->syms);
   s->grids = calloc(nkk, sizeof *s->grids);
-  s->borrowed = calloc(nb, 1);
-  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->borrowed) {
+  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids) {
     diag_error(d, 0, 0, "plan: out of memory");
     goto fail;
   }
@@ -305,7 +299,6 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
       goto fail;
     }
     s->dev[bi] = p->bound[i];
-    s->borrowed[bi] = 1;
   }
   s->graph_key = -1;
   if (p->graph_sym && !symenv_get(env, p->graph_sym, &s->graph_key)) s->graph_key = -1;
@@ -329,7 +322,6 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
       p->ws_bytes[i] = want;
     }
     s->dev[i] = p->ws[i];
-    s->borrowed[i] = 1;
   }
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = &p->kp->kernels[k];
@@ -370,8 +362,6 @@ static int upload_inputs(Plan *p, RunState *s, void *const *inputs, Diag *d) {
   }
   return 1;
 }
-
-static double now_ms(void);
 
 static int graph_applicable(const Plan *p, const RunState *s) {
   if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new) return 0;
@@ -495,11 +485,6 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d) {
   if (iters < 1 || warmup < 0) {

@@ -1,0 +1,14 @@
+/* splitmix64: a small seedable generator, the same on every machine (random test inputs, sampling). */
+#ifndef LATHE_RNG_H
+#define LATHE_RNG_H
+#include <stdint.h>
+
+static inline uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+/* Uniform in [0, 1) with 53 random bits. */
+static inline double splitmix64_unit(uint64_t *state) { return (double)(splitmix64(state) >> 11) / 9007199254740992.0; }
+#endif

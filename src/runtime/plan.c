@@ -244,8 +244,8 @@ static int place_temporaries(Plan *p, RunState *s, Diag *d) {
     }
   }
   for (int i = 0; i < lp->nbufs; i++)
-    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0) {
-      s->dev[i] = (char *)p->arena + p->offset[i];
+    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && p->cap[i]) {
+      s->dev[i] = (char *)p->arena + p->offset[i]; /* empty temporaries get a buffer of their own below */
     }
   return 1;
 }

@@ -65,6 +65,26 @@ static void k_cse(Zoo *z) {
   set_out(k, 1, V(z, i0), NULL, NULL, e);
 }
 
+/* y[12] = silu(sum_r x[r]*rsqrt(s[0])*w1[i,r]) * sum_r x[r]*rsqrt(s[0])*w2[i,r], w1/w2 bf16[12,256]:
+ * two phases that share a loop, an invariant scale, bf16 vector loads */
+static void k_gateup(Zoo *z) {
+  int x = buf(z, "x", DT_F32, BUF_INPUT, 1, I(z, 256), NULL, NULL), sc = buf(z, "s", DT_F32, BUF_INPUT, 1, I(z, 1), NULL, NULL);
+  int w1 = buf(z, "w1", DT_BF16, BUF_INPUT, 2, I(z, 12), I(z, 256), NULL);
+  int w2 = buf(z, "w2", DT_BF16, BUF_INPUT, 2, I(z, 12), I(z, 256), NULL);
+  int y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 12), NULL, NULL);
+  LKernel *k = kern(z, "gateup_0", y);
+  int i0 = par(k, "i0", I(z, 12));
+  Expr *inv = ex_un(z->P, X_RSQRT, bin(z, X_ADD, ld(z, sc, 1, I(z, 0), NULL, NULL), f32c(z, 2)));
+  for (int p = 0; p < 2; p++) {
+    LPhase *ph = phase(k, RED_ADD, DT_F32);
+    int r = red(k, ph, p ? "r1" : "r0", I(z, 256));
+    Expr *xn = bin(z, X_MUL, ld(z, x, 1, V(z, r), NULL, NULL), inv);
+    ph->body = bin(z, X_MUL, xn, ex_cast(z->P, DT_F32, ld(z, p ? w2 : w1, 2, V(z, i0), V(z, r), NULL)));
+  }
+  Expr *g = ex_acc(z->P, 0, DT_F32);
+  set_out(k, 1, V(z, i0), NULL, NULL, bin(z, X_MUL, bin(z, X_MUL, g, ex_un(z->P, X_SIGMOID, g)), ex_acc(z->P, 1, DT_F32)));
+}
+
 static Zoo zoo_all(void) {
   Zoo z = zoo_new();
   k_add(&z);
@@ -80,6 +100,7 @@ static Zoo zoo_all(void) {
   k_minneg(&z);
   k_half(&z);
   k_cse(&z);
+  k_gateup(&z);
   return z;
 }
 
@@ -151,8 +172,28 @@ static void host_free(Host *h, int nbufs) {
 }
 
 /* The expected output of kernel `name` from the decoded inputs; params[] are its buffers in order. */
-static void reference(const char *name, double *const *in, double *want, int64_t seq) {
-  if (!strcmp(name, "add_0")) {
+/* The decoded values of kernel kk's parameter called `name`. */
+static const double *named(const KKernel *kk, const LProgram *lp, double *const *in, const char *name) {
+  for (int i = 0; i < kk->nparams; i++)
+    if (!strcmp(lp->bufs[kk->params[i].buf].name, name)) return in[i];
+  fail_msg("%s has no parameter %s", kk->name, name);
+  return NULL;
+}
+
+static void reference(const KKernel *kk, const LProgram *lp, double *const *in, double *want, int64_t seq) {
+  const char *name = kk->name;
+  if (!strcmp(name, "gateup_0")) {
+    const double *x = named(kk, lp, in, "x"), *s = named(kk, lp, in, "s");
+    const double *w1 = named(kk, lp, in, "w1"), *w2 = named(kk, lp, in, "w2");
+    for (int i = 0; i < 12; i++) {
+      double g = 0, u = 0, inv = 1 / sqrt(s[0] + 2);
+      for (int r = 0; r < 256; r++) {
+        g += x[r] * inv * w1[i * 256 + r];
+        u += x[r] * inv * w2[i * 256 + r];
+      }
+      want[i] = g / (1 + exp(-g)) * u;
+    }
+  } else if (!strcmp(name, "add_0")) {
     for (int i = 0; i < 5; i++)
       for (int j = 0; j < 7; j++) want[i * 7 + j] = in[1][i * 7 + j] + in[2][j];
   } else if (!strncmp(name, "rms_norm", 8)) {
@@ -269,7 +310,7 @@ static void run_zoo_cpu(Schedule s) {
     int ob = kk->params[0].buf;
     const LBuf *out = &z.lp->bufs[ob];
     double *want = calloc((size_t)h.n[ob] + 1, sizeof(double));
-    reference(kk->name, vals, want, SEQ_VALUE);
+    reference(kk, z.lp, vals, want, SEQ_VALUE);
     for (int64_t i = 0; i < h.n[ob]; i++) {
       double got = decode(out->dtype, h.raw[ob], i);
       if (!(fabs(got - want[i]) <= tolerance(out->dtype) * (1 + fabs(want[i]))))

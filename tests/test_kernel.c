@@ -2,6 +2,7 @@
  * statement tree and on the printed text. (test_codegen.c runs the same kernels.) */
 #include "testutil.h"
 #include <stdlib.h>
+#include "code/code.h"
 #include "kernel/kernel.h"
 #include "kernel_testutil.h"
 
@@ -18,7 +19,7 @@ static KProgram *lower(Zoo *z, Target t, Schedule s, Diag *d) {
 /* ---- walking the tree ---- */
 
 typedef struct Census {
-  int n[KS_WARP_REDUCE + 1];
+  int n[KS_VLOAD + 1];
   int hw_exprs; /* statements whose expressions use hardware indices */
   const KStmt *vec_loop; /* a KS_FOR with constant extent 4 starting at 0 */
 } Census;
@@ -210,25 +211,73 @@ static void test_cuda_block32(void **state) {
   arena_free(z.a);
 }
 
-/* vec: a constant-extent inner loop; guarded only where vec may not divide the domain. */
+/* CUDA vec: a one-axis reduction takes the widest vector (<= vec) that divides its extent and still
+ * gives each lane a whole one (100 = 32 lanes * 3 + 4: width 2); loads at consecutive elements become
+ * vector loads. Too short for any vector (50 < 32 * 2): a plain lane loop. */
 static void test_vec(void **state) {
   Zoo z = zoo_new();
-  k_matvec(&z); /* 100 = 25 * 4: no guard */
-  k_rms(&z, "rms_norm_0", DT_F32); /* 50: guard */
+  k_matvec(&z);
+  k_rms(&z, "rms_norm_0", DT_F32);
   Diag d = {0};
   KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){RS_WARP, 256, 4, 0}, &d);
   assert_non_null(kp);
   Census c = census_of(&kp->kernels[0]);
-  assert_non_null(c.vec_loop);
-  assert_int_not_equal(c.vec_loop->body[0]->kind, KS_IF);
+  assert_int_equal(c.n[KS_VLOAD], 2);
   c = census_of(&kp->kernels[1]);
-  assert_non_null(c.vec_loop);
-  assert_int_equal(c.vec_loop->body[0]->kind, KS_IF);
+  assert_int_equal(c.n[KS_VLOAD], 0);
   char *s = printed(kp);
   assert_contains(s, "vec=4");
-  assert_contains(s, " = lane*4; ");
-  assert_contains(s, " += 128:\n");
+  assert_contains(s, " = lane*2; ");
+  assert_contains(s, " += 64:\n");
+  assert_contains(s, ": f32 = vload2 W[i0, r");
+  assert_contains(s, ": f32 = vload2 x[r");
+  assert_contains(s, "for r0 = lane; r0 < 50; r0 += 32:\n");
+  /* CUDA inner loops stay one element per lane (a lane striding over 4 breaks coalescing) */
+  assert_contains(s, "for j0 = lane; j0 < 50; j0 += 32:\n");
   free(s);
+  arena_free(z.a);
+}
+
+/* Two phases over the same extent that do not read each other share one loop; the loop-invariant
+ * norm scale is computed once before it. A phase reading an earlier one's result (softmax) does not
+ * join it. */
+static void test_phase_groups(void **state) {
+  Zoo z = zoo_new();
+  int x = buf(&z, "x", DT_F32, BUF_INPUT, 1, I(&z, 256), NULL, NULL), sc = buf(&z, "s", DT_F32, BUF_INPUT, 1, I(&z, 1), NULL, NULL);
+  int w1 = buf(&z, "w1", DT_BF16, BUF_INPUT, 2, I(&z, 12), I(&z, 256), NULL);
+  int w2 = buf(&z, "w2", DT_BF16, BUF_INPUT, 2, I(&z, 12), I(&z, 256), NULL);
+  int y = buf(&z, "y", DT_F32, BUF_OUTPUT, 1, I(&z, 12), NULL, NULL);
+  LKernel *k = kern(&z, "gateup_0", y);
+  int i0 = par(k, "i0", I(&z, 12));
+  Expr *inv = ex_un(z.P, X_RSQRT, ld(&z, sc, 1, I(&z, 0), NULL, NULL));
+  for (int p = 0; p < 2; p++) {
+    LPhase *ph = phase(k, RED_ADD, DT_F32);
+    int r = red(k, ph, p ? "r1" : "r0", I(&z, 256));
+    Expr *xn = bin(&z, X_MUL, ld(&z, x, 1, V(&z, r), NULL, NULL), inv);
+    ph->body = bin(&z, X_MUL, xn, ex_cast(z.P, DT_F32, ld(&z, p ? w2 : w1, 2, V(&z, i0), V(&z, r), NULL)));
+  }
+  set_out(k, 1, V(&z, i0), NULL, NULL, bin(&z, X_MUL, ex_acc(z.P, 0, DT_F32), ex_acc(z.P, 1, DT_F32)));
+  k_softmax(&z, "softmax_0", I(&z, 6), I(&z, 256));
+  Diag d = {0};
+  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){RS_WARP, 128, 8, 0}, &d);
+  assert_non_null(kp);
+  Census c = census_of(&kp->kernels[0]);
+  assert_int_equal(c.n[KS_FOR], 1);
+  assert_int_equal(c.n[KS_VLOAD], 3); /* x once for both phases, w1, w2 */
+  assert_int_equal(c.n[KS_WARP_REDUCE], 2);
+  c = census_of(&kp->kernels[1]);
+  assert_int_equal(c.n[KS_FOR], 3); /* max, sum, store */
+  char *s = printed(kp);
+  assert_contains(s, "inv: f32 = rsqrt(s[0])\n");
+  assert_contains(s, ": bf16 = vload8 w1[i0, r");
+  assert_contains(s, ": bf16 = vload8 w2[i0, r");
+  assert_contains(s, ": f32 = vload8 x[r");
+  free(s);
+  StrBuf src = {0};
+  assert_true(render_cuda(&src, kp, &d));
+  assert_contains(sb_str(&src), "const lt_u4 lt_q = *(const lt_u4 *)(w1 + ");
+  assert_contains(sb_str(&src), "lt_bf16_to_f32((unsigned short)(lt_q.w >> 16))");
+  sb_free(&src);
   arena_free(z.a);
 }
 
@@ -249,7 +298,7 @@ static void test_symbolic_extents(void **state) {
   assert_non_null(c.n[KS_IF] ? (void *)1 : NULL);
   char *s = printed(kp);
   assert_contains(s, "kernel softmax_0(out y: f32[3,seq], x: f32[3,seq], seq: i64) grid=3 block=128");
-  assert_contains(s, " < seq:\n");
+  assert_contains(s, "for j0 = thread; j0 < seq; j0 += 128:\n"); /* symbolic extents: no vectors */
   free(s);
   arena_free(z.a);
 }
@@ -288,6 +337,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_block),
       cmocka_unit_test(test_cuda_block32),
       cmocka_unit_test(test_vec),
+      cmocka_unit_test(test_phase_groups),
       cmocka_unit_test(test_symbolic_extents),
       cmocka_unit_test(test_bad_schedules),
       cmocka_unit_test(test_acc_before_phase),

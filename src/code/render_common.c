@@ -71,7 +71,7 @@ static const char *const reserved[] = {
     "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "bufs", "syms", "i64", "int64_t", "int32_t",
     "uint16_t", "uint8_t", "uint32_t", "INFINITY", "NAN", "expf", "logf", "sqrtf", "tanhf", "erff", "sinf",
     "cosf", "powf", "fmaxf", "fminf", "fabsf", "lt_off", "lt_f16_to_f32", "lt_f32_to_f16", "lt_bf16_to_f32",
-    "lt_f32_to_bf16", "lt_f16_round", "lt_bf16_round", "lt_maxi", "lt_mini", "lt_absi", NULL};
+    "lt_f32_to_bf16", "lt_f16_round", "lt_bf16_round", "lt_maxi", "lt_mini", "lt_absi", "lt_q", "lt_u2", "lt_u4", NULL};
 
 int rc_is_identifier(const char *s) {
   if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return 0;
@@ -610,6 +610,66 @@ static void put_warp_reduce(Render *R, const KStmt *s, int level) {
   else sb_printf(o, "%s(%s, %s);\n", s->rop == RED_MAX ? (fl ? "fmaxf" : "lt_maxi") : (fl ? "fminf" : "lt_mini"), t, shfl);
 }
 
+/* count consecutive elements into temporaries: 16-byte (or 8/4-byte) vector loads on CUDA, whose
+ * 32-bit words are split into the elements; plain loads in C. */
+static void put_vload(Render *R, const KStmt *s, int level) {
+  StrBuf *o = R->out;
+  const char *name = s->buf >= 0 && s->buf < R->lp->nbufs ? R->buf_name[s->buf] : NULL;
+  size_t size = dtype_size(s->dtype);
+  if (!name || s->count < 2 || s->tmp < 0 || s->tmp + s->count > R->kk->ntmps || R->lp->bufs[s->buf].dtype != s->dtype ||
+      (size != 2 && size != 4)) {
+    rc_fail(R, "malformed vector load from buffer %d", s->buf);
+    return;
+  }
+  const LBuf *b = &R->lp->bufs[s->buf];
+  Expr *roots[1] = {flat_index(R, b, s->nidx, s->idx)};
+  cse_begin(R, roots, 1, level);
+  sb_indent(o, level);
+  sb_printf(o, "%s ", rc_compute_type(R, s->dtype));
+  for (int i = 0; i < s->count; i++) sb_printf(o, "%s%s", i ? ", " : "", R->tmp_name[s->tmp + i]);
+  sb_puts(o, ";\n");
+  if (!R->cuda) {
+    for (int i = 0; i < s->count; i++) {
+      Expr *at = ex_add(R->pool, roots[0], ex_int(R->pool, i));
+      sb_indent(o, level);
+      sb_printf(o, "%s = ", R->tmp_name[s->tmp + i]);
+      put_load(R, o, ex_load(R->pool, s->buf, s->dtype, 1, &at, MEM_GLOBAL));
+      sb_puts(o, ";\n");
+    }
+    cse_end(R);
+    return;
+  }
+  int per = (int)(16 / size) < s->count ? (int)(16 / size) : s->count; /* elements per vector */
+  int words = per * (int)size / 4;
+  const char *vt = words == 1 ? "unsigned int" : words == 2 ? "lt_u2" : "lt_u4";
+  for (int c = 0; c < s->count; c += per) {
+    sb_indent(o, level);
+    sb_printf(o, "{\n");
+    sb_indent(o, level + 1);
+    sb_printf(o, "const %s lt_q = *(const %s *)(%s + ", vt, vt, name);
+    put_ref(R, o, roots[0]);
+    sb_printf(o, " + %d);\n", c);
+    for (int e = 0; e < per; e++) {
+      int byte = e * (int)size;
+      char word[16];
+      snprintf(word, sizeof word, words == 1 ? "lt_q" : "lt_q.%c", "xyzw"[byte / 4]);
+      char half[48];
+      snprintf(half, sizeof half, "(unsigned short)(%s >> %d)", word, (byte % 4) * 8);
+      sb_indent(o, level + 1);
+      sb_printf(o, "%s = ", R->tmp_name[s->tmp + c + e]);
+      switch (s->dtype) {
+      case DT_F32: sb_printf(o, "__uint_as_float(%s);\n", word); break;
+      case DT_I32: sb_printf(o, "(i64)(int)%s;\n", word); break;
+      case DT_F16: sb_printf(o, "lt_f16_to_f32(%s);\n", half); break;
+      default: sb_printf(o, "lt_bf16_to_f32(%s);\n", half); break;
+      }
+    }
+    sb_indent(o, level);
+    sb_puts(o, "}\n");
+  }
+  cse_end(R);
+}
+
 static void put_stmt(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   switch (s->kind) {
@@ -697,6 +757,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     sb_puts(o, "__syncthreads();\n");
     return;
   case KS_WARP_REDUCE: put_warp_reduce(R, s, level); return;
+  case KS_VLOAD: put_vload(R, s, level); return;
   }
   rc_fail(R, "unknown statement kind %d", (int)s->kind);
 }

@@ -4,6 +4,8 @@
 
 static const char cuda_preamble[] =
     "typedef long long i64;\n"
+    "struct alignas(8) lt_u2 { unsigned int x, y; };\n"
+    "struct alignas(16) lt_u4 { unsigned int x, y, z, w; };\n"
     "\n"
     "static __device__ __forceinline__ float lt_f16_to_f32(unsigned short h) {\n"
     "  float f;\n"

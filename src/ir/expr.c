@@ -321,7 +321,7 @@ static void memo_put(Memo *m, const Expr *e, Expr *v) {
   m->n++;
 }
 
-static Expr *rebuild(ExprPool *p, Expr *e, Expr **ops) {
+Expr *ex_rebuild(ExprPool *p, Expr *e, Expr *const *ops) {
   switch (e->op) {
   case X_CONST: case X_SYM: case X_VAR: case X_ARG: case X_ACC: case X_TMP: case X_HW: return e;
   case X_LOAD: return ex_load(p, (int)e->ival, e->dtype, e->n, ops, (MemSpace)e->aux);
@@ -342,7 +342,7 @@ static Expr *rewrite_rec(ExprPool *p, Expr *e, ExprRewriteFn fn, void *ctx, Memo
     ops[i] = rewrite_rec(p, e->a[i], fn, ctx, m);
     changed |= ops[i] != e->a[i];
   }
-  Expr *r = changed ? rebuild(p, e, ops) : e;
+  Expr *r = changed ? ex_rebuild(p, e, ops) : e;
   r = fn ? fn(ctx, p, r) : r;
   memo_put(m, e, r);
   return r;

@@ -91,6 +91,8 @@ int ex_op_arity(ExprOp op);                     /* 0 for leaves (X_LOAD: variabl
  * (return the node itself to keep it). */
 typedef Expr *(*ExprRewriteFn)(void *ctx, ExprPool *p, Expr *node);
 Expr *ex_rewrite(ExprPool *p, Expr *e, ExprRewriteFn fn, void *ctx);
+/* e's operation over new operands ops[0..e->n) (leaves: e itself). */
+Expr *ex_rebuild(ExprPool *p, Expr *e, Expr *const *ops);
 /* Replace X_VAR v by to[v] for v < n where to[v] != NULL. */
 Expr *ex_subst_vars(ExprPool *p, Expr *e, int n, Expr *const *to);
 

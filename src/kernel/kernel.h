@@ -23,6 +23,9 @@ typedef enum KStmtKind {
   KS_SMEM,        /* CUDA only: shared array `buf` (shared-memory id) of `count` elements of `dtype` */
   KS_BARRIER,     /* CUDA only: all threads of the block */
   KS_WARP_REDUCE, /* CUDA only: tmp = all-reduce(rop) of tmp across the 32 lanes of the warp */
+  KS_VLOAD,       /* declare temporaries tmp .. tmp+count-1 (`dtype` values) = `count` consecutive elements
+                     of global buffer `buf` from idx...; the flat index is a multiple of `count`, so CUDA
+                     reads them with vector loads (16 bytes at most each) */
 } KStmtKind;
 
 typedef struct KStmt KStmt;
@@ -31,15 +34,15 @@ struct KStmt {
   int var;              /* KS_FOR / KS_PARFOR loop variable (X_VAR id) */
   Expr *lo, *hi, *step; /* KS_FOR; KS_PARFOR uses hi */
   Expr *cond;           /* KS_IF */
-  int tmp;              /* KS_DECL / KS_ASSIGN / KS_WARP_REDUCE */
-  DType dtype;          /* KS_DECL / KS_SMEM */
+  int tmp;              /* KS_DECL / KS_ASSIGN / KS_WARP_REDUCE / KS_VLOAD (the first) */
+  DType dtype;          /* KS_DECL / KS_SMEM / KS_VLOAD */
   Expr *value;          /* KS_DECL / KS_ASSIGN / KS_STORE */
-  int buf;              /* KS_STORE / KS_SMEM */
+  int buf;              /* KS_STORE / KS_SMEM / KS_VLOAD */
   MemSpace space;       /* KS_STORE */
   int nidx;
-  Expr *idx[LT_MAX_RANK]; /* KS_STORE */
+  Expr *idx[LT_MAX_RANK]; /* KS_STORE / KS_VLOAD */
   ReduceOp rop;         /* KS_WARP_REDUCE */
-  int count;            /* KS_SMEM */
+  int count;            /* KS_SMEM, KS_VLOAD */
   KStmt **body;         /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
   int nbody;
 };

@@ -86,6 +86,16 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
   case KS_BARRIER:
     sb_puts(b, "barrier\n");
     break;
+  case KS_VLOAD:
+    sb_printf(b, "%s..", pn_tmp(n, s->tmp));
+    sb_printf(b, "%s: %s = vload%d ", pn_tmp(n, s->tmp + s->count - 1), dtype_name(s->dtype), s->count);
+    sb_printf(b, "%s[", pn_buf(n, s->buf, MEM_GLOBAL));
+    for (int i = 0; i < s->nidx; i++) {
+      if (i) sb_puts(b, ", ");
+      ex_print(b, s->idx[i], nm);
+    }
+    sb_puts(b, "]\n");
+    break;
   case KS_WARP_REDUCE: {
     const char *t = pn_tmp(n, s->tmp);
     sb_printf(b, "%s = warp_%s(", t, rop_name(s->rop));

@@ -69,6 +69,8 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
     s.red = RS_WARP;
     s.block_threads = 128;
   }
+  /* Reductions read 8 consecutive elements per thread step: one 16-byte load of bf16 weights. */
+  s.vec = 8;
   return s;
 }
 

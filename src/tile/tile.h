@@ -18,7 +18,8 @@ const char *red_strategy_name(RedStrategy r);
 typedef struct Schedule {
   RedStrategy red;    /* CUDA */
   int block_threads;  /* CUDA: threads per block (multiple of 32, <= 1024) */
-  int vec;            /* elements per thread step along the innermost reduction/inner axis (1, 2, 4, 8) */
+  int vec;            /* elements per thread step (1, 2, 4, 8): CPU: along reductions and inner loops;
+                         CUDA: the widest vector of a one-axis reduction (lower_phase.c) */
   int omp;            /* CPU: OpenMP over the parallel axes */
 } Schedule;
 

@@ -1,0 +1,48 @@
+/* Internal to the kernel-stage lowering (lower_*.c): the lowering context and its statement,
+ * variable and expression helpers. */
+#ifndef LATHE_KERNEL_LOWER_INTERNAL_H
+#define LATHE_KERNEL_LOWER_INTERNAL_H
+#include "kernel.h"
+
+typedef struct Lower {
+  const LProgram *lp;
+  const LKernel *k;
+  Schedule s;
+  Target target;
+  ExprPool *pool;
+  Arena *arena;
+  KKernel *kk;
+  Diag *d;
+  Expr *var_map[L_MAX_VARS];   /* X_VAR id -> replacement (NULL: keep) */
+  Expr *acc_map[L_MAX_PHASES]; /* X_ACC id -> X_TMP of its accumulator */
+  KStmt *smem_decls;           /* KS_SMEM statements, placed first in the kernel body */
+  int nsmem;
+  int failed;
+} Lower;
+
+KStmt *kl_st_new(Lower *L, KStmtKind kind);
+void kl_st_add(Lower *L, KStmt *parent, KStmt *child);
+KStmt *kl_st_for(Lower *L, KStmt *parent, int var, Expr *lo, Expr *hi, Expr *step);
+KStmt *kl_st_if(Lower *L, KStmt *parent, Expr *cond);
+void kl_st_assign(Lower *L, KStmt *parent, int tmp, Expr *value);
+void kl_st_barrier(Lower *L, KStmt *parent);
+void kl_st_warp_reduce(Lower *L, KStmt *parent, int tmp, ReduceOp op);
+void kl_st_store_shared(Lower *L, KStmt *parent, int buf, Expr *idx, Expr *value);
+int kl_new_var(Lower *L, const char *name);
+Expr *kl_decl_tmp(Lower *L, KStmt *parent, DType t, const char *name, Expr *value, int *id_out);
+Expr *kl_subst(Lower *L, Expr *e);
+Expr *kl_domain_size(Lower *L, const LAxis *axes, int n);
+Expr *kl_identity(Lower *L, ReduceOp op, DType t);
+Expr *kl_combine(Lower *L, ReduceOp op, Expr *acc, Expr *v);
+void kl_bind_axes(Lower *L, KStmt *parent, const LAxis *axes, int n, Expr *f);
+/* vec > 1: each thread takes vec consecutive elements per step (the CPU's unrolling; on CUDA that
+ * strides a warp's accesses, so CUDA passes 1 and vectorizes reductions in lower_phase.c instead). */
+KStmt *kl_domain_loop(Lower *L, KStmt *parent, const LAxis *axes, int n, Expr *start, Expr *stride, int vec);
+/* The vec that kl_domain_loop should use for this kernel's inner loops. */
+int kl_loop_vec(const Lower *L);
+void kl_coop_start(Lower *L, Expr **start, Expr **stride);
+void kl_block_reduce(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op);
+
+/* The kernel's reduction phases, in order, into seq; sets L->acc_map. */
+void kl_emit_phases(Lower *L, KStmt *seq);
+#endif

@@ -1,0 +1,330 @@
+/* Kernel-stage lowering of reduction phases.
+ *
+ * A phase over one reduction axis is lowered as a "group": consecutive such phases over the same
+ * extent that do not read each other's results share one loop (a gate and an up projection read the
+ * activation once, with two accumulators). For the group's loop:
+ *   - loop-invariant subexpressions (a norm's 1/sqrt(mean + eps), a row's base offset) are computed
+ *     once, before it;
+ *   - with vector width V > 1 each thread takes V consecutive elements per step, the V bodies are
+ *     unrolled, and every load whose flat index is `aligned + k` for element k becomes one KS_VLOAD
+ *     of V elements (on CUDA, 16-byte loads of bf16 weights instead of eight 2-byte ones).
+ * The order in which each accumulator folds its elements is unchanged within a thread.
+ * Phases over several axes get one flattened loop each (emit_phase).
+ */
+#include <stdlib.h>
+#include "lower_internal.h"
+
+int kl_loop_vec(const Lower *L) { return L->target == TARGET_CUDA ? 1 : L->s.vec; }
+
+static void reduce_across_threads(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op) {
+  if (L->target != TARGET_CUDA || L->s.red == RS_SERIAL) return;
+  kl_st_warp_reduce(L, seq, acc_id, op);
+  if (L->s.red == RS_BLOCK) kl_block_reduce(L, seq, acc_id, acc, op);
+}
+
+static void emit_phase(Lower *L, KStmt *seq, const LPhase *ph, int index) {
+  int acc_id = -1;
+  const char *name = arena_printf(L->arena, "acc%d", index);
+  Expr *acc = kl_decl_tmp(L, seq, ph->acc_dtype, name, kl_identity(L, ph->op, ph->acc_dtype), &acc_id);
+  if (acc_id < 0) return;
+  Expr *start, *stride;
+  kl_coop_start(L, &start, &stride);
+  KStmt *body = kl_domain_loop(L, seq, ph->axes, ph->naxes, start, stride, kl_loop_vec(L));
+  kl_st_assign(L, body, acc_id, kl_combine(L, ph->op, acc, kl_subst(L, ph->body)));
+  reduce_across_threads(L, seq, acc_id, acc, ph->op);
+  L->acc_map[ph->id] = acc;
+}
+
+/* ---- a set of (expression, flag) pairs, for walks over DAG-shaped bodies ---- */
+
+typedef struct Memo {
+  const Expr **from;
+  Expr **to;
+  int n, cap;
+} Memo;
+
+static Expr **memo_slot(Memo *m, const Expr *e, int add) {
+  for (int i = 0; i < m->n; i++)
+    if (m->from[i] == e) return &m->to[i];
+  if (!add) return NULL;
+  if (m->n == m->cap) {
+    m->cap = m->cap ? 2 * m->cap : 64;
+    m->from = realloc(m->from, (size_t)m->cap * sizeof *m->from);
+    m->to = realloc(m->to, (size_t)m->cap * sizeof *m->to);
+    if (!m->from || !m->to) abort();
+  }
+  m->from[m->n] = e;
+  m->to[m->n] = NULL;
+  return &m->to[m->n++];
+}
+
+static void memo_free(Memo *m) {
+  free(m->from);
+  free(m->to);
+  *m = (Memo){0};
+}
+
+/* ---- loop-invariant code motion ---- */
+
+typedef struct Hoist {
+  Lower *L;
+  KStmt *seq;        /* where the invariant values are declared (before the loop) */
+  uint64_t loopmask; /* X_VAR bits that change inside the loop */
+  int loads_ok;      /* subtrees with loads may move too */
+  Memo done[2];      /* by "under a select arm" */
+} Hoist;
+
+/* The largest invariant subtrees of e become temporaries declared before the loop. Nothing is hoisted
+ * out of a select's arms: an arm may guard a load that is only valid when it is chosen. */
+static Expr *hoist(Hoist *h, Expr *e, int under_arm) {
+  Expr **slot = memo_slot(&h->done[under_arm], e, 1);
+  if (*slot) return *slot;
+  Expr *r = e;
+  if (!(e->varmask & h->loopmask)) {
+    if (e->n > 0 && !under_arm && !(e->flags & EXF_ACC) && (h->loads_ok || !(e->flags & EXF_LOAD)))
+      r = kl_decl_tmp(h->L, h->seq, e->dtype, "inv", e, NULL);
+  } else if (e->n > 0) {
+    Expr *ops[LT_MAX_RANK > 3 ? LT_MAX_RANK : 3];
+    int changed = 0;
+    for (int i = 0; i < e->n; i++) {
+      ops[i] = hoist(h, e->a[i], under_arm || (e->op == X_SELECT && i > 0));
+      changed |= ops[i] != e->a[i];
+    }
+    if (changed) r = ex_rebuild(h->L->pool, e, ops);
+  }
+  /* the slot may have moved while operands were memoised */
+  *memo_slot(&h->done[under_arm], e, 0) = r;
+  return r;
+}
+
+/* ---- vector loads ---- */
+
+/* e is affine in variable v (< 64): *c is its coefficient. */
+static int affine_coeff(const Expr *e, int v, int64_t *c) {
+  if (!(e->varmask >> v & 1)) {
+    *c = 0;
+    return 1;
+  }
+  int64_t a, b;
+  switch (e->op) {
+  case X_VAR: *c = 1; return 1;
+  case X_ADD: case X_SUB:
+    if (!affine_coeff(e->a[0], v, &a) || !affine_coeff(e->a[1], v, &b)) return 0;
+    *c = e->op == X_ADD ? a + b : a - b;
+    return 1;
+  case X_MUL:
+    for (int i = 0; i < 2; i++)
+      if (e->a[i]->op == X_CONST && affine_coeff(e->a[1 - i], v, &a)) {
+        *c = a * e->a[i]->ival;
+        return 1;
+      }
+    return 0;
+  default: return 0;
+  }
+}
+
+/* e is a multiple of V whenever variable `step_var` (itself always a multiple of V) is. */
+static int multiple_of(const Expr *e, int64_t V, int step_var) {
+  switch (e->op) {
+  case X_CONST: return !dtype_is_float(e->dtype) && e->ival % V == 0;
+  case X_VAR: return e->ival == step_var;
+  case X_ADD: case X_SUB: return multiple_of(e->a[0], V, step_var) && multiple_of(e->a[1], V, step_var);
+  case X_MUL: return multiple_of(e->a[0], V, step_var) || multiple_of(e->a[1], V, step_var);
+  default: return 0;
+  }
+}
+
+typedef struct VecLoads {
+  Lower *L;
+  int kvar, rvar, V;
+  Expr *load[32]; /* loads read as vectors (at symbolic element k) */
+  int tmp[32];    /* first temporary of each: element k is tmp + k */
+  int n;
+  Memo seen[2];
+} VecLoads;
+
+/* A global load read at consecutive elements k = 0..V-1, from a flat index that is a multiple of V
+ * (so no vector straddles its alignment), of a 2- or 4-byte type, with no load in its index. */
+static int vectorizable(const VecLoads *vl, const Expr *e) {
+  if (e->op != X_LOAD || e->aux != MEM_GLOBAL || e->n < 1) return 0;
+  if (e->dtype != DT_F32 && e->dtype != DT_BF16 && e->dtype != DT_F16 && e->dtype != DT_I32) return 0;
+  if (e->ival < 0 || e->ival >= vl->L->lp->nbufs) return 0;
+  const Shape *sh = &vl->L->lp->bufs[e->ival].shape;
+  if (sh->rank != e->n) return 0;
+  int last = e->n - 1;
+  const Expr *dl = sh->dim[last];
+  int last_dim_aligned = dl->op == X_CONST && dl->ival % vl->V == 0;
+  int64_t c;
+  for (int i = 0; i < e->n; i++) {
+    if (e->a[i]->flags & EXF_LOAD) return 0;
+    if (!affine_coeff(e->a[i], vl->kvar, &c) || c != (i == last ? 1 : 0)) return 0;
+  }
+  ExprPool *P = vl->L->pool;
+  Expr *zero[L_MAX_VARS] = {0};
+  zero[vl->kvar] = ex_int(P, 0);
+  if (!multiple_of(ex_subst_vars(P, e->a[last], L_MAX_VARS, zero), vl->V, vl->rvar)) return 0;
+  for (int i = 0; i < last; i++)
+    if (!last_dim_aligned && !multiple_of(e->a[i], vl->V, vl->rvar)) return 0;
+  return 1;
+}
+
+/* Collects the vectorizable loads evaluated unconditionally (not only inside a select's arms, where
+ * the scalar code might never read them). */
+static void find_vec_loads(VecLoads *vl, Expr *e, int under_arm) {
+  Expr **slot = memo_slot(&vl->seen[under_arm], e, 1);
+  if (*slot) return;
+  *slot = e;
+  if (!under_arm && vl->n < 32 && vectorizable(vl, e)) {
+    for (int i = 0; i < vl->n; i++)
+      if (vl->load[i] == e) return;
+    vl->load[vl->n++] = e;
+    return;
+  }
+  for (int i = 0; i < e->n; i++) find_vec_loads(vl, e->a[i], under_arm || (e->op == X_SELECT && i > 0));
+}
+
+/* Declares the V temporaries of vector load j and the KS_VLOAD that fills them, at k = 0. */
+static void emit_vload(VecLoads *vl, KStmt *loop, int j) {
+  Lower *L = vl->L;
+  KKernel *kk = L->kk;
+  Expr *e = vl->load[j];
+  if (kk->ntmps + vl->V > K_MAX_TMPS) {
+    if (!L->failed) diag_error(L->d, 0, 0, "kernel %s: more than %d temporaries", kk->name, K_MAX_TMPS);
+    L->failed = 1;
+    return;
+  }
+  KStmt *s = kl_st_new(L, KS_VLOAD);
+  s->buf = (int)e->ival;
+  s->dtype = e->dtype;
+  s->count = vl->V;
+  s->tmp = kk->ntmps;
+  s->nidx = e->n;
+  Expr *zero[L_MAX_VARS] = {0};
+  zero[vl->kvar] = ex_int(L->pool, 0);
+  for (int i = 0; i < e->n; i++) s->idx[i] = ex_subst_vars(L->pool, e->a[i], L_MAX_VARS, zero);
+  for (int k = 0; k < vl->V; k++) {
+    kk->tmp_dtype[kk->ntmps] = e->dtype;
+    kk->tmp_names[kk->ntmps++] = arena_printf(L->arena, "ld%d_%d", j, k);
+  }
+  vl->tmp[j] = s->tmp;
+  kl_st_add(L, loop, s);
+}
+
+typedef struct AtElement {
+  VecLoads *vl;
+  int k;
+  Expr *inst[32]; /* load j at element k: replaced by temporary tmp[j] + k */
+} AtElement;
+
+static Expr *at_element_fn(void *ctx, ExprPool *p, Expr *e) {
+  AtElement *a = ctx;
+  if (e->op == X_VAR && e->ival == a->vl->kvar) return ex_int(p, a->k);
+  if (e->op == X_LOAD)
+    for (int j = 0; j < a->vl->n; j++)
+      if (a->inst[j] == e) return ex_tmp(p, a->vl->tmp[j] + a->k, e->dtype);
+  return e;
+}
+
+/* body (over symbolic element k) at element k, with vector-loaded values in place of their loads. */
+static Expr *at_element(VecLoads *vl, Expr *body, int k) {
+  AtElement a = {vl, k, {0}};
+  Expr *to[L_MAX_VARS] = {0};
+  to[vl->kvar] = ex_int(vl->L->pool, k);
+  for (int j = 0; j < vl->n; j++) a.inst[j] = ex_subst_vars(vl->L->pool, vl->load[j], L_MAX_VARS, to);
+  return ex_rewrite(vl->L->pool, body, at_element_fn, &a);
+}
+
+/* ---- groups ---- */
+
+static int coop_threads(const Lower *L) {
+  if (L->target != TARGET_CUDA) return 1;
+  return L->s.red == RS_WARP ? 32 : L->s.red == RS_BLOCK ? L->s.block_threads : 1;
+}
+
+/* The vector width of a one-axis phase: the largest V <= s.vec dividing a constant extent that still
+ * gives every cooperating thread a whole vector. */
+static int phase_vec(const Lower *L, const LPhase *ph) {
+  if (L->s.vec <= 1 || ph->axes[0].extent->op != X_CONST) return 1;
+  int64_t e = ph->axes[0].extent->ival, threads = coop_threads(L);
+  for (int v = L->s.vec; v > 1; v /= 2)
+    if (e % v == 0 && e >= threads * v) return v;
+  return 1;
+}
+
+typedef struct AccScan {
+  int lo, hi, hit;
+} AccScan;
+
+static void acc_scan_fn(void *ctx, const Expr *e) {
+  AccScan *s = ctx;
+  if (e->op == X_ACC && e->ival >= s->lo && e->ival < s->hi) s->hit = 1;
+}
+
+/* Phase `next` can join the group phases[first .. next): one axis, the same extent, and it does not
+ * read the group's accumulators (they are final only after the loop). */
+static int joins_group(const LKernel *k, int first, int next) {
+  const LPhase *q = &k->phases[next];
+  if (q->naxes != 1 || q->axes[0].extent != k->phases[first].axes[0].extent) return 0;
+  AccScan s = {k->phases[first].id, k->phases[first].id + (next - first), 0};
+  if (q->body->flags & EXF_ACC) ex_visit(q->body, acc_scan_fn, &s);
+  return !s.hit;
+}
+
+static void emit_group(Lower *L, KStmt *seq, int first, int n) {
+  ExprPool *P = L->pool;
+  const LPhase *ph = &L->k->phases[first];
+  int V = phase_vec(L, ph);
+  Expr *acc[L_MAX_PHASES], *body[L_MAX_PHASES];
+  int acc_id[L_MAX_PHASES];
+  for (int i = 0; i < n; i++) {
+    acc_id[i] = -1;
+    const char *name = arena_printf(L->arena, "acc%d", first + i);
+    acc[i] = kl_decl_tmp(L, seq, ph[i].acc_dtype, name, kl_identity(L, ph[i].op, ph[i].acc_dtype), &acc_id[i]);
+    if (acc_id[i] < 0) return;
+  }
+  Expr *start, *stride;
+  kl_coop_start(L, &start, &stride);
+  /* Without vectors the first phase's own axis variable is the loop variable. */
+  int rv = V > 1 ? kl_new_var(L, "r") : ph[0].axes[0].var, kv = V > 1 ? kl_new_var(L, "k") : -1;
+  Expr *at = ex_var(P, rv);
+  if (V > 1) at = ex_add(P, at, ex_var(P, kv));
+  for (int i = 0; i < n; i++) L->var_map[ph[i].axes[0].var] = ph[i].axes[0].var == rv ? NULL : at;
+  /* Loads move before the loop only when it surely runs (an empty extent may mean an empty buffer). */
+  const Expr *ext = ph[0].axes[0].extent;
+  Hoist h = {L, seq, (1ull << rv) | (kv >= 0 ? 1ull << kv : 0), ext->op == X_CONST && ext->ival > 0, {{0}}};
+  for (int i = 0; i < n; i++) body[i] = hoist(&h, kl_subst(L, ph[i].body), 0);
+  memo_free(&h.done[0]);
+  memo_free(&h.done[1]);
+  Expr *vV = ex_int(P, V);
+  KStmt *loop = kl_st_for(L, seq, rv, ex_mul(P, start, vV), ph[0].axes[0].extent, ex_mul(P, stride, vV));
+  if (V == 1) {
+    for (int i = 0; i < n; i++) kl_st_assign(L, loop, acc_id[i], kl_combine(L, ph[i].op, acc[i], body[i]));
+  } else {
+    VecLoads vl = {.L = L, .kvar = kv, .rvar = rv, .V = V};
+    for (int i = 0; i < n; i++) find_vec_loads(&vl, body[i], 0);
+    memo_free(&vl.seen[0]);
+    memo_free(&vl.seen[1]);
+    for (int j = 0; j < vl.n && !L->failed; j++) emit_vload(&vl, loop, j);
+    for (int k = 0; k < V; k++)
+      for (int i = 0; i < n; i++) kl_st_assign(L, loop, acc_id[i], kl_combine(L, ph[i].op, acc[i], at_element(&vl, body[i], k)));
+  }
+  for (int i = 0; i < n; i++) {
+    reduce_across_threads(L, seq, acc_id[i], acc[i], ph[i].op);
+    L->acc_map[ph[i].id] = acc[i];
+  }
+}
+
+void kl_emit_phases(Lower *L, KStmt *seq) {
+  const LKernel *k = L->k;
+  for (int i = 0; i < k->nphase && !L->failed;) {
+    if (k->phases[i].naxes != 1) {
+      emit_phase(L, seq, &k->phases[i], i);
+      i++;
+      continue;
+    }
+    int n = 1;
+    while (i + n < k->nphase && joins_group(k, i, i + n)) n++;
+    emit_group(L, seq, i, n);
+    i += n;
+  }
+}

@@ -118,11 +118,11 @@ static void build_cases(void) {
       snprintf(name, sizeof name, "reduce_%s_%d", FLOATS[t], SIZES[s]);
       add_case(name, NULL, 0,
                "x: %s[3,%d]\nreturn sum(x, axis=-1), mean(x, 1, keepdim=true), max(x, axis=0), min(x, -1), "
-               "sum(x), mean(x, axis=[0,1])",
+               "sum(x), mean(x, axis=[0,1]), argmax(x, -1), argmax(x, axis=0, keepdim=true)",
                FLOATS[t], SIZES[s]);
     }
   add_case("reduce_3d", NULL, 0, "x: f32[4,5,6]\nreturn sum(x, axis=[0,2]), max(x, axis=1, keepdim=true), mean(x, 0)");
-  add_case("reduce_int", NULL, 0, "x: i32[7,9]\nreturn sum(x, -1), max(x, 0), min(x)");
+  add_case("reduce_int", NULL, 0, "x: i32[7,9]\nreturn sum(x, -1), max(x, 0), min(x), argmax(x, 1)");
   /* Row ops: softmax, rms_norm, layer_norm at every size and dtype. */
   for (int t = 0; t < 3; t++)
     for (int s = 0; s < 4; s++) {

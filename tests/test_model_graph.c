@@ -45,8 +45,14 @@ static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
   if (!execute_program(c, cpu, &env, 3, &x, &d)) fail_msg("run: %s", d.msg);
   double err[64];
   if (!execute_check(c, &x, &env, err, &d)) fail_msg("reference: %s", d.msg);
-  assert_int_equal(x.nout, 1);
+  assert_int_equal(x.nout, 2);
   if (!(err[0] <= check_tolerance(DT_F32))) fail_msg("logits error %.3g (%s, %s)", err[0], dtype_name(wdt), dims);
+  /* next_token is the first maximum of the logits the same run produced */
+  const float *logits = x.out[0].data;
+  int64_t best = 0;
+  for (int i = 1; i < cfg->vocab; i++)
+    if (logits[i] > logits[best]) best = i;
+  assert_int_equal(*(const int64_t *)x.out[1].data, best);
   execution_free(&x);
   cpu->ops->destroy(cpu);
   compilation_free(c);

@@ -10,6 +10,8 @@ typedef struct Backend Backend;
 typedef struct BackendModule BackendModule;
 typedef struct BackendGraph BackendGraph;
 
+#define BACKEND_TIMER_SLOTS 4096
+
 typedef struct BackendOps {
   const char *name;
   void *(*alloc)(Backend *b, size_t bytes, Diag *d);
@@ -35,6 +37,10 @@ typedef struct BackendOps {
                       int nsyms, int64_t grid, Diag *d);
   int (*graph_launch)(Backend *b, BackendGraph *g, Diag *d);
   void (*graph_free)(Backend *b, BackendGraph *g);
+  /* Optional: device-side timestamps for profiling. timer_mark records mark `slot` (< BACKEND_TIMER_SLOTS)
+   * after the work launched so far; timer_ms is the device time between two marks (after a sync). */
+  int (*timer_mark)(Backend *b, int slot, Diag *d);
+  double (*timer_ms)(Backend *b, int from, int to);
 } BackendOps;
 
 struct Backend {

@@ -35,6 +35,7 @@ typedef struct CudaImpl {
   int have_nvrtc_id;
   char last_kernel[128]; /* for errors that surface at the next synchronize */
   int compiles, cache_hits;
+  CUevent *timers; /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
 } CudaImpl;
 
 typedef struct CudaFn {
@@ -446,9 +447,37 @@ static void cuda_graph_free(Backend *b, BackendGraph *g) {
   free(g);
 }
 
+/* ---- profiling timers ---- */
+
+static int cuda_timer_mark(Backend *b, int slot, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (slot < 0 || slot >= BACKEND_TIMER_SLOTS) {
+    diag_error(d, 0, 0, "timer slot %d out of range", slot);
+    return 0;
+  }
+  if (!make_current(c, d)) return 0;
+  if (!c->timers && !(c->timers = calloc(BACKEND_TIMER_SLOTS, sizeof *c->timers))) abort();
+  if (!c->timers[slot] && !check(c, d, c->drv.cuEventCreate(&c->timers[slot], 0), "cuEventCreate", NULL)) return 0;
+  return check(c, d, c->drv.cuEventRecord(c->timers[slot], NULL), "cuEventRecord", NULL);
+}
+
+static double cuda_timer_ms(Backend *b, int from, int to) {
+  CudaImpl *c = impl_of(b);
+  float ms = 0;
+  if (!c->timers || from < 0 || to < 0 || from >= BACKEND_TIMER_SLOTS || to >= BACKEND_TIMER_SLOTS || !c->timers[from] ||
+      !c->timers[to] || c->drv.cuEventElapsedTime(&ms, c->timers[from], c->timers[to]) != CUDA_SUCCESS)
+    return 0;
+  return ms;
+}
+
 /* ---- lifetime ---- */
 
 static void impl_release(CudaImpl *c) {
+  if (c->timers) {
+    for (int i = 0; i < BACKEND_TIMER_SLOTS; i++)
+      if (c->timers[i]) c->drv.cuEventDestroy(c->timers[i]);
+    free(c->timers);
+  }
   if (c->have_ctx) {
     c->drv.cuCtxSetCurrent(NULL);
     c->drv.cuDevicePrimaryCtxRelease(c->dev);
@@ -480,6 +509,8 @@ static const BackendOps cuda_ops = {
     .graph_update = cuda_graph_update,
     .graph_launch = cuda_graph_launch,
     .graph_free = cuda_graph_free,
+    .timer_mark = cuda_timer_mark,
+    .timer_ms = cuda_timer_ms,
 };
 
 /* Picks the device ($LATHE_CUDA_DEVICE, else 0) and reads what compiles and launches need. */

@@ -2,11 +2,12 @@
 #include <stdio.h>
 #include <string.h>
 #include "../model/llama.h"
+#include "../model/presets.h"
 #include "../model/weights.h"
 #include "cli.h"
 
 int cmd_compile(int argc, char **argv) {
-  const char *inline_text = NULL, *path = NULL, *out_path = NULL;
+  const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL;
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   FusionPolicy fusion = fusion_policy_default();
@@ -25,6 +26,7 @@ int cmd_compile(int argc, char **argv) {
         return EXIT_ERROR;
       }
     } else if (!strcmp(a, "-o") && has_next) out_path = argv[++i];
+    else if (!strcmp(a, "--config") && has_next) config = argv[++i];
     else if (!strcmp(a, "--fuse-recompute")) fusion.allow_recompute = 1;
     else if (!strcmp(a, "--no-fuse")) fusion.fuse_reductions = 0;
     else if (a[0] == '-' && a[1]) {
@@ -37,12 +39,24 @@ int cmd_compile(int argc, char **argv) {
     }
   }
   ProgramArg prog = {0};
+  ModelConfig preset;
+  if (config && (inline_text || path)) {
+    report_msg("give a program, a MODEL or --config NAME, not several");
+    return EXIT_ERROR;
+  }
+  if (config && !model_preset(config, &preset)) {
+    report_msg("unknown --config '%s' (known: %s)", config, model_preset_names());
+    return EXIT_ERROR;
+  }
   int model = !inline_text && path && is_model_path(path);
-  if (!model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
+  if (!config && !model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
   Compilation *c = compilation_new(target, &fusion);
   Diag d = {0};
   int rc = EXIT_OK, ok;
-  if (model) { /* the whole model's forward step, built from its config (weights are not read) */
+  if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */
+    ModelBuildOptions bo = {4096, DT_BF16, DT_F32};
+    ok = (c->graph = llama_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
+  } else if (model) { /* the whole model's forward step, built from its config (weights are not read) */
     ModelConfig cfg;
     WeightStore *w = weights_open(path, &cfg, &d);
     ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32};
@@ -52,7 +66,7 @@ int cmd_compile(int argc, char **argv) {
     ok = compile_source(c, prog.text, stage, &d);
   }
   if (!ok) {
-    report(&d, model ? path : prog.file);
+    report(&d, config ? config : model ? path : prog.file);
     rc = EXIT_ERROR;
   } else {
     StrBuf b = {0};

@@ -21,7 +21,7 @@ static void usage(FILE *f) {
         "      [--bandwidth GB/s (default 4130, an H200's copy bandwidth)] [--json]\n"
         "      prefill ms, decode tok/s, % of the bandwidth floor, compile times, memory;\n"
         "      MODEL defaults to the default model\n"
-        "  compile (-e PROGRAM | FILE.lt | MODEL) [--ir STAGE] [--target cpu|cuda] [-o OUT]\n"
+        "  compile (-e PROGRAM | FILE.lt | MODEL | --config NAME) [--ir STAGE] [--target cpu|cuda] [-o OUT]\n"
         "      print one stage: graph, tensor, loop, tile, kernel, code (default code)\n"
         "      --fuse-recompute   allow fusions that recompute a reduction (norm -> linear prologue)\n"
         "      --no-fuse          one kernel per reduction (no reduction fusion)\n"

@@ -3,9 +3,11 @@
  * ABI of generated code (the backends rely on it):
  *  - C (cpu): per kernel, `void NAME(void *const *bufs, const int64_t *syms)` with external linkage;
  *    bufs[i] is the i-th KParam's buffer, syms[j] the value of KKernel.syms[j].
- *  - CUDA: per kernel, `extern "C" __global__ void NAME(T0 *b0, ..., long long s0, ...)` with the
- *    buffer parameters in KParam order followed by the symbols; launched with grid = KKernel.grid
- *    (evaluated with the symbol values) blocks of KKernel.block threads.
+ *  - CUDA: per kernel, `extern "C" __global__ void NAME(T0 *b0, ..., const long long *lt_syms)` with
+ *    the buffer parameters in KParam order, then, if the kernel uses symbols, a device pointer to the
+ *    program's symbol table (LProgram.symbols order) from which it reads their values; launched with
+ *    grid = KKernel.grid (evaluated with the symbol values) blocks of KKernel.block threads. Symbols
+ *    in memory keep a replayed CUDA graph's arguments fixed while `past` changes every step.
  *  f16 and bf16 are stored as 16-bit integers and converted by helpers the source defines itself,
  *  so neither target needs headers beyond the C standard library (NVRTC needs none at all).
  */
@@ -19,6 +21,8 @@
 int render_c(StrBuf *out, const KProgram *kp, Diag *d);
 int render_cuda(StrBuf *out, const KProgram *kp, Diag *d);
 int render_code(StrBuf *out, const KProgram *kp, Diag *d); /* by kp->target */
+/* Whether kernels of target t read symbols from a device table (1) or take them by value (0). */
+int code_symbols_in_memory(Target t);
 /* Finds kernels whose code is identical up to buffer names (a transformer's layers) and points their
  * code_name at the first one, so each distinct kernel is compiled once. Returns the number of distinct
  * kernels, or -1 on error. */

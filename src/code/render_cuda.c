@@ -1,5 +1,6 @@
 /* CUDA C for NVRTC: no #include at all (NVRTC runs with no include path); f16/bf16 conversions in
  * inline PTX, exact round-to-nearest-even as in the C renderer. */
+#include <string.h>
 #include "render_common.h"
 
 static const char cuda_preamble[] =
@@ -50,12 +51,23 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
     sb_printf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", p->is_output ? "" : "const ",
               rc_storage_type(R, R->lp->bufs[p->buf].dtype), R->buf_name[p->buf]);
   }
-  for (int i = 0; i < kk->nsyms; i++) sb_printf(o, "%si64 %s", kk->nparams || i ? ", " : "", R->sym_name[i]);
+  if (kk->nsyms) sb_printf(o, "%sconst i64 *__restrict__ lt_syms", kk->nparams ? ", " : "");
   sb_puts(o, ") {\n");
+  for (int i = 0; i < kk->nsyms; i++) {
+    int at = 0;
+    while (at < R->lp->nsymbols && strcmp(R->lp->symbols[at], kk->syms[i])) at++;
+    if (at == R->lp->nsymbols) {
+      rc_fail(R, "symbol %s is not one of the program's symbols", kk->syms[i]);
+      break;
+    }
+    sb_printf(o, "  const i64 %s = lt_syms[%d];\n", R->sym_name[i], at);
+  }
   rc_body(R, 1);
   sb_puts(o, "}\n");
   rc_kernel_end(R);
 }
+
+int code_symbols_in_memory(Target t) { return t == TARGET_CUDA; }
 
 int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   Render R = {0};

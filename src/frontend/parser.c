@@ -192,6 +192,7 @@ static const OpSpec ops[] = {
     {"mean", G_MEAN, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
     {"max", G_MAX, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
     {"min", G_MIN, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
+    {"argmax", G_ARGMAX, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
     {"softmax", G_SOFTMAX, C_SOFTMAX, 1, 2, {"x", "axis"}},
     {"rms_norm", G_RMS_NORM, C_RMS, 2, 3, {"x", "w", "eps"}},
     {"layer_norm", G_LAYER_NORM, C_LN, 3, 4, {"x", "w", "b", "eps"}},

@@ -180,7 +180,7 @@ void model_free(Model *m) {
   free(m);
 }
 
-int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) {
+static int step(Model *m, const int32_t *ids, int n, int past, int32_t *next, Diag *d) {
   if (n <= 0 || past < 0 || past + n > m->max_ctx) {
     diag_error(d, 0, 0, "context full: %d cached + %d new tokens exceed the context of %d", past, n, m->max_ctx);
     return 0;
@@ -199,8 +199,22 @@ int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) {
   void *inputs[LT_MAX_INPUTS] = {0};
   inputs[m->in_ids] = (void *)ids;
   if (m->in_pos >= 0) inputs[m->in_pos] = pos;
-  void *outputs[1] = {m->logits};
+  int64_t next64 = -1;
+  void *outputs[2] = {next ? NULL : m->logits, next ? &next64 : NULL};
   int ok = plan_run(m->plan, &env, inputs, outputs, d);
   free(pos);
+  if (ok && next) {
+    if (next64 < 0 || next64 >= m->cfg.vocab) {
+      diag_error(d, 0, 0, "the device's greedy token %lld is outside the vocabulary", (long long)next64);
+      return 0;
+    }
+    *next = (int32_t)next64;
+  }
   return ok;
+}
+
+int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) { return step(m, ids, n, past, NULL, d); }
+
+int model_step_greedy(Model *m, const int32_t *ids, int n, int past, int32_t *next, Diag *d) {
+  return step(m, ids, n, past, next, d);
 }

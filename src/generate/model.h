@@ -40,4 +40,7 @@ void model_free(Model *m);
 /* Runs n tokens (positions past .. past+n-1) through the model, updating the KV cache; fills
  * m->logits with the logits of the last of them. past + n must not exceed max_ctx. */
 int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d);
+/* The same step, but only the greedy next token (the argmax of the last logits, computed on the
+ * device) is copied back into *next; m->logits is left as it was. */
+int model_step_greedy(Model *m, const int32_t *ids, int n, int past, int32_t *next, Diag *d);
 #endif

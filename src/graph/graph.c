@@ -13,6 +13,7 @@ static const char *op_names[G_OP_COUNT] = {
     [G_ABS] = "abs",           [G_ADD] = "add",             [G_SUB] = "sub",         [G_MUL] = "mul",
     [G_DIV] = "div",           [G_POW] = "pow",             [G_MAXIMUM] = "maximum", [G_MINIMUM] = "minimum",
     [G_SUM] = "sum",           [G_MEAN] = "mean",           [G_MAX] = "max",         [G_MIN] = "min",
+    [G_ARGMAX] = "argmax",
     [G_SOFTMAX] = "softmax",   [G_RMS_NORM] = "rms_norm",   [G_LAYER_NORM] = "layer_norm",
     [G_MATMUL] = "matmul",     [G_LINEAR] = "linear",       [G_EMBEDDING] = "embedding",
     [G_ROPE] = "rope",         [G_ATTENTION] = "attention", [G_RESHAPE] = "reshape",
@@ -651,6 +652,10 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
     rc = infer_binary(&c, &tmp, x[0], x[1]);
     break;
   case G_SUM: case G_MEAN: case G_MAX: case G_MIN: rc = infer_reduce(&c, &tmp, x[0]); break;
+  case G_ARGMAX:
+    if (tmp.attr.naxes != 1) rc = FAIL(&c, "argmax: give exactly one axis (got %d)", tmp.attr.naxes == 0 ? x[0]->shape.rank : tmp.attr.naxes);
+    else if (!(rc = infer_reduce(&c, &tmp, x[0]))) tmp.dtype = DT_I64;
+    break;
   case G_SOFTMAX:
     rc = need_float(&c, x[0], "x") || norm_axis(&c, tmp.attr.axis, &x[0]->shape, &tmp.attr.axis) ? -1 : 0;
     tmp.shape = x[0]->shape;

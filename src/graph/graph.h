@@ -15,6 +15,8 @@ typedef enum GOp {
   G_ADD, G_SUB, G_MUL, G_DIV, G_POW, G_MAXIMUM, G_MINIMUM,
   /* reductions over attr.axes (normalised to non-negative, sorted), attr.keepdim */
   G_SUM, G_MEAN, G_MAX, G_MIN,
+  G_ARGMAX,     /* one axis (attr.axes[0]), attr.keepdim; i64 index of the first maximum (NaNs are skipped;
+                   all NaN: 0) */
   G_SOFTMAX,    /* in[0], attr.axis */
   G_RMS_NORM,   /* x, w, attr.eps; normalises the last axis */
   G_LAYER_NORM, /* x, w, b, attr.eps; normalises the last axis */

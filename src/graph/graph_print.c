@@ -43,7 +43,7 @@ static void put_ints(StrBuf *b, const int *v, int n) {
 static void put_attrs(StrBuf *b, const GNode *n) {
   const GAttr *a = &n->attr;
   switch (n->op) {
-  case G_SUM: case G_MEAN: case G_MAX: case G_MIN:
+  case G_SUM: case G_MEAN: case G_MAX: case G_MIN: case G_ARGMAX:
     sb_puts(b, ", axis=");
     if (a->naxes == 1) sb_printf(b, "%d", a->axes[0]);
     else put_ints(b, a->axes, a->naxes);

@@ -152,9 +152,14 @@ Graph *llama_build(const ModelConfig *c, const ModelBuildOptions *o, Arena *aren
   h = rms(&b, h, weight(&b, "model.norm.weight", c->hidden, 0));
   int head = c->tied_embeddings ? table : weight(&b, "lm_head.weight", c->vocab, c->hidden);
   int logits = op(&b, G_CAST, op(&b, G_LINEAR, h, head, -1, NULL), -1, -1, &cast);
+  /* The greedy choice on the device: a decode step then copies back 8 bytes instead of the logits. */
+  GAttr last_axis = {.naxes = 1, .axes = {-1}};
+  int next = op(&b, G_ARGMAX, logits, -1, -1, &last_axis);
   if (b.fail) return NULL;
   graph_set_name(b.g, logits, "logits");
+  graph_set_name(b.g, next, "next_token");
   graph_add_output(b.g, logits);
+  graph_add_output(b.g, next);
   return b.g;
 }
 

@@ -122,6 +122,7 @@ static int dispatch(const RefOp *op, const Graph *g, const RefTensor *inputs) {
   case G_ADD: case G_SUB: case G_MUL: case G_DIV: case G_POW: case G_MAXIMUM: case G_MINIMUM:
     return ref_binary(op);
   case G_SUM: case G_MEAN: case G_MAX: case G_MIN: return ref_reduce(op);
+  case G_ARGMAX: return ref_argmax(op);
   case G_SOFTMAX: return ref_softmax(op);
   case G_RMS_NORM: return ref_rms_norm(op);
   case G_LAYER_NORM: return ref_layer_norm(op);

@@ -32,6 +32,7 @@ int ref_unary(const RefOp *op);
 int ref_binary(const RefOp *op);
 int ref_cast(const RefOp *op);
 int ref_reduce(const RefOp *op);
+int ref_argmax(const RefOp *op);
 int ref_softmax(const RefOp *op);
 int ref_rms_norm(const RefOp *op);
 int ref_layer_norm(const RefOp *op);

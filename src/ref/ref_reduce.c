@@ -61,6 +61,29 @@ int ref_reduce(const RefOp *op) {
   return 1;
 }
 
+/* The index of the first maximum along the one axis; NaNs are skipped, an all-NaN row gives 0. */
+int ref_argmax(const RefOp *op) {
+  const RefTensor *x = op->in[0];
+  RefTensor *o = op->out;
+  const GAttr *at = &op->node->attr;
+  if (at->naxes != 1 || at->axes[0] < 0 || at->axes[0] >= x->rank) return ref_fail(op, "argmax: needs one valid axis");
+  int a = at->axes[0];
+  int64_t outer = 1, inner = 1, n = x->dims[a];
+  for (int i = 0; i < a; i++) outer *= x->dims[i];
+  for (int i = a + 1; i < x->rank; i++) inner *= x->dims[i];
+  if (o->numel != outer * inner) return ref_fail(op, "argmax: result has %lld elements, expected %lld", (long long)o->numel, (long long)(outer * inner));
+  for (int64_t i = 0; i < outer; i++)
+    for (int64_t j = 0; j < inner; j++) {
+      int64_t best = -1;
+      for (int64_t k = 0; k < n; k++) {
+        double v = x->data[(i * n + k) * inner + j];
+        if (!isnan(v) && (best < 0 || v > x->data[(i * n + best) * inner + j])) best = k;
+      }
+      o->data[i * inner + j] = best < 0 ? 0 : (double)best;
+    }
+  return 1;
+}
+
 static int same_as_input(const RefOp *op) {
   const RefTensor *x = op->in[0];
   int ok = x->rank == op->out->rank;

@@ -11,7 +11,7 @@ typedef struct Plan Plan;
 Plan *plan_new(const KProgram *kp, Backend *b, Diag *d);
 void plan_free(Plan *p);
 /* Host buffers in the program's input order / output order, in each buffer's storage dtype and
- * row-major layout, sized by the shapes evaluated with env. Allocates and frees device memory. */
+ * row-major layout, sized by the shapes evaluated with env; a NULL output is not copied back. */
 int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outputs, Diag *d);
 /* Runs it `iters` times after `warmup` runs and reports the median wall time of one run in ms
  * (inputs already on the device; excludes transfers). */

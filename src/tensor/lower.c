@@ -91,6 +91,7 @@ static int lower_op(Lower *L, const GNode *n) {
   case G_MAXIMUM: case G_MINIMUM: case G_CAST:
     return lower_elementwise(L, n);
   case G_SUM: case G_MEAN: case G_MAX: case G_MIN: return lower_reduce(L, n);
+  case G_ARGMAX: return lower_argmax(L, n);
   case G_SOFTMAX: case G_RMS_NORM: case G_LAYER_NORM: return lower_norm(L, n);
   case G_MATMUL: return lower_matmul(L, n);
   case G_LINEAR: return lower_linear(L, n);

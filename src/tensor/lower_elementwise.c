@@ -62,6 +62,25 @@ int lower_elementwise(Lower *L, const GNode *n) {
   return lw_map(L, fn, n->dtype, &n->shape, src, nsrc);
 }
 
+/* argmax = min over the axis of (x == max ? index : n), then n (every element NaN) -> 0: two reductions
+ * that fuse into one kernel per row. */
+int lower_argmax(Lower *L, const GNode *n) {
+  int x = lw_node(L, n->in[0]), a = n->attr.axes[0];
+  Shape xs = *lw_shape(L, x);
+  unsigned axes = 1u << a;
+  int m = t_reduce(L->p, RED_MAX, x, axes);
+  int xm[2] = {x, m};
+  Expr *len = xs.dim[a];
+  Expr *hit = ex_bin(L->x, X_EQ, lw_arg(L, 0, x), lw_arg(L, 1, m));
+  int idx = lw_map(L, ex_select(L->x, hit, lw_var(L, a), len), DT_I64, &xs, xm, 1 + 1);
+  int first = t_reduce(L->p, RED_MIN, idx, axes);
+  Shape fs = *lw_shape(L, first);
+  Expr *none = ex_bin(L->x, X_EQ, lw_arg(L, 0, first), len);
+  int r = lw_map(L, ex_select(L->x, none, ex_int(L->x, 0), lw_arg(L, 0, first)), DT_I64, &fs, &first, 1);
+  if (!n->attr.keepdim) r = lw_drop(L, r, axes, &n->shape);
+  return r;
+}
+
 int lower_reduce(Lower *L, const GNode *n) {
   int x = lw_node(L, n->in[0]);
   Shape xs = *lw_shape(L, x);

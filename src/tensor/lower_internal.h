@@ -38,6 +38,7 @@ int lw_fail(Lower *L, const GNode *n, const char *fmt, ...) __attribute__((forma
 /* Per op family; each returns the tensor node holding the op's result, or -1 with the diag set. */
 int lower_elementwise(Lower *L, const GNode *n);
 int lower_reduce(Lower *L, const GNode *n);
+int lower_argmax(Lower *L, const GNode *n);
 int lower_norm(Lower *L, const GNode *n); /* softmax, rms_norm, layer_norm */
 int lower_rope(Lower *L, const GNode *n);
 int lower_attention(Lower *L, const GNode *n);

@@ -270,6 +270,23 @@ static int joins_group(const LKernel *k, int first, int next) {
   return !s.hit;
 }
 
+/* Unrolling: U vectors per loop step, their loads issued before any use, so each thread keeps U times
+ * the bytes in flight (a GEMV with few rows is latency-bound otherwise). U divides the thread's number of
+ * vectors (no remainder loop) and U * (vector loads per step) stays <= 8 to bound registers. */
+static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {
+  if (V <= 1 || ph->axes[0].extent->op != X_CONST) return 1;
+  int64_t per_thread = ph->axes[0].extent->ival / ((int64_t)coop_threads(L) * V);
+  for (int u = 4; u > 1; u /= 2)
+    if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= 8) return u;
+  return 1;
+}
+
+static Expr *subst_var(ExprPool *P, Expr *e, int var, Expr *to) {
+  Expr *map[L_MAX_VARS] = {0};
+  map[var] = to;
+  return ex_subst_vars(P, e, L_MAX_VARS, map);
+}
+
 static void emit_group(Lower *L, KStmt *seq, int first, int n) {
   ExprPool *P = L->pool;
   const LPhase *ph = &L->k->phases[first];
@@ -284,29 +301,45 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
   }
   Expr *start, *stride;
   kl_coop_start(L, &start, &stride);
-  /* Without vectors the first phase's own axis variable is the loop variable. */
-  int rv = V > 1 ? kl_new_var(L, "r") : ph[0].axes[0].var, kv = V > 1 ? kl_new_var(L, "k") : -1;
+  /* Without vectors the first phase's own axis variable is the loop variable. With them, element k of
+   * unrolled vector u is at r + u*stride*V + k (u and k are placeholders, replaced by constants). */
+  int rv = V > 1 ? kl_new_var(L, "r") : ph[0].axes[0].var;
+  int kv = V > 1 ? kl_new_var(L, "k") : -1, uv = V > 1 ? kl_new_var(L, "u") : -1;
   Expr *at = ex_var(P, rv);
-  if (V > 1) at = ex_add(P, at, ex_var(P, kv));
+  if (V > 1) at = ex_add(P, ex_add(P, at, ex_var(P, uv)), ex_var(P, kv));
   for (int i = 0; i < n; i++) L->var_map[ph[i].axes[0].var] = ph[i].axes[0].var == rv ? NULL : at;
   /* Loads move before the loop only when it surely runs (an empty extent may mean an empty buffer). */
   const Expr *ext = ph[0].axes[0].extent;
-  Hoist h = {L, seq, (1ull << rv) | (kv >= 0 ? 1ull << kv : 0), ext->op == X_CONST && ext->ival > 0, {{0}}};
+  uint64_t loopmask = (1ull << rv) | (V > 1 ? (1ull << kv) | (1ull << uv) : 0);
+  Hoist h = {L, seq, loopmask, ext->op == X_CONST && ext->ival > 0, {{0}}};
   for (int i = 0; i < n; i++) body[i] = hoist(&h, kl_subst(L, ph[i].body), 0);
   memo_free(&h.done[0]);
   memo_free(&h.done[1]);
-  Expr *vV = ex_int(P, V);
-  KStmt *loop = kl_st_for(L, seq, rv, ex_mul(P, start, vV), ph[0].axes[0].extent, ex_mul(P, stride, vV));
   if (V == 1) {
+    KStmt *loop = kl_st_for(L, seq, rv, start, ph[0].axes[0].extent, stride);
     for (int i = 0; i < n; i++) kl_st_assign(L, loop, acc_id[i], kl_combine(L, ph[i].op, acc[i], body[i]));
   } else {
+    VecLoads probe = {.L = L, .kvar = kv, .rvar = rv, .V = V};
+    for (int i = 0; i < n; i++) find_vec_loads(&probe, subst_var(P, body[i], uv, ex_int(P, 0)), 0);
+    memo_free(&probe.seen[0]);
+    memo_free(&probe.seen[1]);
+    int U = phase_unroll(L, ph, V, probe.n);
+    Expr *step = ex_mul(P, stride, ex_int(P, V)); /* between unrolled vectors */
+    KStmt *loop = kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));
+    Expr *bu[4][L_MAX_PHASES];
     VecLoads vl = {.L = L, .kvar = kv, .rvar = rv, .V = V};
-    for (int i = 0; i < n; i++) find_vec_loads(&vl, body[i], 0);
+    for (int u = 0; u < U; u++)
+      for (int i = 0; i < n; i++) {
+        bu[u][i] = subst_var(P, body[i], uv, ex_mul(P, step, ex_int(P, u)));
+        find_vec_loads(&vl, bu[u][i], 0);
+      }
     memo_free(&vl.seen[0]);
     memo_free(&vl.seen[1]);
     for (int j = 0; j < vl.n && !L->failed; j++) emit_vload(&vl, loop, j);
-    for (int k = 0; k < V; k++)
-      for (int i = 0; i < n; i++) kl_st_assign(L, loop, acc_id[i], kl_combine(L, ph[i].op, acc[i], at_element(&vl, body[i], k)));
+    for (int u = 0; u < U; u++)
+      for (int k = 0; k < V; k++)
+        for (int i = 0; i < n; i++)
+          kl_st_assign(L, loop, acc_id[i], kl_combine(L, ph[i].op, acc[i], at_element(&vl, bu[u][i], k)));
   }
   for (int i = 0; i < n; i++) {
     reduce_across_threads(L, seq, acc_id[i], acc[i], ph[i].op);

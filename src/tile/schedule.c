@@ -45,7 +45,6 @@ static int64_t work_per_point(const LKernel *k) {
 Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   (void)p;
   Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0};
-  int64_t points = const_product(k->par, k->npar);
   int64_t work = work_per_point(k);
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
@@ -60,14 +59,22 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   }
   /* CUDA: enough serial work per point to be worth splitting across threads? */
   if (work >= 0 && work < 64) return s; /* one thread per point */
-  /* Few points (a row-wise norm over a handful of rows, a GEMV): a block each keeps every SM busy.
-   * Many points: a warp each, several per block. 132 SMs on an H100/H200. */
-  if (points >= 0 && points <= 4 * 132) {
-    s.red = RS_BLOCK;
-    s.block_threads = (work >= 0 && work < 1024) ? 128 : 256;
-  } else {
+  /* Threads per point: double them while the whole launch has fewer than ~1024 threads per SM (132
+   * SMs on an H100/H200; a GEMV with few rows is latency-bound without them) and each thread still
+   * gets two 8-element vectors. Symbolic extents count as 1 point (decode: seq = 1) and a symbolic
+   * reduction as 256 elements (an attention row in decode). 32 = a warp per point, several points
+   * per block; more = a block per point. */
+  int64_t pts = 1, w = work < 0 ? 256 : work;
+  for (int i = 0; i < k->npar; i++)
+    if (k->par[i].extent->op == X_CONST) pts *= k->par[i].extent->ival;
+  int T = 32;
+  while (T < 256 && pts * T < 132 * 1024 && w >= (int64_t)T * 2 * 16) T *= 2;
+  if (T == 32) {
     s.red = RS_WARP;
     s.block_threads = 128;
+  } else {
+    s.red = RS_BLOCK;
+    s.block_threads = T;
   }
   /* Reductions read 8 consecutive elements per thread step: one 16-byte load of bf16 weights. */
   s.vec = 8;

@@ -59,7 +59,7 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   }
   /* CUDA: enough serial work per point to be worth splitting across threads? */
   if (work >= 0 && work < 64) return s; /* one thread per point */
-  /* Threads per point: double them while the whole launch has fewer than ~1024 threads per SM (132
+  /* Threads per point (up to a whole block of 1024): double them while the launch has fewer than ~1024 threads per SM (132
    * SMs on an H100/H200; a GEMV with few rows is latency-bound without them) and each thread still
    * gets two 8-element vectors. Symbolic extents count as 1 point (decode: seq = 1) and a symbolic
    * reduction as 256 elements (an attention row in decode). 32 = a warp per point, several points
@@ -68,7 +68,7 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   for (int i = 0; i < k->npar; i++)
     if (k->par[i].extent->op == X_CONST) pts *= k->par[i].extent->ival;
   int T = 32;
-  while (T < 256 && pts * T < 132 * 1024 && w >= (int64_t)T * 2 * 16) T *= 2;
+  while (T < 1024 && pts * T < 132 * 1024 && w >= (int64_t)T * 2 * 16) T *= 2;
   if (T == 32) {
     s.red = RS_WARP;
     s.block_threads = 128;

@@ -181,7 +181,10 @@ static const double *named(const KKernel *kk, const LProgram *lp, double *const 
 }
 
 static void reference(const KKernel *kk, const LProgram *lp, double *const *in, double *want, int64_t seq) {
-  const char *name = kk->name;
+  char name[64]; /* a register-blocked variant computes what its kernel does */
+  snprintf(name, sizeof name, "%s", kk->name);
+  char *suffix = strstr(name, "_rows");
+  if (suffix) *suffix = 0;
   if (!strcmp(name, "gateup_0")) {
     const double *x = named(kk, lp, in, "x"), *s = named(kk, lp, in, "s");
     const double *w1 = named(kk, lp, in, "w1"), *w2 = named(kk, lp, in, "w2");
@@ -294,8 +297,11 @@ static void run_zoo_cpu(Schedule s) {
   symenv_set(&env, "seq", SEQ_VALUE);
   Host h;
   host_init(&h, z.lp, &env, 7);
-  for (int ki = 0; ki < kp->nkernels; ki++) {
-    const KKernel *kk = &kp->kernels[ki];
+  int variants = 0;
+  for (int kv = 0; kv < 2 * kp->nkernels; kv++) { /* every kernel, then every register-blocked variant */
+    const KKernel *kk = kv < kp->nkernels ? &kp->kernels[kv] : kp->kernels[kv - kp->nkernels].alt;
+    if (!kk) continue;
+    variants += kv >= kp->nkernels;
     CKernelFn fn = (CKernelFn)(uintptr_t)dlsym(so, kk->name);
     if (!fn) fail_msg("kernel %s not in the shared object", kk->name);
     void *bufs[K_MAX_PARAMS];
@@ -318,6 +324,7 @@ static void run_zoo_cpu(Schedule s) {
     }
     free(want);
   }
+  if (s.rows > 1) assert_int_equal(variants, kp->nkernels); /* every zoo kernel has a parallel axis 0 */
   host_free(&h, z.lp->nbufs);
   dlclose(so);
   sb_free(&src);
@@ -328,6 +335,9 @@ static void test_c_serial(void **state) { run_zoo_cpu((Schedule){RS_SERIAL, 1, 1
 static void test_c_omp(void **state) { run_zoo_cpu((Schedule){RS_SERIAL, 1, 1, 1}); }
 static void test_c_omp_vec4(void **state) { run_zoo_cpu((Schedule){RS_SERIAL, 1, 4, 1}); }
 static void test_c_vec8(void **state) { run_zoo_cpu((Schedule){RS_SERIAL, 1, 8, 0}); }
+/* Register blocking of parallel axis 0 by 4 (every kernel's variant, full blocks and the remainder) */
+static void test_c_rows4(void **state) { run_zoo_cpu((Schedule){RS_SERIAL, 1, 8, 1, .rows = 4, .row_axis = 0}); }
+static void test_c_rows2(void **state) { run_zoo_cpu((Schedule){RS_SERIAL, 1, 1, 0, .rows = 2, .row_axis = 0}); }
 
 /* The C has only standard headers, typed restrict pointers and the ABI signature. */
 static void test_c_text(void **state) {
@@ -360,11 +370,11 @@ static void test_c_text(void **state) {
 
 /* ---- CUDA ---- */
 
-static void compile_zoo_cuda(RedStrategy r, int block, int vec, const char *arch) {
+static void compile_zoo_cuda_rows(RedStrategy r, int block, int vec, int rows, const char *arch) {
   if (!nvrtc_available()) skip();
   Zoo z = zoo_all();
   Diag d = {0};
-  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){r, block, vec, 0}, &d);
+  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){r, block, vec, 0, rows, rows > 1 ? 0 : -1}, &d);
   if (!kp) fail_msg("kernel_from_tile: %s", d.msg);
   StrBuf src = {0};
   if (!render_cuda(&src, kp, &d)) fail_msg("render_cuda: %s", d.msg);
@@ -388,7 +398,13 @@ static void compile_zoo_cuda(RedStrategy r, int block, int vec, const char *arch
   arena_free(z.a);
 }
 
+static void compile_zoo_cuda(RedStrategy r, int block, int vec, const char *arch) {
+  compile_zoo_cuda_rows(r, block, vec, 1, arch);
+}
+
 static void test_cuda_serial(void **state) { compile_zoo_cuda(RS_SERIAL, 128, 1, "sm_90"); }
+static void test_cuda_warp_rows8(void **state) { compile_zoo_cuda_rows(RS_WARP, 128, 8, 8, "sm_90"); }
+static void test_cuda_block_rows4(void **state) { compile_zoo_cuda_rows(RS_BLOCK, 256, 8, 4, "sm_90"); }
 static void test_cuda_serial_vec4(void **state) { compile_zoo_cuda(RS_SERIAL, 256, 4, "sm_90"); }
 static void test_cuda_warp(void **state) { compile_zoo_cuda(RS_WARP, 256, 1, "sm_90"); }
 static void test_cuda_warp_vec4(void **state) { compile_zoo_cuda(RS_WARP, 128, 4, "sm_90"); }
@@ -461,12 +477,16 @@ int main(void) {
       cmocka_unit_test(test_c_omp),
       cmocka_unit_test(test_c_omp_vec4),
       cmocka_unit_test(test_c_vec8),
+      cmocka_unit_test(test_c_rows4),
+      cmocka_unit_test(test_c_rows2),
       cmocka_unit_test(test_cuda_serial),
       cmocka_unit_test(test_cuda_serial_vec4),
       cmocka_unit_test(test_cuda_warp),
       cmocka_unit_test(test_cuda_warp_vec4),
       cmocka_unit_test(test_cuda_block),
       cmocka_unit_test(test_cuda_block_vec8),
+      cmocka_unit_test(test_cuda_warp_rows8),
+      cmocka_unit_test(test_cuda_block_rows4),
       cmocka_unit_test(test_cuda_block32),
       cmocka_unit_test(test_cuda_sm75),
       cmocka_unit_test(test_nvrtc_error_log),

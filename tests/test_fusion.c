@@ -9,8 +9,12 @@ static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
   Compilation *c = compilation_new(t, pol);
   if (!compile_source(c, src, ST_CODE, &d)) fail_msg("compile failed: %s\n%s", d.msg, src);
   int n = c->loop->nkernels, distinct = 0;
-  for (int i = 0; i < c->kernel->nkernels; i++) distinct += c->kernel->kernels[i].code_name == NULL;
-  /* The code stage has exactly one entry point per distinct kernel. */
+  for (int i = 0; i < c->kernel->nkernels; i++) {
+    const KKernel *kk = &c->kernel->kernels[i];
+    distinct += kk->code_name == NULL;
+    distinct += kk->alt && kk->alt->code_name == NULL; /* a register-blocked variant */
+  }
+  /* The code stage has exactly one entry point per distinct kernel or variant. */
   const char *code = sb_str(&c->code), *needle = t == TARGET_CUDA ? "__global__" : "(void *const *bufs";
   int found = 0;
   for (const char *p = code; (p = strstr(p, needle)); p++) found++;

@@ -71,6 +71,10 @@ int render_c(StrBuf *out, const KProgram *kp, Diag *d) {
   R.d = d;
   R.cuda = 0;
   sb_puts(out, c_preamble);
-  for (int i = 0; i < kp->nkernels && !R.failed; i++) if (!kp->kernels[i].code_name) rc_c_kernel(&R, &kp->kernels[i]);
+  for (int i = 0; i < kp->nkernels && !R.failed; i++) {
+    const KKernel *kk = &kp->kernels[i];
+    if (!kk->code_name) rc_c_kernel(&R, kk);
+    if (kk->alt && !kk->alt->code_name && !R.failed) rc_c_kernel(&R, kk->alt);
+  }
   return !R.failed;
 }

@@ -772,10 +772,17 @@ int code_dedupe(KProgram *kp, Diag *d) {
     char *text;
     const char *name;
   } Seen;
-  Seen *seen = calloc((size_t)(kp->nkernels ? kp->nkernels : 1), sizeof *seen);
+  /* every kernel and every variant, variants compared among themselves too */
+  int n = 0;
+  KKernel **all = calloc((size_t)(2 * kp->nkernels + 1), sizeof *all);
+  Seen *seen = calloc((size_t)(2 * kp->nkernels + 1), sizeof *seen);
+  if (!all || !seen) abort();
+  for (int i = 0; i < kp->nkernels; i++) all[n++] = &kp->kernels[i];
+  for (int i = 0; i < kp->nkernels; i++)
+    if (kp->kernels[i].alt) all[n++] = kp->kernels[i].alt;
   int nseen = 0, ok = 1;
-  for (int i = 0; i < kp->nkernels && ok; i++) {
-    KKernel *kk = &kp->kernels[i];
+  for (int i = 0; i < n && ok; i++) {
+    KKernel *kk = all[i];
     kk->code_name = NULL;
     StrBuf t = {0};
     Render R = {0};
@@ -807,6 +814,7 @@ int code_dedupe(KProgram *kp, Diag *d) {
   }
   for (int j = 0; j < nseen; j++) free(seen[j].text);
   free(seen);
+  free(all);
   return ok ? nseen : -1;
 }
 

@@ -76,6 +76,10 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   R.d = d;
   R.cuda = 1;
   sb_puts(out, cuda_preamble);
-  for (int i = 0; i < kp->nkernels && !R.failed; i++) if (!kp->kernels[i].code_name) rc_cuda_kernel(&R, &kp->kernels[i]);
+  for (int i = 0; i < kp->nkernels && !R.failed; i++) {
+    const KKernel *kk = &kp->kernels[i];
+    if (!kk->code_name) rc_cuda_kernel(&R, kk);
+    if (kk->alt && !kk->alt->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt);
+  }
   return !R.failed;
 }

@@ -55,7 +55,8 @@ typedef struct KParam {
 #define K_MAX_PARAMS 32
 #define K_MAX_TMPS 256
 
-typedef struct KKernel {
+typedef struct KKernel KKernel;
+struct KKernel {
   const char *name;
   KParam params[K_MAX_PARAMS]; /* buffer parameters, in call order */
   int nparams;
@@ -68,13 +69,18 @@ typedef struct KKernel {
   /* Set by the code stage when another kernel of the program has exactly the same code (the same
    * layer op in every layer): the function to launch, with this kernel's own arguments. NULL = name. */
   const char *code_name;
+  /* A variant for large run-time extents (register blocking, Schedule.rows): the same computation,
+   * launched instead of this kernel when `alt_when` (an Expr over symbols) is non-zero, e.g. seq >= 8
+   * for a prefill. Kept apart so the decode kernel is not compiled for the variant's registers. */
+  KKernel *alt;
+  Expr *alt_when;
   int ntmps;
   DType tmp_dtype[K_MAX_TMPS];
   const char *tmp_names[K_MAX_TMPS]; /* readable names ("acc0", "i0", "p"); renderers make them unique */
   const char *var_names[L_MAX_VARS]; /* names of X_VAR ids, for printing and code */
   int nvars;
   Schedule sched;
-} KKernel;
+};
 
 typedef struct KProgram {
   const LProgram *loop; /* buffers (names, dtypes, shapes), inputs, outputs, symbols */

@@ -140,5 +140,12 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
   for (int i = 0; i < kp->nkernels; i++) {
     if (i) sb_putc(b, '\n');
     print_kernel(b, kp, &kp->kernels[i]);
+    const KKernel *alt = kp->kernels[i].alt;
+    if (alt) {
+      sb_puts(b, "\nvariant, launched instead when ");
+      ex_print(b, kp->kernels[i].alt_when, NULL);
+      sb_puts(b, ":\n");
+      print_kernel(b, kp, alt);
+    }
   }
 }

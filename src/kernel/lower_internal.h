@@ -16,6 +16,11 @@ typedef struct Lower {
   Expr *var_map[L_MAX_VARS];   /* X_VAR id -> replacement (NULL: keep) */
   Expr *acc_map[L_MAX_PHASES]; /* X_ACC id -> X_TMP of its accumulator */
   KStmt *smem_decls;           /* KS_SMEM statements, placed first in the kernel body */
+  /* Register blocking (Schedule.rows): while nrows > 1, phases are computed for the parallel points
+   * row_base + t (t < nrows) of axis variable row_var together, one accumulator set per row. */
+  int nrows, row_var;
+  Expr *row_base;
+  Expr *acc_rows[8][L_MAX_PHASES];
   int nsmem;
   int failed;
 } Lower;
@@ -43,6 +48,10 @@ int kl_loop_vec(const Lower *L);
 void kl_coop_start(Lower *L, Expr **start, Expr **stride);
 void kl_block_reduce(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op);
 
-/* The kernel's reduction phases, in order, into seq; sets L->acc_map. */
+/* The kernel's reduction phases, in order, into seq; sets L->acc_map (L->acc_rows[t] per row when
+ * L->nrows > 1). */
 void kl_emit_phases(Lower *L, KStmt *seq);
+/* Makes row t current (its row variable value and accumulators) / keeps its accumulators. */
+void kl_select_row(Lower *L, int t);
+void kl_save_row(Lower *L, int t);
 #endif

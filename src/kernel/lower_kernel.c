@@ -38,26 +38,72 @@ static void emit_inner(Lower *L, KStmt *seq) {
   emit_store(L, seq);
 }
 
-/* The per-point work: par variables from p, phases, inner loop with the store. */
+/* The parallel axes as the points enumerate them: with register blocking, the blocked axis counts
+ * blocks of `rows`. */
+static void point_axes(const Lower *L, LAxis *par) {
+  const LKernel *k = L->k;
+  for (int i = 0; i < k->npar; i++) par[i] = k->par[i];
+  if (L->s.rows > 1 && L->s.row_axis >= 0 && L->s.row_axis < k->npar) {
+    Expr *e = k->par[L->s.row_axis].extent, *r = ex_int(L->pool, L->s.rows);
+    par[L->s.row_axis].extent = ex_bin(L->pool, X_IDIV, ex_add(L->pool, e, ex_int(L->pool, L->s.rows - 1)), r);
+  }
+}
+
+/* The per-point work: par variables from p, phases, inner loop with the store. With register blocking,
+ * a point is `rows` consecutive values of the blocked axis: when all of them exist, their phases share
+ * one pass over the streamed buffers; the last, partial block (and every decode step, whose axis has
+ * extent 1) takes them one at a time. */
 static void emit_point(Lower *L, KStmt *seq, Expr *p) {
   const LKernel *k = L->k;
+  ExprPool *P = L->pool;
+  LAxis par[LT_MAX_RANK];
+  point_axes(L, par);
   if (k->npar > 0) {
     /* Par variables are always temporaries (even for one axis) so the body sees one name. */
     if (k->npar == 1) {
       const char *nm = k->var_names[k->par[0].var];
       L->var_map[k->par[0].var] = kl_decl_tmp(L, seq, DT_I64, nm ? nm : "i", p, NULL);
     } else {
-      kl_bind_axes(L, seq, k->par, k->npar, p);
+      kl_bind_axes(L, seq, par, k->npar, p);
     }
   }
-  kl_emit_phases(L, seq);
-  if (!L->failed) emit_inner(L, seq);
+  int R = L->s.rows, a = L->s.row_axis;
+  if (R <= 1 || a < 0 || a >= k->npar) {
+    kl_emit_phases(L, seq);
+    if (!L->failed) emit_inner(L, seq);
+    return;
+  }
+  int var = k->par[a].var;
+  Expr *base = kl_decl_tmp(L, seq, DT_I64, "row0", ex_mul(P, L->var_map[var], ex_int(P, R)), NULL);
+  Expr *left = ex_bin(P, X_SUB, k->par[a].extent, base);
+  KStmt *full = kl_st_if(L, seq, ex_bin(P, X_LE, ex_int(P, R), left));
+  L->nrows = R;
+  L->row_var = var;
+  L->row_base = base;
+  memset(L->acc_rows, 0, sizeof L->acc_rows);
+  kl_emit_phases(L, full);
+  for (int t = 0; t < R && !L->failed; t++) {
+    kl_select_row(L, t);
+    emit_inner(L, full);
+  }
+  L->nrows = 1;
+  KStmt *rest = kl_st_if(L, seq, ex_bin(P, X_LT, left, ex_int(P, R)));
+  int tv = kl_new_var(L, "t");
+  KStmt *loop = kl_st_for(L, rest, tv, ex_int(P, 0), left, ex_int(P, 1));
+  L->var_map[var] = ex_add(P, base, ex_var(P, tv));
+  kl_emit_phases(L, loop);
+  if (!L->failed) emit_inner(L, loop);
 }
 
 static int check_schedule(Lower *L) {
   const Schedule *s = &L->s;
   if (s->vec != 0 && s->vec != 1 && s->vec != 2 && s->vec != 4 && s->vec != 8) {
     diag_error(L->d, 0, 0, "kernel %s: vector width %d is not 1, 2, 4 or 8", L->k->name, s->vec);
+    return 0;
+  }
+  if (s->rows > 1 && (s->rows > 8 || (s->rows & (s->rows - 1)) || s->row_axis < 0 || s->row_axis >= L->k->npar)) {
+    diag_error(L->d, 0, 0, "kernel %s: register blocking of %d rows on parallel axis %d is not possible", L->k->name,
+               s->rows, s->row_axis);
     return 0;
   }
   if (L->target != TARGET_CUDA) return 1;
@@ -76,7 +122,9 @@ static void lower_body(Lower *L) {
   KStmt *root = kl_st_new(L, KS_SEQ);
   L->smem_decls = kl_st_new(L, KS_SEQ);
   kl_st_add(L, root, L->smem_decls);
-  Expr *npoints = kl_domain_size(L, k->par, k->npar);
+  LAxis par[LT_MAX_RANK];
+  point_axes(L, par);
+  Expr *npoints = kl_domain_size(L, par, k->npar);
   int B = L->s.block_threads;
   if (L->target == TARGET_CPU) {
     int pv = kl_new_var(L, "p");
@@ -223,7 +271,20 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
   kp->kernels = ARENA_ARRAY(lp->arena, KKernel, tp->nkernels > 0 ? tp->nkernels : 1);
   for (int i = 0; i < tp->nkernels; i++) {
     const LKernel *k = tp->kernels[i].k ? tp->kernels[i].k : &lp->kernels[i];
-    if (!lower_kernel(tp, k, tp->kernels[i].s, &kp->kernels[i], d)) return NULL;
+    Schedule s = tp->kernels[i].s;
+    KKernel *kk = &kp->kernels[i];
+    if (s.rows > 1 && s.row_axis >= 0 && s.row_axis < k->npar) {
+      /* the blocked schedule as a variant for extents of at least `rows`; the kernel itself without it */
+      Schedule one = s;
+      one.rows = 1;
+      one.row_axis = -1;
+      kk->alt = ARENA_NEW(lp->arena, KKernel);
+      if (!lower_kernel(tp, k, one, kk, d) || !lower_kernel(tp, k, s, kk->alt, d)) return NULL;
+      kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);
+      kk->alt_when = ex_bin(lp->pool, X_LE, ex_int(lp->pool, s.rows), k->par[s.row_axis].extent);
+    } else if (!lower_kernel(tp, k, s, kk, d)) {
+      return NULL;
+    }
   }
   return kp;
 }

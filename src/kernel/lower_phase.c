@@ -12,9 +12,20 @@
  * Phases over several axes get one flattened loop each (emit_phase).
  */
 #include <stdlib.h>
+#include <string.h>
 #include "lower_internal.h"
 
 int kl_loop_vec(const Lower *L) { return L->target == TARGET_CUDA ? 1 : L->s.vec; }
+
+void kl_select_row(Lower *L, int t) {
+  if (L->nrows <= 1) return;
+  L->var_map[L->row_var] = ex_add(L->pool, L->row_base, ex_int(L->pool, t));
+  memcpy(L->acc_map, L->acc_rows[t], sizeof L->acc_map);
+}
+
+void kl_save_row(Lower *L, int t) {
+  if (L->nrows > 1) memcpy(L->acc_rows[t], L->acc_map, sizeof L->acc_map);
+}
 
 static void reduce_across_threads(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op) {
   if (L->target != TARGET_CUDA || L->s.red == RS_SERIAL) return;
@@ -137,8 +148,8 @@ static int multiple_of(const Expr *e, int64_t V, int step_var) {
 typedef struct VecLoads {
   Lower *L;
   int kvar, rvar, V;
-  Expr *load[32]; /* loads read as vectors (at symbolic element k) */
-  int tmp[32];    /* first temporary of each: element k is tmp + k */
+  Expr *load[64]; /* loads read as vectors (at symbolic element k) */
+  int tmp[64];    /* first temporary of each: element k is tmp + k */
   int n;
   Memo seen[2];
 } VecLoads;
@@ -174,7 +185,7 @@ static void find_vec_loads(VecLoads *vl, Expr *e, int under_arm) {
   Expr **slot = memo_slot(&vl->seen[under_arm], e, 1);
   if (*slot) return;
   *slot = e;
-  if (!under_arm && vl->n < 32 && vectorizable(vl, e)) {
+  if (!under_arm && vl->n < 64 && vectorizable(vl, e)) {
     for (int i = 0; i < vl->n; i++)
       if (vl->load[i] == e) return;
     vl->load[vl->n++] = e;
@@ -213,7 +224,7 @@ static void emit_vload(VecLoads *vl, KStmt *loop, int j) {
 typedef struct AtElement {
   VecLoads *vl;
   int k;
-  Expr *inst[32]; /* load j at element k: replaced by temporary tmp[j] + k */
+  Expr *inst[64]; /* load j at element k: replaced by temporary tmp[j] + k */
 } AtElement;
 
 static Expr *at_element_fn(void *ctx, ExprPool *p, Expr *e) {
@@ -287,17 +298,20 @@ static Expr *subst_var(ExprPool *P, Expr *e, int var, Expr *to) {
   return ex_subst_vars(P, e, L_MAX_VARS, map);
 }
 
+/* Phases first .. first+n-1 for every row (L->nrows, or 1): one loop, one accumulator per phase and row;
+ * entry e = row * n + phase. */
 static void emit_group(Lower *L, KStmt *seq, int first, int n) {
   ExprPool *P = L->pool;
   const LPhase *ph = &L->k->phases[first];
-  int V = phase_vec(L, ph);
-  Expr *acc[L_MAX_PHASES], *body[L_MAX_PHASES];
-  int acc_id[L_MAX_PHASES];
-  for (int i = 0; i < n; i++) {
-    acc_id[i] = -1;
+  int V = phase_vec(L, ph), R = L->nrows > 1 ? L->nrows : 1, ne = R * n;
+  Expr *acc[8 * L_MAX_PHASES], *body[8 * L_MAX_PHASES];
+  int acc_id[8 * L_MAX_PHASES];
+  for (int e = 0; e < ne; e++) {
+    int i = e % n;
+    acc_id[e] = -1;
     const char *name = arena_printf(L->arena, "acc%d", first + i);
-    acc[i] = kl_decl_tmp(L, seq, ph[i].acc_dtype, name, kl_identity(L, ph[i].op, ph[i].acc_dtype), &acc_id[i]);
-    if (acc_id[i] < 0) return;
+    acc[e] = kl_decl_tmp(L, seq, ph[i].acc_dtype, name, kl_identity(L, ph[i].op, ph[i].acc_dtype), &acc_id[e]);
+    if (acc_id[e] < 0) return;
   }
   Expr *start, *stride;
   kl_coop_start(L, &start, &stride);
@@ -312,38 +326,47 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
   const Expr *ext = ph[0].axes[0].extent;
   uint64_t loopmask = (1ull << rv) | (V > 1 ? (1ull << kv) | (1ull << uv) : 0);
   Hoist h = {L, seq, loopmask, ext->op == X_CONST && ext->ival > 0, {{0}}};
-  for (int i = 0; i < n; i++) body[i] = hoist(&h, kl_subst(L, ph[i].body), 0);
+  for (int t = 0; t < R; t++) {
+    kl_select_row(L, t);
+    for (int i = 0; i < n; i++) body[t * n + i] = hoist(&h, kl_subst(L, ph[i].body), 0);
+  }
   memo_free(&h.done[0]);
   memo_free(&h.done[1]);
   if (V == 1) {
     KStmt *loop = kl_st_for(L, seq, rv, start, ph[0].axes[0].extent, stride);
-    for (int i = 0; i < n; i++) kl_st_assign(L, loop, acc_id[i], kl_combine(L, ph[i].op, acc[i], body[i]));
+    for (int e = 0; e < ne; e++) kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], body[e]));
   } else {
     VecLoads probe = {.L = L, .kvar = kv, .rvar = rv, .V = V};
-    for (int i = 0; i < n; i++) find_vec_loads(&probe, subst_var(P, body[i], uv, ex_int(P, 0)), 0);
+    for (int e = 0; e < ne; e++) find_vec_loads(&probe, subst_var(P, body[e], uv, ex_int(P, 0)), 0);
     memo_free(&probe.seen[0]);
     memo_free(&probe.seen[1]);
     int U = phase_unroll(L, ph, V, probe.n);
     Expr *step = ex_mul(P, stride, ex_int(P, V)); /* between unrolled vectors */
     KStmt *loop = kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));
-    Expr *bu[4][L_MAX_PHASES];
+    Expr **bu = malloc(sizeof(Expr *) * (size_t)(U * ne));
+    if (!bu) abort();
     VecLoads vl = {.L = L, .kvar = kv, .rvar = rv, .V = V};
     for (int u = 0; u < U; u++)
-      for (int i = 0; i < n; i++) {
-        bu[u][i] = subst_var(P, body[i], uv, ex_mul(P, step, ex_int(P, u)));
-        find_vec_loads(&vl, bu[u][i], 0);
+      for (int e = 0; e < ne; e++) {
+        bu[u * ne + e] = subst_var(P, body[e], uv, ex_mul(P, step, ex_int(P, u)));
+        find_vec_loads(&vl, bu[u * ne + e], 0);
       }
     memo_free(&vl.seen[0]);
     memo_free(&vl.seen[1]);
     for (int j = 0; j < vl.n && !L->failed; j++) emit_vload(&vl, loop, j);
     for (int u = 0; u < U; u++)
       for (int k = 0; k < V; k++)
-        for (int i = 0; i < n; i++)
-          kl_st_assign(L, loop, acc_id[i], kl_combine(L, ph[i].op, acc[i], at_element(&vl, bu[u][i], k)));
+        for (int e = 0; e < ne; e++)
+          kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], at_element(&vl, bu[u * ne + e], k)));
+    free(bu);
   }
-  for (int i = 0; i < n; i++) {
-    reduce_across_threads(L, seq, acc_id[i], acc[i], ph[i].op);
-    L->acc_map[ph[i].id] = acc[i];
+  for (int t = 0; t < R; t++) {
+    kl_select_row(L, t);
+    for (int i = 0; i < n; i++) {
+      reduce_across_threads(L, seq, acc_id[t * n + i], acc[t * n + i], ph[i].op);
+      L->acc_map[ph[i].id] = acc[t * n + i];
+    }
+    kl_save_row(L, t);
   }
 }
 
@@ -351,7 +374,11 @@ void kl_emit_phases(Lower *L, KStmt *seq) {
   const LKernel *k = L->k;
   for (int i = 0; i < k->nphase && !L->failed;) {
     if (k->phases[i].naxes != 1) {
-      emit_phase(L, seq, &k->phases[i], i);
+      for (int t = 0; t < (L->nrows > 1 ? L->nrows : 1); t++) {
+        kl_select_row(L, t);
+        emit_phase(L, seq, &k->phases[i], i);
+        kl_save_row(L, t);
+      }
       i++;
       continue;
     }

@@ -164,11 +164,14 @@ typedef struct RunState {
   int *nargs;     /* per kernel: arguments passed */
   int64_t *syms;  /* nkernels * 16: by-value symbols (none when they are in memory) */
   int *nsyms;     /* per kernel: by-value symbols passed */
+  const KKernel **use; /* per kernel: the kernel or its variant (KKernel.alt), chosen by the sizes */
+  int any_variant;
   int64_t *grids; /* nkernels */
   int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
 static void state_free(Plan *p, RunState *s) {
+  free(s->use);
   free(s->nargs);
   free(s->nsyms);
   free(s->bytes);
@@ -302,8 +305,9 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->syms = calloc(nkk * 16, sizeof *s->syms);
   s->nargs = calloc(nkk, sizeof *s->nargs);
   s->nsyms = calloc(nkk, sizeof *s->nsyms);
+  s->use = calloc(nkk, sizeof *s->use);
   s->grids = calloc(nkk, sizeof *s->grids);
-  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->nargs || !s->nsyms) {
+  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->nargs || !s->nsyms || !s->use) {
     diag_error(d, 0, 0, "plan: out of memory");
     goto fail;
   }
@@ -363,6 +367,13 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   }
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = &p->kp->kernels[k];
+    int64_t when = 0;
+    if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d)) goto fail;
+    if (when) {
+      kk = kk->alt;
+      s->any_variant = 1;
+    }
+    s->use[k] = kk;
     if (kk->nparams > K_MAX_PARAMS || kk->nsyms > 16) {
       diag_error(d, 0, 0, "plan: kernel '%s' has too many parameters", kk->name);
       goto fail;
@@ -420,7 +431,7 @@ static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *i
 }
 
 static int graph_applicable(const Plan *p, const RunState *s) {
-  if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new) return 0;
+  if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new || s->any_variant) return 0;
   if (s->graph_key != p->graph_key) return 0;
   for (int k = 0; k < p->kp->nkernels; k++)
     if (s->grids[k] <= 0) return 0; /* an empty launch cannot be a graph node */
@@ -437,7 +448,7 @@ static int graph_build(Plan *p, RunState *s, Diag *d) {
   p->g_grids = malloc(nkk * sizeof(int64_t));
   if (!p->g_args || !p->g_syms || !p->g_grids) abort();
   for (int k = 0; k < nk; k++) {
-    const KKernel *kk = &p->kp->kernels[k];
+    const KKernel *kk = s->use[k];
     if (!o->graph_add(p->b, p->graph, p->m, kk->code_name ? kk->code_name : kk->name,
                       &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
                       s->grids[k], kk->block, d))
@@ -501,7 +512,7 @@ static int launch_all(Plan *p, RunState *s, Diag *d) {
   int timed = p->kernel_ms && o->timer_mark && o->timer_ms && p->kp->nkernels < BACKEND_TIMER_SLOTS;
   if (timed && !o->timer_mark(p->b, 0, d)) return 0;
   for (int k = 0; k < p->kp->nkernels; k++) {
-    const KKernel *kk = &p->kp->kernels[k];
+    const KKernel *kk = s->use[k];
     double t0 = p->kernel_ms ? now_ms() : 0;
     if (!o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
                    &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d))

@@ -42,9 +42,47 @@ static int64_t work_per_point(const LKernel *k) {
   return w;
 }
 
+typedef struct StreamScan {
+  uint64_t red_mask; /* the phase's reduction variables */
+  int axis_var;
+  int found;
+} StreamScan;
+
+static void stream_scan_fn(void *ctx, const Expr *e) {
+  StreamScan *s = ctx;
+  if (e->op == X_LOAD && (e->varmask & s->red_mask) && !(e->varmask >> s->axis_var & 1)) s->found = 1;
+}
+
+/* Some reduction streams a buffer (its index runs over the reduction) that does not depend on `var`:
+ * computing several values of `var` together reads that buffer once for all of them. */
+static int streams_independent_of(const LKernel *k, int var) {
+  for (int i = 0; i < k->nphase; i++) {
+    StreamScan s = {0, var, 0};
+    for (int j = 0; j < k->phases[i].naxes; j++) s.red_mask |= 1ull << k->phases[i].axes[j].var;
+    ex_visit(k->phases[i].body, stream_scan_fn, &s);
+    if (s.found) return 1;
+  }
+  return 0;
+}
+
+/* Register blocking over the first parallel axis of run-time extent (the tokens of a step) when a
+ * reduction streams a buffer independent of it. A decode step (extent 1) takes the kernel's
+ * one-row path, so the blocked path only runs for prefill. */
+static void choose_rows(const LKernel *k, Target t, Schedule *s) {
+  s->rows = 1;
+  s->row_axis = -1;
+  for (int i = 0; i < k->npar; i++)
+    if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && streams_independent_of(k, k->par[i].var)) {
+      s->rows = t == TARGET_CUDA ? 8 : 4;
+      s->row_axis = i;
+      return;
+    }
+}
+
 Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   (void)p;
-  Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0};
+  Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0, .rows = 1, .row_axis = -1};
+  if (k->nphase > 0) choose_rows(k, t, &s);
   int64_t work = work_per_point(k);
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
@@ -84,6 +122,10 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
 int schedule_check(const Schedule *s, Target t, Diag *d) {
   if (s->vec != 1 && s->vec != 2 && s->vec != 4 && s->vec != 8) {
     diag_error(d, 0, 0, "schedule: vec must be 1, 2, 4 or 8, got %d", s->vec);
+    return 0;
+  }
+  if (s->rows != 1 && s->rows != 2 && s->rows != 4 && s->rows != 8) {
+    diag_error(d, 0, 0, "schedule: rows must be 1, 2, 4 or 8, got %d", s->rows);
     return 0;
   }
   if (t == TARGET_CUDA && (s->block_threads < 32 || s->block_threads > 1024 || s->block_threads % 32)) {

@@ -21,6 +21,11 @@ typedef struct Schedule {
   int vec;            /* elements per thread step (1, 2, 4, 8): CPU: along reductions and inner loops;
                          CUDA: the widest vector of a one-axis reduction (lower_phase.c) */
   int omp;            /* CPU: OpenMP over the parallel axes */
+  /* Register blocking: `rows` consecutive values of parallel axis `row_axis` (an index into the
+   * kernel's par axes) are computed together, so a buffer whose index does not depend on that axis
+   * (a weight, for the tokens of a prefill) is read once for all of them. rows = 1: off. */
+  int rows;
+  int row_axis;
 } Schedule;
 
 typedef struct TileKernel {

@@ -68,6 +68,9 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
       sb_printf(b, " -> %s", split);
       if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? 32 : s->block_threads);
     }
-    sb_printf(b, " vec=%d\n", s->vec);
+    sb_printf(b, " vec=%d", s->vec);
+    if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
+      sb_printf(b, " rows=%d(%s)", s->rows, k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
+    sb_putc(b, '\n');
   }
 }

@@ -10,7 +10,7 @@ int cmd_compile(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL;
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
-  FusionPolicy fusion = fusion_policy_default();
+  int fuse_recompute = 0, no_fuse = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_next = i + 1 < argc;
@@ -27,8 +27,8 @@ int cmd_compile(int argc, char **argv) {
       }
     } else if (!strcmp(a, "-o") && has_next) out_path = argv[++i];
     else if (!strcmp(a, "--config") && has_next) config = argv[++i];
-    else if (!strcmp(a, "--fuse-recompute")) fusion.allow_recompute = 1;
-    else if (!strcmp(a, "--no-fuse")) fusion.fuse_reductions = 0;
+    else if (!strcmp(a, "--fuse-recompute")) fuse_recompute = 1;
+    else if (!strcmp(a, "--no-fuse")) no_fuse = 1;
     else if (a[0] == '-' && a[1]) {
       report_msg("unknown or incomplete option '%s' for compile (see lathe --help)", a);
       return EXIT_ERROR;
@@ -50,6 +50,9 @@ int cmd_compile(int argc, char **argv) {
   }
   int model = !inline_text && path && is_model_path(path);
   if (!config && !model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
+  FusionPolicy fusion = fusion_policy_for(target);
+  if (fuse_recompute) fusion.allow_recompute = 1;
+  if (no_fuse) fusion.fuse_reductions = 0;
   Compilation *c = compilation_new(target, &fusion);
   Diag d = {0};
   int rc = EXIT_OK, ok;

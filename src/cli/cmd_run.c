@@ -12,7 +12,7 @@ typedef struct RunOpts {
   int check, bench, iters, warmup;
   uint64_t seed;
   SymEnv env;
-  FusionPolicy fusion;
+  int fuse_recompute, no_fuse;
 } RunOpts;
 
 static int parse_int(const char *s, long long lo, long long hi, long long *out) {
@@ -30,7 +30,6 @@ static int parse_args(int argc, char **argv, RunOpts *o) {
   o->iters = 50;
   o->warmup = 5;
   o->seed = 1;
-  o->fusion = fusion_policy_default();
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_next = i + 1 < argc;
@@ -39,8 +38,8 @@ static int parse_args(int argc, char **argv, RunOpts *o) {
     else if (!strcmp(a, "--target") && has_next) o->target = argv[++i];
     else if (!strcmp(a, "--check")) o->check = 1;
     else if (!strcmp(a, "--bench")) o->bench = 1;
-    else if (!strcmp(a, "--fuse-recompute")) o->fusion.allow_recompute = 1;
-    else if (!strcmp(a, "--no-fuse")) o->fusion.fuse_reductions = 0;
+    else if (!strcmp(a, "--fuse-recompute")) o->fuse_recompute = 1;
+    else if (!strcmp(a, "--no-fuse")) o->no_fuse = 1;
     else if ((!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--seed")) && has_next) {
       if (!parse_int(argv[++i], a[2] == 'w' ? 0 : 1, 1000000000LL, &v)) {
         report_msg("%s needs a positive integer, got '%s'", a, argv[i]);
@@ -119,7 +118,10 @@ int cmd_run(int argc, char **argv) {
   Diag d = {0};
   Target target = TARGET_CPU;
   Backend *be = open_backend(o.target, &target, &d);
-  Compilation *c = compilation_new(target, &o.fusion);
+  FusionPolicy fusion = fusion_policy_for(target);
+  if (o.fuse_recompute) fusion.allow_recompute = 1;
+  if (o.no_fuse) fusion.fuse_reductions = 0;
+  Compilation *c = compilation_new(target, &fusion);
   Execution x = {0};
   int rc = EXIT_ERROR;
   if (!be) {

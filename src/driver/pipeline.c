@@ -16,13 +16,21 @@ int stage_parse(const char *s, Stage *out) {
   return 0;
 }
 
+FusionPolicy fusion_policy_for(Target t) {
+  FusionPolicy p = fusion_policy_default();
+  /* On the GPU a decode-time GEMV is bound by its weights: recomputing a norm's output (x * scale * w,
+   * three inputs) inside the q, k and v projections costs less than a kernel that stores it. */
+  if (t == TARGET_CUDA) p.shared_max_inputs = 3;
+  return p;
+}
+
 Compilation *compilation_new(Target t, const FusionPolicy *fusion) {
   Compilation *c = calloc(1, sizeof *c);
   if (!c) abort();
   c->arena = arena_new();
   c->pool = expr_pool_new(c->arena);
   c->target = t;
-  c->fusion = fusion ? *fusion : fusion_policy_default();
+  c->fusion = fusion ? *fusion : fusion_policy_for(t);
   return c;
 }
 

@@ -22,6 +22,8 @@ typedef struct Compilation {
   StrBuf code;
 } Compilation;
 
+/* The default fusion choices for a target (fusion: NULL in compilation_new). */
+FusionPolicy fusion_policy_for(Target t);
 Compilation *compilation_new(Target t, const FusionPolicy *fusion);
 void compilation_free(Compilation *c);
 /* Parses src and lowers it through stage `upto` (inclusive). 0 with diag on error. */

@@ -10,6 +10,31 @@
 #include "../base/strbuf.h"
 #include "../code/code.h"
 
+/* Kernel arguments: the buffer parameters, then (CUDA) the symbol table's device pointer. */
+#define ARG_STRIDE (K_MAX_PARAMS + 1)
+
+/* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
+typedef struct RunState {
+  int nbufs;
+  size_t *bytes;  /* by LBuf index */
+  void **dev;     /* by LBuf index */
+  int *index_of;  /* LBuf id -> index */
+  int nids;
+  void **args;    /* nkernels * ARG_STRIDE: buffers, then the symbol table when symbols are in memory */
+  int *nargs;     /* per kernel: arguments passed */
+  int64_t *syms;  /* nkernels * 16: by-value symbols (none when they are in memory) */
+  int *nsyms;     /* per kernel: by-value symbols passed */
+  const KKernel **use; /* per kernel: the kernel or its variant (KKernel.alt), chosen by the sizes */
+  int any_variant;
+  size_t *io_at;  /* per LBuf: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
+  size_t io_used; /* bytes of the block this run uploads */
+  int64_t *grids; /* nkernels */
+  int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
+} RunState;
+
+#define IO_BYTES 4096 /* the per-run block: symbol table and small inputs */
+#define IO_SMALL 256  /* inputs up to this size travel in it */
+
 struct Plan {
   const KProgram *kp; /* borrowed: lives in the compilation's arena, which must outlive the plan */
   Backend *b;         /* borrowed */
@@ -43,11 +68,17 @@ struct Plan {
    * values on the device, uploaded before each run that changes them, so a replayed graph's
    * arguments stay the same from one decode step to the next. */
   void *sym_table;
-  int64_t *sym_host; /* the values last uploaded */
-  int sym_uploaded;
+  RunState rs; /* arrays reused by every run (state_init) */
+  /* Small per-run data (the symbol table, then inputs of at most IO_SMALL bytes: a decode step's token
+   * and position) share one device block and go up in one copy: each copy is a synchronising driver
+   * call, a few microseconds of a decode step. */
+  char *io_dev;
+  unsigned char *io_host;
+  size_t io_syms; /* bytes at the block's start for the symbol table */
 };
 
 static void print_profile(const Plan *p);
+static void state_release(RunState *s);
 
 Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   StrBuf sb = {0};
@@ -76,14 +107,18 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
     return NULL;
   }
   int nsym = kp->loop->nsymbols;
-  if (code_symbols_in_memory(kp->target) && nsym > 0) {
-    if (!(p->sym_host = calloc((size_t)nsym, sizeof(int64_t))) ||
-        !(p->sym_table = b->ops->alloc(b, (size_t)nsym * sizeof(int64_t), d))) {
-      if (!p->sym_host) diag_error(d, 0, 0, "plan: out of memory");
-      plan_free(p);
-      return NULL;
-    }
+  if (code_symbols_in_memory(kp->target) && nsym > 0) p->io_syms = ((size_t)nsym * sizeof(int64_t) + 15) & ~(size_t)15;
+  if (p->io_syms > IO_BYTES / 2) {
+    diag_error(d, 0, 0, "plan: %d symbols do not fit the per-run block", nsym);
+    plan_free(p);
+    return NULL;
   }
+  if (!(p->io_host = calloc(1, IO_BYTES)) || !(p->io_dev = b->ops->alloc(b, IO_BYTES, d))) {
+    if (!p->io_host) diag_error(d, 0, 0, "plan: out of memory");
+    plan_free(p);
+    return NULL;
+  }
+  if (p->io_syms) p->sym_table = p->io_dev;
   return p;
 }
 
@@ -109,8 +144,8 @@ void plan_free(Plan *p) {
   free(p->ws);
   free(p->ws_bytes);
   if (p->arena) p->b->ops->free(p->b, p->arena);
-  if (p->sym_table) p->b->ops->free(p->b, p->sym_table);
-  free(p->sym_host);
+  if (p->io_dev) p->b->ops->free(p->b, p->io_dev);
+  free(p->io_host);
   if (p->graph) p->b->ops->graph_free(p->b, p->graph);
   free(p->g_args);
   free(p->g_syms);
@@ -120,6 +155,7 @@ void plan_free(Plan *p) {
   free(p->cap);
   free(p->offset);
   free(p->source);
+  state_release(&p->rs);
   free(p);
 }
 
@@ -150,27 +186,16 @@ static int eval_or_diag(const Expr *e, const SymEnv *env, const char *what, int6
   return 0;
 }
 
-/* Kernel arguments: the buffer parameters, then (CUDA) the symbol table's device pointer. */
-#define ARG_STRIDE (K_MAX_PARAMS + 1)
 
-/* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
-typedef struct RunState {
-  int nbufs;
-  size_t *bytes;  /* by LBuf index */
-  void **dev;     /* by LBuf index */
-  int *index_of;  /* LBuf id -> index */
-  int nids;
-  void **args;    /* nkernels * ARG_STRIDE: buffers, then the symbol table when symbols are in memory */
-  int *nargs;     /* per kernel: arguments passed */
-  int64_t *syms;  /* nkernels * 16: by-value symbols (none when they are in memory) */
-  int *nsyms;     /* per kernel: by-value symbols passed */
-  const KKernel **use; /* per kernel: the kernel or its variant (KKernel.alt), chosen by the sizes */
-  int any_variant;
-  int64_t *grids; /* nkernels */
-  int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
-} RunState;
-
+/* The run state's arrays are allocated once per plan and reused by every run (a decode step would
+ * otherwise allocate and clear ~100 KB of argument tables). */
 static void state_free(Plan *p, RunState *s) {
+  (void)p;
+  memset(s, 0, sizeof *s);
+}
+
+static void state_release(RunState *s) {
+  free(s->io_at);
   free(s->use);
   free(s->nargs);
   free(s->nsyms);
@@ -292,6 +317,14 @@ static int place_temporaries(Plan *p, RunState *s, Diag *d) {
 static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   const LProgram *lp = p->kp->loop;
   int nk = p->kp->nkernels;
+  if (p->rs.dev) { /* reuse: only what runs do not overwrite is cleared */
+    *s = p->rs;
+    memset(s->dev, 0, (size_t)s->nbufs * sizeof *s->dev);
+    memset(s->io_at, 0, (size_t)s->nbufs * sizeof *s->io_at);
+    s->any_variant = 0;
+    s->io_used = 0;
+    goto sized;
+  }
   memset(s, 0, sizeof *s);
   s->nbufs = lp->nbufs;
   for (int i = 0; i < lp->nbufs; i++)
@@ -306,19 +339,26 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->nargs = calloc(nkk, sizeof *s->nargs);
   s->nsyms = calloc(nkk, sizeof *s->nsyms);
   s->use = calloc(nkk, sizeof *s->use);
+  s->io_at = calloc(nb, sizeof *s->io_at);
   s->grids = calloc(nkk, sizeof *s->grids);
-  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->nargs || !s->nsyms || !s->use) {
+  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->nargs || !s->nsyms || !s->use || !s->io_at) {
     diag_error(d, 0, 0, "plan: out of memory");
-    goto fail;
+    state_release(s);
+    return 0;
   }
   for (int i = 0; i < s->nids; i++) s->index_of[i] = -1;
   for (int i = 0; i < lp->nbufs; i++) {
-    const LBuf *buf = &lp->bufs[i];
-    if (buf->id < 0) {
-      diag_error(d, 0, 0, "plan: buffer '%s' has a negative id", buf->name);
-      goto fail;
+    if (lp->bufs[i].id < 0) {
+      diag_error(d, 0, 0, "plan: buffer '%s' has a negative id", lp->bufs[i].name);
+      state_release(s);
+      return 0;
     }
-    s->index_of[buf->id] = i;
+    s->index_of[lp->bufs[i].id] = i;
+  }
+  p->rs = *s;
+sized:
+  for (int i = 0; i < lp->nbufs; i++) {
+    const LBuf *buf = &lp->bufs[i];
     int64_t numel = 1;
     for (int k = 0; k < buf->shape.rank; k++) {
       int64_t dim;
@@ -345,10 +385,23 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->graph_key = -1;
   if (p->graph_sym && !symenv_get(env, p->graph_sym, &s->graph_key)) s->graph_key = -1;
   if (!place_temporaries(p, s, d)) goto fail;
+  /* Small non-bound inputs go in the per-run block, after the symbol table. */
+  s->io_used = p->io_syms;
+  for (int i = 0; i < lp->ninputs; i++) {
+    int bi = lp->inputs[i];
+    if (s->dev[bi] || !s->bytes[bi] || s->bytes[bi] > IO_SMALL) continue;
+    size_t at = (s->io_used + 15) & ~(size_t)15;
+    if (at == 0) at = 16; /* offset 0 means "not in the block" */
+    if (at + s->bytes[bi] > IO_BYTES) break;
+    s->io_at[bi] = at;
+    s->dev[bi] = p->io_dev + at;
+    s->io_used = at + s->bytes[bi];
+  }
   /* Non-bound inputs and outputs keep their own buffers across runs, grown geometrically. */
   if (!p->ws) {
-    p->ws = calloc(nb, sizeof *p->ws);
-    p->ws_bytes = calloc(nb, sizeof *p->ws_bytes);
+    size_t nbuf = (size_t)(lp->nbufs > 0 ? lp->nbufs : 1);
+    p->ws = calloc(nbuf, sizeof *p->ws);
+    p->ws_bytes = calloc(nbuf, sizeof *p->ws_bytes);
     if (!p->ws || !p->ws_bytes) {
       diag_error(d, 0, 0, "plan: out of memory");
       goto fail;
@@ -405,17 +458,10 @@ fail:
 
 static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *inputs, Diag *d) {
   const LProgram *lp = p->kp->loop;
-  if (p->sym_table) {
-    int changed = !p->sym_uploaded;
-    for (int i = 0; i < lp->nsymbols; i++) {
-      int64_t v = 0;
-      if (!symenv_get(env, lp->symbols[i], &v)) v = 0; /* no kernel of this run reads it (state_init checked) */
-      changed |= v != p->sym_host[i];
-      p->sym_host[i] = v;
-    }
-    if (changed && !p->b->ops->upload(p->b, p->sym_table, p->sym_host, (size_t)lp->nsymbols * sizeof(int64_t), d))
-      return 0;
-    p->sym_uploaded = 1;
+  for (int i = 0; p->io_syms && i < lp->nsymbols; i++) {
+    int64_t v = 0;
+    if (!symenv_get(env, lp->symbols[i], &v)) v = 0; /* no kernel of this run reads it (state_init checked) */
+    memcpy(p->io_host + (size_t)i * sizeof v, &v, sizeof v);
   }
   for (int i = 0; i < lp->ninputs; i++) {
     int bi = buf_index(s, lp->inputs[i], d);
@@ -425,9 +471,10 @@ static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *i
       diag_error(d, 0, 0, "plan: no host data for input '%s'", lp->bufs[bi].name);
       return 0;
     }
-    if (!p->b->ops->upload(p->b, s->dev[bi], inputs[i], s->bytes[bi], d)) return 0;
+    if (s->io_at[bi]) memcpy(p->io_host + s->io_at[bi], inputs[i], s->bytes[bi]);
+    else if (!p->b->ops->upload(p->b, s->dev[bi], inputs[i], s->bytes[bi], d)) return 0;
   }
-  return 1;
+  return !s->io_used || p->b->ops->upload(p->b, p->io_dev, p->io_host, s->io_used, d);
 }
 
 static int graph_applicable(const Plan *p, const RunState *s) {

@@ -52,10 +52,14 @@ expect run_bench 0 'bench: 1 kernel, median [0-9.]+ ms' -- run -e "$P" --bench -
 expect run_print 0 'y: f32\[1,32,2048\] = \[' -- run -e "$P"
 expect run_dim 0 'check y: .* ok' -- run -e 'x: f32[seq, 16]; y = softmax(x, -1)' --dim seq=7 --check
 expect run_dim_multi 0 'ok' -- run -e 'q: f32[1,4,seq,8]; k: f32[1,2,kv,8]; v: f32[1,2,kv,8]; y = attention(q, k, v, true)' --dim seq=3 --dim kv=9 --check
+expect run_argmax 0 'check y: .* ok' -- run -e 'x: f32[seq, 300]; y = argmax(x, -1)' --dim seq=9 --check
+# a linear over 9 tokens: the register-blocked variant (4 rows per pass on the CPU) and its remainder
+expect run_rows_variant 0 'check y: .* ok' -- run -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --dim seq=9 --check
 expect help 0 'usage: lathe' -- --help
 
 expect_error err_syntax '<-e>:1:[0-9]+: error' -- compile -e 'x: f32[4]; y = exp(x'
 expect_error err_unknown_op "unknown op 'frobnicate'" -- compile -e 'x: f32[4]; y = frobnicate(x)'
+expect_error err_argmax_axes 'argmax: give exactly one axis' -- compile -e 'x: f32[4,5]; y = argmax(x)'
 expect_error err_unknown_dtype "unknown dtype 'f8'" -- compile -e 'x: f8[4]; y = exp(x)'
 expect_error err_shape 'do not broadcast|broadcast' -- compile -e 'a: f32[2,3]; b: f32[4]; y = a + b'
 expect_error err_matmul 'matmul' -- compile -e 'a: f32[2,3]; b: f32[4,5]; y = matmul(a, b)'

@@ -155,6 +155,25 @@ static void test_null_attr_defaults(void **state) {
   assert_string_equal(shape_str(e, t), "f32[]");
 }
 
+/* argmax: one axis, an i64 result; no axis or several is an error, not a silent choice */
+static void test_argmax(void **state) {
+  Env *e = *state;
+  int x = input(e, "x", DT_BF16, SHAPE(e, "3", "seq", "5"));
+  GAttr at = {0};
+  at.naxes = 1;
+  at.axes[0] = -1;
+  assert_string_equal(shape_str(e, op(e, G_ARGMAX, x, -1, &at)), "i64[3,seq]");
+  at.keepdim = 1;
+  at.axes[0] = 1;
+  assert_string_equal(shape_str(e, op(e, G_ARGMAX, x, -1, &at)), "i64[3,1,5]");
+  int in[1] = {x};
+  op_fails(e, G_ARGMAX, in, 1, NULL, "argmax: give exactly one axis (got 3)");
+  GAttr two = {0};
+  two.naxes = 2;
+  two.axes[1] = 1;
+  op_fails(e, G_ARGMAX, in, 1, &two, "argmax: give exactly one axis (got 2)");
+}
+
 static void test_reshape_symbolic(void **state) {
   Env *e = *state;
   int x = input(e, "x", DT_F32, SHAPE(e, "b", "seq", "4", "8"));
@@ -266,6 +285,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_weak_literals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_arity_and_bad_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_null_attr_defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_argmax, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reshape_symbolic, setup, teardown),
       cmocka_unit_test_setup_teardown(test_slice_exprs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_attention_and_permute, setup, teardown),

@@ -183,6 +183,17 @@ static void build_cases(void) {
     add_case(name, seqs[s], 0,
              "q: f32[1,4,1,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]\nreturn attention(q, k, v, true)");
   }
+  /* bf16 weights over many tokens: the register-blocked variants, and on CUDA the tensor-core ones
+   * (norm prologue, two weights sharing A, residual epilogue; 37 tokens leave a partial tile). */
+  static const char *tokens[] = {"seq=37", "seq=130"};
+  for (int s = 0; s < 2; s++) {
+    char name[64];
+    snprintf(name, sizeof name, "prefill_bf16_%s", tokens[s] + 4);
+    add_case(name, tokens[s], 0,
+             "x: f32[1, seq, 64]; nw: bf16[64]; wg: bf16[96, 64]; wu: bf16[96, 64]; wd: bf16[64, 96]; wq: bf16[64, 64]\n"
+             "h = rms_norm(x, nw, 1e-6)\n"
+             "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd), linear(h, wq)");
+  }
   /* Fused chains under all three fusion policies. */
   static const char *policies[] = {"default", "recompute", "nofuse"};
   for (int p = 0; p < 3; p++) {

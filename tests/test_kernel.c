@@ -19,7 +19,7 @@ static KProgram *lower(Zoo *z, Target t, Schedule s, Diag *d) {
 /* ---- walking the tree ---- */
 
 typedef struct Census {
-  int n[KS_VLOAD + 1];
+  int n[KS_MMA + 1];
   int hw_exprs; /* statements whose expressions use hardware indices */
   const KStmt *vec_loop; /* a KS_FOR with constant extent 4 starting at 0 */
 } Census;
@@ -281,6 +281,42 @@ static void test_phase_groups(void **state) {
   arena_free(z.a);
 }
 
+/* A GEMM over a run-time number of rows with bf16 weights gets a tensor-core variant; with f32
+ * weights the CUDA-core blocked loop instead. */
+static void test_mma_variant(void **state) {
+  Zoo z = zoo_new();
+  Expr *seq = ex_sym(z.P, "seq");
+  for (int f32w = 0; f32w < 2; f32w++) {
+    int x = buf(&z, "x", DT_F32, BUF_INPUT, 2, seq, I(&z, 64), NULL);
+    int w = buf(&z, "w", f32w ? DT_F32 : DT_BF16, BUF_INPUT, 2, I(&z, 96), I(&z, 64), NULL);
+    int y = buf(&z, "y", DT_F32, BUF_OUTPUT, 2, seq, I(&z, 96), NULL);
+    LKernel *k = kern(&z, f32w ? "gemm_f32" : "gemm_bf16", y);
+    int i0 = par(k, "i0", seq), i1 = par(k, "i1", I(&z, 96));
+    LPhase *ph = phase(k, RED_ADD, DT_F32);
+    int r0 = red(k, ph, "r0", I(&z, 64));
+    ph->body = bin(&z, X_MUL, ld(&z, x, 2, V(&z, i0), V(&z, r0), NULL), ex_cast(z.P, DT_F32, ld(&z, w, 2, V(&z, i1), V(&z, r0), NULL)));
+    set_out(k, 2, V(&z, i0), V(&z, i1), NULL, ex_acc(z.P, 0, DT_F32));
+  }
+  Diag d = {0};
+  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 1}, &d);
+  assert_non_null(kp);
+  assert_non_null(kp->kernels[0].alt);
+  assert_string_equal(kp->kernels[0].alt->name, "gemm_bf16_mma");
+  assert_int_equal(census_of(kp->kernels[0].alt).n[KS_MMA], 1);
+  assert_string_equal(kp->kernels[1].alt->name, "gemm_f32_rows8");
+  assert_int_equal(census_of(kp->kernels[1].alt).n[KS_MMA], 0);
+  assert_int_equal(census_of(&kp->kernels[0]).n[KS_MMA], 0); /* the decode kernel is the plain one */
+  StrBuf src = {0};
+  assert_true(render_cuda(&src, kp, &d));
+  assert_contains(sb_str(&src), "lt_mma_bf16(lt_c[0][lt_s], lt_ah, lt_b0, lt_b1);");
+  assert_contains(sb_str(&src), "lt_mma_bf16(lt_c[0][lt_s], lt_al, lt_b0, lt_b1);");
+  sb_free(&src);
+  StrBuf c = {0};
+  assert_false(render_c(&c, kp, &d)); /* the CPU has no tensor cores */
+  sb_free(&c);
+  arena_free(z.a);
+}
+
 static void test_symbolic_extents(void **state) {
   Zoo z = zoo_new();
   k_add(&z);
@@ -338,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_block32),
       cmocka_unit_test(test_vec),
       cmocka_unit_test(test_phase_groups),
+      cmocka_unit_test(test_mma_variant),
       cmocka_unit_test(test_symbolic_extents),
       cmocka_unit_test(test_bad_schedules),
       cmocka_unit_test(test_acc_before_phase),

@@ -81,6 +81,8 @@ int rc_is_identifier(const char *s) {
 }
 
 /* A C identifier close to `base`, not used before in this kernel. */
+static const char *unique_name(Render *R, const char *base);
+const char *rc_unique_name(Render *R, const char *base) { return unique_name(R, base); }
 static const char *unique_name(Render *R, const char *base) {
   char buf[96];
   size_t n = 0;
@@ -96,6 +98,16 @@ static const char *unique_name(Render *R, const char *base) {
 }
 
 static void name_stmt_tree(Render *R, const KStmt *s) {
+  if (s->kind == KS_MMA && s->mma) { /* its row, column and k variables are locals of the template */
+    const KMma *m = s->mma;
+    int vars[LT_MAX_RANK + 2], nv = 0;
+    vars[nv++] = m->m_var;
+    vars[nv++] = m->k_var;
+    for (int i = 0; i < m->nn; i++) vars[nv++] = m->n_var[i];
+    for (int i = 0; i < nv; i++)
+      if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])
+        R->var_name[vars[i]] = unique_name(R, vars[i] < R->kk->nvars ? R->kk->var_names[vars[i]] : "v");
+  }
   if ((s->kind == KS_FOR || s->kind == KS_PARFOR) && s->var >= 0 && s->var < L_MAX_VARS && !R->var_name[s->var])
     R->var_name[s->var] = unique_name(R, s->var < R->kk->nvars ? R->kk->var_names[s->var] : "i");
   if (s->kind == KS_SMEM) {
@@ -583,10 +595,23 @@ static void put_store(Render *R, const KStmt *s, int level) {
 }
 
 static void put_stmt(Render *R, const KStmt *s, int level);
+void rc_put_stmt(Render *R, const KStmt *s, int level) { put_stmt(R, s, level); }
 
 static void put_children(Render *R, const KStmt *s, int level) {
   for (int i = 0; i < s->nbody && !R->failed; i++) put_stmt(R, s->body[i], level);
 }
+
+void rc_put_assign(Render *R, int level, const char *lhs, Expr *value) {
+  Expr *roots[1] = {value};
+  cse_begin(R, roots, 1, level);
+  sb_indent(R->out, level);
+  sb_printf(R->out, "%s = ", lhs);
+  put_ref(R, R->out, roots[0]);
+  sb_puts(R->out, ";\n");
+  cse_end(R);
+}
+
+Expr *rc_flat_index(Render *R, const LBuf *b, int n, Expr *const *idx) { return flat_index(R, b, n, idx); }
 
 static void put_warp_reduce(Render *R, const KStmt *s, int level) {
   if (!R->cuda) {
@@ -758,6 +783,13 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     return;
   case KS_WARP_REDUCE: put_warp_reduce(R, s, level); return;
   case KS_VLOAD: put_vload(R, s, level); return;
+  case KS_MMA:
+    if (!R->cuda) {
+      refuse(R, "tensor-core matrix multiply");
+      return;
+    }
+    rc_put_mma(R, s, level);
+    return;
   }
   rc_fail(R, "unknown statement kind %d", (int)s->kind);
 }

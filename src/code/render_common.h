@@ -51,4 +51,14 @@ const char *rc_storage_type(const Render *R, DType t);
 void rc_body(Render *R, int level);
 /* 1 if s is a C identifier. */
 int rc_is_identifier(const char *s);
+/* One statement at indentation `level` (any kind). */
+void rc_put_stmt(Render *R, const KStmt *s, int level);
+/* `lhs = value;` at `level`, with value's repeated subexpressions named first. */
+void rc_put_assign(Render *R, int level, const char *lhs, Expr *value);
+/* The row-major flat index of buffer b at idx[0..n). */
+Expr *rc_flat_index(Render *R, const LBuf *b, int n, Expr *const *idx);
+/* A kernel name not used yet in this kernel, close to base. */
+const char *rc_unique_name(Render *R, const char *base);
+/* CUDA: a KS_MMA statement (render_mma.c). */
+void rc_put_mma(Render *R, const KStmt *s, int level);
 #endif

@@ -36,7 +36,17 @@ static const char cuda_preamble[] =
     "static __device__ __forceinline__ float lt_bf16_round(float f) { return lt_bf16_to_f32(lt_f32_to_bf16(f)); }\n"
     "static __device__ __forceinline__ i64 lt_maxi(i64 a, i64 b) { return a > b ? a : b; }\n"
     "static __device__ __forceinline__ i64 lt_mini(i64 a, i64 b) { return a < b ? a : b; }\n"
-    "static __device__ __forceinline__ i64 lt_absi(i64 a) { return a < 0 ? -a : a; }\n";
+    "static __device__ __forceinline__ i64 lt_absi(i64 a) { return a < 0 ? -a : a; }\n"
+    "/* c += a (16x16 bf16) * b (16x8 bf16) on tensor cores; only tensor-core kernels (KS_MMA) call it */\n"
+    "static __device__ __forceinline__ void lt_mma_bf16(float *c, const unsigned int *a, unsigned int b0, unsigned int b1) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, \"\n"
+    "               \"{%0,%1,%2,%3};\" : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+    "#else\n"
+    "  __trap(); /* bf16 mma needs sm_80 */\n"
+    "#endif\n"
+    "}\n";
 
 void rc_cuda_kernel(Render *R, const KKernel *kk) {
   StrBuf *o = R->out;

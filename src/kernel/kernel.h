@@ -26,7 +26,29 @@ typedef enum KStmtKind {
   KS_VLOAD,       /* declare temporaries tmp .. tmp+count-1 (`dtype` values) = `count` consecutive elements
                      of global buffer `buf` from idx...; the flat index is a multiple of `count`, so CUDA
                      reads them with vector loads (16 bytes at most each) */
+  KS_MMA,         /* CUDA only: a whole tensor-core GEMM kernel body, described by `mma` */
 } KStmtKind;
+
+/* A kernel that is a sum over k of A[m][k] * B_i[n][k] for one or two weights B_i (bf16) and an
+ * epilogue per output element, run on tensor cores (mma.sync m16n8k16): each warp computes a 16 x 32
+ * tile, four warps stack along m. A (f32, any expression of m and k, e.g. a norm's output) is split
+ * into two bf16 parts, hi + lo, both multiplied by the exact bf16 weights, so the result keeps about
+ * f32 accuracy. */
+typedef struct KMma {
+  int m_var;         /* X_VAR of the row axis (a run-time extent: the tokens of a prefill) */
+  Expr *m_extent;
+  int k_var;         /* X_VAR of the reduction */
+  int64_t k_extent;  /* a multiple of 16 */
+  int nn;            /* column axes, last fastest; their product n_total is a multiple of 32 */
+  int n_var[LT_MAX_RANK];
+  int64_t n_ext[LT_MAX_RANK];
+  int64_t n_total;
+  Expr *a;           /* A[m][k], f32, not depending on the column variables */
+  int nb;            /* 1 or 2 weights (gate and up) */
+  Expr *b[2];        /* each a bf16 X_LOAD at (column variables, k), k the last index */
+  int acc_tmp[2];    /* the temporaries that hold each sum in `store` */
+  struct KStmt *store; /* stores one output element (uses m_var, the column variables, acc_tmp) */
+} KMma;
 
 typedef struct KStmt KStmt;
 struct KStmt {
@@ -43,6 +65,7 @@ struct KStmt {
   Expr *idx[LT_MAX_RANK]; /* KS_STORE / KS_VLOAD */
   ReduceOp rop;         /* KS_WARP_REDUCE */
   int count;            /* KS_SMEM, KS_VLOAD */
+  KMma *mma;            /* KS_MMA */
   KStmt **body;         /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
   int nbody;
 };

@@ -96,6 +96,21 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     }
     sb_puts(b, "]\n");
     break;
+  case KS_MMA:
+    if (s->mma) {
+      const KMma *m = s->mma;
+      sb_printf(b, "mma bf16 tensor cores: rows %s < ", pn_var(n, m->m_var));
+      ex_print(b, m->m_extent, nm);
+      sb_printf(b, ", %lld columns, sum over %s < %lld of ", (long long)m->n_total, pn_var(n, m->k_var), (long long)m->k_extent);
+      ex_print(b, m->a, nm);
+      for (int i = 0; i < m->nb; i++) {
+        sb_printf(b, i ? ", acc%d: * " : " * (acc%d: ", i);
+        ex_print(b, m->b[i], nm);
+      }
+      sb_puts(b, "), then per element:\n");
+      print_stmt(b, m->store, nm, child);
+    }
+    break;
   case KS_WARP_REDUCE: {
     const char *t = pn_tmp(n, s->tmp);
     sb_printf(b, "%s = warp_%s(", t, rop_name(s->rop));

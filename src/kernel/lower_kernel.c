@@ -196,6 +196,12 @@ static void collect_expr(Collect *c, const Expr *e) {
 
 static void collect_stmt(Collect *c, const KStmt *s) {
   if (s->kind == KS_VLOAD) add_param(c, s->buf, 0);
+  if (s->kind == KS_MMA) {
+    collect_expr(c, s->mma->a);
+    for (int i = 0; i < s->mma->nb; i++) collect_expr(c, s->mma->b[i]);
+    collect_expr(c, s->mma->m_extent);
+    collect_stmt(c, s->mma->store);
+  }
   collect_expr(c, s->lo);
   collect_expr(c, s->hi);
   collect_expr(c, s->step);
@@ -231,6 +237,8 @@ static void collect_params(KKernel *kk, const LProgram *lp, int out_buf, Diag *d
   *failed |= c.failed;
 }
 
+/* 1: lowered; 0: error (d says why); -1: the schedule asks for tensor cores and the kernel's shape does
+ * not allow them (nothing reported). */
 static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKernel *kk, Diag *d) {
   const LProgram *lp = tp->loop;
   Lower L = {0};
@@ -256,7 +264,11 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   kk->sched = L.s;
   kk->nvars = k->nvars;
   for (int i = 0; i < k->nvars; i++) kk->var_names[i] = k->var_names[i] ? k->var_names[i] : arena_printf(lp->arena, "x%d", i);
-  lower_body(&L);
+  if (L.s.mma) {
+    if (!kl_mma_body(&L)) return -1; /* not a shape the tensor-core lowering takes */
+  } else {
+    lower_body(&L);
+  }
   if (L.failed) return 0;
   collect_params(kk, lp, k->out_buf, d, &L.failed);
   return !L.failed;
@@ -278,12 +290,26 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
       Schedule one = s;
       one.rows = 1;
       one.row_axis = -1;
+      one.mma = 0;
       kk->alt = ARENA_NEW(lp->arena, KKernel);
-      if (!lower_kernel(tp, k, one, kk, d) || !lower_kernel(tp, k, s, kk->alt, d)) return NULL;
-      kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);
+      if (lower_kernel(tp, k, one, kk, d) != 1) return NULL;
+      int r = -1;
+      if (s.mma) { /* tensor cores where the shape allows, else the CUDA-core blocked loop */
+        r = lower_kernel(tp, k, s, kk->alt, d);
+        if (r == 0) return NULL;
+        if (r == 1) kk->alt->name = arena_printf(lp->arena, "%s_mma", k->name);
+      }
+      if (r < 0) {
+        Schedule cores = s;
+        cores.mma = 0;
+        *kk->alt = (KKernel){0};
+        if (lower_kernel(tp, k, cores, kk->alt, d) != 1) return NULL;
+        kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);
+      }
       kk->alt_when = ex_bin(lp->pool, X_LE, ex_int(lp->pool, s.rows), k->par[s.row_axis].extent);
-    } else if (!lower_kernel(tp, k, s, kk, d)) {
-      return NULL;
+    } else {
+      s.mma = 0;
+      if (lower_kernel(tp, k, s, kk, d) != 1) return NULL;
     }
   }
   return kp;

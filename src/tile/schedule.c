@@ -71,10 +71,12 @@ static int streams_independent_of(const LKernel *k, int var) {
 static void choose_rows(const LKernel *k, Target t, Schedule *s) {
   s->rows = 1;
   s->row_axis = -1;
+  s->mma = 0;
   for (int i = 0; i < k->npar; i++)
     if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && streams_independent_of(k, k->par[i].var)) {
       s->rows = t == TARGET_CUDA ? 8 : 4;
       s->row_axis = i;
+      s->mma = t == TARGET_CUDA; /* tensor cores where the kernel's shape allows */
       return;
     }
 }

@@ -26,6 +26,7 @@ typedef struct Schedule {
    * (a weight, for the tokens of a prefill) is read once for all of them. rows = 1: off. */
   int rows;
   int row_axis;
+  int mma; /* CUDA: run the blocked variant on tensor cores where its shape allows (kernel/lower_mma.c) */
 } Schedule;
 
 typedef struct TileKernel {

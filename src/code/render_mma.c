@@ -139,5 +139,4 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   line(R, L, "}");
   L--;
   line(R, L, "}");
-  (void)kv;
 }

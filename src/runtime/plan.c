@@ -1,6 +1,6 @@
 /* Plan runtime: renders and compiles a KProgram once, then runs its kernels in order for given
  * symbol values, allocating every buffer of the program's table on the backend. */
-#include "plan.h"
+#include "plan_internal.h"
 #include "../base/clock.h"
 
 #include <stdio.h>
@@ -10,74 +10,6 @@
 #include "../base/strbuf.h"
 #include "../code/code.h"
 
-/* Kernel arguments: the buffer parameters, then (CUDA) the symbol table's device pointer. */
-#define ARG_STRIDE (K_MAX_PARAMS + 1)
-
-/* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
-typedef struct RunState {
-  int nbufs;
-  size_t *bytes;  /* by LBuf index */
-  void **dev;     /* by LBuf index */
-  int *index_of;  /* LBuf id -> index */
-  int nids;
-  void **args;    /* nkernels * ARG_STRIDE: buffers, then the symbol table when symbols are in memory */
-  int *nargs;     /* per kernel: arguments passed */
-  int64_t *syms;  /* nkernels * 16: by-value symbols (none when they are in memory) */
-  int *nsyms;     /* per kernel: by-value symbols passed */
-  const KKernel **use; /* per kernel: the kernel or its variant (KKernel.alt), chosen by the sizes */
-  int any_variant;
-  size_t *io_at;  /* per LBuf: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
-  size_t io_used; /* bytes of the block this run uploads */
-  int64_t *grids; /* nkernels */
-  int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
-} RunState;
-
-#define IO_BYTES 4096 /* the per-run block: symbol table and small inputs */
-#define IO_SMALL 256  /* inputs up to this size travel in it */
-
-struct Plan {
-  const KProgram *kp; /* borrowed: lives in the compilation's arena, which must outlive the plan */
-  Backend *b;         /* borrowed */
-  BackendModule *m;
-  char *source;
-  double *kernel_ms;   /* LATHE_PROFILE=1: device time per kernel, summed over runs (graphs off) */
-  int runs;
-  /* LATHE_PROFILE=steps: where the wall time of graph-replayed runs goes (graphs on) */
-  int step_profile, step_runs, step_updates;
-  double step_prep_ms, step_update_ms, step_launch_ms, step_wait_ms, step_gpu_ms, step_out_ms;
-  void **bound;        /* per program input: persistent device buffer (weights, state) or NULL */
-  void **ws;           /* per LBuf: buffers kept across runs for non-bound inputs and outputs */
-  size_t *ws_bytes;
-  /* Temporaries share one arena, placed by liveness: two temporaries overlap in memory only if no
-   * kernel runs while both are live. Offsets are planned for each buffer's capacity and re-planned
-   * only when a buffer outgrows it (capacities grow geometrically as `past` grows). */
-  int *first_use, *last_use; /* per LBuf: kernel index range, -1 if unused */
-  size_t *cap, *offset;      /* per LBuf */
-  void *arena;
-  size_t arena_bytes;
-  /* Graph replay: runs whose `graph_sym` equals `graph_key` (decode steps: seq = 1) replay one
-   * recorded graph; between replays only the nodes whose arguments or grid changed are updated. */
-  const char *graph_sym;
-  int64_t graph_key;
-  BackendGraph *graph;
-  void **g_args;
-  int64_t *g_syms, *g_grids;
-  int graph_failed;
-  size_t *bound_bytes;
-  /* Where generated kernels read symbols from memory (code_symbols_in_memory): the program's symbol
-   * values on the device, uploaded before each run that changes them, so a replayed graph's
-   * arguments stay the same from one decode step to the next. */
-  void *sym_table;
-  RunState rs; /* arrays reused by every run (state_init) */
-  /* Small per-run data (the symbol table, then inputs of at most IO_SMALL bytes: a decode step's token
-   * and position) share one device block and go up in one copy: each copy is a synchronising driver
-   * call, a few microseconds of a decode step. */
-  char *io_dev;
-  unsigned char *io_host;
-  size_t io_syms; /* bytes at the block's start for the symbol table */
-};
-
-static void print_profile(const Plan *p);
 static void state_release(RunState *s);
 
 Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
@@ -124,15 +56,8 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
 
 void plan_free(Plan *p) {
   if (!p) return;
-  if (p->kernel_ms && p->runs) print_profile(p);
-  if (p->step_profile && p->step_runs) {
-    double n = p->step_runs;
-    fprintf(stderr,
-            "lathe step profile: %d graph replays; per replay: host prep %.3f ms, %.1f node updates %.3f ms, launch "
-            "%.3f ms, wait %.3f ms (graph on device %.3f ms), outputs %.3f ms\n",
-            p->step_runs, p->step_prep_ms / n, p->step_updates / n, p->step_update_ms / n, p->step_launch_ms / n,
-            p->step_wait_ms / n, p->step_gpu_ms / n, p->step_out_ms / n);
-  }
+  if (p->kernel_ms && p->runs) plan_print_profile(p);
+  if (p->step_profile && p->step_runs) plan_print_step_profile(p);
   free(p->kernel_ms);
   if (p->m) p->b->ops->module_free(p->b, p->m);
   for (int i = 0; p->bound && i < p->kp->loop->ninputs; i++)
@@ -217,103 +142,6 @@ static int buf_index(const RunState *s, int id, Diag *d) {
 }
 
 /* Kernel index range in which each buffer is read or written. */
-static int compute_lifetimes(Plan *p) {
-  const LProgram *lp = p->kp->loop;
-  size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
-  p->first_use = malloc(nb * sizeof(int));
-  p->last_use = malloc(nb * sizeof(int));
-  p->cap = calloc(nb, sizeof(size_t));
-  p->offset = calloc(nb, sizeof(size_t));
-  if (!p->first_use || !p->last_use || !p->cap || !p->offset) return 0;
-  for (int i = 0; i < lp->nbufs; i++) p->first_use[i] = p->last_use[i] = -1;
-  for (int k = 0; k < p->kp->nkernels; k++)
-    for (int a = 0; a < p->kp->kernels[k].nparams; a++) {
-      int b = p->kp->kernels[k].params[a].buf;
-      if (b < 0 || b >= lp->nbufs) continue;
-      if (p->first_use[b] < 0) p->first_use[b] = k;
-      p->last_use[b] = k;
-    }
-  return 1;
-}
-
-static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
-
-/* First-fit by decreasing size: each temporary goes at the lowest offset that does not overlap a
- * temporary already placed whose lifetime intersects its own. */
-typedef struct Span {
-  size_t lo, hi;
-} Span;
-
-static int by_lo(const void *x, const void *y) {
-  const Span *a = x, *b = y;
-  return (a->lo > b->lo) - (a->lo < b->lo);
-}
-
-static size_t plan_offsets(Plan *p) {
-  const LProgram *lp = p->kp->loop;
-  size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
-  int n = 0, *order = malloc(sizeof(int) * nb);
-  Span *busy = malloc(sizeof(Span) * nb);
-  if (!order || !busy) abort();
-  for (int i = 0; i < lp->nbufs; i++)
-    if (lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && p->cap[i]) order[n++] = i;
-  for (int i = 1; i < n; i++) /* insertion sort by capacity, descending (n is a few hundred) */
-    for (int j = i; j > 0 && p->cap[order[j]] > p->cap[order[j - 1]]; j--) {
-      int t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
-    }
-  size_t total = 0;
-  for (int i = 0; i < n; i++) {
-    int b = order[i], nbusy = 0;
-    /* the address ranges of placed temporaries alive at the same time, in address order */
-    for (int j = 0; j < i; j++) {
-      int o = order[j];
-      if (p->last_use[o] < p->first_use[b] || p->last_use[b] < p->first_use[o]) continue;
-      busy[nbusy++] = (Span){p->offset[o], p->offset[o] + p->cap[o]};
-    }
-    qsort(busy, (size_t)nbusy, sizeof *busy, by_lo);
-    size_t off = 0;
-    for (int j = 0; j < nbusy; j++) {
-      if (off + p->cap[b] <= busy[j].lo) break; /* fits in the gap before this range */
-      if (busy[j].hi > off) off = align_up(busy[j].hi);
-    }
-    p->offset[b] = off;
-    if (off + p->cap[b] > total) total = off + p->cap[b];
-  }
-  free(order);
-  free(busy);
-  return total;
-}
-
-static int place_temporaries(Plan *p, RunState *s, Diag *d) {
-  const LProgram *lp = p->kp->loop;
-  if (!p->first_use && !compute_lifetimes(p)) {
-    diag_error(d, 0, 0, "plan: out of memory");
-    return 0;
-  }
-  int replan = 0;
-  for (int i = 0; i < lp->nbufs; i++)
-    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && s->bytes[i] > p->cap[i]) {
-      p->cap[i] = align_up(s->bytes[i] > 2 * p->cap[i] ? s->bytes[i] : 2 * p->cap[i]);
-      replan = 1;
-    }
-  if (replan) {
-    size_t need = plan_offsets(p);
-    if (need > p->arena_bytes) {
-      if (p->arena) p->b->ops->free(p->b, p->arena);
-      p->arena_bytes = 0;
-      if (!(p->arena = p->b->ops->alloc(p->b, need, d))) return 0;
-      p->arena_bytes = need;
-    }
-  }
-  for (int i = 0; i < lp->nbufs; i++)
-    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && p->cap[i]) {
-      s->dev[i] = (char *)p->arena + p->offset[i]; /* empty temporaries get a buffer of their own below */
-    }
-  return 1;
-}
-
 static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   const LProgram *lp = p->kp->loop;
   int nk = p->kp->nkernels;
@@ -384,7 +212,7 @@ sized:
   }
   s->graph_key = -1;
   if (p->graph_sym && !symenv_get(env, p->graph_sym, &s->graph_key)) s->graph_key = -1;
-  if (!place_temporaries(p, s, d)) goto fail;
+  if (!plan_place_temporaries(p, s, d)) goto fail;
   /* Small non-bound inputs go in the per-run block, after the symbol table. */
   s->io_used = p->io_syms;
   for (int i = 0; i < lp->ninputs; i++) {
@@ -477,145 +305,6 @@ static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *i
   return !s->io_used || p->b->ops->upload(p->b, p->io_dev, p->io_host, s->io_used, d);
 }
 
-static int graph_applicable(const Plan *p, const RunState *s) {
-  if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new || s->any_variant) return 0;
-  if (s->graph_key != p->graph_key) return 0;
-  for (int k = 0; k < p->kp->nkernels; k++)
-    if (s->grids[k] <= 0) return 0; /* an empty launch cannot be a graph node */
-  return 1;
-}
-
-static int graph_build(Plan *p, RunState *s, Diag *d) {
-  const BackendOps *o = p->b->ops;
-  int nk = p->kp->nkernels;
-  size_t nkk = (size_t)(nk ? nk : 1);
-  if (!(p->graph = o->graph_new(p->b, d))) return 0;
-  p->g_args = malloc(nkk * ARG_STRIDE * sizeof(void *));
-  p->g_syms = malloc(nkk * 16 * sizeof(int64_t));
-  p->g_grids = malloc(nkk * sizeof(int64_t));
-  if (!p->g_args || !p->g_syms || !p->g_grids) abort();
-  for (int k = 0; k < nk; k++) {
-    const KKernel *kk = s->use[k];
-    if (!o->graph_add(p->b, p->graph, p->m, kk->code_name ? kk->code_name : kk->name,
-                      &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
-                      s->grids[k], kk->block, d))
-      return 0;
-  }
-  memcpy(p->g_args, s->args, nkk * ARG_STRIDE * sizeof(void *));
-  memcpy(p->g_syms, s->syms, nkk * 16 * sizeof(int64_t));
-  memcpy(p->g_grids, s->grids, nkk * sizeof(int64_t));
-  return o->graph_instantiate(p->b, p->graph, d);
-}
-
-static int graph_run(Plan *p, RunState *s, Diag *d) {
-  const BackendOps *o = p->b->ops;
-  if (!p->graph && !graph_build(p, s, d)) return 0;
-  double t0 = now_ms();
-  int updates = 0;
-  for (int k = 0; k < p->kp->nkernels; k++) {
-    void **a = &s->args[(size_t)k * ARG_STRIDE];
-    int64_t *y = &s->syms[(size_t)k * 16];
-    if (s->grids[k] == p->g_grids[k] && !memcmp(a, &p->g_args[(size_t)k * ARG_STRIDE], sizeof(void *) * s->nargs[k]) &&
-        !memcmp(y, &p->g_syms[(size_t)k * 16], sizeof(int64_t) * s->nsyms[k]))
-      continue;
-    if (!o->graph_update(p->b, p->graph, k, a, s->nargs[k], y, s->nsyms[k], s->grids[k], d)) return 0;
-    memcpy(&p->g_args[(size_t)k * ARG_STRIDE], a, sizeof(void *) * s->nargs[k]);
-    memcpy(&p->g_syms[(size_t)k * 16], y, sizeof(int64_t) * s->nsyms[k]);
-    p->g_grids[k] = s->grids[k];
-    updates++;
-  }
-  if (!p->step_profile) return o->graph_launch(p->b, p->graph, d) && o->sync(p->b, d);
-  int timed = o->timer_mark && o->timer_ms;
-  double t1 = now_ms();
-  if ((timed && !o->timer_mark(p->b, 0, d)) || !o->graph_launch(p->b, p->graph, d) || (timed && !o->timer_mark(p->b, 1, d)))
-    return 0;
-  double t2 = now_ms();
-  if (!o->sync(p->b, d)) return 0;
-  double t3 = now_ms();
-  p->step_runs++;
-  p->step_updates += updates;
-  p->step_update_ms += t1 - t0;
-  p->step_launch_ms += t2 - t1;
-  p->step_wait_ms += t3 - t2;
-  if (timed) p->step_gpu_ms += o->timer_ms(p->b, 0, 1);
-  return 1;
-}
-
-static int launch_all(Plan *p, RunState *s, Diag *d) {
-  p->runs++;
-  if (graph_applicable(p, s)) {
-    Diag gd = {0};
-    if (graph_run(p, s, &gd)) return 1;
-    /* No replay after all (an old driver, a refused update): launch one by one from now on. */
-    fprintf(stderr, "lathe: graph replay failed (%s); launching kernels one by one\n", gd.msg);
-    p->graph_failed = 1;
-    if (p->graph) p->b->ops->graph_free(p->b, p->graph);
-    p->graph = NULL;
-    if (!p->b->ops->sync(p->b, d)) return 0;
-  }
-  /* Profiling: device timestamps between kernels where the backend has them (launches stay
-   * asynchronous), else a synchronisation after each kernel. */
-  const BackendOps *o = p->b->ops;
-  int timed = p->kernel_ms && o->timer_mark && o->timer_ms && p->kp->nkernels < BACKEND_TIMER_SLOTS;
-  if (timed && !o->timer_mark(p->b, 0, d)) return 0;
-  for (int k = 0; k < p->kp->nkernels; k++) {
-    const KKernel *kk = s->use[k];
-    double t0 = p->kernel_ms ? now_ms() : 0;
-    if (!o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                   &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d))
-      return 0;
-    if (timed && !o->timer_mark(p->b, k + 1, d)) return 0;
-    if (p->kernel_ms && !timed) {
-      if (!o->sync(p->b, d)) return 0;
-      p->kernel_ms[k] += now_ms() - t0;
-    }
-  }
-  if (!o->sync(p->b, d)) return 0;
-  for (int k = 0; timed && k < p->kp->nkernels; k++) p->kernel_ms[k] += o->timer_ms(p->b, k, k + 1);
-  return 1;
-}
-
-static const double *prof_ms;
-static int by_time_desc(const void *a, const void *b) {
-  double x = prof_ms[*(const int *)a], y = prof_ms[*(const int *)b];
-  return (x < y) - (x > y);
-}
-
-/* LATHE_PROFILE=1: device time per kernel function (the same layer op in every layer shares one),
- * printed when the plan is freed. */
-static void print_profile(const Plan *p) {
-  int n = p->kp->nkernels, nf = 0;
-  size_t cap = (size_t)(n ? n : 1);
-  int *order = malloc(sizeof(int) * cap), *count = calloc(cap, sizeof(int));
-  double *fn_ms = calloc(cap, sizeof(double)), total = 0;
-  const char **fn = calloc(cap, sizeof(char *));
-  if (!order || !count || !fn_ms || !fn) abort();
-  for (int k = 0; k < n; k++) {
-    const KKernel *kk = &p->kp->kernels[k];
-    const char *name = kk->code_name ? kk->code_name : kk->name;
-    int f = 0;
-    while (f < nf && strcmp(fn[f], name)) f++;
-    if (f == nf) fn[nf++] = name;
-    fn_ms[f] += p->kernel_ms[k];
-    count[f]++;
-    total += p->kernel_ms[k];
-  }
-  for (int f = 0; f < nf; f++) order[f] = f;
-  prof_ms = fn_ms;
-  qsort(order, (size_t)nf, sizeof(int), by_time_desc);
-  double runs = p->runs ? p->runs : 1;
-  fprintf(stderr, "lathe profile: %d runs, %.3f ms per run in %d kernels (%d functions):\n", p->runs, total / runs, n, nf);
-  for (int i = 0; i < nf; i++) {
-    int f = order[i];
-    fprintf(stderr, "  %8.3f ms/run %5.1f%%  %3d x %-24s %.4f ms each\n", fn_ms[f] / runs, total > 0 ? 100 * fn_ms[f] / total : 0,
-            count[f], fn[f], fn_ms[f] / runs / count[f]);
-  }
-  free(order);
-  free(count);
-  free(fn_ms);
-  free(fn);
-}
-
 int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outputs, Diag *d) {
   RunState s;
   double t0 = now_ms();
@@ -624,7 +313,7 @@ int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outpu
   int ok = upload_inputs(p, &s, env, inputs, d);
   double t1 = now_ms();
   int replays = p->step_runs;
-  ok = ok && launch_all(p, &s, d);
+  ok = ok && plan_launch_all(p, &s, d);
   double t2 = now_ms();
   for (int i = 0; ok && i < lp->noutputs; i++) {
     int bi = buf_index(&s, lp->outputs[i], d);
@@ -669,10 +358,10 @@ int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int 
     return 0;
   }
   int ok = upload_inputs(p, &s, env, inputs, d);
-  for (int i = 0; ok && i < warmup; i++) ok = launch_all(p, &s, d);
+  for (int i = 0; ok && i < warmup; i++) ok = plan_launch_all(p, &s, d);
   for (int i = 0; ok && i < iters; i++) {
     double t0 = now_ms();
-    ok = launch_all(p, &s, d);
+    ok = plan_launch_all(p, &s, d);
     times[i] = now_ms() - t0;
   }
   if (ok) {

@@ -1,0 +1,82 @@
+/* Internal to the plan runtime (plan*.c): the plan and the state of one run. */
+#ifndef LATHE_PLAN_INTERNAL_H
+#define LATHE_PLAN_INTERNAL_H
+#include "plan.h"
+
+/* Kernel arguments: the buffer parameters, then (CUDA) the symbol table's device pointer. */
+#define ARG_STRIDE (K_MAX_PARAMS + 1)
+
+/* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
+typedef struct RunState {
+  int nbufs;
+  size_t *bytes;  /* by LBuf index */
+  void **dev;     /* by LBuf index */
+  int *index_of;  /* LBuf id -> index */
+  int nids;
+  void **args;    /* nkernels * ARG_STRIDE: buffers, then the symbol table when symbols are in memory */
+  int *nargs;     /* per kernel: arguments passed */
+  int64_t *syms;  /* nkernels * 16: by-value symbols (none when they are in memory) */
+  int *nsyms;     /* per kernel: by-value symbols passed */
+  const KKernel **use; /* per kernel: the kernel or its variant (KKernel.alt), chosen by the sizes */
+  int any_variant;
+  size_t *io_at;  /* per LBuf: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
+  size_t io_used; /* bytes of the block this run uploads */
+  int64_t *grids; /* nkernels */
+  int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
+} RunState;
+
+#define IO_BYTES 4096 /* the per-run block: symbol table and small inputs */
+#define IO_SMALL 256  /* inputs up to this size travel in it */
+
+struct Plan {
+  const KProgram *kp; /* borrowed: lives in the compilation's arena, which must outlive the plan */
+  Backend *b;         /* borrowed */
+  BackendModule *m;
+  char *source;
+  double *kernel_ms;   /* LATHE_PROFILE=1: device time per kernel, summed over runs (graphs off) */
+  int runs;
+  /* LATHE_PROFILE=steps: where the wall time of graph-replayed runs goes (graphs on) */
+  int step_profile, step_runs, step_updates;
+  double step_prep_ms, step_update_ms, step_launch_ms, step_wait_ms, step_gpu_ms, step_out_ms;
+  void **bound;        /* per program input: persistent device buffer (weights, state) or NULL */
+  void **ws;           /* per LBuf: buffers kept across runs for non-bound inputs and outputs */
+  size_t *ws_bytes;
+  /* Temporaries share one arena, placed by liveness: two temporaries overlap in memory only if no
+   * kernel runs while both are live. Offsets are planned for each buffer's capacity and re-planned
+   * only when a buffer outgrows it (capacities grow geometrically as `past` grows). */
+  int *first_use, *last_use; /* per LBuf: kernel index range, -1 if unused */
+  size_t *cap, *offset;      /* per LBuf */
+  void *arena;
+  size_t arena_bytes;
+  /* Graph replay: runs whose `graph_sym` equals `graph_key` (decode steps: seq = 1) replay one
+   * recorded graph; between replays only the nodes whose arguments or grid changed are updated. */
+  const char *graph_sym;
+  int64_t graph_key;
+  BackendGraph *graph;
+  void **g_args;
+  int64_t *g_syms, *g_grids;
+  int graph_failed;
+  size_t *bound_bytes;
+  /* Where generated kernels read symbols from memory (code_symbols_in_memory): the program's symbol
+   * values on the device, uploaded before each run that changes them, so a replayed graph's
+   * arguments stay the same from one decode step to the next. */
+  void *sym_table;
+  RunState rs; /* arrays reused by every run (state_init) */
+  /* Small per-run data (the symbol table, then inputs of at most IO_SMALL bytes: a decode step's token
+   * and position) share one device block and go up in one copy: each copy is a synchronising driver
+   * call, a few microseconds of a decode step. */
+  char *io_dev;
+  unsigned char *io_host;
+  size_t io_syms; /* bytes at the block's start for the symbol table */
+};
+
+
+/* plan_memory.c: offsets of the temporaries in the shared arena (re-planned when one outgrows its
+ * capacity) and their device pointers for this run. */
+int plan_place_temporaries(Plan *p, RunState *s, Diag *d);
+/* plan_launch.c: the run's kernels, as one graph replay where possible, else one launch each. */
+int plan_launch_all(Plan *p, RunState *s, Diag *d);
+/* LATHE_PROFILE=1 / =steps reports, printed when the plan is freed. */
+void plan_print_profile(const Plan *p);
+void plan_print_step_profile(const Plan *p);
+#endif

@@ -55,8 +55,16 @@ int rc_is_identifier(const char *s);
 void rc_put_stmt(Render *R, const KStmt *s, int level);
 /* `lhs = value;` at `level`, with value's repeated subexpressions named first. */
 void rc_put_assign(Render *R, int level, const char *lhs, Expr *value);
-/* The row-major flat index of buffer b at idx[0..n). */
+/* render_expr.c: the row-major flat index of buffer b at idx[0..n); a use of e (its CSE name when it
+ * has one); a load as a computed value; e as float. */
 Expr *rc_flat_index(Render *R, const LBuf *b, int n, Expr *const *idx);
+void rc_put_ref(Render *R, StrBuf *b, const Expr *e);
+void rc_put_load(Render *R, StrBuf *b, const Expr *e);
+void rc_put_as_float(Render *R, StrBuf *b, const Expr *e);
+/* Flattens the loads in roots[], then declares, at `level`, every subexpression used more than once
+ * (and safe to evaluate unconditionally) as a named constant; rc_cse_end forgets them. */
+void rc_cse_begin(Render *R, Expr **roots, int n, int level);
+void rc_cse_end(Render *R);
 /* A kernel name not used yet in this kernel, close to base. */
 const char *rc_unique_name(Render *R, const char *base);
 /* CUDA: a KS_MMA statement (render_mma.c). */

@@ -231,6 +231,14 @@ Expr *ex_bin(ExprPool *p, ExprOp op, Expr *a, Expr *b) {
     if (is_zero(b)) return a;
     if (is_int && a == b) return ex_int(p, 0);
     if (is_int && b->op == X_CONST) return ex_bin(p, X_ADD, a, ex_int(p, -b->ival));
+    /* x - (x + c) -> -c, (x + c) - x -> c, (x + c1) - (x + c2) -> c1 - c2: a slice of the last
+     * position, seq - (seq - 1), is 1 */
+    if (is_int) {
+      int ba = b->op == X_ADD && b->a[1]->op == X_CONST, aa = a->op == X_ADD && a->a[1]->op == X_CONST;
+      if (ba && b->a[0] == a) return ex_int(p, -b->a[1]->ival);
+      if (aa && a->a[0] == b) return a->a[1];
+      if (aa && ba && a->a[0] == b->a[0]) return ex_int(p, a->a[1]->ival - b->a[1]->ival);
+    }
     break;
   case X_MUL:
     if (is_one(b)) return a;

@@ -51,6 +51,9 @@ void kl_block_reduce(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op);
 /* The kernel's reduction phases, in order, into seq; sets L->acc_map (L->acc_rows[t] per row when
  * L->nrows > 1). */
 void kl_emit_phases(Lower *L, KStmt *seq);
+/* The kernel's store of its value at its output index, with the current variable and accumulator
+ * bindings (not yet added to any statement). */
+KStmt *kl_output_store(Lower *L);
 /* The kernel as a tensor-core GEMM (KS_MMA) if its shape allows (1), else 0 (nothing reported). */
 int kl_mma_body(Lower *L);
 /* Makes row t current (its row variable value and accumulators) / keeps its accumulators. */

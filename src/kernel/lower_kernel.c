@@ -8,7 +8,7 @@
 #include "lower_internal.h"
 
 
-static void emit_store(Lower *L, KStmt *seq) {
+KStmt *kl_output_store(Lower *L) {
   const LKernel *k = L->k;
   const LBuf *out = &L->lp->bufs[k->out_buf];
   KStmt *s = kl_st_new(L, KS_STORE);
@@ -18,8 +18,10 @@ static void emit_store(Lower *L, KStmt *seq) {
   for (int i = 0; i < s->nidx; i++) s->idx[i] = kl_subst(L, k->out_idx[i]);
   Expr *v = kl_subst(L, k->value);
   s->value = v->dtype == out->dtype ? v : ex_cast(L->pool, out->dtype, v);
-  kl_st_add(L, seq, s);
+  return s;
 }
+
+static void emit_store(Lower *L, KStmt *seq) { kl_st_add(L, seq, kl_output_store(L)); }
 
 static void emit_inner(Lower *L, KStmt *seq) {
   const LKernel *k = L->k;

@@ -81,15 +81,7 @@ int kl_mma_body(Lower *L) {
     kk->tmp_names[kk->ntmps++] = arena_printf(L->arena, "acc%d", i);
     L->acc_map[ph[i].id] = ex_tmp(P, m->acc_tmp[i], DT_F32);
   }
-  const LBuf *out = &L->lp->bufs[k->out_buf];
-  KStmt *st = kl_st_new(L, KS_STORE);
-  st->buf = k->out_buf;
-  st->space = MEM_GLOBAL;
-  st->nidx = out->shape.rank;
-  for (int i = 0; i < st->nidx; i++) st->idx[i] = kl_subst(L, k->out_idx[i]);
-  Expr *v = kl_subst(L, k->value);
-  st->value = v->dtype == out->dtype ? v : ex_cast(P, out->dtype, v);
-  m->store = st;
+  m->store = kl_output_store(L);
   KStmt *root = kl_st_new(L, KS_SEQ);
   KStmt *s = kl_st_new(L, KS_MMA);
   s->mma = m;

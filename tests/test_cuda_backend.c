@@ -11,6 +11,8 @@
 #include "backend/backend.h"
 #include "backend/cuda_driver.h"
 #include "backend/nvrtc.h"
+#include "driver/pipeline.h"
+#include "runtime/plan.h"
 
 /* ---- the fake driver: device memory is host memory, kernels only record their launch ---- */
 
@@ -27,6 +29,10 @@ typedef struct FakeGpu {
   CUdeviceptr arg_ptr[4];
   long long arg_sym[4];
   int ctx_retained;
+  int cc_major, cc_minor; /* compute capability reported (0: 9.0) */
+  int any_function;    /* every kernel name exists (plans) */
+  char launched[64][64]; /* kernel names launched, in order (any_function only) */
+  int nlaunched;
 } FakeGpu;
 
 static FakeGpu g_gpu;
@@ -49,8 +55,8 @@ static CUresult f_get(CUdevice *dev, int ordinal) {
   return 0;
 }
 static CUresult f_attr(int *v, int attrib, CUdevice dev) {
-  *v = attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
-       : attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
+  *v = attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? (g_gpu.cc_major ? g_gpu.cc_major : 9)
+       : attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? g_gpu.cc_minor
        : attrib == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK    ? 1024
                                                                 : 0;
   return 0;
@@ -101,8 +107,18 @@ static CUresult f_unload(CUmodule mod) {
   g_gpu.module_unloads++;
   return 0;
 }
+static char g_names[64][64]; /* with any_function, a function handle is its name's slot */
 static CUresult f_get_function(CUfunction *fn, CUmodule mod, const char *name) {
   g_gpu.get_function_calls++;
+  if (g_gpu.any_function) {
+    for (int i = 0; i < 64; i++)
+      if (!g_names[i][0] || !strcmp(g_names[i], name)) {
+        snprintf(g_names[i], sizeof g_names[i], "%s", name);
+        *fn = (CUfunction)(void *)g_names[i];
+        return 0;
+      }
+    return 2;
+  }
   if (strcmp(name, "rms_norm_0") != 0 && strcmp(name, "vadd") != 0) return 500; /* CUDA_ERROR_NOT_FOUND */
   *fn = (CUfunction)(void *)&g_function_token;
   return 0;
@@ -115,6 +131,8 @@ static CUresult f_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, u
     return rc;
   }
   g_gpu.launches++;
+  if (g_gpu.any_function && g_gpu.nlaunched < 64)
+    snprintf(g_gpu.launched[g_gpu.nlaunched++], 64, "%s", (const char *)(void *)fn);
   g_gpu.grid = gx * gy * gz;
   g_gpu.block = bx * by * bz;
   g_gpu.shared = shared;
@@ -384,6 +402,55 @@ static void test_compile_is_cached(void **state) {
   nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A prefill-sized run of a bf16 linear launches the tensor-core variant on an sm_90 device and the
+ * CUDA-core kernel on an sm_75 one (no bf16 mma there); a decode-sized run never the variant. */
+static void plan_launches(int cc_major, int cc_minor, int64_t seq, char *name_out, size_t cap) {
+  memset(&g_gpu, 0, sizeof g_gpu);
+  memset(g_names, 0, sizeof g_names);
+  g_gpu.device_count = 1;
+  g_gpu.cc_major = cc_major; /* read when the backend opens the device */
+  g_gpu.cc_minor = cc_minor;
+  g_gpu.any_function = 1;
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  Backend *b = cuda_backend_with_driver(&drv, &d);
+  assert_non_null(b);
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  if (!compile_source(c, "x: f32[1, seq, 64]; w: bf16[96, 64]; y = linear(x, w)", ST_CODE, &d)) fail_msg("%s", d.msg);
+  Plan *p = plan_new(c->kernel, b, &d);
+  if (!p) fail_msg("%s", d.msg);
+  SymEnv env = {0};
+  symenv_set(&env, "seq", seq);
+  float *x = calloc((size_t)seq * 64, sizeof(float)), *y = calloc((size_t)seq * 96, sizeof(float));
+  unsigned short *w = calloc(96 * 64, sizeof(unsigned short));
+  void *in[2] = {x, w}, *out[1] = {y};
+  if (!plan_run(p, &env, in, out, &d)) fail_msg("%s", d.msg);
+  assert_int_equal(g_gpu.nlaunched, 1);
+  snprintf(name_out, cap, "%s", g_gpu.launched[0]);
+  free(x);
+  free(y);
+  free(w);
+  plan_free(p);
+  compilation_free(c);
+  b->ops->destroy(b);
+}
+
+static void test_plan_picks_tensor_cores_by_device(void **state) {
+  if (!nvrtc_available()) skip();
+  snprintf(g_cache, sizeof g_cache, "/tmp/lathe-test-cuda-XXXXXX");
+  assert_non_null(mkdtemp(g_cache));
+  setenv("LATHE_CACHE_DIR", g_cache, 1);
+  char name[64];
+  plan_launches(9, 0, 37, name, sizeof name);
+  assert_string_equal(name, "linear_0_mma");
+  plan_launches(9, 0, 1, name, sizeof name);
+  assert_string_equal(name, "linear_0");
+  plan_launches(7, 5, 37, name, sizeof name);
+  assert_string_equal(name, "linear_0");
+  unsetenv("LATHE_CACHE_DIR");
+  nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_real_driver_reports_clearly),
@@ -398,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_launch_packs_abi_arguments),
       cmocka_unit_test(test_launch_errors_name_call_and_kernel),
       cmocka_unit_test(test_compile_is_cached),
+      cmocka_unit_test(test_plan_picks_tensor_cores_by_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

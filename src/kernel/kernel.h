@@ -97,6 +97,7 @@ struct KKernel {
    * for a prefill. Kept apart so the decode kernel is not compiled for the variant's registers. */
   KKernel *alt;
   Expr *alt_when;
+  int tensor_cores; /* the body is a KS_MMA (bf16 mma.sync needs sm_80 or newer) */
   int ntmps;
   DType tmp_dtype[K_MAX_TMPS];
   const char *tmp_names[K_MAX_TMPS]; /* readable names ("acc0", "i0", "p"); renderers make them unique */

@@ -87,6 +87,7 @@ int kl_mma_body(Lower *L) {
   s->mma = m;
   kl_st_add(L, root, s);
   kk->body = root;
+  kk->tensor_cores = 1;
   /* four warps of 16 rows each per block, 32 columns per warp */
   Expr *mblocks = ex_bin(P, X_IDIV, ex_add(P, m->m_extent, ex_int(P, 63)), ex_int(P, 64));
   kk->grid = ex_mul(P, mblocks, ex_int(P, m->n_total / 32));

@@ -51,6 +51,8 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
     return NULL;
   }
   if (p->io_syms) p->sym_table = p->io_dev;
+  const char *arch = backend_cuda_arch(b);
+  p->tensor_cores = arch && !strncmp(arch, "sm_", 3) && atoi(arch + 3) >= 80;
   return p;
 }
 
@@ -250,6 +252,7 @@ sized:
     const KKernel *kk = &p->kp->kernels[k];
     int64_t when = 0;
     if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d)) goto fail;
+    if (when && kk->alt->tensor_cores && !p->tensor_cores) when = 0; /* keep the CUDA-core kernel */
     if (when) {
       kk = kk->alt;
       s->any_variant = 1;

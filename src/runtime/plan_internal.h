@@ -61,6 +61,7 @@ struct Plan {
    * values on the device, uploaded before each run that changes them, so a replayed graph's
    * arguments stay the same from one decode step to the next. */
   void *sym_table;
+  int tensor_cores; /* the device runs bf16 mma.sync (CUDA, sm_80 or newer) */
   RunState rs; /* arrays reused by every run (state_init) */
   /* Small per-run data (the symbol table, then inputs of at most IO_SMALL bytes: a decode step's token
    * and position) share one device block and go up in one copy: each copy is a synchronising driver

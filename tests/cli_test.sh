@@ -131,7 +131,7 @@ fi
 
 # The default model (SmolLM2-135M-Instruct, Q4_1 GGUF): skipped when `make model` has not fetched it.
 DM=${LATHE_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-DEFAULT_TESTS="generate_greedy_paris generate_stats_line generate_json_stop generate_seed_reproducible generate_chat_template generate_max_tokens_0 chat_two_turns chat_eof"
+DEFAULT_TESTS="generate_greedy_paris generate_stats_line generate_json_stop generate_seed_reproducible generate_chat_template generate_max_tokens_0 chat_two_turns chat_eof generate_weights_bf16"
 if [ ! -f "$DM" ]; then
   for n in $DEFAULT_TESTS; do skip "$n" "no default model at $DM"; done
 else
@@ -162,6 +162,10 @@ else
   if run_lathe generate_max_tokens_0 generate --prompt "$FR" --max-tokens 0; then
     if [ "$(cat "$tmp/out")" = "$FR" ] && grep -q 'generated 0 tokens' "$tmp/err"; then pass generate_max_tokens_0
     else fail generate_max_tokens_0 "stdout: '$(cat "$tmp/out")'"; fi
+  fi
+  # the dequantized weights stored as bf16 (half the bytes): still the same answer
+  if run_lathe generate_weights_bf16 generate --prompt "$FR" --greedy --max-tokens 4 --weights bf16; then
+    if head -1 "$tmp/out" | grep -q -F "$FR Paris"; then pass generate_weights_bf16; else fail generate_weights_bf16 "stdout: $(head -c 200 "$tmp/out")"; fi
   fi
   printf 'What is the capital of France?\nAnd of Germany?\n/exit\n' >"$tmp/in"
   if run_lathe chat_two_turns chat --greedy --max-tokens 24 -q; then
@@ -196,6 +200,7 @@ cp -r "$FIX/llama" "$tmp/models/gpt2"
 python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['architectures']=['GPT2LMHeadModel']; json.dump(c, open(p, 'w'))" "$tmp/models/gpt2/config.json"
 expect_error err_model_architecture "GPT2LMHeadModel" -- generate "$tmp/models/gpt2" --prompt-tokens $PT
 expect_error err_model_missing "cannot open model" -- generate "$tmp/models/nonexistent" --prompt-tokens $PT
+expect_error err_weights_dtype "unknown --weights 'q4'" -- generate "$FIX/llama" --prompt-tokens $PT --weights q4
 expect_error err_model_compile_bad "GPT2LMHeadModel" -- compile "$tmp/models/gpt2" --ir loop
 P40=$(python3 -c "print(','.join(str(3 + i * 5 % 250) for i in range(40)))")
 expect_error err_prompt_too_long 'context' -- generate "$FIX/llama" --prompt-tokens "$P40" --ctx 16 -q

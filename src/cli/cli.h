@@ -28,6 +28,10 @@ struct Backend *open_backend(const char *name, Target *t, Diag *d);
 const char *default_model_path(void);
 /* A .gguf file or a directory (a Hugging Face model) rather than a program. */
 int is_model_path(const char *path);
+/* --weights NAME (auto, f32, bf16 or f16; NULL = auto) into the load options; reports and returns 0
+ * for anything else. */
+struct ModelLoadOptions;
+int weights_option(const char *name, struct ModelLoadOptions *lo);
 
 int cmd_compile(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

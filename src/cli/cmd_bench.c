@@ -15,7 +15,7 @@
 #include "cli.h"
 
 typedef struct BenchArgs {
-  const char *model, *config, *target, *dtype;
+  const char *model, *config, *target, *dtype, *weights;
   int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given;
   double bandwidth_gbs;
 } BenchArgs;
@@ -43,6 +43,7 @@ static int parse(int argc, char **argv, BenchArgs *a) {
     else if (!strcmp(o, "--random-weights")) a->random_weights = 1;
     else if (!strcmp(o, "--target") && has) a->target = argv[++i];
     else if (!strcmp(o, "--dtype") && has) a->dtype = argv[++i];
+    else if (!strcmp(o, "--weights") && has) a->weights = argv[++i];
     else if (!strcmp(o, "--json")) a->json = 1;
     else if (!strcmp(o, "--prompt-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->prompt_len)) return 0; }
     else if (!strcmp(o, "--gen-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->gen_len)) return 0; }
@@ -118,7 +119,11 @@ int cmd_bench(int argc, char **argv) {
     return EXIT_ERROR;
   }
   int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
-  ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json};
+  ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
+  if (!weights_option(a.weights, &lo)) {
+    be->ops->destroy(be);
+    return EXIT_ERROR;
+  }
   /* cold compile: an empty cache directory */
   char cold_dir[] = "/tmp/lathe-bench-XXXXXX";
   const char *old_cache = getenv("LATHE_CACHE_DIR");

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "../backend/backend.h"
+#include "../generate/model.h"
 #include "cli.h"
 
 int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
@@ -112,4 +113,16 @@ int is_model_path(const char *path) {
   if (n > 5 && !strcmp(path + n - 5, ".gguf")) return 1;
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int weights_option(const char *name, ModelLoadOptions *lo) {
+  if (!name || !strcmp(name, "auto")) return 1;
+  DType t;
+  if (!dtype_parse(name, &t) || (t != DT_F32 && t != DT_BF16 && t != DT_F16)) {
+    report_msg("unknown --weights '%s' (expected auto, f32, bf16 or f16)", name);
+    return 0;
+  }
+  lo->weight_dtype_set = 1;
+  lo->weight_dtype = t;
+  return 1;
 }

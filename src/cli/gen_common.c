@@ -32,6 +32,7 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
     else if (!strcmp(o, "--prompt-tokens") && has) a->prompt_tokens = argv[++i];
     else if (!strcmp(o, "--system") && has) a->system = argv[++i];
     else if (!strcmp(o, "--target") && has) a->target = argv[++i];
+    else if (!strcmp(o, "--weights") && has) a->weights = argv[++i];
     else if (!strcmp(o, "--json")) a->json = 1;
     else if (!strcmp(o, "--chat")) a->chat_template = 1;
     else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) a->quiet = 1;
@@ -88,7 +89,12 @@ Model *gen_open_model(const GenArgs *a, Backend **be) {
     report(&d, NULL);
     return NULL;
   }
-  ModelLoadOptions lo = {t, a->ctx, a->quiet};
+  ModelLoadOptions lo = {t, a->ctx, a->quiet, 0, DT_F32};
+  if (!weights_option(a->weights, &lo)) {
+    (*be)->ops->destroy(*be);
+    *be = NULL;
+    return NULL;
+  }
   Model *m = model_load(path, *be, &lo, &d);
   if (!m) {
     report(&d, path);

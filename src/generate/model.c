@@ -9,7 +9,8 @@
 
 /* Weights keep the file's float type where the kernels can read it; quantized and other types are
  * dequantized to f32 at load. */
-static DType pick_weight_dtype(WeightStore *w) {
+static DType pick_weight_dtype(WeightStore *w, const ModelLoadOptions *o) {
+  if (o->weight_dtype_set) return o->weight_dtype;
   WeightInfo wi;
   if (weights_has(w, "model.embed_tokens.weight", &wi) && (wi.dtype == DT_BF16 || wi.dtype == DT_F16))
     return wi.dtype;
@@ -121,7 +122,7 @@ Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag 
     snprintf(tj, sizeof tj, "%s/tokenizer.json", weights_dir(m->weights));
     if (access(tj, R_OK) == 0 && !(m->tok = tokenizer_from_hf_dir(weights_dir(m->weights), d))) goto fail;
   }
-  if (!model_finish(m, pick_weight_dtype(m->weights), o, t0, d)) goto fail;
+  if (!model_finish(m, pick_weight_dtype(m->weights, o), o, t0, d)) goto fail;
   return m;
 fail:
   model_free(m);

@@ -28,6 +28,11 @@ typedef struct ModelLoadOptions {
   Target target;
   int max_ctx;          /* 0: min(config max, 4096) */
   int quiet;            /* no progress output on stderr */
+  /* Storage type of the weights on the device: 0 = auto (the file's f16/bf16 type, else f32: quantized
+   * tensors dequantized exactly); else weight_dtype (bf16 halves an f32 model's bytes per token at a
+   * rounding of 2^-9 relative). */
+  int weight_dtype_set;
+  DType weight_dtype;
 } ModelLoadOptions;
 
 /* path: a Hugging Face model directory or a .gguf file. */

@@ -7,7 +7,10 @@
  *     once, before it;
  *   - with vector width V > 1 each thread takes V consecutive elements per step, the V bodies are
  *     unrolled, and every load whose flat index is `aligned + k` for element k becomes one KS_VLOAD
- *     of V elements (on CUDA, 16-byte loads of bf16 weights instead of eight 2-byte ones).
+ *     of V elements (on CUDA, 16-byte loads of bf16 weights instead of eight 2-byte ones); up to 4
+ *     vectors are unrolled per step with all their loads first;
+ *   - with register blocking (L->nrows > 1) the phases are computed for several rows at once, one
+ *     accumulator per row and phase, so loads that do not depend on the row are shared.
  * The order in which each accumulator folds its elements is unchanged within a thread.
  * Phases over several axes get one flattened loop each (emit_phase).
  */

@@ -1,11 +1,13 @@
 /* mmap of a whole file. The descriptor is closed before returning: the mapping stays valid without it. */
 #include "mapfile.h"
 #include <errno.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "arena.h"
 
 int mapfile_open(const char *path, MappedFile *m, Diag *d) {
   *m = (MappedFile){0};
@@ -39,4 +41,43 @@ int mapfile_open(const char *path, MappedFile *m, Diag *d) {
 void mapfile_close(MappedFile *m) {
   if (m->mapped) munmap((void *)m->data, m->size);
   *m = (MappedFile){0};
+}
+
+/* Takes ownership of bytes (unmapped here on failure). */
+static void *open_image(MappedFile bytes, const char *name, size_t reader_size, FileImageParse parse, Diag *d) {
+  FileImage *im = reader_size >= sizeof *im ? calloc(1, reader_size) : NULL;
+  if (!im) {
+    mapfile_close(&bytes);
+    diag_error(d, 0, 0, "out of memory");
+    return NULL;
+  }
+  im->arena = arena_new();
+  im->name = arena_strdup(im->arena, name ? name : "<memory>");
+  im->map = bytes;
+  im->base = bytes.data;
+  im->size = bytes.size;
+  if (!parse(im, d)) {
+    file_image_close(im);
+    return NULL;
+  }
+  return im;
+}
+
+void *file_image_open(const char *path, size_t reader_size, FileImageParse parse, Diag *d) {
+  MappedFile map;
+  if (!mapfile_open(path, &map, d)) return NULL;
+  return open_image(map, path, reader_size, parse, d);
+}
+
+void *file_image_open_memory(const void *data, size_t size, const char *name, size_t reader_size,
+                             FileImageParse parse, Diag *d) {
+  return open_image((MappedFile){data, data ? size : 0, 0}, name, reader_size, parse, d);
+}
+
+void file_image_close(void *reader) {
+  FileImage *im = reader;
+  if (!im) return;
+  mapfile_close(&im->map);
+  arena_free(im->arena);
+  free(im);
 }

@@ -15,4 +15,26 @@ typedef struct MappedFile {
 int mapfile_open(const char *path, MappedFile *m, Diag *d);
 /* Unmaps and zeroes m; safe on a zeroed or already closed MappedFile. */
 void mapfile_close(MappedFile *m);
+
+/* What a model-file reader parses: the bytes (mapped from a file, or borrowed memory), a name for
+ * diagnostics, and an arena for what the parse builds. A reader's own struct starts with one. */
+struct Arena;
+typedef struct FileImage {
+  const char *name;
+  const unsigned char *base;
+  size_t size;
+  MappedFile map; /* zeroed when the bytes are borrowed */
+  struct Arena *arena;
+} FileImage;
+
+typedef int (*FileImageParse)(void *reader, Diag *d);
+/* Allocates a zeroed reader of reader_size bytes (starting with a FileImage) over the file at `path`,
+ * or over size bytes at data (borrowed; name is for diagnostics, "<memory>" if NULL), and runs parse
+ * on it. NULL, with d set, when the file cannot be mapped, memory runs out or parse fails; nothing is
+ * left allocated then. */
+void *file_image_open(const char *path, size_t reader_size, FileImageParse parse, Diag *d);
+void *file_image_open_memory(const void *data, size_t size, const char *name, size_t reader_size,
+                             FileImageParse parse, Diag *d);
+/* Frees a reader made by file_image_open*; NULL is ignored. */
+void file_image_close(void *reader);
 #endif

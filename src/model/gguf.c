@@ -25,11 +25,7 @@ typedef struct GgufKV {
 } GgufKV;
 
 struct GgufFile {
-  const char *name; /* for diags */
-  const uint8_t *base;
-  size_t size;
-  MappedFile map; /* zeroed when the bytes came from open_memory */
-  Arena *arena;
+  FileImage im; /* first: the bytes, name and arena (base/mapfile.h) */
   GgufKV *kv;
   size_t n_kv;
   GgufTensor *tensors;
@@ -265,10 +261,10 @@ static int read_kvs(Reader *r, GgufFile *f, uint64_t n_kv) {
     fail(r, "header claims %llu metadata pairs, more than the file (size %llu) can hold", ULL(n_kv), ULL(r->size));
     return 0;
   }
-  f->kv = ARENA_ARRAY(f->arena, GgufKV, n_kv ? n_kv : 1);
+  f->kv = ARENA_ARRAY(f->im.arena, GgufKV, n_kv ? n_kv : 1);
   for (uint64_t i = 0; i < n_kv && !r->failed; i++) {
     GgufKV *kv = &f->kv[i];
-    kv->key = rd_string(r, f->arena, "metadata key");
+    kv->key = rd_string(r, f->im.arena, "metadata key");
     kv->type = (int)rd_u32(r, "metadata value type");
     if (r->failed) break;
     f->n_kv = i; /* so find_kv sees only the pairs read so far */
@@ -276,7 +272,7 @@ static int read_kvs(Reader *r, GgufFile *f, uint64_t n_kv) {
       fail(r, "duplicate metadata key '%s'", kv->key);
       break;
     }
-    read_value(r, f->arena, kv);
+    read_value(r, f->im.arena, kv);
     f->n_kv = i + 1;
   }
   return !r->failed;
@@ -285,7 +281,7 @@ static int read_kvs(Reader *r, GgufFile *f, uint64_t n_kv) {
 static int read_tensor_infos(Reader *r, GgufFile *f, uint64_t n_tensors, uint64_t *offsets) {
   for (uint64_t i = 0; i < n_tensors && !r->failed; i++) {
     GgufTensor *t = &f->tensors[i];
-    t->name = rd_string(r, f->arena, "tensor name");
+    t->name = rd_string(r, f->im.arena, "tensor name");
     uint32_t n_dims = rd_u32(r, "tensor dimension count");
     if (r->failed) break;
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS) {
@@ -338,17 +334,17 @@ static int read_tensor_infos(Reader *r, GgufFile *f, uint64_t n_tensors, uint64_
 }
 
 static int parse(GgufFile *f, Diag *d) {
-  Reader r = {f->base, f->size, 0, f->name, d, 0};
+  Reader r = {f->im.base, f->im.size, 0, f->im.name, d, 0};
   const uint8_t *magic = r.size >= 4 ? r.p : NULL;
   if (!magic || memcmp(magic, "GGUF", 4) != 0) {
-    diag_error(d, 0, 0, "%s: not a GGUF file (bad magic)", f->name);
+    diag_error(d, 0, 0, "%s: not a GGUF file (bad magic)", f->im.name);
     return 0;
   }
   r.pos = 4;
   uint32_t version = rd_u32(&r, "version");
   if (r.failed) return 0;
   if (version != 2 && version != 3) {
-    diag_error(d, 0, 0, "%s: GGUF version %u is not supported (lathe reads versions 2 and 3)", f->name, version);
+    diag_error(d, 0, 0, "%s: GGUF version %u is not supported (lathe reads versions 2 and 3)", f->im.name, version);
     return 0;
   }
   uint64_t n_tensors = rd_u64(&r, "tensor count");
@@ -374,10 +370,10 @@ static int parse(GgufFile *f, Diag *d) {
     fail(&r, "header claims %llu tensors, more than the file (size %llu) can hold", ULL(n_tensors), ULL(r.size));
     return 0;
   }
-  f->tensors = ARENA_ARRAY(f->arena, GgufTensor, n_tensors ? n_tensors : 1);
+  f->tensors = ARENA_ARRAY(f->im.arena, GgufTensor, n_tensors ? n_tensors : 1);
   uint64_t *offsets = calloc(n_tensors ? n_tensors : 1, sizeof *offsets);
   if (!offsets) {
-    diag_error(d, 0, 0, "%s: out of memory", f->name);
+    diag_error(d, 0, 0, "%s: out of memory", f->im.name);
     return 0;
   }
   int ok = read_tensor_infos(&r, f, n_tensors, offsets);
@@ -396,7 +392,7 @@ static int parse(GgufFile *f, Diag *d) {
              ULL(data_start + off), t->nbytes, r.size);
         ok = 0;
       } else {
-        t->data = f->base + data_start + off;
+        t->data = f->im.base + data_start + off;
       }
     }
   }
@@ -404,42 +400,15 @@ static int parse(GgufFile *f, Diag *d) {
   return ok;
 }
 
-/* Takes ownership of bytes (unmapped by gguf_close, or here on failure). */
-static GgufFile *open_image(MappedFile bytes, const char *name, Diag *d) {
-  GgufFile *f = calloc(1, sizeof *f);
-  if (!f) {
-    mapfile_close(&bytes);
-    diag_error(d, 0, 0, "out of memory");
-    return NULL;
-  }
-  f->arena = arena_new();
-  f->name = arena_strdup(f->arena, name ? name : "<memory>");
-  f->map = bytes;
-  f->base = bytes.data;
-  f->size = bytes.size;
-  if (!parse(f, d)) {
-    gguf_close(f);
-    return NULL;
-  }
-  return f;
-}
+static int parse_image(void *f, Diag *d) { return parse(f, d); }
 
 GgufFile *gguf_open_memory(const void *data, size_t size, const char *name, Diag *d) {
-  return open_image((MappedFile){data, data ? size : 0, 0}, name, d);
+  return file_image_open_memory(data, size, name, sizeof(GgufFile), parse_image, d);
 }
 
-GgufFile *gguf_open(const char *path, Diag *d) {
-  MappedFile map;
-  if (!mapfile_open(path, &map, d)) return NULL;
-  return open_image(map, path, d);
-}
+GgufFile *gguf_open(const char *path, Diag *d) { return file_image_open(path, sizeof(GgufFile), parse_image, d); }
 
-void gguf_close(GgufFile *f) {
-  if (!f) return;
-  mapfile_close(&f->map);
-  arena_free(f->arena);
-  free(f);
-}
+void gguf_close(GgufFile *f) { file_image_close(f); }
 
 int gguf_get_int(const GgufFile *f, const char *key, int64_t *out) {
   const GgufKV *kv = find_kv(f, key);

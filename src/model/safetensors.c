@@ -11,11 +11,7 @@
 #define ST_MAX_HEADER (100u << 20)
 
 struct StFile {
-  const char *name;
-  const unsigned char *base;
-  size_t size;
-  MappedFile map; /* zeroed when the bytes came from open_memory */
-  Arena *arena;
+  FileImage im; /* first: the bytes, name and arena (base/mapfile.h) */
   StTensor *tensors;
   int n_tensors;
 };
@@ -44,7 +40,7 @@ static int get_uint(json_t *v, uint64_t *out) {
 }
 
 static int parse_tensor(StFile *f, const char *key, json_t *v, size_t data_size, StTensor *t, Diag *d) {
-  const char *fn = f->name;
+  const char *fn = f->im.name;
   if (!json_is_object(v)) {
     diag_error(d, 0, 0, "%s: header entry '%s' is not an object", fn, key);
     return 0;
@@ -55,7 +51,7 @@ static int parse_tensor(StFile *f, const char *key, json_t *v, size_t data_size,
                key);
     return 0;
   }
-  t->name = arena_strdup(f->arena, key);
+  t->name = arena_strdup(f->im.arena, key);
   if (!parse_dtype(json_string_value(jd), &t->dtype)) {
     diag_error(d, 0, 0, "%s: tensor '%s' has dtype '%s', which lathe does not read (supported: F32, F16, BF16)", fn,
                key, json_string_value(jd));
@@ -97,39 +93,39 @@ static int parse_tensor(StFile *f, const char *key, json_t *v, size_t data_size,
                fn, key, (unsigned long long)begin, (unsigned long long)end, data_size);
     return 0;
   }
-  t->data = f->base + (f->size - data_size) + begin;
+  t->data = f->im.base + (f->im.size - data_size) + begin;
   t->nbytes = (size_t)want;
   return 1;
 }
 
 static int parse(StFile *f, Diag *d) {
-  if (f->size < 8) {
-    diag_error(d, 0, 0, "%s: not a safetensors file (%zu bytes, shorter than the 8-byte header length)", f->name,
-               f->size);
+  if (f->im.size < 8) {
+    diag_error(d, 0, 0, "%s: not a safetensors file (%zu bytes, shorter than the 8-byte header length)", f->im.name,
+               f->im.size);
     return 0;
   }
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--)
-    hlen = hlen << 8 | f->base[i];
-  if (hlen > f->size - 8 || hlen > ST_MAX_HEADER) {
-    diag_error(d, 0, 0, "%s: header length %llu runs past the end of the file (size %zu) or exceeds 100 MiB", f->name,
-               (unsigned long long)hlen, f->size);
+    hlen = hlen << 8 | f->im.base[i];
+  if (hlen > f->im.size - 8 || hlen > ST_MAX_HEADER) {
+    diag_error(d, 0, 0, "%s: header length %llu runs past the end of the file (size %zu) or exceeds 100 MiB", f->im.name,
+               (unsigned long long)hlen, f->im.size);
     return 0;
   }
   json_error_t jerr;
-  json_t *root = json_loadb((const char *)f->base + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+  json_t *root = json_loadb((const char *)f->im.base + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) {
-    diag_error(d, 0, 0, "%s: header is not valid JSON: %s (header byte %d)", f->name, jerr.text, jerr.position);
+    diag_error(d, 0, 0, "%s: header is not valid JSON: %s (header byte %d)", f->im.name, jerr.text, jerr.position);
     return 0;
   }
   int ok = 1;
   if (!json_is_object(root)) {
-    diag_error(d, 0, 0, "%s: header is not a JSON object", f->name);
+    diag_error(d, 0, 0, "%s: header is not a JSON object", f->im.name);
     ok = 0;
   }
-  size_t data_size = f->size - 8 - (size_t)hlen;
+  size_t data_size = f->im.size - 8 - (size_t)hlen;
   if (ok) {
-    f->tensors = ARENA_ARRAY(f->arena, StTensor, json_object_size(root) + 1);
+    f->tensors = ARENA_ARRAY(f->im.arena, StTensor, json_object_size(root) + 1);
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
@@ -145,42 +141,15 @@ static int parse(StFile *f, Diag *d) {
   return ok;
 }
 
-/* Takes ownership of bytes (unmapped by st_close, or here on failure). */
-static StFile *open_image(MappedFile bytes, const char *name, Diag *d) {
-  StFile *f = calloc(1, sizeof *f);
-  if (!f) {
-    mapfile_close(&bytes);
-    diag_error(d, 0, 0, "out of memory");
-    return NULL;
-  }
-  f->arena = arena_new();
-  f->name = arena_strdup(f->arena, name ? name : "<memory>");
-  f->map = bytes;
-  f->base = bytes.data;
-  f->size = bytes.size;
-  if (!parse(f, d)) {
-    st_close(f);
-    return NULL;
-  }
-  return f;
-}
+static int parse_image(void *f, Diag *d) { return parse(f, d); }
 
 StFile *st_open_memory(const void *data, size_t size, const char *name, Diag *d) {
-  return open_image((MappedFile){data, data ? size : 0, 0}, name, d);
+  return file_image_open_memory(data, size, name, sizeof(StFile), parse_image, d);
 }
 
-StFile *st_open(const char *path, Diag *d) {
-  MappedFile map;
-  if (!mapfile_open(path, &map, d)) return NULL;
-  return open_image(map, path, d);
-}
+StFile *st_open(const char *path, Diag *d) { return file_image_open(path, sizeof(StFile), parse_image, d); }
 
-void st_close(StFile *f) {
-  if (!f) return;
-  mapfile_close(&f->map);
-  arena_free(f->arena);
-  free(f);
-}
+void st_close(StFile *f) { file_image_close(f); }
 
 int st_tensor_count(const StFile *f) { return f->n_tensors; }
 

@@ -3,7 +3,7 @@
  * test program gets its own copy and the helpers a test does not use cause no warnings. */
 #ifndef LATHE_KERNEL_TESTUTIL_H
 #define LATHE_KERNEL_TESTUTIL_H
-#include "loop/loop.h"
+#include "kernel/kernel.h"
 
 /* ---- building loop-stage programs by hand ---- */
 
@@ -157,5 +157,15 @@ static inline Zoo zoo_new(void) {
   z.lp->kernels = ARENA_ARRAY(z.a, LKernel, 16);
   z.lp->symbols[z.lp->nsymbols++] = "seq";
   return z;
+}
+/* The zoo's kernels lowered to the kernel stage, every one under schedule s. */
+static inline KProgram *lower(Zoo *z, Target t, Schedule s, Diag *d) {
+  TileProgram *tp = ARENA_NEW(z->a, TileProgram);
+  tp->loop = z->lp;
+  tp->target = t;
+  tp->nkernels = z->lp->nkernels;
+  tp->kernels = ARENA_ARRAY(z->a, TileKernel, tp->nkernels);
+  for (int i = 0; i < tp->nkernels; i++) tp->kernels[i] = (TileKernel){&z->lp->kernels[i], s};
+  return kernel_from_tile(tp, d);
 }
 #endif

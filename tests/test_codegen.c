@@ -104,16 +104,6 @@ static Zoo zoo_all(void) {
   return z;
 }
 
-static KProgram *lower(Zoo *z, Target t, Schedule s, Diag *d) {
-  TileProgram *tp = ARENA_NEW(z->a, TileProgram);
-  tp->loop = z->lp;
-  tp->target = t;
-  tp->nkernels = z->lp->nkernels;
-  tp->kernels = ARENA_ARRAY(z->a, TileKernel, tp->nkernels);
-  for (int i = 0; i < tp->nkernels; i++) tp->kernels[i] = (TileKernel){&z->lp->kernels[i], s};
-  return kernel_from_tile(tp, d);
-}
-
 /* ---- host data and references ---- */
 
 #define SEQ_VALUE 19

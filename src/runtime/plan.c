@@ -114,13 +114,8 @@ static int eval_or_diag(const Expr *e, const SymEnv *env, const char *what, int6
 }
 
 
-/* The run state's arrays are allocated once per plan and reused by every run (a decode step would
- * otherwise allocate and clear ~100 KB of argument tables). */
-static void state_free(Plan *p, RunState *s) {
-  (void)p;
-  memset(s, 0, sizeof *s);
-}
-
+/* The run state's arrays are allocated once per plan (p->rs) and reused by every run (a decode step
+ * would otherwise allocate and clear ~100 KB of argument tables); plan_free releases them. */
 static void state_release(RunState *s) {
   free(s->io_at);
   free(s->use);
@@ -192,11 +187,11 @@ sized:
     int64_t numel = 1;
     for (int k = 0; k < buf->shape.rank; k++) {
       int64_t dim;
-      if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) goto fail;
+      if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) return 0;
       if (dim < 0) {
         diag_error(d, 0, 0, "buffer '%s': dimension %d is %lld, which is negative", buf->name, k,
                    (long long)dim);
-        goto fail;
+        return 0;
       }
       numel *= dim;
     }
@@ -208,13 +203,13 @@ sized:
     if (s->bytes[bi] != p->bound_bytes[i]) {
       diag_error(d, 0, 0, "input '%s' was bound with %zu bytes but needs %zu at these sizes", lp->bufs[bi].name,
                  p->bound_bytes[i], s->bytes[bi]);
-      goto fail;
+      return 0;
     }
     s->dev[bi] = p->bound[i];
   }
   s->graph_key = -1;
   if (p->graph_sym && !symenv_get(env, p->graph_sym, &s->graph_key)) s->graph_key = -1;
-  if (!plan_place_temporaries(p, s, d)) goto fail;
+  if (!plan_place_temporaries(p, s, d)) return 0;
   /* Small non-bound inputs go in the per-run block, after the symbol table. */
   s->io_used = p->io_syms;
   for (int i = 0; i < lp->ninputs; i++) {
@@ -234,7 +229,7 @@ sized:
     p->ws_bytes = calloc(nbuf, sizeof *p->ws_bytes);
     if (!p->ws || !p->ws_bytes) {
       diag_error(d, 0, 0, "plan: out of memory");
-      goto fail;
+      return 0;
     }
   }
   for (int i = 0; i < lp->nbufs; i++) {
@@ -243,7 +238,7 @@ sized:
       size_t want = s->bytes[i] > 2 * p->ws_bytes[i] ? s->bytes[i] : 2 * p->ws_bytes[i];
       if (p->ws[i]) p->b->ops->free(p->b, p->ws[i]);
       p->ws_bytes[i] = 0;
-      if (!(p->ws[i] = p->b->ops->alloc(p->b, want, d))) goto fail;
+      if (!(p->ws[i] = p->b->ops->alloc(p->b, want, d))) return 0;
       p->ws_bytes[i] = want;
     }
     s->dev[i] = p->ws[i];
@@ -251,7 +246,7 @@ sized:
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = &p->kp->kernels[k];
     int64_t when = 0;
-    if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d)) goto fail;
+    if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d)) return 0;
     if (when && kk->alt->tensor_cores && !p->tensor_cores) when = 0; /* keep the CUDA-core kernel */
     if (when) {
       kk = kk->alt;
@@ -260,18 +255,18 @@ sized:
     s->use[k] = kk;
     if (kk->nparams > K_MAX_PARAMS || kk->nsyms > 16) {
       diag_error(d, 0, 0, "plan: kernel '%s' has too many parameters", kk->name);
-      goto fail;
+      return 0;
     }
     for (int a = 0; a < kk->nparams; a++) {
       int bi = buf_index(s, kk->params[a].buf, d);
-      if (bi < 0) goto fail;
+      if (bi < 0) return 0;
       s->args[(size_t)k * ARG_STRIDE + a] = s->dev[bi];
     }
     s->nargs[k] = kk->nparams;
     for (int j = 0; j < kk->nsyms; j++)
       if (!symenv_get(env, kk->syms[j], &s->syms[(size_t)k * 16 + j])) {
         diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", kk->syms[j], kk->syms[j]);
-        goto fail;
+        return 0;
       }
     s->nsyms[k] = kk->nsyms;
     if (p->sym_table && kk->nsyms) { /* the kernel reads its symbols from the table (code.h) */
@@ -279,12 +274,9 @@ sized:
       s->nsyms[k] = 0;
     }
     s->grids[k] = 1;
-    if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) goto fail;
+    if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) return 0;
   }
   return 1;
-fail:
-  state_free(p, s);
-  return 0;
 }
 
 static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *inputs, Diag *d) {
@@ -331,7 +323,6 @@ int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outpu
       }
     }
   }
-  state_free(p, &s);
   if (p->step_runs > replays) { /* this run was a graph replay */
     p->step_prep_ms += t1 - t0;
     p->step_out_ms += now_ms() - t2;
@@ -371,7 +362,6 @@ int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int 
     qsort(times, (size_t)iters, sizeof *times, cmp_double);
     *median_ms = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
   }
-  state_free(p, &s);
   free(times);
   return ok;
 }

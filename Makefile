@@ -81,7 +81,7 @@ clean:
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc
-FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/hash.c src/base/strbuf.c src/ir/dtype.c \
+FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/mapfile.c src/base/hash.c src/base/strbuf.c src/ir/dtype.c \
                 src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c
 .PHONY: fuzz
 fuzz:

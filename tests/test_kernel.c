@@ -272,8 +272,8 @@ static void test_phase_groups(void **state) {
 }
 
 /* A GEMM over a run-time number of rows with bf16 weights gets a tensor-core variant; with f32
- * weights the CUDA-core blocked loop instead. */
-static void test_mma_variant(void **state) {
+ * weights the CUDA-core blocked loop instead. Schedule.mma is the number of bf16 parts of A. */
+static void mma_variant(int parts) {
   Zoo z = zoo_new();
   Expr *seq = ex_sym(z.P, "seq");
   for (int f32w = 0; f32w < 2; f32w++) {
@@ -288,7 +288,7 @@ static void test_mma_variant(void **state) {
     set_out(k, 2, V(&z, i0), V(&z, i1), NULL, ex_acc(z.P, 0, DT_F32));
   }
   Diag d = {0};
-  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 1}, &d);
+  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = parts}, &d);
   assert_non_null(kp);
   assert_non_null(kp->kernels[0].alt);
   assert_string_equal(kp->kernels[0].alt->name, "gemm_bf16_mma");
@@ -298,13 +298,32 @@ static void test_mma_variant(void **state) {
   assert_int_equal(census_of(&kp->kernels[0]).n[KS_MMA], 0); /* the decode kernel is the plain one */
   StrBuf src = {0};
   assert_true(render_cuda(&src, kp, &d));
-  assert_contains(sb_str(&src), "lt_mma_bf16(lt_c[0][lt_s], lt_ah, lt_b0, lt_b1);");
-  assert_contains(sb_str(&src), "lt_mma_bf16(lt_c[0][lt_s], lt_al, lt_b0, lt_b1);");
+  assert_int_equal(kp->kernels[0].alt->block, 256);
+  assert_int_equal(census_of(kp->kernels[0].alt).n[KS_MMA], 1);
+  const char *code = sb_str(&src);
+  /* the pre-pass writes A as `parts` bf16 planes into the scratch; the GEMM stages k steps of 32 of
+   * them (2 ring buffers fit 48 KB with two planes, 3 with one) and multiplies every plane */
+  const KKernel *pre = kp->kernels[0].alt->pre;
+  assert_non_null(pre);
+  assert_string_equal(pre->name, "gemm_bf16_mma_pack");
+  assert_non_null(kp->kernels[0].alt->scratch);
+  assert_ptr_equal(pre->scratch, kp->kernels[0].alt->scratch);
+  assert_contains(code, "gemm_bf16_mma_pack(");
+  assert_true((strstr(code, "lt_scratch[lt_M * 32LL + lt_p] =") != NULL) == (parts == 2));
+  assert_contains(code, parts == 2 ? "unsigned short lt_sa[2][2][64][40];" : "unsigned short lt_sa[3][1][64][40];");
+  assert_contains(code, "lt_mma_bf16(lt_c[lt_mt][lt_j], lt_a[lt_s][lt_mt], lt_b[lt_j][0], lt_b[lt_j][1]);");
+  assert_contains(code, "lt_cp_async16(lt_smem_u32(&lt_sb[lt_nbuf][lt_row][lt_kc]), w + lt_wi);");
   sb_free(&src);
   StrBuf c = {0};
   assert_false(render_c(&c, kp, &d)); /* the CPU has no tensor cores */
   sb_free(&c);
   arena_free(z.a);
+}
+
+static void test_mma_variant(void **state) {
+  (void)state;
+  mma_variant(1);
+  mma_variant(2);
 }
 
 static void test_symbolic_extents(void **state) {

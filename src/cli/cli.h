@@ -32,6 +32,8 @@ int is_model_path(const char *path);
  * for anything else. */
 struct ModelLoadOptions;
 int weights_option(const char *name, struct ModelLoadOptions *lo);
+/* --matmul-precision NAME (highest, high or medium; NULL = high); reports and returns 0 on a bad name. */
+int matmul_option(const char *name, MatmulPrecision *out);
 
 int cmd_compile(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

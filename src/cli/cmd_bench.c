@@ -15,7 +15,7 @@
 #include "cli.h"
 
 typedef struct BenchArgs {
-  const char *model, *config, *target, *dtype, *weights;
+  const char *model, *config, *target, *dtype, *weights, *matmul;
   int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given;
   double bandwidth_gbs;
 } BenchArgs;
@@ -44,6 +44,7 @@ static int parse(int argc, char **argv, BenchArgs *a) {
     else if (!strcmp(o, "--target") && has) a->target = argv[++i];
     else if (!strcmp(o, "--dtype") && has) a->dtype = argv[++i];
     else if (!strcmp(o, "--weights") && has) a->weights = argv[++i];
+    else if (!strcmp(o, "--matmul-precision") && has) a->matmul = argv[++i];
     else if (!strcmp(o, "--json")) a->json = 1;
     else if (!strcmp(o, "--prompt-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->prompt_len)) return 0; }
     else if (!strcmp(o, "--gen-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->gen_len)) return 0; }
@@ -120,7 +121,7 @@ int cmd_bench(int argc, char **argv) {
   }
   int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
   ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
-  if (!weights_option(a.weights, &lo)) {
+  if (!weights_option(a.weights, &lo) || !matmul_option(a.matmul, &lo.matmul)) {
     be->ops->destroy(be);
     return EXIT_ERROR;
   }
@@ -141,6 +142,7 @@ int cmd_bench(int argc, char **argv) {
   /* warm compile: the same program again, now found in the cache */
   {
     Compilation *c = compilation_new(t, NULL);
+    c->matmul = lo.matmul;
     ModelBuildOptions bo = {m->max_ctx, m->weight_dtype, DT_F32};
     double t0 = now_ms();
     Plan *p = NULL;
@@ -194,6 +196,7 @@ int cmd_bench(int argc, char **argv) {
                           "bandwidth_gbs", a.bandwidth_gbs, "weight_bytes", (json_int_t)wb, "kv_cache_bytes",
                           (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
+    if (t == TARGET_CUDA) json_object_set_new(o, "matmul_precision", json_string(matmul_precision_name(lo.matmul)));
     char *s = json_dumps(o, JSON_COMPACT);
     puts(s);
     free(s);
@@ -201,8 +204,10 @@ int cmd_bench(int argc, char **argv) {
   } else {
     printf("model %s on %s, %s weights, %d kernels per step\n", name, target_name(t), dtype_name(m->weight_dtype),
            m->comp->kernel->nkernels);
-    printf("  prefill %d tokens: %.2f ms (%.0f tok/s)\n", a.prefill_len, prefill_ms,
+    printf("  prefill %d tokens: %.2f ms (%.0f tok/s)", a.prefill_len, prefill_ms,
            prefill_ms > 0 ? a.prefill_len * 1e3 / prefill_ms : 0);
+    if (t == TARGET_CUDA) printf(", matmul precision %s", matmul_precision_name(lo.matmul));
+    putchar('\n');
     printf("  decode after %d: %d tokens, %.1f tok/s (%.3f ms/token)\n", a.prompt_len, a.gen_len, tok_s,
            decode_ms / a.gen_len);
     if (t == TARGET_CPU && !a.bandwidth_given) /* the default is the H200's; a CPU's is unknown here */

@@ -11,6 +11,7 @@ int cmd_compile(int argc, char **argv) {
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   int fuse_recompute = 0, no_fuse = 0;
+  MatmulPrecision matmul = MM_HIGH;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_next = i + 1 < argc;
@@ -28,6 +29,9 @@ int cmd_compile(int argc, char **argv) {
     } else if (!strcmp(a, "-o") && has_next) out_path = argv[++i];
     else if (!strcmp(a, "--config") && has_next) config = argv[++i];
     else if (!strcmp(a, "--fuse-recompute")) fuse_recompute = 1;
+    else if (!strcmp(a, "--matmul-precision") && has_next) {
+      if (!matmul_option(argv[++i], &matmul)) return EXIT_ERROR;
+    }
     else if (!strcmp(a, "--no-fuse")) no_fuse = 1;
     else if (a[0] == '-' && a[1]) {
       report_msg("unknown or incomplete option '%s' for compile (see lathe --help)", a);
@@ -54,6 +58,7 @@ int cmd_compile(int argc, char **argv) {
   if (fuse_recompute) fusion.allow_recompute = 1;
   if (no_fuse) fusion.fuse_reductions = 0;
   Compilation *c = compilation_new(target, &fusion);
+  c->matmul = matmul;
   Diag d = {0};
   int rc = EXIT_OK, ok;
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */

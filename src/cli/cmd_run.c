@@ -13,6 +13,7 @@ typedef struct RunOpts {
   uint64_t seed;
   SymEnv env;
   int fuse_recompute, no_fuse;
+  MatmulPrecision matmul;
 } RunOpts;
 
 static int parse_int(const char *s, long long lo, long long hi, long long *out) {
@@ -39,6 +40,9 @@ static int parse_args(int argc, char **argv, RunOpts *o) {
     else if (!strcmp(a, "--check")) o->check = 1;
     else if (!strcmp(a, "--bench")) o->bench = 1;
     else if (!strcmp(a, "--fuse-recompute")) o->fuse_recompute = 1;
+    else if (!strcmp(a, "--matmul-precision") && has_next) {
+      if (!matmul_option(argv[++i], &o->matmul)) return 0;
+    }
     else if (!strcmp(a, "--no-fuse")) o->no_fuse = 1;
     else if ((!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--seed")) && has_next) {
       if (!parse_int(argv[++i], a[2] == 'w' ? 0 : 1, 1000000000LL, &v)) {
@@ -122,6 +126,7 @@ int cmd_run(int argc, char **argv) {
   if (o.fuse_recompute) fusion.allow_recompute = 1;
   if (o.no_fuse) fusion.fuse_reductions = 0;
   Compilation *c = compilation_new(target, &fusion);
+  c->matmul = o.matmul;
   Execution x = {0};
   int rc = EXIT_ERROR;
   if (!be) {

@@ -115,6 +115,13 @@ int is_model_path(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int matmul_option(const char *name, MatmulPrecision *out) {
+  *out = MM_HIGH;
+  if (!name || matmul_precision_parse(name, out)) return 1;
+  report_msg("unknown --matmul-precision '%s' (expected highest, high or medium)", name);
+  return 0;
+}
+
 int weights_option(const char *name, ModelLoadOptions *lo) {
   if (!name || !strcmp(name, "auto")) return 1;
   DType t;

@@ -33,6 +33,7 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
     else if (!strcmp(o, "--system") && has) a->system = argv[++i];
     else if (!strcmp(o, "--target") && has) a->target = argv[++i];
     else if (!strcmp(o, "--weights") && has) a->weights = argv[++i];
+    else if (!strcmp(o, "--matmul-precision") && has) a->matmul = argv[++i];
     else if (!strcmp(o, "--json")) a->json = 1;
     else if (!strcmp(o, "--chat")) a->chat_template = 1;
     else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) a->quiet = 1;
@@ -90,7 +91,7 @@ Model *gen_open_model(const GenArgs *a, Backend **be) {
     return NULL;
   }
   ModelLoadOptions lo = {t, a->ctx, a->quiet, 0, DT_F32};
-  if (!weights_option(a->weights, &lo)) {
+  if (!weights_option(a->weights, &lo) || !matmul_option(a->matmul, &lo.matmul)) {
     (*be)->ops->destroy(*be);
     *be = NULL;
     return NULL;

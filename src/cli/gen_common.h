@@ -8,6 +8,7 @@ typedef struct GenArgs {
   const char *model, *target, *prompt, *prompt_tokens, *system;
   int json, chat_template, ctx, quiet;
   const char *weights; /* --weights: auto (NULL), f32, bf16 or f16 */
+  const char *matmul;  /* --matmul-precision: high (NULL), highest or medium */
   GenerateOptions gen;
   int seed_given;
 } GenArgs;

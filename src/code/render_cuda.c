@@ -46,6 +46,37 @@ static const char cuda_preamble[] =
     "#else\n"
     "  __trap(); /* bf16 mma needs sm_80 */\n"
     "#endif\n"
+    "}\n"
+    "/* shared-memory staging of tensor-core kernels: addresses, 16-byte asynchronous copies, ldmatrix */\n"
+    "static __device__ __forceinline__ unsigned int lt_smem_u32(const void *p) {\n"
+    "  unsigned int r;\n"
+    "  asm(\"{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\" : \"=r\"(r) : \"l\"(p));\n"
+    "  return r;\n"
+    "}\n"
+    "static __device__ __forceinline__ void lt_cp_async16(unsigned int dst, const void *src) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"(dst), \"l\"(src) : \"memory\");\n"
+    "#else\n"
+    "  __trap();\n"
+    "#endif\n"
+    "}\n"
+    "static __device__ __forceinline__ void lt_cp_async_commit(void) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
+    "#endif\n"
+    "}\n"
+    "template <int N> static __device__ __forceinline__ void lt_cp_async_wait_group(void) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(N) : \"memory\");\n"
+    "#endif\n"
+    "}\n"
+    "static __device__ __forceinline__ void lt_ldsm_x4(unsigned int *r, unsigned int addr) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
+    "#else\n"
+    "  __trap();\n"
+    "#endif\n"
     "}\n";
 
 void rc_cuda_kernel(Render *R, const KKernel *kk) {
@@ -62,6 +93,7 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
               rc_storage_type(R, R->lp->bufs[p->buf].dtype), R->buf_name[p->buf]);
   }
   if (kk->nsyms) sb_printf(o, "%sconst i64 *__restrict__ lt_syms", kk->nparams ? ", " : "");
+  if (kk->scratch) sb_printf(o, "%sunsigned int *__restrict__ lt_scratch", kk->nparams || kk->nsyms ? ", " : "");
   sb_puts(o, ") {\n");
   for (int i = 0; i < kk->nsyms; i++) {
     int at = 0;
@@ -90,6 +122,7 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
     const KKernel *kk = &kp->kernels[i];
     if (!kk->code_name) rc_cuda_kernel(&R, kk);
     if (kk->alt && !kk->alt->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt);
+    if (kk->alt && kk->alt->pre && !kk->alt->pre->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt->pre);
   }
   return !R.failed;
 }

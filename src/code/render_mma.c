@@ -1,18 +1,33 @@
-/* CUDA: a KS_MMA statement as a tensor-core GEMM (mma.sync.m16n8k16, bf16 inputs, f32 accumulators).
+/* CUDA: a KS_MMA statement as a tiled tensor-core GEMM (mma.sync.m16n8k16, bf16 inputs, f32
+ * accumulators), in two kernels.
  *
- * Block = 4 warps; warp w computes rows m0 .. m0+15 (m0 = 64 * block row + 16 * w) and columns
- * n0 .. n0+31 as four 16 x 8 tiles. Lane l holds, as the PTX ISA lays the fragments out (g = l / 4,
- * t = l % 4): A words (row g | g+8, k 2t..2t+1 | 2t+8..2t+9), B words (column g, k 2t..2t+1 |
- * 2t+8..2t+9), accumulators (row g | g+8, column 2t, 2t+1). A is evaluated from its expression at
- * each (row, k) it needs (rows past the end are clamped to the last one and their results dropped) and
- * split into bf16 hi + lo; the weights are bf16 already, so two MMAs give about f32 accuracy. Fragments
- * come straight from global memory (L1/L2); no shared-memory staging yet. */
+ * The pre-pass (KMma.pack) evaluates A (any f32 expression of row and k: a norm's output, an
+ * activation) once per element and stores it in the scratch as bf16 planes [a_parts][M][K]: A rounded
+ * to bf16, or split into hi + lo so that two MMAs keep about f32 accuracy. Done inside the GEMM, that
+ * evaluation was repeated for every block of columns and cost more than the MMAs it fed.
+ *
+ * The GEMM: a block of 8 warps computes 64 rows x 128 accumulator columns (128 output columns of one
+ * weight, or 64 columns of each of two). Tiles of A (64 x bk per plane) and of the weights (128 x bk)
+ * are copied to shared memory with cp.async, 16 bytes at a time, through a ring of `stages` buffers, so
+ * the copies for later k steps are in flight while the tensor cores work on the current one. Warps sit
+ * 2 (rows) x 4 (columns), each computing 32 rows x 32 accumulator columns as 2 x 4 m16n8 tiles whose
+ * fragments come from shared memory with ldmatrix. Rows are padded by 8 elements (16 bytes), so the 8
+ * rows an ldmatrix phase reads fall in different banks. Rows past the end of A and columns past the
+ * end of the weights are clamped to the last one, and their results dropped. Consecutive blocks share
+ * one weight tile (rows vary fastest), so a weight tile is read from memory once and then from L2. */
+#include <stdarg.h>
 #include <stdio.h>
 #include "render_common.h"
 
-static void line(Render *R, int level, const char *text) {
+static void line(Render *R, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void line(Render *R, int level, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
   sb_indent(R->out, level);
-  sb_puts(R->out, text);
+  sb_puts(R->out, buf);
   sb_putc(R->out, '\n');
 }
 
@@ -20,123 +35,200 @@ static void line(Render *R, int level, const char *text) {
 static void bind_columns(Render *R, const KMma *m, int level, const char *flat) {
   int64_t stride = 1;
   for (int i = m->nn - 1; i >= 0; i--) {
-    sb_indent(R->out, level);
-    sb_printf(R->out, "const i64 %s = (%s / %lldLL) %% %lldLL;\n", R->var_name[m->n_var[i]], flat, (long long)stride,
-              (long long)m->n_ext[i]);
+    line(R, level, "const i64 %s = (%s / %lldLL) %% %lldLL;", R->var_name[m->n_var[i]], flat, (long long)stride,
+         (long long)m->n_ext[i]);
     stride *= m->n_ext[i];
   }
 }
 
-/* 32-bit word of weight b at k = kexpr (two consecutive bf16) into `dst`. */
-static void load_weight_word(Render *R, const KMma *m, int b, int level, const char *dst, const char *kexpr) {
+/* cp.async of 8 values of weight b (columns at flat column `lt_nn`, k = `lt_k`) into shared row
+ * `lt_row` of ring buffer `buf`. */
+static void copy_weight_chunk(Render *R, const KMma *m, int b, int level, const char *buf) {
   const Expr *w = m->b[b];
-  const LBuf *buf = &R->lp->bufs[w->ival];
   const char *name = R->buf_name[w->ival];
   if (!name) {
     rc_fail(R, "weight buffer %lld is not a parameter", (long long)w->ival);
     return;
   }
-  sb_indent(R->out, level);
-  sb_puts(R->out, "{\n");
-  sb_indent(R->out, level + 1);
-  sb_printf(R->out, "const i64 %s = %s;\n", R->var_name[m->k_var], kexpr);
-  rc_put_assign(R, level + 1, "const i64 lt_wi", rc_flat_index(R, buf, w->n, w->a));
-  sb_indent(R->out, level + 1);
-  sb_printf(R->out, "%s = *(const unsigned int *)(%s + lt_wi);\n", dst, name);
-  sb_indent(R->out, level);
-  sb_puts(R->out, "}\n");
+  line(R, level, "{");
+  bind_columns(R, m, level + 1, "lt_nn");
+  line(R, level + 1, "const i64 %s = lt_k;", R->var_name[m->k_var]);
+  rc_put_assign(R, level + 1, "const i64 lt_wi", rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a));
+  line(R, level + 1, "lt_cp_async16(lt_smem_u32(&lt_sb[%s][lt_row][lt_kc]), %s + lt_wi);", buf, name);
+  line(R, level, "}");
+}
+
+/* The copies of k step `kt` (A planes and weights) into ring buffer `buf`, then one commit group. */
+static void put_stage(Render *R, const KMma *m, int L, const char *kt, const char *buf) {
+  const int nb = m->nb, parts = m->a_parts, bk = m->bk, cols = 128 / nb, chunks = bk / 8;
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_q = lt_tid; lt_q < %d; lt_q += 256) {", parts * 64 * chunks);
+  line(R, L + 1, "const int lt_s = lt_q / %d, lt_row = (lt_q / %d) %% 64, lt_kc = (lt_q %% %d) * 8;", 64 * chunks,
+       chunks, chunks);
+  line(R, L + 1, "const i64 lt_r = lt_m0 + lt_row < lt_M ? lt_m0 + lt_row : lt_M - 1;");
+  line(R, L + 1,
+       "lt_cp_async16(lt_smem_u32(&lt_sa[%s][lt_s][lt_row][lt_kc]), lt_A + ((i64)lt_s * lt_M + lt_r) * %lldLL + "
+       "(i64)(%s) * %d + lt_kc);",
+       buf, (long long)m->k_extent, kt, bk);
+  line(R, L, "}");
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_q = lt_tid; lt_q < %d; lt_q += 256) {", 128 * chunks);
+  line(R, L + 1, "const int lt_row = lt_q / %d, lt_kc = (lt_q %% %d) * 8;", chunks, chunks);
+  line(R, L + 1, "const i64 lt_k = (i64)(%s) * %d + lt_kc;", kt, bk);
+  line(R, L + 1, "i64 lt_nn = lt_n0 + lt_row %% %d;", cols);
+  line(R, L + 1, "if (lt_nn >= %lldLL) lt_nn = %lldLL;", (long long)m->n_total, (long long)m->n_total - 1);
+  if (nb == 1) {
+    copy_weight_chunk(R, m, 0, L + 1, buf);
+  } else {
+    line(R, L + 1, "if (lt_row < %d)", cols);
+    copy_weight_chunk(R, m, 0, L + 2, buf);
+    line(R, L + 1, "else");
+    copy_weight_chunk(R, m, 1, L + 2, buf);
+  }
+  line(R, L, "}");
+}
+
+/* The pre-pass: thread p evaluates A at (row, 2j) and (row, 2j+1), p = row * K/2 + j. */
+static void put_pack(Render *R, const KMma *m, int L) {
+  const char *mv = R->var_name[m->m_var], *kv = R->var_name[m->k_var];
+  long long half = (long long)(m->k_extent / 2);
+  line(R, L++, "{");
+  rc_put_assign(R, L, "const i64 lt_M", m->m_extent);
+  line(R, L, "const i64 lt_p = (i64)blockIdx.x * 256 + threadIdx.x;");
+  line(R, L, "if (lt_p < lt_M * %lldLL) {", half);
+  L++;
+  line(R, L, "const i64 %s = lt_p / %lldLL;", mv, half);
+  line(R, L, "float lt_v[2];");
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_j = 0; lt_j < 2; lt_j++) {");
+  line(R, L + 1, "const i64 %s = 2 * (lt_p %% %lldLL) + lt_j;", kv, half);
+  rc_put_assign(R, L + 1, "lt_v[lt_j]", m->a);
+  line(R, L, "}");
+  line(R, L, "const unsigned short lt_h0 = lt_f32_to_bf16(lt_v[0]), lt_h1 = lt_f32_to_bf16(lt_v[1]);");
+  line(R, L, "lt_scratch[lt_p] = (unsigned int)lt_h0 | ((unsigned int)lt_h1 << 16);");
+  if (m->a_parts == 2) {
+    line(R, L, "const unsigned short lt_l0 = lt_f32_to_bf16(lt_v[0] - lt_bf16_to_f32(lt_h0));");
+    line(R, L, "const unsigned short lt_l1 = lt_f32_to_bf16(lt_v[1] - lt_bf16_to_f32(lt_h1));");
+    line(R, L, "lt_scratch[lt_M * %lldLL + lt_p] = (unsigned int)lt_l0 | ((unsigned int)lt_l1 << 16);", half);
+  }
+  L--;
+  line(R, L, "}");
+  line(R, --L, "}");
 }
 
 void rc_put_mma(Render *R, const KStmt *s, int level) {
   const KMma *m = s->mma;
-  StrBuf *o = R->out;
-  if (!m || m->nb < 1 || m->nb > 2 || m->n_total % 32 || m->k_extent % 16) {
+  if (!m || m->nb < 1 || m->nb > 2 || m->k_extent % m->bk || (m->bk != 16 && m->bk != 32) || m->a_parts < 1 ||
+      m->a_parts > 2 || !R->kk->scratch) {
     rc_fail(R, "malformed tensor-core statement");
     return;
   }
-  const char *mv = R->var_name[m->m_var], *kv = R->var_name[m->k_var];
+  if (m->pack) {
+    put_pack(R, m, level);
+    return;
+  }
+  const char *mv = R->var_name[m->m_var];
+  const int nb = m->nb, parts = m->a_parts, bk = m->bk;
+  const int wcols = 32 / nb; /* output columns per warp */
+  const int tiles = 4 / nb;  /* n8 tiles per weight per warp */
+  /* as many ring buffers as fit the 48 KB of static shared memory, at most 4 */
+  const int stage_bytes = (parts * 64 + 128) * (bk + 8) * 2;
+  int stages = 49152 / stage_bytes;
+  if (stages > 4) stages = 4;
+  const long long kt_count = (long long)(m->k_extent / bk);
   int L = level;
-  line(R, L, "{");
-  L++;
-  line(R, L, "const int lt_lane = threadIdx.x & 31, lt_g = lt_lane >> 2, lt_t = lt_lane & 3;");
+  line(R, L++, "{");
+  line(R, L, "const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;");
+  line(R, L, "const int lt_g = lt_lane >> 2, lt_t = lt_lane & 3, lt_wm = lt_warp & 1, lt_wn = lt_warp >> 1;");
   rc_put_assign(R, L, "const i64 lt_M", m->m_extent);
-  sb_indent(o, L);
-  sb_printf(o, "const i64 lt_m0 = ((i64)blockIdx.x / %lldLL) * 64 + (threadIdx.x >> 5) * 16;\n", (long long)(m->n_total / 32));
-  sb_indent(o, L);
-  sb_printf(o, "const i64 lt_n0 = ((i64)blockIdx.x %% %lldLL) * 32;\n", (long long)(m->n_total / 32));
-  line(R, L, "if (lt_m0 < lt_M) {");
-  L++;
-  sb_indent(o, L);
-  sb_printf(o, "float lt_c[%d][4][4];\n", m->nb);
-  sb_indent(o, L);
-  sb_printf(o, "for (int lt_i = 0; lt_i < %d * 16; lt_i++) (&lt_c[0][0][0])[lt_i] = 0.0f;\n", m->nb);
-  line(R, L, "const i64 lt_ra = lt_m0 + lt_g < lt_M ? lt_m0 + lt_g : lt_M - 1;");
-  line(R, L, "const i64 lt_rb = lt_m0 + lt_g + 8 < lt_M ? lt_m0 + lt_g + 8 : lt_M - 1;");
-  sb_indent(o, L);
-  sb_printf(o, "for (i64 lt_k0 = 0; lt_k0 < %lldLL; lt_k0 += 16) {\n", (long long)m->k_extent);
-  L++;
-  line(R, L, "unsigned int lt_ah[4], lt_al[4];");
+  line(R, L, "const i64 lt_mb = (lt_M + 63) / 64;");
+  line(R, L, "const i64 lt_m0 = ((i64)blockIdx.x %% lt_mb) * 64;");
+  line(R, L, "const i64 lt_n0 = ((i64)blockIdx.x / lt_mb) * %d;", 128 / nb);
+  line(R, L, "const unsigned short *lt_A = (const unsigned short *)lt_scratch;");
+  line(R, L, "__shared__ __align__(16) unsigned short lt_sa[%d][%d][64][%d];", stages, parts, bk + 8);
+  line(R, L, "__shared__ __align__(16) unsigned short lt_sb[%d][128][%d];", stages, bk + 8);
+  line(R, L, "float lt_c[2][4][4];");
   line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_r = 0; lt_r < 4; lt_r++) {");
+  line(R, L, "for (int lt_i = 0; lt_i < 32; lt_i++) (&lt_c[0][0][0])[lt_i] = 0.0f;");
+  /* prologue: the first stages-1 k steps in flight */
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_ps = 0; lt_ps < %d; lt_ps++) {", stages - 1);
+  line(R, L + 1, "if (lt_ps < %lld) {", kt_count);
+  put_stage(R, m, L + 2, "lt_ps", "lt_ps");
+  line(R, L + 1, "}");
+  line(R, L + 1, "lt_cp_async_commit();");
+  line(R, L, "}");
+  line(R, L, "for (int lt_kt = 0; lt_kt < %lld; lt_kt++) {", kt_count);
   L++;
-  sb_indent(o, L);
-  sb_printf(o, "const i64 %s = (lt_r & 1) ? lt_rb : lt_ra;\n", mv);
-  line(R, L, "float lt_v[2];");
-  line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_j = 0; lt_j < 2; lt_j++) {");
-  sb_indent(o, L + 1);
-  sb_printf(o, "const i64 %s = lt_k0 + 2 * lt_t + ((lt_r >> 1) ? 8 : 0) + lt_j;\n", kv);
-  rc_put_assign(R, L + 1, "lt_v[lt_j]", m->a);
+  /* step kt's copies have landed once at most stages-2 later groups are pending; the barrier also
+   * tells every warp that the buffer refilled below is no longer read (it held step kt-1) */
+  line(R, L, "lt_cp_async_wait_group<%d>();", stages - 2);
+  line(R, L, "__syncthreads();");
+  line(R, L, "{");
+  line(R, L + 1, "const int lt_nk = lt_kt + %d;", stages - 1);
+  line(R, L + 1, "if (lt_nk < %lld) {", kt_count);
+  line(R, L + 2, "const int lt_nbuf = lt_nk %% %d;", stages);
+  put_stage(R, m, L + 2, "lt_nk", "lt_nbuf");
+  line(R, L + 1, "}");
+  line(R, L + 1, "lt_cp_async_commit();");
   line(R, L, "}");
-  line(R, L, "const unsigned short lt_h0 = lt_f32_to_bf16(lt_v[0]), lt_h1 = lt_f32_to_bf16(lt_v[1]);");
-  line(R, L, "const unsigned short lt_l0 = lt_f32_to_bf16(lt_v[0] - lt_bf16_to_f32(lt_h0));");
-  line(R, L, "const unsigned short lt_l1 = lt_f32_to_bf16(lt_v[1] - lt_bf16_to_f32(lt_h1));");
-  line(R, L, "lt_ah[lt_r] = (unsigned int)lt_h0 | ((unsigned int)lt_h1 << 16);");
-  line(R, L, "lt_al[lt_r] = (unsigned int)lt_l0 | ((unsigned int)lt_l1 << 16);");
-  L--;
-  line(R, L, "}");
+  line(R, L, "const int lt_cb = lt_kt %% %d;", stages);
   line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_s = 0; lt_s < 4; lt_s++) {");
+  line(R, L, "for (int lt_kk = 0; lt_kk < %d; lt_kk += 16) {", bk);
   L++;
-  line(R, L, "const i64 lt_nn = lt_n0 + lt_s * 8 + lt_g;");
-  bind_columns(R, m, L, "lt_nn");
-  for (int b = 0; b < m->nb && !R->failed; b++) {
-    line(R, L, "{");
-    line(R, L + 1, "unsigned int lt_b0, lt_b1;");
-    load_weight_word(R, m, b, L + 1, "lt_b0", "lt_k0 + 2 * lt_t");
-    load_weight_word(R, m, b, L + 1, "lt_b1", "lt_k0 + 2 * lt_t + 8");
-    sb_indent(o, L + 1);
-    sb_printf(o, "lt_mma_bf16(lt_c[%d][lt_s], lt_ah, lt_b0, lt_b1);\n", b);
-    sb_indent(o, L + 1);
-    sb_printf(o, "lt_mma_bf16(lt_c[%d][lt_s], lt_al, lt_b0, lt_b1);\n", b);
-    line(R, L, "}");
-  }
-  L--;
-  line(R, L, "}");
-  L--;
-  line(R, L, "}");
-  /* epilogue: element e of tile s is (row g + 8 * (e / 2), column s * 8 + 2t + e % 2) */
+  line(R, L, "unsigned int lt_a[%d][2][4], lt_b[4][2];", parts);
   line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_s = 0; lt_s < 4; lt_s++) {");
+  line(R, L, "for (int lt_s = 0; lt_s < %d; lt_s++)", parts);
   line(R, L + 1, "#pragma unroll");
-  line(R, L + 1, "for (int lt_e = 0; lt_e < 4; lt_e++) {");
-  int E = L + 2;
-  sb_indent(o, E);
-  sb_printf(o, "const i64 %s = lt_m0 + lt_g + ((lt_e >> 1) ? 8 : 0);\n", mv);
-  sb_indent(o, E);
-  sb_printf(o, "if (%s < lt_M) {\n", mv);
-  line(R, E + 1, "const i64 lt_nn = lt_n0 + lt_s * 8 + 2 * lt_t + (lt_e & 1);");
+  line(R, L + 1, "for (int lt_mt = 0; lt_mt < 2; lt_mt++)");
+  line(R, L + 2,
+       "lt_ldsm_x4(lt_a[lt_s][lt_mt], lt_smem_u32(&lt_sa[lt_cb][lt_s][lt_wm * 32 + lt_mt * 16 + (lt_lane & 15)]"
+       "[lt_kk + (lt_lane >> 4) * 8]));");
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_pr = 0; lt_pr < 2; lt_pr++) {");
+  /* the shared rows of n8 tiles 2pr and 2pr+1: weight pr / (2 / nb)'s rows of this warp's columns */
+  if (nb == 1)
+    line(R, L + 1, "const int lt_base = lt_wn * 32 + lt_pr * 16;");
+  else
+    line(R, L + 1, "const int lt_base = lt_pr * 64 + lt_wn * 16;");
+  line(R, L + 1, "unsigned int lt_w[4];");
+  line(R, L + 1,
+       "lt_ldsm_x4(lt_w, lt_smem_u32(&lt_sb[lt_cb][lt_base + (lt_lane & 7) + ((lt_lane >> 4) << 3)]"
+       "[lt_kk + ((lt_lane >> 3) & 1) * 8]));");
+  line(R, L + 1, "lt_b[2 * lt_pr][0] = lt_w[0];");
+  line(R, L + 1, "lt_b[2 * lt_pr][1] = lt_w[1];");
+  line(R, L + 1, "lt_b[2 * lt_pr + 1][0] = lt_w[2];");
+  line(R, L + 1, "lt_b[2 * lt_pr + 1][1] = lt_w[3];");
+  line(R, L, "}");
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_mt = 0; lt_mt < 2; lt_mt++)");
+  line(R, L + 1, "#pragma unroll");
+  line(R, L + 1, "for (int lt_j = 0; lt_j < 4; lt_j++)");
+  line(R, L + 2, "#pragma unroll");
+  line(R, L + 2, "for (int lt_s = 0; lt_s < %d; lt_s++)", parts);
+  line(R, L + 3, "lt_mma_bf16(lt_c[lt_mt][lt_j], lt_a[lt_s][lt_mt], lt_b[lt_j][0], lt_b[lt_j][1]);");
+  L--;
+  line(R, L, "}");
+  L--;
+  line(R, L, "}");
+  line(R, L, "lt_cp_async_wait_group<0>();");
+  /* epilogue: element e of tile (mt, j) is (row mt*16 + g + 8*(e/2), column j*8 + 2t + e%2) */
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_mt = 0; lt_mt < 2; lt_mt++)");
+  line(R, L + 1, "#pragma unroll");
+  line(R, L + 1, "for (int lt_j = 0; lt_j < %d; lt_j++)", tiles);
+  line(R, L + 2, "#pragma unroll");
+  line(R, L + 2, "for (int lt_e = 0; lt_e < 4; lt_e++) {");
+  int E = L + 3;
+  line(R, E, "const i64 %s = lt_m0 + lt_wm * 32 + lt_mt * 16 + lt_g + ((lt_e >> 1) ? 8 : 0);", mv);
+  line(R, E, "const i64 lt_nn = lt_n0 + lt_wn * %d + lt_j * 8 + 2 * lt_t + (lt_e & 1);", wcols);
+  line(R, E, "if (%s < lt_M && lt_nn < %lldLL) {", mv, (long long)m->n_total);
   bind_columns(R, m, E + 1, "lt_nn");
-  for (int b = 0; b < m->nb; b++) {
-    sb_indent(o, E + 1);
-    sb_printf(o, "const float %s = lt_c[%d][lt_s][lt_e];\n", R->tmp_name[m->acc_tmp[b]], b);
-  }
+  for (int b = 0; b < nb; b++)
+    line(R, E + 1, "const float %s = lt_c[lt_mt][%d + lt_j][lt_e];", R->tmp_name[m->acc_tmp[b]], b * tiles);
   rc_put_stmt(R, m->store, E + 1);
   line(R, E, "}");
-  line(R, L + 1, "}");
-  line(R, L, "}");
-  L--;
-  line(R, L, "}");
+  line(R, L + 2, "}");
   L--;
   line(R, L, "}");
 }

@@ -47,7 +47,7 @@ int compile_graph(Compilation *c, Stage upto, Diag *d) {
   if (upto == ST_TENSOR) return 1;
   if (!(c->loop = loop_from_tensor(c->tensor, &c->fusion, d))) return 0;
   if (upto == ST_LOOP) return 1;
-  if (!(c->tile = tile_from_loop(c->loop, c->target, &c->fusion, d))) return 0;
+  if (!(c->tile = tile_from_loop(c->loop, c->target, &c->fusion, c->matmul, d))) return 0;
   if (upto == ST_TILE) return 1;
   if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
   if (code_dedupe(c->kernel, d) < 0) return 0;

@@ -14,6 +14,7 @@ typedef struct Compilation {
   ExprPool *pool;
   Target target;
   FusionPolicy fusion;
+  MatmulPrecision matmul; /* MM_HIGH unless the caller sets it before compiling */
   Graph *graph;
   TProgram *tensor;
   LProgram *loop;

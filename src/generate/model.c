@@ -147,6 +147,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
   m->comp = compilation_new(o->target, NULL);
+  m->comp->matmul = o->matmul;
   if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
   if (!compile_graph(m->comp, ST_CODE, d)) return 0;

@@ -33,6 +33,7 @@ typedef struct ModelLoadOptions {
    * rounding of 2^-9 relative). */
   int weight_dtype_set;
   DType weight_dtype;
+  MatmulPrecision matmul; /* tensor-core GEMMs of a prefill on CUDA (tile.h) */
 } ModelLoadOptions;
 
 /* path: a Hugging Face model directory or a .gguf file. */

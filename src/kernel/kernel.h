@@ -30,24 +30,30 @@ typedef enum KStmtKind {
 } KStmtKind;
 
 /* A kernel that is a sum over k of A[m][k] * B_i[n][k] for one or two weights B_i (bf16) and an
- * epilogue per output element, run on tensor cores (mma.sync m16n8k16): each warp computes a 16 x 32
- * tile, four warps stack along m. A (f32, any expression of m and k, e.g. a norm's output) is split
- * into two bf16 parts, hi + lo, both multiplied by the exact bf16 weights, so the result keeps about
- * f32 accuracy. */
+ * epilogue per output element, run on tensor cores (mma.sync m16n8k16) as a tiled GEMM
+ * (code/render_mma.c: 64 x 128 block tiles staged through shared memory). A (f32, any expression of m
+ * and k, e.g. a norm's output) is rounded to bf16 (a_parts = 1, PyTorch's "medium" matmul precision)
+ * or split into two bf16 parts, hi + lo, both multiplied by the exact bf16 weights (a_parts = 2,
+ * "high"), so the result keeps about f32 accuracy. */
 typedef struct KMma {
   int m_var;         /* X_VAR of the row axis (a run-time extent: the tokens of a prefill) */
   Expr *m_extent;
   int k_var;         /* X_VAR of the reduction */
   int64_t k_extent;  /* a multiple of 16 */
+  int bk;            /* k per shared-memory stage: 32 where k_extent allows, else 16 */
+  int a_parts;       /* 1: A rounded to bf16; 2: A = hi + lo, two MMAs per step */
   int nn;            /* column axes, last fastest; their product n_total is a multiple of 32 */
   int n_var[LT_MAX_RANK];
   int64_t n_ext[LT_MAX_RANK];
   int64_t n_total;
   Expr *a;           /* A[m][k], f32, not depending on the column variables */
   int nb;            /* 1 or 2 weights (gate and up) */
-  Expr *b[2];        /* each a bf16 X_LOAD at (column variables, k), k the last index */
+  Expr *b[2];        /* each a bf16 X_LOAD at (column variables, k), k the last index; rows of a
+                        multiple of 8 elements, so 8 values of k are one aligned 16-byte copy */
   int acc_tmp[2];    /* the temporaries that hold each sum in `store` */
   struct KStmt *store; /* stores one output element (uses m_var, the column variables, acc_tmp) */
+  int pack;          /* this statement is the pre-pass: A -> bf16 planes [a_parts][M][k_extent] in the
+                        scratch; otherwise the GEMM, reading A from those planes */
 } KMma;
 
 typedef struct KStmt KStmt;
@@ -98,6 +104,12 @@ struct KKernel {
   KKernel *alt;
   Expr *alt_when;
   int tensor_cores; /* the body is a KS_MMA (bf16 mma.sync needs sm_80 or newer) */
+  /* Device scratch the kernel needs (bytes, an Expr over symbols; NULL = none): the plan passes it as
+   * one more argument, after the symbol table. `pre` is a kernel of the same parameters (and scratch)
+   * that the plan launches right before this one, with its own grid: the tensor-core GEMM's pass that
+   * evaluates A once and stores it as bf16 planes in the scratch. */
+  Expr *scratch;
+  KKernel *pre;
   int ntmps;
   DType tmp_dtype[K_MAX_TMPS];
   const char *tmp_names[K_MAX_TMPS]; /* readable names ("acc0", "i0", "p"); renderers make them unique */

@@ -56,6 +56,8 @@ void kl_emit_phases(Lower *L, KStmt *seq);
 KStmt *kl_output_store(Lower *L);
 /* The kernel as a tensor-core GEMM (KS_MMA) if its shape allows (1), else 0 (nothing reported). */
 int kl_mma_body(Lower *L);
+/* After the parameters are known: the GEMM's A pre-pass (KKernel.pre) and its scratch size. */
+void kl_mma_pack_kernel(Lower *L);
 /* Makes row t current (its row variable value and accumulators) / keeps its accumulators. */
 void kl_select_row(Lower *L, int t);
 void kl_save_row(Lower *L, int t);

@@ -273,6 +273,7 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   }
   if (L.failed) return 0;
   collect_params(kk, lp, k->out_buf, d, &L.failed);
+  if (!L.failed && L.s.mma) kl_mma_pack_kernel(&L);
   return !L.failed;
 }
 
@@ -299,7 +300,10 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
       if (s.mma) { /* tensor cores where the shape allows, else the CUDA-core blocked loop */
         r = lower_kernel(tp, k, s, kk->alt, d);
         if (r == 0) return NULL;
-        if (r == 1) kk->alt->name = arena_printf(lp->arena, "%s_mma", k->name);
+        if (r == 1) {
+          kk->alt->name = arena_printf(lp->arena, "%s_mma", k->name);
+          if (kk->alt->pre) kk->alt->pre->name = arena_printf(lp->arena, "%s_mma_pack", k->name);
+        }
       }
       if (r < 0) {
         Schedule cores = s;

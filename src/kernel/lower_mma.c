@@ -2,7 +2,8 @@
  * whose shape allows it: one or two phases, each a sum over k of A[m][k] * W_i[n][k] with W_i a bf16
  * weight read at (column variables, k) and A the same f32 expression of the row and k in every phase;
  * no inner loop; every parallel axis but the row axis has a constant extent, whose product is a multiple
- * of 32, and k has a constant extent that is a multiple of 16. Anything else keeps the CUDA-core
+ * of 32, and k has a constant extent that is a multiple of 16. Schedule.mma is the number of bf16
+ * parts A is split into (1 or 2). Anything else keeps the CUDA-core
  * variant (lower_phase.c). */
 #include "lower_internal.h"
 
@@ -13,9 +14,9 @@ static Expr *weight_load(const Lower *L, Expr *e, int k_var, uint64_t col_mask) 
   if (e->ival < 0 || e->ival >= L->lp->nbufs) return NULL;
   const Shape *sh = &L->lp->bufs[e->ival].shape;
   if (sh->rank != e->n) return NULL;
-  /* two consecutive k values form one 32-bit word: every row must start at an even element */
+  /* 8 consecutive k values are one 16-byte copy: every row must start at a multiple of 8 elements */
   const Expr *last_dim = sh->dim[e->n - 1];
-  if (e->n > 1 && !(last_dim->op == X_CONST && last_dim->ival % 2 == 0)) return NULL;
+  if (e->n > 1 && !(last_dim->op == X_CONST && last_dim->ival % 8 == 0)) return NULL;
   for (int i = 0; i < e->n; i++) {
     const Expr *ix = e->a[i];
     if (ix->flags & (EXF_LOAD | EXF_TMP | EXF_ACC | EXF_HW)) return NULL;
@@ -54,6 +55,8 @@ int kl_mma_body(Lower *L) {
   if (kext->op != X_CONST || kext->ival % 16 || kext->ival < 16) return 0;
   m->k_var = ph[0].axes[0].var;
   m->k_extent = kext->ival;
+  m->bk = kext->ival % 32 ? 16 : 32;
+  m->a_parts = L->s.mma;
   for (int i = 0; i < k->nphase; i++) {
     if (ph[i].op != RED_ADD || ph[i].naxes != 1 || ph[i].axes[0].extent != kext || ph[i].acc_dtype != DT_F32) return 0;
     if (ph[i].body->flags & EXF_ACC) return 0;
@@ -88,9 +91,35 @@ int kl_mma_body(Lower *L) {
   kl_st_add(L, root, s);
   kk->body = root;
   kk->tensor_cores = 1;
-  /* four warps of 16 rows each per block, 32 columns per warp */
+  /* A as bf16 planes, written by the pre-pass (kl_mma_pack_kernel) */
+  kk->scratch = ex_mul(P, m->m_extent, ex_int(P, m->k_extent * 2 * m->a_parts));
+  /* blocks of 64 rows x 128 accumulator columns (code/render_mma.c) */
+  int64_t cols = 128 / m->nb;
   Expr *mblocks = ex_bin(P, X_IDIV, ex_add(P, m->m_extent, ex_int(P, 63)), ex_int(P, 64));
-  kk->grid = ex_mul(P, mblocks, ex_int(P, m->n_total / 32));
-  kk->block = 128;
+  kk->grid = ex_mul(P, mblocks, ex_int(P, (m->n_total + cols - 1) / cols));
+  kk->block = 256;
   return 1;
+}
+
+void kl_mma_pack_kernel(Lower *L) {
+  KKernel *kk = L->kk;
+  ExprPool *P = L->pool;
+  const KMma *m = kk->body->body[0]->mma;
+  KMma *pm = ARENA_NEW(L->arena, KMma);
+  *pm = *m;
+  pm->pack = 1;
+  KKernel *pre = ARENA_NEW(L->arena, KKernel);
+  *pre = *kk; /* the same parameters, symbols, temporaries and variable names */
+  pre->name = arena_printf(L->arena, "%s_pack", kk->name);
+  pre->alt = NULL;
+  pre->pre = NULL;
+  pre->body = kl_st_new(L, KS_SEQ);
+  KStmt *s = kl_st_new(L, KS_MMA);
+  s->mma = pm;
+  kl_st_add(L, pre->body, s);
+  /* one thread per pair of consecutive k values */
+  Expr *pairs = ex_mul(P, m->m_extent, ex_int(P, m->k_extent / 2));
+  pre->grid = ex_bin(P, X_IDIV, ex_add(P, pairs, ex_int(P, 255)), ex_int(P, 256));
+  pre->block = 256;
+  kk->pre = pre;
 }

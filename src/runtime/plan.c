@@ -71,6 +71,7 @@ void plan_free(Plan *p) {
   free(p->ws);
   free(p->ws_bytes);
   if (p->arena) p->b->ops->free(p->b, p->arena);
+  if (p->scratch) p->b->ops->free(p->b, p->scratch);
   if (p->io_dev) p->b->ops->free(p->b, p->io_dev);
   free(p->io_host);
   if (p->graph) p->b->ops->graph_free(p->b, p->graph);
@@ -127,6 +128,7 @@ static void state_release(RunState *s) {
   free(s->args);
   free(s->syms);
   free(s->grids);
+  free(s->pre_grids);
   memset(s, 0, sizeof *s);
 }
 
@@ -166,7 +168,9 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->use = calloc(nkk, sizeof *s->use);
   s->io_at = calloc(nb, sizeof *s->io_at);
   s->grids = calloc(nkk, sizeof *s->grids);
-  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->nargs || !s->nsyms || !s->use || !s->io_at) {
+  s->pre_grids = calloc(nkk, sizeof *s->pre_grids);
+  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->nargs ||
+      !s->nsyms || !s->use || !s->io_at) {
     diag_error(d, 0, 0, "plan: out of memory");
     state_release(s);
     return 0;
@@ -243,6 +247,8 @@ sized:
     }
     s->dev[i] = p->ws[i];
   }
+  /* which kernel or variant runs, and the scratch they need, before any argument points at it */
+  size_t scratch = 0;
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = &p->kp->kernels[k];
     int64_t when = 0;
@@ -253,6 +259,19 @@ sized:
       s->any_variant = 1;
     }
     s->use[k] = kk;
+    int64_t need = 0;
+    if (kk->scratch && !eval_or_diag(kk->scratch, env, "a kernel's scratch size", &need, d)) return 0;
+    if (need > 0 && (size_t)need > scratch) scratch = (size_t)need;
+  }
+  if (scratch > p->scratch_bytes) {
+    size_t want = scratch > 2 * p->scratch_bytes ? scratch : 2 * p->scratch_bytes;
+    if (p->scratch) p->b->ops->free(p->b, p->scratch);
+    p->scratch_bytes = 0;
+    if (!(p->scratch = p->b->ops->alloc(p->b, want, d))) return 0;
+    p->scratch_bytes = want;
+  }
+  for (int k = 0; k < nk; k++) {
+    const KKernel *kk = s->use[k];
     if (kk->nparams > K_MAX_PARAMS || kk->nsyms > 16) {
       diag_error(d, 0, 0, "plan: kernel '%s' has too many parameters", kk->name);
       return 0;
@@ -273,8 +292,12 @@ sized:
       s->args[(size_t)k * ARG_STRIDE + s->nargs[k]++] = p->sym_table;
       s->nsyms[k] = 0;
     }
+    if (kk->scratch) s->args[(size_t)k * ARG_STRIDE + s->nargs[k]++] = p->scratch;
     s->grids[k] = 1;
     if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) return 0;
+    s->pre_grids[k] = 0;
+    if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d))
+      return 0;
   }
   return 1;
 }

@@ -3,8 +3,9 @@
 #define LATHE_PLAN_INTERNAL_H
 #include "plan.h"
 
-/* Kernel arguments: the buffer parameters, then (CUDA) the symbol table's device pointer. */
-#define ARG_STRIDE (K_MAX_PARAMS + 1)
+/* Kernel arguments: the buffer parameters, then (CUDA) the symbol table's device pointer, then the
+ * scratch where the kernel has one. */
+#define ARG_STRIDE (K_MAX_PARAMS + 2)
 
 /* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
 typedef struct RunState {
@@ -22,6 +23,7 @@ typedef struct RunState {
   size_t *io_at;  /* per LBuf: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
   size_t io_used; /* bytes of the block this run uploads */
   int64_t *grids; /* nkernels */
+  int64_t *pre_grids; /* nkernels: grid of the chosen kernel's pre-pass (KKernel.pre) */
   int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
@@ -62,6 +64,10 @@ struct Plan {
    * arguments stay the same from one decode step to the next. */
   void *sym_table;
   int tensor_cores; /* the device runs bf16 mma.sync (CUDA, sm_80 or newer) */
+  /* Scratch for kernels that ask for it (KKernel.scratch: the tensor-core GEMM's bf16 copy of A), one
+   * buffer for all of them since they run one after another; grown geometrically. */
+  void *scratch;
+  size_t scratch_bytes;
   RunState rs; /* arrays reused by every run (state_init) */
   /* Small per-run data (the symbol table, then inputs of at most IO_SMALL bytes: a decode step's token
    * and position) share one device block and go up in one copy: each copy is a synchronising driver

@@ -90,6 +90,10 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
   for (int k = 0; k < p->kp->nkernels; k++) {
     const KKernel *kk = s->use[k];
     double t0 = p->kernel_ms ? now_ms() : 0;
+    if (kk->pre && !o->launch(p->b, p->m, kk->pre->code_name ? kk->pre->code_name : kk->pre->name,
+                              &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
+                              s->pre_grids[k], kk->pre->block, d))
+      return 0;
     if (!o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
                    &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d))
       return 0;

@@ -76,7 +76,7 @@ static void choose_rows(const LKernel *k, Target t, Schedule *s) {
     if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && streams_independent_of(k, k->par[i].var)) {
       s->rows = t == TARGET_CUDA ? 8 : 4;
       s->row_axis = i;
-      s->mma = t == TARGET_CUDA; /* tensor cores where the kernel's shape allows */
+      s->mma = t == TARGET_CUDA ? 2 : 0; /* tensor cores where the kernel's shape allows */
       return;
     }
 }
@@ -137,16 +137,33 @@ int schedule_check(const Schedule *s, Target t, Diag *d) {
   return 1;
 }
 
-TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, Diag *d) {
+const char *matmul_precision_name(MatmulPrecision m) {
+  return m == MM_HIGHEST ? "highest" : m == MM_MEDIUM ? "medium" : "high";
+}
+
+int matmul_precision_parse(const char *s, MatmulPrecision *out) {
+  static const MatmulPrecision all[] = {MM_HIGHEST, MM_HIGH, MM_MEDIUM};
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(s, matmul_precision_name(all[i]))) {
+      *out = all[i];
+      return 1;
+    }
+  return 0;
+}
+
+TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, MatmulPrecision mm, Diag *d) {
   TileProgram *tp = ARENA_NEW(p->arena, TileProgram);
   tp->loop = p;
   tp->target = t;
   tp->fusion = *fusion;
+  tp->matmul = mm;
   tp->nkernels = p->nkernels;
   tp->kernels = ARENA_ARRAY(p->arena, TileKernel, p->nkernels ? p->nkernels : 1);
   for (int i = 0; i < p->nkernels; i++) {
     tp->kernels[i].k = &p->kernels[i];
     tp->kernels[i].s = schedule_default(p, &p->kernels[i], t);
+    Schedule *s = &tp->kernels[i].s;
+    if (s->mma) s->mma = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
     if (!schedule_check(&tp->kernels[i].s, t, d)) return NULL;
   }
   return tp;

@@ -26,8 +26,18 @@ typedef struct Schedule {
    * (a weight, for the tokens of a prefill) is read once for all of them. rows = 1: off. */
   int rows;
   int row_axis;
-  int mma; /* CUDA: run the blocked variant on tensor cores where its shape allows (kernel/lower_mma.c) */
+  /* CUDA: run the blocked variant on tensor cores where its shape allows (kernel/lower_mma.c), with f32
+   * operands as this many bf16 parts (1 or 2; 0 = off) */
+  int mma;
 } Schedule;
+
+/* How f32 activations meet bf16 weights in tensor-core GEMMs, named as in PyTorch's
+ * torch.set_float32_matmul_precision: highest = no tensor cores (f32 FMAs), high = the activation split
+ * into bf16 hi + lo (about f32 accuracy, two MMAs), medium = the activation rounded to bf16 (one MMA,
+ * as a bf16 model in PyTorch computes). */
+typedef enum MatmulPrecision { MM_HIGH, MM_HIGHEST, MM_MEDIUM } MatmulPrecision;
+const char *matmul_precision_name(MatmulPrecision m);
+int matmul_precision_parse(const char *s, MatmulPrecision *out);
 
 typedef struct TileKernel {
   const LKernel *k;
@@ -38,6 +48,7 @@ typedef struct TileProgram {
   const LProgram *loop;
   Target target;
   FusionPolicy fusion; /* the fusion choices the loop stage was built with, printed with the schedules */
+  MatmulPrecision matmul;
   TileKernel *kernels; /* parallel to loop->kernels */
   int nkernels;
 } TileProgram;
@@ -46,7 +57,7 @@ typedef struct TileProgram {
 Schedule schedule_default(const LProgram *p, const LKernel *k, Target t);
 /* Refuses only illegal schedules (e.g. block_threads not a multiple of 32). */
 int schedule_check(const Schedule *s, Target t, Diag *d);
-TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, Diag *d);
+TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, MatmulPrecision mm, Diag *d);
 /* `--ir tile`:  kernel rms_norm_0: i0,i1->grid(32) r0->thread(256) reduce=block-tree vec=1 */
 void tile_print(StrBuf *b, const TileProgram *tp);
 #endif

@@ -27,8 +27,10 @@ static const char *split_name(const Schedule *s, Target t) {
 }
 
 void tile_print(StrBuf *b, const TileProgram *tp) {
-  sb_printf(b, "target %s  fusion: reductions=%s recompute=%s\n", target_name(tp->target),
+  sb_printf(b, "target %s  fusion: reductions=%s recompute=%s", target_name(tp->target),
             tp->fusion.fuse_reductions ? "fuse" : "cut", tp->fusion.allow_recompute ? "allow" : "cut");
+  if (tp->target == TARGET_CUDA) sb_printf(b, "  matmul precision: %s", matmul_precision_name(tp->matmul));
+  sb_putc(b, '\n');
   for (int i = 0; i < tp->nkernels; i++) {
     const LKernel *k = tp->kernels[i].k;
     const Schedule *s = &tp->kernels[i].s;
@@ -71,6 +73,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     sb_printf(b, " vec=%d", s->vec);
     if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
       sb_printf(b, " rows=%d(%s)", s->rows, k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
+    if (s->mma) sb_printf(b, " mma=bf16x%d", s->mma);
     sb_putc(b, '\n');
   }
 }

@@ -372,7 +372,7 @@ static void compile_zoo_cuda_rows(RedStrategy r, int block, int vec, int rows, c
   assert_null(strstr(s, "#include"));
   assert_contains(s, "extern \"C\" __global__ void __launch_bounds__(");
   assert_contains(s, "const float *__restrict__ a");
-  assert_contains(s, "const i64 *__restrict__ lt_syms) {\n  const i64 seq = lt_syms[0];\n");
+  assert_contains(s, "const i64 *__restrict__ lt_syms) {\n  lt_pdl();\n  const i64 seq = lt_syms[0];\n");
   if (r != RS_SERIAL) assert_contains(s, "__shfl_xor_sync(0xffffffffu, ");
   if (r == RS_BLOCK && block > 32) {
     assert_contains(s, "__shared__ float smem");

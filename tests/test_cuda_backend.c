@@ -272,6 +272,84 @@ static void test_unknown_error_code_falls_back_to_number(void **state) {
   assert_string_equal(d.msg, "cuCtxSynchronize(after k): CUDA error 719: unknown error");
 }
 
+/* ---- graphs: programmatic edges between kernel nodes ---- */
+
+static struct {
+  int nodes, plain_deps, programmatic_edges, plain_edges;
+  int refuse_programmatic;
+} g_graph;
+static char g_graph_token;
+static CUresult f_graph_create(CUgraph *g, unsigned flags) {
+  *g = (CUgraph)(void *)&g_graph_token;
+  return 0;
+}
+static CUresult f_graph_add_kernel(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                   const CudaKernelNodeParams *p) {
+  *node = (CUgraphNode)(intptr_t)(++g_graph.nodes);
+  g_graph.plain_deps += (int)ndeps;
+  return 0;
+}
+static CUresult f_graph_destroy(CUgraph g) { return 0; }
+static CUresult f_graph_add_deps(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, const CudaGraphEdge *e,
+                                 size_t n) {
+  assert_int_equal(n, 1);
+  assert_true((intptr_t)*from + 1 == (intptr_t)*to); /* each node after the one before it */
+  if (e->type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) {
+    if (g_graph.refuse_programmatic) return 1;
+    assert_int_equal(e->from_port, CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC);
+    g_graph.programmatic_edges++;
+  } else {
+    g_graph.plain_edges++;
+  }
+  return 0;
+}
+
+/* Three kernels as a graph on a device of compute capability `major`.0. */
+static void build_graph(int major, int refuse) {
+  memset(&g_gpu, 0, sizeof g_gpu);
+  memset(&g_graph, 0, sizeof g_graph);
+  g_gpu.device_count = 1;
+  g_gpu.cc_major = major;
+  g_graph.refuse_programmatic = refuse;
+  CudaDriver drv = fake_driver();
+  drv.cuGraphCreate = f_graph_create;
+  drv.cuGraphAddKernelNode = f_graph_add_kernel;
+  drv.cuGraphAddDependencies_v2 = f_graph_add_deps;
+  drv.cuGraphDestroy = f_graph_destroy;
+  Diag d = {0};
+  Backend *b = cuda_backend_with_driver(&drv, &d);
+  assert_non_null(b);
+  BackendModule *m = cuda_module_from_image(b, "fake image", &d);
+  assert_non_null(m);
+  BackendGraph *g = b->ops->graph_new(b, &d);
+  assert_non_null(g);
+  void *bufs[1] = {(void *)(uintptr_t)0x1000};
+  for (int i = 0; i < 3; i++)
+    if (!b->ops->graph_add(b, g, m, "vadd", bufs, 1, NULL, 0, 4, 32, &d)) fail_msg("%s", d.msg);
+  b->ops->graph_free(b, g);
+  b->ops->module_free(b, m);
+  b->ops->destroy(b);
+}
+
+static void test_graph_edges_are_programmatic_on_hopper(void **state) {
+  build_graph(9, 0);
+  assert_int_equal(g_graph.nodes, 3);
+  assert_int_equal(g_graph.programmatic_edges, 2);
+  assert_int_equal(g_graph.plain_deps + g_graph.plain_edges, 0);
+  build_graph(8, 0); /* griddepcontrol needs sm_90: ordinary edges */
+  assert_int_equal(g_graph.programmatic_edges, 0);
+  assert_int_equal(g_graph.plain_deps, 2);
+  setenv("LATHE_PDL", "0", 1);
+  build_graph(9, 0);
+  unsetenv("LATHE_PDL");
+  assert_int_equal(g_graph.programmatic_edges, 0);
+  assert_int_equal(g_graph.plain_deps, 2);
+  build_graph(9, 1); /* the driver refuses them: an ordinary edge, and ordinary edges from then on */
+  assert_int_equal(g_graph.programmatic_edges, 0);
+  assert_int_equal(g_graph.plain_edges, 1);
+  assert_int_equal(g_graph.plain_deps, 1);
+}
+
 /* ---- a working fake device ---- */
 
 static void test_device_properties(void **state) {
@@ -456,6 +534,7 @@ static void test_plan_picks_tensor_cores_by_device(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_real_driver_reports_clearly),
+      cmocka_unit_test(test_graph_edges_are_programmatic_on_hopper),
       cmocka_unit_test(test_messages_are_the_documented_ones),
       cmocka_unit_test(test_no_device_from_cuinit),
       cmocka_unit_test(test_no_device_from_count),

@@ -30,6 +30,7 @@ typedef struct CudaImpl {
   int have_ctx;
   int max_threads;
   char arch[16];      /* "sm_90" */
+  int pdl;            /* graph edges with programmatic dependent launch (sm_90+, driver has them) */
   char dev_name[128]; /* "NVIDIA H200" */
   char nvrtc_id[1200]; /* NVRTC version and library file, part of every cache key */
   int have_nvrtc_id;
@@ -394,10 +395,25 @@ static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const 
   void *params[CUDA_MAX_ARGS + 1];
   CudaKernelNodeParams kp;
   if (!node_params(c, &kp, fn, bufs, nbufs, syms, nsyms, grid, block, ptrs, vals, params, name, d)) return 0;
-  const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL; /* each kernel after the previous one */
-  if (!check(c, d, c->drv.cuGraphAddKernelNode(&g->nodes[g->n], g->graph, dep, g->n ? 1 : 0, &kp),
+  /* Each kernel after the previous one. With programmatic edges the next kernel's blocks may start
+   * while the previous kernel's last blocks run; every generated kernel first waits for its
+   * predecessor to complete (griddepcontrol.wait, render_cuda.c), so only launch latency overlaps. */
+  const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL;
+  int programmatic = c->pdl && dep;
+  if (!check(c, d, c->drv.cuGraphAddKernelNode(&g->nodes[g->n], g->graph, programmatic ? NULL : dep,
+                                               programmatic ? 0 : (dep ? 1 : 0), &kp),
              "cuGraphAddKernelNode", name))
     return 0;
+  if (programmatic) {
+    CudaGraphEdge e = {CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, 0, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC, {0}};
+    if (c->drv.cuGraphAddDependencies_v2(g->graph, dep, &g->nodes[g->n], &e, 1) != CUDA_SUCCESS) {
+      CudaGraphEdge plain = {0, 0, 0, {0}}; /* refused: an ordinary edge, and no more tries */
+      c->pdl = 0;
+      if (!check(c, d, c->drv.cuGraphAddDependencies_v2(g->graph, dep, &g->nodes[g->n], &plain, 1),
+                 "cuGraphAddDependencies", name))
+        return 0;
+    }
+  }
   g->fns[g->n] = fn;
   g->blocks[g->n] = block;
   snprintf(g->names[g->n], sizeof g->names[0], "%s", name);
@@ -551,6 +567,8 @@ static int open_device(CudaImpl *c, Diag *d) {
              "cuDeviceGetAttribute", "max threads per block"))
     return 0;
   snprintf(c->arch, sizeof c->arch, "sm_%d%d", major, minor);
+  const char *pdl = getenv("LATHE_PDL");
+  c->pdl = major >= 9 && drv->cuGraphAddDependencies_v2 && !(pdl && !strcmp(pdl, "0"));
   if (!check(c, d, drv->cuDeviceGetName(c->dev_name, (int)sizeof c->dev_name, c->dev), "cuDeviceGetName", what))
     return 0;
   c->dev_name[sizeof c->dev_name - 1] = '\0';

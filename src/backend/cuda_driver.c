@@ -78,6 +78,8 @@ int cuda_driver_load(CudaDriver *drv, Diag *d) {
     have_all &= (opt[i] = dlsym(dl, optional_syms[i].name)) != NULL;
   for (size_t i = 0; have_all && i < sizeof optional_syms / sizeof optional_syms[0]; i++)
     memcpy((char *)drv + optional_syms[i].offset, &opt[i], sizeof opt[i]);
+  void *deps = have_all ? dlsym(dl, "cuGraphAddDependencies_v2") : NULL;
+  memcpy(&drv->cuGraphAddDependencies_v2, &deps, sizeof deps);
   drv->dl = dl;
   return 1;
 }

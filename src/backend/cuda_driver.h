@@ -30,6 +30,13 @@ typedef struct CudaKernelNodeParams {
   void **extra;
 } CudaKernelNodeParams;
 
+/* CUgraphEdgeData: how a graph edge triggers (cuGraphAddDependencies_v2). */
+typedef struct CudaGraphEdge {
+  unsigned char from_port, to_port, type, reserved[5];
+} CudaGraphEdge;
+#define CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC 1
+#define CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC 1
+
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_NO_DEVICE 100
 #define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK 1
@@ -76,6 +83,10 @@ typedef struct CudaDriver {
   CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
   CUresult (*cuGraphDestroy)(CUgraph g);
+  /* Optional on its own (CUDA 12.3 drivers and newer): edges that let a kernel start while the one
+   * before it finishes (programmatic dependent launch). NULL: plain edges. */
+  CUresult (*cuGraphAddDependencies_v2)(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                        const CudaGraphEdge *edges, size_t n);
 } CudaDriver;
 
 #define CUDA_NO_DRIVER_MSG "no CUDA driver found (libcuda.so.1 not loadable): is an NVIDIA GPU and driver installed?"

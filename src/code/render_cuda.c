@@ -47,6 +47,15 @@ static const char cuda_preamble[] =
     "  __trap(); /* bf16 mma needs sm_80 */\n"
     "#endif\n"
     "}\n"
+    "/* Programmatic dependent launch (sm_90): every kernel lets the next one be scheduled, then waits\n"
+    "   until the kernel before it has completed and its writes are visible. Without a programmatic\n"
+    "   edge (ordinary launches, older GPUs) both are no-ops. */\n"
+    "static __device__ __forceinline__ void lt_pdl(void) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
+    "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+    "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+    "#endif\n"
+    "}\n"
     "/* shared-memory staging of tensor-core kernels: addresses, 16-byte asynchronous copies, ldmatrix */\n"
     "static __device__ __forceinline__ unsigned int lt_smem_u32(const void *p) {\n"
     "  unsigned int r;\n"
@@ -95,6 +104,7 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
   if (kk->nsyms) sb_printf(o, "%sconst i64 *__restrict__ lt_syms", kk->nparams ? ", " : "");
   if (kk->scratch) sb_printf(o, "%sunsigned int *__restrict__ lt_scratch", kk->nparams || kk->nsyms ? ", " : "");
   sb_puts(o, ") {\n");
+  sb_puts(o, "  lt_pdl();\n");
   for (int i = 0; i < kk->nsyms; i++) {
     int at = 0;
     while (at < R->lp->nsymbols && strcmp(R->lp->symbols[at], kk->syms[i])) at++;

@@ -13,6 +13,7 @@ static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
     const KKernel *kk = &c->kernel->kernels[i];
     distinct += kk->code_name == NULL;
     distinct += kk->alt && kk->alt->code_name == NULL; /* a register-blocked variant */
+    distinct += kk->alt && kk->alt->pre && kk->alt->pre->code_name == NULL; /* its tensor-core pre-pass */
   }
   /* The code stage has exactly one entry point per distinct kernel or variant. */
   const char *code = sb_str(&c->code), *needle = t == TARGET_CUDA ? "__global__" : "(void *const *bufs";
@@ -108,6 +109,33 @@ static void identical_layers_share_code(void **s) {
   compilation_free(c);
 }
 
+/* The blocked (prefill) variants of attention's scores and P x V run one thread per point on CUDA
+ * cores: short reductions, or loads coalesced along the innermost axis. A linear with f32 weights
+ * over a long row (each output column streams its own weight row) keeps a warp per point. */
+static void attention_prefill_variants_are_serial(void **s) {
+  const char *src = "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; x: f32[1,seq,512]; w: f32[96,512]\n"
+                    "return attention(q, k, v, true), linear(x, w)";
+  Diag d = {0};
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  if (!compile_source(c, src, ST_KERNEL, &d)) fail_msg("%s", d.msg);
+  int serial = 0, warp = 0;
+  for (int i = 0; i < c->kernel->nkernels; i++) {
+    const KKernel *kk = &c->kernel->kernels[i];
+    if (!kk->alt) continue;
+    assert_false(kk->alt->tensor_cores); /* f32 operands: CUDA cores */
+    if (kk->alt->sched.red == RS_SERIAL) serial++;
+    else warp++;
+    assert_int_equal(kk->sched.red != RS_SERIAL || kk->sched.rows == 1, 1); /* the decode kernel is not blocked */
+  }
+  assert_int_equal(serial, 2); /* scores, P x V */
+  assert_int_equal(warp, 1);   /* the linear */
+  StrBuf b = {0};
+  print_stage(&b, c, ST_TILE);
+  assert_contains(sb_str(&b), "rows-serial");
+  sb_free(&b);
+  compilation_free(c);
+}
+
 static void loop_stage_prints_phases(void **s) {
   Diag d = {0};
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
@@ -130,6 +158,7 @@ int main(void) {
       cmocka_unit_test(softmax_is_one_kernel),          cmocka_unit_test(elementwise_chain_is_one_kernel),
       cmocka_unit_test(linear_epilogues_fuse),          cmocka_unit_test(norm_prologue_is_a_policy_choice),
       cmocka_unit_test(no_fuse_cuts_reductions),        cmocka_unit_test(attention_is_three_kernels),        cmocka_unit_test(shared_reduction_is_computed_once),
+      cmocka_unit_test(attention_prefill_variants_are_serial),
       cmocka_unit_test(loop_stage_prints_phases),       cmocka_unit_test(identical_layers_share_code),       cmocka_unit_test(costly_prologue_is_not_recomputed),
   };
   return cmocka_run_group_tests_name("fusion", tests, NULL, NULL);

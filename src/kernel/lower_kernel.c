@@ -308,6 +308,10 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
       if (r < 0) {
         Schedule cores = s;
         cores.mma = 0;
+        if (s.rows_serial) { /* one thread per blocked point (tile stage's choice) */
+          cores.red = RS_SERIAL;
+          cores.block_threads = 128;
+        }
         *kk->alt = (KKernel){0};
         if (lower_kernel(tp, k, cores, kk->alt, d) != 1) return NULL;
         kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);

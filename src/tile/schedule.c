@@ -65,6 +65,51 @@ static int streams_independent_of(const LKernel *k, int var) {
   return 0;
 }
 
+/* Does index `ix` of a load, along consecutive values of v (the threads of a warp), read consecutive
+ * elements (last index v or v % c) or one element (v absent, or only as v // c with c >= 32)? */
+typedef struct ThreadScan {
+  int v;
+  int bad;
+} ThreadScan;
+
+static int only_as_quotient(const Expr *e, int v) {
+  if (!(e->varmask >> v & 1)) return 1;
+  if (e->op == X_IDIV && e->a[1]->op == X_CONST && e->a[1]->ival >= 32 && e->a[0]->op == X_VAR) return 1;
+  if (e->op == X_VAR) return 0;
+  for (int i = 0; i < e->n; i++)
+    if (!only_as_quotient(e->a[i], v)) return 0;
+  return 1;
+}
+
+static void thread_scan_fn(void *ctx, const Expr *e) {
+  ThreadScan *s = ctx;
+  if (e->op != X_LOAD || !(e->varmask >> s->v & 1) || e->n < 1) return;
+  for (int i = 0; i + 1 < e->n; i++)
+    if (!only_as_quotient(e->a[i], s->v)) s->bad = 1;
+  const Expr *last = e->a[e->n - 1];
+  int contiguous = (last->op == X_VAR && last->ival == s->v) ||
+                   (last->op == X_MOD && last->a[0]->op == X_VAR && last->a[0]->ival == s->v && last->a[1]->op == X_CONST &&
+                    last->a[1]->ival % 32 == 0) ||
+                   only_as_quotient(last, s->v);
+  if (!contiguous) s->bad = 1;
+}
+
+/* One thread per point suits the blocked CUDA-core variant when each reduction is short (a head
+ * dimension: a thread reads its rows whole) or its loads are coalesced along the innermost parallel
+ * axis (P x V: the value rows; the probabilities are one value per warp). */
+static int serial_suits(const LKernel *k) {
+  if (k->npar < 1) return 0;
+  int v = k->par[k->npar - 1].var;
+  for (int i = 0; i < k->nphase; i++) {
+    int64_t r = const_product(k->phases[i].axes, k->phases[i].naxes);
+    if (r > 0 && r <= 128) continue;
+    ThreadScan s = {v, 0};
+    ex_visit(k->phases[i].body, thread_scan_fn, &s);
+    if (s.bad) return 0;
+  }
+  return k->nphase > 0;
+}
+
 /* Register blocking over the first parallel axis of run-time extent (the tokens of a step) when a
  * reduction streams a buffer independent of it. A decode step (extent 1) takes the kernel's
  * one-row path, so the blocked path only runs for prefill. */
@@ -77,6 +122,7 @@ static void choose_rows(const LKernel *k, Target t, Schedule *s) {
       s->rows = t == TARGET_CUDA ? 8 : 4;
       s->row_axis = i;
       s->mma = t == TARGET_CUDA ? 2 : 0; /* tensor cores where the kernel's shape allows */
+      s->rows_serial = t == TARGET_CUDA && serial_suits(k);
       return;
     }
 }

@@ -26,6 +26,10 @@ typedef struct Schedule {
    * (a weight, for the tokens of a prefill) is read once for all of them. rows = 1: off. */
   int rows;
   int row_axis;
+  /* CUDA: the blocked variant, where it runs on CUDA cores, takes one thread per point (serial
+   * reductions) instead of `red`: set when its reductions are short or read, along the innermost
+   * parallel axis, consecutive elements or one element for all (attention's scores and P x V). */
+  int rows_serial;
   /* CUDA: run the blocked variant on tensor cores where its shape allows (kernel/lower_mma.c), with f32
    * operands as this many bf16 parts (1 or 2; 0 = off) */
   int mma;

@@ -194,6 +194,16 @@ static void build_cases(void) {
              "h = rms_norm(x, nw, 1e-6)\n"
              "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd), linear(h, wq)");
   }
+  /* Wide gate/up (67 blocks of 64 columns, the last one partial): on CUDA 128-row tensor-core tiles,
+   * 130 tokens leaving a partial one, k = 48 in stages of 16. */
+  add_case("prefill_bf16_wide_130", "seq=130", 0,
+           "x: f32[1, seq, 48]; nw: bf16[48]; wg: bf16[4256, 48]; wu: bf16[4256, 48]; wd: bf16[48, 4256]\n"
+           "h = rms_norm(x, nw, 1e-6)\n"
+           "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd)");
+  /* Causal attention over many query tokens: the blocked variants of scores and P x V (one thread per
+   * point on CUDA), with a partial block of rows. */
+  add_case("prefill_attention_37", "seq=37", 0,
+           "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]\nreturn attention(q, k, v, true)");
   /* Fused chains under all three fusion policies. */
   static const char *policies[] = {"default", "recompute", "nofuse"};
   for (int p = 0; p < 3; p++) {

@@ -201,6 +201,40 @@ static void test_cuda_block32(void **state) {
   arena_free(z.a);
 }
 
+/* y[i] = sum over r < n of x[i, r]^2, x bf16 */
+static void k_sumsq(Zoo *z, const char *name, int64_t n) {
+  int x = buf(z, "x", DT_BF16, BUF_INPUT, 2, I(z, 4), I(z, n), NULL);
+  int y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 4), NULL, NULL);
+  LKernel *k = kern(z, name, y);
+  int i0 = par(k, "i0", I(z, 4));
+  LPhase *ph = phase(k, RED_ADD, DT_F32);
+  int r0 = red(k, ph, "r0", I(z, n));
+  Expr *xr = ex_cast(z->P, DT_F32, ld(z, x, 2, V(z, i0), V(z, r0), NULL));
+  ph->body = bin(z, X_MUL, xr, xr);
+  set_out(k, 1, V(z, i0), NULL, NULL, ex_acc(z->P, 0, DT_F32));
+}
+
+/* Unrolled vectors are not bounds-checked one by one, so a reduction is unrolled only when every lane
+ * has the same number of 8-wide vectors: 2048 = 32 lanes * 8 * 8 unrolls (4 per step), 576 = 32 * 8
+ * * 2.25 does not (lanes 0-7 have a third vector; unrolled by 2, they read 256 elements past the end). */
+static void test_unroll_only_even_split(void **state) {
+  Zoo z = zoo_new();
+  k_sumsq(&z, "even_0", 2048);
+  k_sumsq(&z, "uneven_1", 576);
+  Diag d = {0};
+  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){RS_WARP, 128, 8, 0}, &d);
+  assert_non_null(kp);
+  assert_int_equal(census_of(&kp->kernels[0]).n[KS_VLOAD], 4);
+  assert_int_equal(census_of(&kp->kernels[1]).n[KS_VLOAD], 1);
+  char *s = printed(kp);
+  const char *loop = strstr(s, " < 576; ");
+  assert_non_null(loop);
+  const char *eol = strchr(loop, '\n');
+  assert_non_null(eol);
+  assert_true(strstr(loop, " += 256:") != NULL && strstr(loop, " += 256:") < eol); /* one vector per step */
+  arena_free(z.a);
+}
+
 /* CUDA vec: a one-axis reduction takes the widest vector (<= vec) that divides its extent and still
  * gives each lane a whole one (100 = 32 lanes * 3 + 4: width 2); loads at consecutive elements become
  * vector loads. Too short for any vector (50 < 32 * 2): a plain lane loop. */
@@ -384,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_vec),
       cmocka_unit_test(test_phase_groups),
       cmocka_unit_test(test_mma_variant),
+      cmocka_unit_test(test_unroll_only_even_split),
       cmocka_unit_test(test_symbolic_extents),
       cmocka_unit_test(test_bad_schedules),
       cmocka_unit_test(test_acc_before_phase),

@@ -285,11 +285,14 @@ static int joins_group(const LKernel *k, int first, int next) {
 }
 
 /* Unrolling: U vectors per loop step, their loads issued before any use, so each thread keeps U times
- * the bytes in flight (a GEMV with few rows is latency-bound otherwise). U divides the thread's number of
- * vectors (no remainder loop) and U * (vector loads per step) stays <= 8 to bound registers. */
+ * the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
+ * number of vectors and U divides it (the loop checks only the first vector of a step, so there is no
+ * remainder to guard), and U * (vector loads per step) stays <= 8 to bound registers. */
 static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {
   if (V <= 1 || ph->axes[0].extent->op != X_CONST) return 1;
-  int64_t per_thread = ph->axes[0].extent->ival / ((int64_t)coop_threads(L) * V);
+  int64_t chunk = (int64_t)coop_threads(L) * V; /* elements per pass of all threads */
+  if (ph->axes[0].extent->ival % chunk) return 1; /* threads differ in their number of vectors */
+  int64_t per_thread = ph->axes[0].extent->ival / chunk;
   for (int u = 4; u > 1; u /= 2)
     if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= 8) return u;
   return 1;

@@ -232,6 +232,7 @@ static void test_unroll_only_even_split(void **state) {
   const char *eol = strchr(loop, '\n');
   assert_non_null(eol);
   assert_true(strstr(loop, " += 256:") != NULL && strstr(loop, " += 256:") < eol); /* one vector per step */
+  free(s);
   arena_free(z.a);
 }
 

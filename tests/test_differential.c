@@ -194,8 +194,9 @@ static void build_cases(void) {
              "h = rms_norm(x, nw, 1e-6)\n"
              "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd), linear(h, wq)");
   }
-  /* Wide gate/up (67 blocks of 64 columns, the last one partial): on CUDA 128-row tensor-core tiles,
-   * 130 tokens leaving a partial one, k = 48 in stages of 16. */
+  /* Wide gate/up on tensor cores (67 blocks of 64 columns, the last one partial; k = 48 in stages of
+   * 16), and a down projection over 4256 = 32 lanes * 8 * 16.6 elements: lanes with unequal numbers of
+   * vectors (unrolled, they once read past the end). */
   add_case("prefill_bf16_wide_130", "seq=130", 0,
            "x: f32[1, seq, 48]; nw: bf16[48]; wg: bf16[4256, 48]; wu: bf16[4256, 48]; wd: bf16[48, 4256]\n"
            "h = rms_norm(x, nw, 1e-6)\n"

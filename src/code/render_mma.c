@@ -6,12 +6,12 @@
  * to bf16, or split into hi + lo so that two MMAs keep about f32 accuracy. Done inside the GEMM, that
  * evaluation was repeated for every block of columns and cost more than the MMAs it fed.
  *
- * The GEMM: a block of 8 warps computes bm (64 or 128) rows x 128 accumulator columns (128 output
- * columns of one weight, or 64 columns of each of two). Tiles of A (bm x bk per plane) and of the
- * weights (128 x bk) are copied to shared memory with cp.async, 16 bytes at a time, through a ring of
- * `stages` buffers, so the copies for later k steps are in flight while the tensor cores work on the
- * current one. Warps sit 2 (rows) x 4 (columns), each computing bm/2 rows x 32 accumulator columns as
- * (bm/32) x 4 m16n8 tiles whose fragments come from shared memory with ldmatrix. Rows are padded by 8 elements (16 bytes), so the 8
+ * The GEMM: a block of 8 warps computes 64 rows x 128 accumulator columns (128 output columns of one
+ * weight, or 64 columns of each of two). Tiles of A (64 x bk per plane) and of the weights (128 x bk)
+ * are copied to shared memory with cp.async, 16 bytes at a time, through a ring of `stages` buffers, so
+ * the copies for later k steps are in flight while the tensor cores work on the current one. Warps sit
+ * 2 (rows) x 4 (columns), each computing 32 rows x 32 accumulator columns as 2 x 4 m16n8 tiles whose
+ * fragments come from shared memory with ldmatrix. Rows are padded by 8 elements (16 bytes), so the 8
  * rows an ldmatrix phase reads fall in different banks. Rows past the end of A and columns past the
  * end of the weights are clamped to the last one, and their results dropped. Consecutive blocks share
  * one weight tile (rows vary fastest), so a weight tile is read from memory once and then from L2. */
@@ -60,11 +60,11 @@ static void copy_weight_chunk(Render *R, const KMma *m, int b, int level, const 
 
 /* The copies of k step `kt` (A planes and weights) into ring buffer `buf`, then one commit group. */
 static void put_stage(Render *R, const KMma *m, int L, const char *kt, const char *buf) {
-  const int nb = m->nb, parts = m->a_parts, bk = m->bk, bm = m->bm, cols = 128 / nb, chunks = bk / 8;
+  const int nb = m->nb, parts = m->a_parts, bk = m->bk, cols = 128 / nb, chunks = bk / 8;
   line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_q = lt_tid; lt_q < %d; lt_q += 256) {", parts * bm * chunks);
-  line(R, L + 1, "const int lt_s = lt_q / %d, lt_row = (lt_q / %d) %% %d, lt_kc = (lt_q %% %d) * 8;", bm * chunks,
-       chunks, bm, chunks);
+  line(R, L, "for (int lt_q = lt_tid; lt_q < %d; lt_q += 256) {", parts * 64 * chunks);
+  line(R, L + 1, "const int lt_s = lt_q / %d, lt_row = (lt_q / %d) %% 64, lt_kc = (lt_q %% %d) * 8;", 64 * chunks,
+       chunks, chunks);
   line(R, L + 1, "const i64 lt_r = lt_m0 + lt_row < lt_M ? lt_m0 + lt_row : lt_M - 1;");
   line(R, L + 1,
        "lt_cp_async16(lt_smem_u32(&lt_sa[%s][lt_s][lt_row][lt_kc]), lt_A + ((i64)lt_s * lt_M + lt_r) * %lldLL + "
@@ -119,7 +119,7 @@ static void put_pack(Render *R, const KMma *m, int L) {
 void rc_put_mma(Render *R, const KStmt *s, int level) {
   const KMma *m = s->mma;
   if (!m || m->nb < 1 || m->nb > 2 || m->k_extent % m->bk || (m->bk != 16 && m->bk != 32) || m->a_parts < 1 ||
-      m->a_parts > 2 || (m->bm != 64 && m->bm != 128) || !R->kk->scratch) {
+      m->a_parts > 2 || !R->kk->scratch) {
     rc_fail(R, "malformed tensor-core statement");
     return;
   }
@@ -128,32 +128,28 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
     return;
   }
   const char *mv = R->var_name[m->m_var];
-  const int nb = m->nb, parts = m->a_parts, bk = m->bk, bm = m->bm, mt = bm / 32;
+  const int nb = m->nb, parts = m->a_parts, bk = m->bk;
   const int wcols = 32 / nb; /* output columns per warp */
   const int tiles = 4 / nb;  /* n8 tiles per weight per warp */
   /* as many ring buffers as fit the 48 KB of static shared memory, at most 4 */
-  const int stage_bytes = (parts * bm + 128) * (bk + 8) * 2;
+  const int stage_bytes = (parts * 64 + 128) * (bk + 8) * 2;
   int stages = 49152 / stage_bytes;
   if (stages > 4) stages = 4;
-  if (stages < 2) {
-    rc_fail(R, "tensor-core tiles of %d rows and k steps of %d do not fit shared memory twice", bm, bk);
-    return;
-  }
   const long long kt_count = (long long)(m->k_extent / bk);
   int L = level;
   line(R, L++, "{");
   line(R, L, "const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;");
   line(R, L, "const int lt_g = lt_lane >> 2, lt_t = lt_lane & 3, lt_wm = lt_warp & 1, lt_wn = lt_warp >> 1;");
   rc_put_assign(R, L, "const i64 lt_M", m->m_extent);
-  line(R, L, "const i64 lt_mb = (lt_M + %d) / %d;", bm - 1, bm);
-  line(R, L, "const i64 lt_m0 = ((i64)blockIdx.x %% lt_mb) * %d;", bm);
+  line(R, L, "const i64 lt_mb = (lt_M + 63) / 64;");
+  line(R, L, "const i64 lt_m0 = ((i64)blockIdx.x %% lt_mb) * 64;");
   line(R, L, "const i64 lt_n0 = ((i64)blockIdx.x / lt_mb) * %d;", 128 / nb);
   line(R, L, "const unsigned short *lt_A = (const unsigned short *)lt_scratch;");
-  line(R, L, "__shared__ __align__(16) unsigned short lt_sa[%d][%d][%d][%d];", stages, parts, bm, bk + 8);
+  line(R, L, "__shared__ __align__(16) unsigned short lt_sa[%d][%d][64][%d];", stages, parts, bk + 8);
   line(R, L, "__shared__ __align__(16) unsigned short lt_sb[%d][128][%d];", stages, bk + 8);
-  line(R, L, "float lt_c[%d][4][4];", mt);
+  line(R, L, "float lt_c[2][4][4];");
   line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_i = 0; lt_i < %d; lt_i++) (&lt_c[0][0][0])[lt_i] = 0.0f;", mt * 16);
+  line(R, L, "for (int lt_i = 0; lt_i < 32; lt_i++) (&lt_c[0][0][0])[lt_i] = 0.0f;");
   /* prologue: the first stages-1 k steps in flight */
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_ps = 0; lt_ps < %d; lt_ps++) {", stages - 1);
@@ -180,15 +176,14 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_kk = 0; lt_kk < %d; lt_kk += 16) {", bk);
   L++;
-  line(R, L, "unsigned int lt_a[%d][%d][4], lt_b[4][2];", parts, mt);
+  line(R, L, "unsigned int lt_a[%d][2][4], lt_b[4][2];", parts);
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_s = 0; lt_s < %d; lt_s++)", parts);
   line(R, L + 1, "#pragma unroll");
-  line(R, L + 1, "for (int lt_mt = 0; lt_mt < %d; lt_mt++)", mt);
+  line(R, L + 1, "for (int lt_mt = 0; lt_mt < 2; lt_mt++)");
   line(R, L + 2,
-       "lt_ldsm_x4(lt_a[lt_s][lt_mt], lt_smem_u32(&lt_sa[lt_cb][lt_s][lt_wm * %d + lt_mt * 16 + (lt_lane & 15)]"
-       "[lt_kk + (lt_lane >> 4) * 8]));",
-       bm / 2);
+       "lt_ldsm_x4(lt_a[lt_s][lt_mt], lt_smem_u32(&lt_sa[lt_cb][lt_s][lt_wm * 32 + lt_mt * 16 + (lt_lane & 15)]"
+       "[lt_kk + (lt_lane >> 4) * 8]));");
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_pr = 0; lt_pr < 2; lt_pr++) {");
   /* the shared rows of n8 tiles 2pr and 2pr+1: weight pr / (2 / nb)'s rows of this warp's columns */
@@ -206,7 +201,7 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   line(R, L + 1, "lt_b[2 * lt_pr + 1][1] = lt_w[3];");
   line(R, L, "}");
   line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_mt = 0; lt_mt < %d; lt_mt++)", mt);
+  line(R, L, "for (int lt_mt = 0; lt_mt < 2; lt_mt++)");
   line(R, L + 1, "#pragma unroll");
   line(R, L + 1, "for (int lt_j = 0; lt_j < 4; lt_j++)");
   line(R, L + 2, "#pragma unroll");
@@ -219,13 +214,13 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   line(R, L, "lt_cp_async_wait_group<0>();");
   /* epilogue: element e of tile (mt, j) is (row mt*16 + g + 8*(e/2), column j*8 + 2t + e%2) */
   line(R, L, "#pragma unroll");
-  line(R, L, "for (int lt_mt = 0; lt_mt < %d; lt_mt++)", mt);
+  line(R, L, "for (int lt_mt = 0; lt_mt < 2; lt_mt++)");
   line(R, L + 1, "#pragma unroll");
   line(R, L + 1, "for (int lt_j = 0; lt_j < %d; lt_j++)", tiles);
   line(R, L + 2, "#pragma unroll");
   line(R, L + 2, "for (int lt_e = 0; lt_e < 4; lt_e++) {");
   int E = L + 3;
-  line(R, E, "const i64 %s = lt_m0 + lt_wm * %d + lt_mt * 16 + lt_g + ((lt_e >> 1) ? 8 : 0);", mv, bm / 2);
+  line(R, E, "const i64 %s = lt_m0 + lt_wm * 32 + lt_mt * 16 + lt_g + ((lt_e >> 1) ? 8 : 0);", mv);
   line(R, E, "const i64 lt_nn = lt_n0 + lt_wn * %d + lt_j * 8 + 2 * lt_t + (lt_e & 1);", wcols);
   line(R, E, "if (%s < lt_M && lt_nn < %lldLL) {", mv, (long long)m->n_total);
   bind_columns(R, m, E + 1, "lt_nn");

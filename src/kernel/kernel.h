@@ -40,8 +40,7 @@ typedef struct KMma {
   Expr *m_extent;
   int k_var;         /* X_VAR of the reduction */
   int64_t k_extent;  /* a multiple of 16 */
-  int bk;            /* k per shared-memory stage: 32 where k_extent allows and two stages fit, else 16 */
-  int bm;            /* rows per block: 64, or 128 for GEMMs with many column blocks */
+  int bk;            /* k per shared-memory stage: 32 where k_extent allows, else 16 */
   int a_parts;       /* 1: A rounded to bf16; 2: A = hi + lo, two MMAs per step */
   int nn;            /* column axes, last fastest; their product n_total is a multiple of 32 */
   int n_var[LT_MAX_RANK];

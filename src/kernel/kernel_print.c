@@ -99,8 +99,8 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
   case KS_MMA:
     if (s->mma) {
       const KMma *m = s->mma;
-      sb_printf(b, "mma bf16 tensor cores (A in %d bf16 part%s, %d-row tiles, k stages of %d): rows %s < ",
-                m->a_parts, m->a_parts > 1 ? "s" : "", m->bm, m->bk, pn_var(n, m->m_var));
+      sb_printf(b, "mma bf16 tensor cores (A in %d bf16 part%s, k stages of %d): rows %s < ", m->a_parts,
+                m->a_parts > 1 ? "s" : "", m->bk, pn_var(n, m->m_var));
       ex_print(b, m->m_extent, nm);
       sb_printf(b, ", %lld columns, sum over %s < %lld of ", (long long)m->n_total, pn_var(n, m->k_var), (long long)m->k_extent);
       ex_print(b, m->a, nm);

@@ -55,6 +55,7 @@ int kl_mma_body(Lower *L) {
   if (kext->op != X_CONST || kext->ival % 16 || kext->ival < 16) return 0;
   m->k_var = ph[0].axes[0].var;
   m->k_extent = kext->ival;
+  m->bk = kext->ival % 32 ? 16 : 32;
   m->a_parts = L->s.mma;
   for (int i = 0; i < k->nphase; i++) {
     if (ph[i].op != RED_ADD || ph[i].naxes != 1 || ph[i].axes[0].extent != kext || ph[i].acc_dtype != DT_F32) return 0;
@@ -92,15 +93,10 @@ int kl_mma_body(Lower *L) {
   kk->tensor_cores = 1;
   /* A as bf16 planes, written by the pre-pass (kl_mma_pack_kernel) */
   kk->scratch = ex_mul(P, m->m_extent, ex_int(P, m->k_extent * 2 * m->a_parts));
-  /* Blocks of bm rows x 128 accumulator columns (code/render_mma.c). 128 rows halve the shared-memory
-   * reads per MMA but also the number of blocks: taken when a 512-token prefill still gets at least
-   * two waves of blocks on a 132-SM GPU (gate/up projections), else 64. */
-  int64_t cols = 128 / m->nb, nblocks = (m->n_total + cols - 1) / cols;
-  m->bm = nblocks * 4 >= 2 * 132 ? 128 : 64;
-  /* k steps of 32 where two shared-memory stages of them fit the 48 KB, else 16 */
-  m->bk = m->k_extent % 32 == 0 && 2 * (m->a_parts * m->bm + 128) * 40 * 2 <= 49152 ? 32 : 16;
-  Expr *mblocks = ex_bin(P, X_IDIV, ex_add(P, m->m_extent, ex_int(P, m->bm - 1)), ex_int(P, m->bm));
-  kk->grid = ex_mul(P, mblocks, ex_int(P, nblocks));
+  /* blocks of 64 rows x 128 accumulator columns (code/render_mma.c) */
+  int64_t cols = 128 / m->nb;
+  Expr *mblocks = ex_bin(P, X_IDIV, ex_add(P, m->m_extent, ex_int(P, 63)), ex_int(P, 64));
+  kk->grid = ex_mul(P, mblocks, ex_int(P, (m->n_total + cols - 1) / cols));
   kk->block = 256;
   return 1;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "generate/generate.h"
+#include "model/presets.h"
 
 #define FIXTURES "tests/fixtures/models"
 #define LOGIT_TOL 1e-4
@@ -187,6 +188,58 @@ static void smollm2_default_model(void **s) {
   json_decref(e.root);
 }
 
+/* The built-in architectures' shapes (two layers, random bf16 weights) on the backend under test
+ * against the CPU: hidden 576 and a vocabulary of 151936 are sizes that no fixture has (a CUDA
+ * reduction once read past the end for both). A 37-token prompt runs the prefill variants (tensor
+ * cores on CUDA), then greedy steps run the decode graph and the device argmax. */
+static void presets_match_the_cpu(void **s) {
+  if (target == TARGET_CPU) {
+    print_message("compares a GPU with the CPU; run with LATHE_TEST_TARGET=cuda\n");
+    skip();
+  }
+  Diag d = {0};
+  Backend *host = backend_cpu_new(&d);
+  if (!host) fail_msg("cpu backend: %s", d.msg);
+  static const char *names[] = {"smollm2-135m", "qwen3-0.6b"};
+  for (int c = 0; c < 2; c++) {
+    ModelConfig cfg;
+    assert_true(model_preset(names[c], &cfg));
+    cfg.layers = 2;
+    ModelLoadOptions o = {.max_ctx = 64, .quiet = 1};
+    o.target = TARGET_CPU;
+    Model *ref = model_new_random(&cfg, DT_BF16, host, &o, &d);
+    if (!ref) { /* e.g. no C compiler on the GPU machine; the CPU suite covers the CPU itself */
+      print_message("no cpu reference for %s (%s); skipped\n", names[c], d.msg);
+      host->ops->destroy(host);
+      skip();
+    }
+    o.target = target;
+    Model *m = model_new_random(&cfg, DT_BF16, cpu, &o, &d);
+    if (!m) fail_msg("%s: %s", names[c], d.msg);
+    int32_t prompt[37];
+    for (int i = 0; i < 37; i++) prompt[i] = (int32_t)((i * 7919 + 13) % cfg.vocab);
+    if (!model_step(ref, prompt, 37, 0, &d) || !model_step(m, prompt, 37, 0, &d)) fail_msg("%s: %s", names[c], d.msg);
+    double *want = malloc(sizeof(double) * (size_t)cfg.vocab);
+    for (int i = 0; i < cfg.vocab; i++) want[i] = ref->logits[i];
+    double err = logits_error(m->logits, want, cfg.vocab);
+    if (!(err <= LOGIT_TOL)) fail_msg("%s: prefill logits differ from the cpu by %.3g", names[c], err);
+    int32_t tok_ref = prompt[36], tok = prompt[36];
+    for (int step = 0; step < 4; step++) {
+      int32_t next_ref, next;
+      if (!model_step_greedy(ref, &tok_ref, 1, 37 + step, &next_ref, &d) ||
+          !model_step_greedy(m, &tok, 1, 37 + step, &next, &d))
+        fail_msg("%s: %s", names[c], d.msg);
+      if (next != next_ref) fail_msg("%s: greedy step %d gives %d, the cpu %d", names[c], step, next, next_ref);
+      tok_ref = next_ref;
+      tok = next;
+    }
+    free(want);
+    model_free(ref);
+    model_free(m);
+  }
+  host->ops->destroy(host);
+}
+
 int main(void) {
   Diag d = {0};
   const char *want = getenv("LATHE_TEST_TARGET");
@@ -204,6 +257,7 @@ int main(void) {
       cmocka_unit_test(llama),         cmocka_unit_test(llama31_rope_scaling_tied), cmocka_unit_test(qwen2_qkv_bias),
       cmocka_unit_test(qwen3_qk_norm), cmocka_unit_test(mistral),                   cmocka_unit_test(llama_bf16_weights),
       cmocka_unit_test(context_overflow_is_an_error), cmocka_unit_test(smollm2_default_model),
+      cmocka_unit_test(presets_match_the_cpu),
   };
   int rc = cmocka_run_group_tests_name("models", tests, NULL, NULL);
   cpu->ops->destroy(cpu);

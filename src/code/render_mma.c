@@ -88,6 +88,15 @@ static void put_stage(Render *R, const KMma *m, int L, const char *kt, const cha
   line(R, L, "}");
 }
 
+/* Step `kt` into ring buffer `buf` when it exists, then a commit group (empty past the last step, so
+ * that every iteration commits one group and wait_group counts stay exact). */
+static void put_stage_group(Render *R, const KMma *m, int L, const char *kt, const char *buf, long long kt_count) {
+  line(R, L, "if (%s < %lld) {", kt, kt_count);
+  put_stage(R, m, L + 1, kt, buf);
+  line(R, L, "}");
+  line(R, L, "lt_cp_async_commit();");
+}
+
 /* The pre-pass: thread p evaluates A at (row, 2j) and (row, 2j+1), p = row * K/2 + j. */
 static void put_pack(Render *R, const KMma *m, int L) {
   const char *mv = R->var_name[m->m_var], *kv = R->var_name[m->k_var];
@@ -153,10 +162,7 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   /* prologue: the first stages-1 k steps in flight */
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_ps = 0; lt_ps < %d; lt_ps++) {", stages - 1);
-  line(R, L + 1, "if (lt_ps < %lld) {", kt_count);
-  put_stage(R, m, L + 2, "lt_ps", "lt_ps");
-  line(R, L + 1, "}");
-  line(R, L + 1, "lt_cp_async_commit();");
+  put_stage_group(R, m, L + 1, "lt_ps", "lt_ps", kt_count);
   line(R, L, "}");
   line(R, L, "for (int lt_kt = 0; lt_kt < %lld; lt_kt++) {", kt_count);
   L++;
@@ -165,12 +171,8 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   line(R, L, "lt_cp_async_wait_group<%d>();", stages - 2);
   line(R, L, "__syncthreads();");
   line(R, L, "{");
-  line(R, L + 1, "const int lt_nk = lt_kt + %d;", stages - 1);
-  line(R, L + 1, "if (lt_nk < %lld) {", kt_count);
-  line(R, L + 2, "const int lt_nbuf = lt_nk %% %d;", stages);
-  put_stage(R, m, L + 2, "lt_nk", "lt_nbuf");
-  line(R, L + 1, "}");
-  line(R, L + 1, "lt_cp_async_commit();");
+  line(R, L + 1, "const int lt_nk = lt_kt + %d, lt_nbuf = lt_nk %% %d;", stages - 1, stages);
+  put_stage_group(R, m, L + 1, "lt_nk", "lt_nbuf", kt_count);
   line(R, L, "}");
   line(R, L, "const int lt_cb = lt_kt %% %d;", stages);
   line(R, L, "#pragma unroll");

@@ -437,7 +437,7 @@ int plan_input_index(const Plan *p, const char *name) {
 }
 
 size_t plan_workspace_bytes(const Plan *p) {
-  size_t n = p->arena_bytes;
+  size_t n = p->arena_bytes + p->scratch_bytes;
   for (int i = 0; p->ws && i < p->kp->loop->nbufs; i++) n += p->ws_bytes[i];
   return n;
 }

@@ -25,7 +25,7 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
  * backends that offer it (CUDA graphs), updating only the kernels whose arguments changed; other runs
  * and other backends launch kernel by kernel. */
 void plan_use_graphs(Plan *p, const char *sym, int64_t value);
-/* Device bytes of the workspace (temporaries and outputs kept across runs). */
+/* Device bytes of the workspace (temporaries, outputs kept across runs, the tensor-core GEMMs' scratch). */
 size_t plan_workspace_bytes(const Plan *p);
 /* Index of the program input named `name`, or -1. */
 int plan_input_index(const Plan *p, const char *name);

@@ -97,10 +97,18 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     sb_puts(b, "]\n");
     break;
   case KS_MMA:
-    if (s->mma) {
+    if (s->mma && s->mma->pack) {
       const KMma *m = s->mma;
-      sb_printf(b, "mma bf16 tensor cores (A in %d bf16 part%s, k stages of %d): rows %s < ", m->a_parts,
-                m->a_parts > 1 ? "s" : "", m->bk, pn_var(n, m->m_var));
+      sb_printf(b, "pack A into %d bf16 plane%s of scratch: rows %s < ", m->a_parts, m->a_parts > 1 ? "s" : "",
+                pn_var(n, m->m_var));
+      ex_print(b, m->m_extent, nm);
+      sb_printf(b, ", %s < %lld: ", pn_var(n, m->k_var), (long long)m->k_extent);
+      ex_print(b, m->a, nm);
+      sb_putc(b, '\n');
+    } else if (s->mma) {
+      const KMma *m = s->mma;
+      sb_printf(b, "mma bf16 tensor cores (A from the scratch planes, k stages of %d): rows %s < ", m->bk,
+                pn_var(n, m->m_var));
       ex_print(b, m->m_extent, nm);
       sb_printf(b, ", %lld columns, sum over %s < %lld of ", (long long)m->n_total, pn_var(n, m->k_var), (long long)m->k_extent);
       ex_print(b, m->a, nm);
@@ -161,6 +169,10 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
       sb_puts(b, "\nvariant, launched instead when ");
       ex_print(b, kp->kernels[i].alt_when, NULL);
       sb_puts(b, ":\n");
+      if (alt->pre) {
+        sb_puts(b, "after its pre-pass:\n");
+        print_kernel(b, kp, alt->pre);
+      }
       print_kernel(b, kp, alt);
     }
   }

@@ -344,6 +344,10 @@ static void mma_variant(int parts) {
   assert_non_null(kp->kernels[0].alt->scratch);
   assert_ptr_equal(pre->scratch, kp->kernels[0].alt->scratch);
   assert_contains(code, "gemm_bf16_mma_pack(");
+  char *shown = printed(kp); /* --ir kernel shows the pre-pass before the GEMM */
+  assert_contains(shown, "after its pre-pass:\nkernel gemm_bf16_mma_pack(");
+  assert_contains(shown, parts == 2 ? "pack A into 2 bf16 planes of scratch" : "pack A into 1 bf16 plane of scratch");
+  free(shown);
   assert_true((strstr(code, "lt_scratch[lt_M * 32LL + lt_p] =") != NULL) == (parts == 2));
   assert_contains(code, parts == 2 ? "unsigned short lt_sa[2][2][64][40];" : "unsigned short lt_sa[3][1][64][40];");
   assert_contains(code, "lt_mma_bf16(lt_c[lt_mt][lt_j], lt_a[lt_s][lt_mt], lt_b[lt_j][0], lt_b[lt_j][1]);");

@@ -53,6 +53,11 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   if (p->io_syms) p->sym_table = p->io_dev;
   const char *arch = backend_cuda_arch(b);
   p->tensor_cores = arch && !strncmp(arch, "sm_", 3) && atoi(arch + 3) >= 80;
+  if (!plan_deps_init(p)) {
+    diag_error(d, 0, 0, "plan: out of memory");
+    plan_free(p);
+    return NULL;
+  }
   return p;
 }
 
@@ -83,6 +88,7 @@ void plan_free(Plan *p) {
   free(p->cap);
   free(p->offset);
   free(p->source);
+  plan_deps_free(p);
   state_release(&p->rs);
   free(p);
 }
@@ -129,6 +135,7 @@ static void state_release(RunState *s) {
   free(s->syms);
   free(s->grids);
   free(s->pre_grids);
+  free(s->need);
   memset(s, 0, sizeof *s);
 }
 
@@ -144,6 +151,11 @@ static int buf_index(const RunState *s, int id, Diag *d) {
 static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   const LProgram *lp = p->kp->loop;
   int nk = p->kp->nkernels;
+  /* only what depends on a symbol that changed since the last complete run is evaluated again */
+  int64_t symv[64];
+  uint64_t present;
+  uint64_t changed = plan_changed_symbols(p, env, symv, &present);
+  p->have_last = 0; /* until this run's state is complete */
   if (p->rs.dev) { /* reuse: only what runs do not overwrite is cleared */
     *s = p->rs;
     memset(s->dev, 0, (size_t)s->nbufs * sizeof *s->dev);
@@ -153,6 +165,7 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
     goto sized;
   }
   memset(s, 0, sizeof *s);
+  changed = ~0ull; /* new arrays: everything is evaluated */
   s->nbufs = lp->nbufs;
   for (int i = 0; i < lp->nbufs; i++)
     if (lp->bufs[i].id + 1 > s->nids) s->nids = lp->bufs[i].id + 1;
@@ -169,8 +182,9 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->io_at = calloc(nb, sizeof *s->io_at);
   s->grids = calloc(nkk, sizeof *s->grids);
   s->pre_grids = calloc(nkk, sizeof *s->pre_grids);
-  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->nargs ||
-      !s->nsyms || !s->use || !s->io_at) {
+  s->need = calloc(nkk, sizeof *s->need);
+  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need ||
+      !s->nargs || !s->nsyms || !s->use || !s->io_at) {
     diag_error(d, 0, 0, "plan: out of memory");
     state_release(s);
     return 0;
@@ -188,6 +202,7 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
 sized:
   for (int i = 0; i < lp->nbufs; i++) {
     const LBuf *buf = &lp->bufs[i];
+    if (!(p->dep_buf[i] & changed) && changed != ~0ull) continue; /* ~0: the first run, or no record */
     int64_t numel = 1;
     for (int k = 0; k < buf->shape.rank; k++) {
       int64_t dim;
@@ -250,18 +265,19 @@ sized:
   /* which kernel or variant runs, and the scratch they need, before any argument points at it */
   size_t scratch = 0;
   for (int k = 0; k < nk; k++) {
-    const KKernel *kk = &p->kp->kernels[k];
-    int64_t when = 0;
-    if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d)) return 0;
-    if (when && kk->alt->tensor_cores && !p->tensor_cores) when = 0; /* keep the CUDA-core kernel */
-    if (when) {
-      kk = kk->alt;
-      s->any_variant = 1;
+    if ((p->dep_kernel[k] & changed) || changed == ~0ull) {
+      const KKernel *kk = &p->kp->kernels[k];
+      int64_t when = 0;
+      if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d))
+        return 0;
+      if (when && kk->alt->tensor_cores && !p->tensor_cores) when = 0; /* keep the CUDA-core kernel */
+      s->use[k] = when ? kk->alt : kk;
+      s->need[k] = 0;
+      if (s->use[k]->scratch && !eval_or_diag(s->use[k]->scratch, env, "a kernel's scratch size", &s->need[k], d))
+        return 0;
     }
-    s->use[k] = kk;
-    int64_t need = 0;
-    if (kk->scratch && !eval_or_diag(kk->scratch, env, "a kernel's scratch size", &need, d)) return 0;
-    if (need > 0 && (size_t)need > scratch) scratch = (size_t)need;
+    if (s->use[k] != &p->kp->kernels[k]) s->any_variant = 1;
+    if (s->need[k] > 0 && (size_t)s->need[k] > scratch) scratch = (size_t)s->need[k];
   }
   if (scratch > p->scratch_bytes) {
     size_t want = scratch > 2 * p->scratch_bytes ? scratch : 2 * p->scratch_bytes;
@@ -282,7 +298,9 @@ sized:
       s->args[(size_t)k * ARG_STRIDE + a] = s->dev[bi];
     }
     s->nargs[k] = kk->nparams;
-    for (int j = 0; j < kk->nsyms; j++)
+    /* else the symbols and grids of the last run hold */
+    int fresh = (p->dep_kernel[k] & changed) != 0 || changed == ~0ull;
+    for (int j = 0; fresh && j < kk->nsyms; j++)
       if (!symenv_get(env, kk->syms[j], &s->syms[(size_t)k * 16 + j])) {
         diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", kk->syms[j], kk->syms[j]);
         return 0;
@@ -293,12 +311,14 @@ sized:
       s->nsyms[k] = 0;
     }
     if (kk->scratch) s->args[(size_t)k * ARG_STRIDE + s->nargs[k]++] = p->scratch;
+    if (!fresh) continue;
     s->grids[k] = 1;
     if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) return 0;
     s->pre_grids[k] = 0;
     if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d))
       return 0;
   }
+  plan_remember_symbols(p, symv, present);
   return 1;
 }
 

@@ -24,6 +24,7 @@ typedef struct RunState {
   size_t io_used; /* bytes of the block this run uploads */
   int64_t *grids; /* nkernels */
   int64_t *pre_grids; /* nkernels: grid of the chosen kernel's pre-pass (KKernel.pre) */
+  int64_t *need;      /* nkernels: scratch bytes of the chosen kernel */
   int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
@@ -68,6 +69,12 @@ struct Plan {
    * buffer for all of them since they run one after another; grown geometrically. */
   void *scratch;
   size_t scratch_bytes;
+  /* plan_deps.c: per buffer and per kernel slot, the program symbols (bit j = lp->symbols[j]) its
+   * sizes, grids and conditions depend on; and the symbol values of the last complete run. */
+  uint64_t *dep_buf, *dep_kernel;
+  int64_t *last_sym;
+  uint64_t last_present;
+  int have_last;
   RunState rs; /* arrays reused by every run (state_init) */
   /* Small per-run data (the symbol table, then inputs of at most IO_SMALL bytes: a decode step's token
    * and position) share one device block and go up in one copy: each copy is a synchronising driver
@@ -81,6 +88,12 @@ struct Plan {
 /* plan_memory.c: offsets of the temporaries in the shared arena (re-planned when one outgrows its
  * capacity) and their device pointers for this run. */
 int plan_place_temporaries(Plan *p, RunState *s, Diag *d);
+/* plan_deps.c: dependency masks (0 when out of memory); the symbols whose values differ from the last
+ * complete run (all of them when there is none), with this run's values; remembering a run. */
+int plan_deps_init(Plan *p);
+uint64_t plan_changed_symbols(Plan *p, const SymEnv *env, int64_t *values, uint64_t *present);
+void plan_remember_symbols(Plan *p, const int64_t *values, uint64_t present);
+void plan_deps_free(Plan *p);
 /* plan_launch.c: the run's kernels, as one graph replay where possible, else one launch each. */
 int plan_launch_all(Plan *p, RunState *s, Diag *d);
 /* LATHE_PROFILE=1 / =steps reports, printed when the plan is freed. */

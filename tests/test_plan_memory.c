@@ -38,15 +38,24 @@ static void temporaries_share_memory(void **s) {
   cpu->ops->destroy(cpu);
 }
 
+/* A CPU plan of src, with its backend and compilation. */
+static Plan *cpu_plan(const char *src, Backend **cpu, Compilation **c) {
+  Diag d = {0};
+  *cpu = backend_cpu_new(&d);
+  *c = compilation_new(TARGET_CPU, NULL);
+  assert_true(compile_source(*c, src, ST_CODE, &d));
+  Plan *p = plan_new((*c)->kernel, *cpu, &d);
+  assert_non_null(p);
+  return p;
+}
+
 static void growing_runs_replan_correctly(void **s) {
   /* one plan, run at growing sizes: each run must match the reference */
   const char *src = "x: f32[n, 64]; w: f32[64]\na = softmax(x * 2, -1)\nb = rms_norm(x + a, w, 1e-6)\ny = sum(a * b, 0)";
   Diag d = {0};
-  Backend *cpu = backend_cpu_new(&d);
-  Compilation *c = compilation_new(TARGET_CPU, NULL);
-  assert_true(compile_source(c, src, ST_CODE, &d));
-  Plan *p = plan_new(c->kernel, cpu, &d);
-  assert_non_null(p);
+  Backend *cpu;
+  Compilation *c;
+  Plan *p = cpu_plan(src, &cpu, &c);
   for (int n = 1; n <= 300; n = n * 3 + 1) {
     SymEnv env = {0};
     symenv_set(&env, "n", n);
@@ -77,11 +86,9 @@ static void runs_with_changing_symbols(void **s) {
   const char *src = "x: f32[a, 16]; y: f32[b, 16]; w: f32[16]\n"
                     "return softmax(x, -1), rms_norm(y, w, 1e-6), sum(y, 0)";
   Diag d = {0};
-  Backend *cpu = backend_cpu_new(&d);
-  Compilation *c = compilation_new(TARGET_CPU, NULL);
-  assert_true(compile_source(c, src, ST_CODE, &d));
-  Plan *p = plan_new(c->kernel, cpu, &d);
-  assert_non_null(p);
+  Backend *cpu;
+  Compilation *c;
+  Plan *p = cpu_plan(src, &cpu, &c);
   static const int sizes[][2] = {{3, 5}, {3, 5}, {40, 5}, {40, 70}, {40, 70}, {2, 70}, {2, 1}, {90, 90}, {3, 5}};
   for (int r = 0; r < (int)(sizeof sizes / sizeof sizes[0]); r++) {
     SymEnv env = {0};

@@ -55,8 +55,13 @@ expect run_dim_multi 0 'ok' -- run -e 'q: f32[1,4,seq,8]; k: f32[1,2,kv,8]; v: f
 expect run_argmax 0 'check y: .* ok' -- run -e 'x: f32[seq, 300]; y = argmax(x, -1)' --dim seq=9 --check
 # a linear over 9 tokens: the register-blocked variant (4 rows per pass on the CPU) and its remainder
 expect run_rows_variant 0 'check y: .* ok' -- run -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --dim seq=9 --check
+expect compile_matmul_precision 0 'matmul precision: medium' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --target cuda --ir tile --matmul-precision medium
+expect compile_mma_parts 0 'pack A into 1 bf16 plane' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --target cuda --ir kernel --matmul-precision medium
+expect compile_highest_no_mma 0 'linear_0_rows8' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --target cuda --ir kernel --matmul-precision highest
 expect help 0 'usage: lathe' -- --help
 
+expect_error err_matmul_precision "unknown --matmul-precision 'fast' \(expected highest, high or medium\)" -- compile -e "$P" --matmul-precision fast
+expect_error err_matmul_precision_bench "unknown --matmul-precision 'fast'" -- bench --config smollm2-135m --random-weights --target cpu --matmul-precision fast
 expect_error err_syntax '<-e>:1:[0-9]+: error' -- compile -e 'x: f32[4]; y = exp(x'
 expect_error err_unknown_op "unknown op 'frobnicate'" -- compile -e 'x: f32[4]; y = frobnicate(x)'
 expect_error err_argmax_axes 'argmax: give exactly one axis' -- compile -e 'x: f32[4,5]; y = argmax(x)'

@@ -24,8 +24,12 @@ static void line(Render *R, int level, const char *fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  if (n < 0 || n >= (int)sizeof buf) { /* names are short; never emit a cut line */
+    rc_fail(R, "tensor-core kernel: a generated line is too long");
+    return;
+  }
   sb_indent(R->out, level);
   sb_puts(R->out, buf);
   sb_putc(R->out, '\n');

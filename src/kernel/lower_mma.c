@@ -109,8 +109,8 @@ void kl_mma_pack_kernel(Lower *L) {
   *pm = *m;
   pm->pack = 1;
   KKernel *pre = ARENA_NEW(L->arena, KKernel);
-  *pre = *kk; /* the same parameters, symbols, temporaries and variable names */
-  pre->name = arena_printf(L->arena, "%s_pack", kk->name);
+  *pre = *kk; /* the same parameters, symbols, temporaries and variable names; named with the GEMM
+                 (kernel_from_tile) */
   pre->alt = NULL;
   pre->pre = NULL;
   pre->body = kl_st_new(L, KS_SEQ);

@@ -147,7 +147,12 @@ static int buf_index(const RunState *s, int id, Diag *d) {
   return s->index_of[id];
 }
 
-/* Kernel index range in which each buffer is read or written. */
+/* Must something that depends on the symbols `dep` be evaluated again? `changed` (plan_deps.c) is ~0
+ * when everything must: the first run, or none recorded. */
+static int stale(uint64_t dep, uint64_t changed) { return changed == ~0ull || (dep & changed); }
+
+/* The run state for these symbol values: buffer sizes and device pointers, the kernel or variant of each
+ * slot, its arguments and grid. */
 static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   const LProgram *lp = p->kp->loop;
   int nk = p->kp->nkernels;
@@ -202,7 +207,7 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
 sized:
   for (int i = 0; i < lp->nbufs; i++) {
     const LBuf *buf = &lp->bufs[i];
-    if (!(p->dep_buf[i] & changed) && changed != ~0ull) continue; /* ~0: the first run, or no record */
+    if (!stale(p->dep_buf[i], changed)) continue;
     int64_t numel = 1;
     for (int k = 0; k < buf->shape.rank; k++) {
       int64_t dim;
@@ -265,7 +270,7 @@ sized:
   /* which kernel or variant runs, and the scratch they need, before any argument points at it */
   size_t scratch = 0;
   for (int k = 0; k < nk; k++) {
-    if ((p->dep_kernel[k] & changed) || changed == ~0ull) {
+    if (stale(p->dep_kernel[k], changed)) {
       const KKernel *kk = &p->kp->kernels[k];
       int64_t when = 0;
       if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d))
@@ -298,8 +303,7 @@ sized:
       s->args[(size_t)k * ARG_STRIDE + a] = s->dev[bi];
     }
     s->nargs[k] = kk->nparams;
-    /* else the symbols and grids of the last run hold */
-    int fresh = (p->dep_kernel[k] & changed) != 0 || changed == ~0ull;
+    int fresh = stale(p->dep_kernel[k], changed); /* else the symbols and grids of the last run hold */
     for (int j = 0; fresh && j < kk->nsyms; j++)
       if (!symenv_get(env, kk->syms[j], &s->syms[(size_t)k * 16 + j])) {
         diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", kk->syms[j], kk->syms[j]);

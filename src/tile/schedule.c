@@ -65,8 +65,9 @@ static int streams_independent_of(const LKernel *k, int var) {
   return 0;
 }
 
-/* Does index `ix` of a load, along consecutive values of v (the threads of a warp), read consecutive
- * elements (last index v or v % c) or one element (v absent, or only as v // c with c >= 32)? */
+/* Loads as consecutive values of v (the threads of a warp) see them: `bad` once some load reads
+ * neither consecutive elements (last index v or v % c) nor one element for all (v absent, or only as
+ * v // c with c >= 32). */
 typedef struct ThreadScan {
   int v;
   int bad;

@@ -17,7 +17,7 @@ GPU_TESTS=(test_cuda_gpu)
 # differential suite: every generated program on the CUDA backend against the float64 reference).
 CMOCKA_GPU_TESTS=(test_differential test_models)
 declare -A SOURCES=(
-  [test_cuda_gpu]="src/base/*.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_driver.c src/backend/nvrtc.c"
+  [test_cuda_gpu]="src/base/*.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_driver.c src/backend/cublaslt.c src/backend/nvrtc.c"
 )
 
 CC=${CC:-cc}
@@ -70,15 +70,17 @@ for t in "${GPU_TESTS[@]}"; do
   [ "$f" -ne 0 ] && failed_bins+=("$t")
   passed=$((passed + p)); failed=$((failed + f))
 done
-for t in "${CMOCKA_GPU_TESTS[@]}"; do
-  echo "== $t (cuda)"
-  out=$(LATHE_TEST_TARGET=cuda "$BIN/$t" 2>&1); rc=$?
+# Twice: prefill GEMMs through cuBLASLt where it loads, then through lathe's own tensor-core kernels.
+for run in "${CMOCKA_GPU_TESTS[@]/%/:1}" "${CMOCKA_GPU_TESTS[@]/%/:0}"; do
+  t=${run%:*}; lib=${run##*:}
+  echo "== $t (cuda, LATHE_CUBLASLT=$lib)"
+  out=$(LATHE_CUBLASLT=$lib LATHE_TEST_TARGET=cuda "$BIN/$t" 2>&1); rc=$?
   echo "$out" | grep -E '^\[  (FAILED|ERROR|PASSED)|^ERROR|error' | head -80
   p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
   f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
   p=${p:-0}; f=${f:-0}
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$out" | tail -20; fi
-  [ "$f" -ne 0 ] && failed_bins+=("$t")
+  [ "$f" -ne 0 ] && failed_bins+=("$t:LATHE_CUBLASLT=$lib")
   passed=$((passed + p)); failed=$((failed + f))
 done
 [ ${#failed_bins[@]} -gt 0 ] && echo "failing: ${failed_bins[*]}"

@@ -348,7 +348,7 @@ static void mma_variant(int parts) {
   assert_contains(shown, "after its pre-pass:\nkernel gemm_bf16_mma_pack(");
   assert_contains(shown, parts == 2 ? "pack A into 2 bf16 planes of scratch" : "pack A into 1 bf16 plane of scratch");
   free(shown);
-  assert_true((strstr(code, "lt_scratch[lt_M * 32LL + lt_p] =") != NULL) == (parts == 2));
+  assert_true((strstr(code, "lt_planes[lt_M * 32LL + lt_p] =") != NULL) == (parts == 2));
   assert_contains(code, parts == 2 ? "unsigned short lt_sa[2][2][64][40];" : "unsigned short lt_sa[3][1][64][40];");
   assert_contains(code, "lt_mma_bf16(lt_c[lt_mt][lt_j], lt_a[lt_s][lt_mt], lt_b[lt_j][0], lt_b[lt_j][1]);");
   assert_contains(code, "lt_cp_async16(lt_smem_u32(&lt_sb[lt_nbuf][lt_row][lt_kc]), w + lt_wi);");
@@ -363,6 +363,127 @@ static void test_mma_variant(void **state) {
   (void)state;
   mma_variant(1);
   mma_variant(2);
+}
+
+/* A GEMM with few output tiles splits k (Schedule.gemm_fill): the grid holds fill / tiles parts of
+ * at least 4 k stages each, at most 8, and the last block of a tile adds them. Without the knob, or
+ * with k too short, one block per tile. */
+static KProgram *gemm_k_lib(Zoo *z, int64_t k_extent, int fill, int library);
+static KProgram *gemm_k(Zoo *z, int64_t k_extent, int fill) { return gemm_k_lib(z, k_extent, fill, 0); }
+static KProgram *gemm_k_lib(Zoo *z, int64_t k_extent, int fill, int library) {
+  Expr *seq = ex_sym(z->P, "seq");
+  int x = buf(z, "x", DT_F32, BUF_INPUT, 2, seq, I(z, k_extent), NULL);
+  int w = buf(z, "w", DT_BF16, BUF_INPUT, 2, I(z, 96), I(z, k_extent), NULL);
+  int y = buf(z, "y", DT_F32, BUF_OUTPUT, 2, seq, I(z, 96), NULL);
+  LKernel *k = kern(z, "gemm", y);
+  int i0 = par(k, "i0", seq), i1 = par(k, "i1", I(z, 96));
+  LPhase *ph = phase(k, RED_ADD, DT_F32);
+  int r0 = red(k, ph, "r0", I(z, k_extent));
+  ph->body = bin(z, X_MUL, ld(z, x, 2, V(z, i0), V(z, r0), NULL), ex_cast(z->P, DT_F32, ld(z, w, 2, V(z, i1), V(z, r0), NULL)));
+  set_out(k, 2, V(z, i0), V(z, i1), NULL, ex_acc(z->P, 0, DT_F32));
+  Diag d = {0};
+  KProgram *kp = lower(z, TARGET_CUDA,
+                       (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 2, .gemm_fill = fill,
+                                  .gemm_library = library},
+                       &d);
+  assert_non_null(kp);
+  assert_non_null(kp->kernels[0].alt);
+  assert_string_equal(kp->kernels[0].alt->name, "gemm_mma");
+  return kp;
+}
+
+static void test_mma_split_k(void **state) {
+  (void)state;
+  Zoo z = zoo_new();
+  KProgram *kp = gemm_k(&z, 1568, 264); /* 49 stages of 32: up to 8 parts of 7 (the last one empty) */
+  const KKernel *g = kp->kernels[0].alt;
+  assert_int_equal(g->body->body[0]->mma->split_max, 8);
+  assert_int_equal(eval_grid(g, 37), 8);      /* 1 tile, 8 parts */
+  assert_int_equal(eval_grid(g, 4096), 256);  /* 64 tiles, 264 / 64 = 4 parts */
+  assert_int_equal(eval_grid(g, 8448), 264);  /* 132 tiles, 2 parts */
+  assert_int_equal(eval_grid(g, 8512), 133);  /* 133 tiles: one part each */
+  /* the scratch: the tile counters, two bf16 planes of A, a partial tile for each of 264 blocks */
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 37);
+  int64_t bytes = 0;
+  assert_true(ex_eval_int(g->scratch, &env, &bytes));
+  assert_int_equal(bytes, MMA_COUNTERS + 37 * 1568 * 2 * 2 + 264 * 64 * 128 * 4);
+  StrBuf src = {0};
+  Diag d = {0};
+  assert_true(render_cuda(&src, kp, &d));
+  const char *code = sb_str(&src);
+  assert_contains(code, "const int lt_S = (int)((i64)gridDim.x / lt_tiles), lt_split = (int)((i64)blockIdx.x / lt_tiles);");
+  assert_contains(code, "atomicAdd(&lt_scratch[lt_tile], 1u)");
+  assert_contains(code, "if (lt_arrived_last) lt_scratch[lt_tile] = 0;");
+  char *shown = printed(kp);
+  assert_contains(shown, "sum over r0 < 1568 (split over up to 8 blocks) of ");
+  free(shown);
+  sb_free(&src);
+  arena_free(z.a);
+
+  z = zoo_new();
+  kp = gemm_k(&z, 1568, 0); /* no fill: one block per tile */
+  assert_int_equal(kp->kernels[0].alt->body->body[0]->mma->split_max, 1);
+  assert_int_equal(eval_grid(kp->kernels[0].alt, 37), 1);
+  src = (StrBuf){0};
+  assert_true(render_cuda(&src, kp, &d));
+  assert_contains(sb_str(&src), "const int lt_S = 1, lt_split = 0;");
+  assert_null(strstr(sb_str(&src), "atomicAdd"));
+  sb_free(&src);
+  arena_free(z.a);
+
+  z = zoo_new();
+  kp = gemm_k(&z, 224, 264); /* 7 stages: too few to split */
+  assert_int_equal(kp->kernels[0].alt->body->body[0]->mma->split_max, 1);
+  assert_int_equal(eval_grid(kp->kernels[0].alt, 37), 1);
+  arena_free(z.a);
+}
+
+/* Schedule.gemm_library: a GEMM over a plain [rows][k] weight also gets a library form (cuBLASLt):
+ * the weight's parameter and shape, and an epilogue kernel that reads each sum from the products in
+ * the scratch (after the counters and A's planes) at the weight row its column reads. The scratch
+ * holds the larger of the split partials and the products. */
+static void test_mma_library_form(void **state) {
+  (void)state;
+  Zoo z = zoo_new();
+  KProgram *kp = gemm_k(&z, 1568, 264);
+  assert_null(kp->kernels[0].alt->lib); /* not asked for */
+  arena_free(z.a);
+  z = zoo_new();
+  kp = gemm_k_lib(&z, 1568, 264, 1);
+  const KKernel *g = kp->kernels[0].alt;
+  const KGemmLib *lib = g->lib;
+  assert_non_null(lib);
+  assert_int_equal(lib->nw, 1);
+  assert_int_equal(lib->w_rows[0], 96);
+  assert_int_equal(lib->k, 1568);
+  assert_int_equal(lib->a_parts, 2);
+  assert_int_equal(g->params[lib->w_param[0]].buf, 1); /* w */
+  assert_string_equal(lib->epilogue->name, "gemm_mma_epilogue");
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 4096);
+  int64_t v = 0;
+  assert_true(ex_eval_int(lib->epilogue->grid, &env, &v));
+  assert_int_equal(v, 4096 * 96 / 256);
+  assert_true(ex_eval_int(g->scratch, &env, &v)); /* 264 partial tiles outsize 4096 x 96 products */
+  assert_int_equal(v, MMA_COUNTERS + 4096LL * 1568 * 2 * 2 + 264LL * 64 * 128 * 4);
+  symenv_set(&env, "seq", 65536);
+  assert_true(ex_eval_int(g->scratch, &env, &v)); /* and 65536 x 96 products outsize them */
+  assert_int_equal(v, MMA_COUNTERS + 65536LL * 1568 * 2 * 2 + 65536LL * 96 * 4);
+  StrBuf src = {0};
+  Diag d = {0};
+  assert_true(render_cuda(&src, kp, &d));
+  const char *code = sb_str(&src);
+  assert_contains(code, "gemm_mma_epilogue(");
+  assert_contains(code, "const float *lt_prod = (const float *)(lt_scratch + 1024 + lt_M * 1568LL);");
+  assert_contains(code, "lt_row0 = lt_wi / 1568LL;");
+  assert_contains(code, "lt_prod[lt_M * 0LL + i0 * 96LL + lt_row0]");
+  char *shown = printed(kp);
+  assert_contains(shown, "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with w [96, 1568], then:");
+  assert_contains(shown, "each sum read from the products in the scratch");
+  free(shown);
+  sb_free(&src);
+  arena_free(z.a);
 }
 
 static void test_symbolic_extents(void **state) {
@@ -423,6 +544,8 @@ int main(void) {
       cmocka_unit_test(test_vec),
       cmocka_unit_test(test_phase_groups),
       cmocka_unit_test(test_mma_variant),
+      cmocka_unit_test(test_mma_split_k),
+      cmocka_unit_test(test_mma_library_form),
       cmocka_unit_test(test_unroll_only_even_split),
       cmocka_unit_test(test_symbolic_extents),
       cmocka_unit_test(test_bad_schedules),

@@ -15,6 +15,7 @@
 #include "../base/hash.h"
 #include "backend.h"
 #include "cache.h"
+#include "cublaslt.h"
 #include "cuda_driver.h"
 #include "nvrtc.h"
 
@@ -37,6 +38,9 @@ typedef struct CudaImpl {
   char last_kernel[128]; /* for errors that surface at the next synchronize */
   int compiles, cache_hits;
   CUevent *timers; /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
+  CublasLt *lt;      /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
+  int lt_tried;
+  CUdeviceptr lt_ws; /* its workspace */
 } CudaImpl;
 
 typedef struct CudaFn {
@@ -488,7 +492,43 @@ static double cuda_timer_ms(Backend *b, int from, int to) {
 
 /* ---- lifetime ---- */
 
+/* ---- library GEMMs (cuBLASLt) ---- */
+
+#define CUBLASLT_WORKSPACE (32u << 20)
+
+static int cuda_gemm_available(Backend *b) {
+  CudaImpl *c = impl_of(b);
+  if (c->lt_tried) return c->lt != NULL;
+  c->lt_tried = 1;
+  const char *env = getenv("LATHE_CUBLASLT");
+  if (env && !strcmp(env, "0")) return 0;
+  if (!c->drv.dl) return 0; /* a driver table filled by hand (tests): cuBLASLt would go to the real one */
+  Diag d = {0};
+  if (!make_current(c, &d) || !check(c, &d, c->drv.cuMemAlloc(&c->lt_ws, CUBLASLT_WORKSPACE), "cuMemAlloc", "cuBLASLt workspace")) {
+    c->lt_ws = 0;
+  } else if (!(c->lt = cublaslt_open((void *)(uintptr_t)c->lt_ws, CUBLASLT_WORKSPACE, &d))) {
+    c->drv.cuMemFree(c->lt_ws);
+    c->lt_ws = 0;
+  }
+  if (!c->lt) fprintf(stderr, "lathe: %s; prefill GEMMs run as lathe's own tensor-core kernels\n", d.msg);
+  return c->lt != NULL;
+}
+
+static int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out,
+                          int accumulate, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (!cuda_gemm_available(b)) {
+    diag_error(d, 0, 0, "cuBLASLt is not available");
+    return 0;
+  }
+  if (!make_current(c, d)) return 0;
+  snprintf(c->last_kernel, sizeof c->last_kernel, "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
+  return cublaslt_gemm(c->lt, m, n, k, a, w, out, accumulate, d);
+}
+
 static void impl_release(CudaImpl *c) {
+  if (c->lt) cublaslt_close(c->lt);
+  if (c->lt_ws) c->drv.cuMemFree(c->lt_ws);
   if (c->timers) {
     for (int i = 0; i < BACKEND_TIMER_SLOTS; i++)
       if (c->timers[i]) c->drv.cuEventDestroy(c->timers[i]);
@@ -527,6 +567,8 @@ static const BackendOps cuda_ops = {
     .graph_free = cuda_graph_free,
     .timer_mark = cuda_timer_mark,
     .timer_ms = cuda_timer_ms,
+    .gemm_available = cuda_gemm_available,
+    .gemm_bf16 = cuda_gemm_bf16,
 };
 
 /* Picks the device ($LATHE_CUDA_DEVICE, else 0) and reads what compiles and launches need. */

@@ -196,7 +196,10 @@ int cmd_bench(int argc, char **argv) {
                           "bandwidth_gbs", a.bandwidth_gbs, "weight_bytes", (json_int_t)wb, "kv_cache_bytes",
                           (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
-    if (t == TARGET_CUDA) json_object_set_new(o, "matmul_precision", json_string(matmul_precision_name(lo.matmul)));
+    if (t == TARGET_CUDA) {
+      json_object_set_new(o, "matmul_precision", json_string(matmul_precision_name(lo.matmul)));
+      json_object_set_new(o, "prefill_gemm", json_string(plan_gemm_library(m->plan) ? "cublaslt" : "generated"));
+    }
     char *s = json_dumps(o, JSON_COMPACT);
     puts(s);
     free(s);
@@ -206,7 +209,9 @@ int cmd_bench(int argc, char **argv) {
            m->comp->kernel->nkernels);
     printf("  prefill %d tokens: %.2f ms (%.0f tok/s)", a.prefill_len, prefill_ms,
            prefill_ms > 0 ? a.prefill_len * 1e3 / prefill_ms : 0);
-    if (t == TARGET_CUDA) printf(", matmul precision %s", matmul_precision_name(lo.matmul));
+    if (t == TARGET_CUDA)
+      printf(", matmul precision %s, GEMMs %s", matmul_precision_name(lo.matmul),
+             plan_gemm_library(m->plan) ? "cuBLASLt" : "generated");
     putchar('\n');
     printf("  decode after %d: %d tokens, %.1f tok/s (%.3f ms/token)\n", a.prompt_len, a.gen_len, tok_s,
            decode_ms / a.gen_len);

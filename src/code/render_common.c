@@ -456,14 +456,15 @@ int code_dedupe(KProgram *kp, Diag *d) {
   } Seen;
   /* every kernel and every variant, variants compared among themselves too */
   int n = 0;
-  KKernel **all = calloc((size_t)(3 * kp->nkernels + 1), sizeof *all);
-  Seen *seen = calloc((size_t)(3 * kp->nkernels + 1), sizeof *seen);
+  KKernel **all = calloc((size_t)(4 * kp->nkernels + 1), sizeof *all);
+  Seen *seen = calloc((size_t)(4 * kp->nkernels + 1), sizeof *seen);
   if (!all || !seen) abort();
   for (int i = 0; i < kp->nkernels; i++) all[n++] = &kp->kernels[i];
   for (int i = 0; i < kp->nkernels; i++)
     if (kp->kernels[i].alt) {
       all[n++] = kp->kernels[i].alt;
       if (kp->kernels[i].alt->pre) all[n++] = kp->kernels[i].alt->pre;
+      if (kp->kernels[i].alt->lib) all[n++] = kp->kernels[i].alt->lib->epilogue;
     }
   int nseen = 0, ok = 1;
   for (int i = 0; i < n && ok; i++) {

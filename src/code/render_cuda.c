@@ -133,6 +133,8 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
     if (!kk->code_name) rc_cuda_kernel(&R, kk);
     if (kk->alt && !kk->alt->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt);
     if (kk->alt && kk->alt->pre && !kk->alt->pre->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt->pre);
+    if (kk->alt && kk->alt->lib && !kk->alt->lib->epilogue->code_name && !R.failed)
+      rc_cuda_kernel(&R, kk->alt->lib->epilogue);
   }
   return !R.failed;
 }

@@ -14,7 +14,12 @@
  * fragments come from shared memory with ldmatrix. Rows are padded by 8 elements (16 bytes), so the 8
  * rows an ldmatrix phase reads fall in different banks. Rows past the end of A and columns past the
  * end of the weights are clamped to the last one, and their results dropped. Consecutive blocks share
- * one weight tile (rows vary fastest), so a weight tile is read from memory once and then from L2. */
+ * one weight tile (rows vary fastest), so a weight tile is read from memory once and then from L2.
+ *
+ * Split k: when the tiles are too few to keep the device busy (KMma.split_max, grid from
+ * lower_mma.c), each tile's k range is cut into the grid's parts, one block each; the blocks of a tile
+ * meet through a counter at the start of the scratch, and the last to arrive adds the partial tiles
+ * and runs the epilogue. */
 #include <stdarg.h>
 #include <stdio.h>
 #include "render_common.h"
@@ -92,13 +97,57 @@ static void put_stage(Render *R, const KMma *m, int L, const char *kt, const cha
   line(R, L, "}");
 }
 
-/* Step `kt` into ring buffer `buf` when it exists, then a commit group (empty past the last step, so
- * that every iteration commits one group and wait_group counts stay exact). */
-static void put_stage_group(Render *R, const KMma *m, int L, const char *kt, const char *buf, long long kt_count) {
-  line(R, L, "if (%s < %lld) {", kt, kt_count);
+/* This block's k step `i` (of lt_nkt, from lt_kt0) into ring buffer `buf` when it exists, then a
+ * commit group (empty past the last step, so that every iteration commits one group and wait_group
+ * counts stay exact). */
+static void put_stage_group(Render *R, const KMma *m, int L, const char *i, const char *buf) {
+  char kt[64];
+  snprintf(kt, sizeof kt, "lt_kt0 + %s", i);
+  line(R, L, "if (%s < lt_nkt) {", i);
   put_stage(R, m, L + 1, kt, buf);
   line(R, L, "}");
   line(R, L, "lt_cp_async_commit();");
+}
+
+/* Split k (KMma.split_max): every block stores its partial tile (thread t's 32 sums at t, t + 256,
+ * ...) and counts itself on the tile's counter; the last block to arrive resets the counter, adds
+ * the parts in split order (the same sums whichever block is last) and runs the epilogue. */
+static void put_split_sum(Render *R, const KMma *m, int L) {
+  if (m->split_max < 2) {
+    line(R, L, "const int lt_last = 1;");
+    return;
+  }
+  line(R, L, "int lt_last = 1;");
+  line(R, L, "if (lt_S > 1) {");
+  L++;
+  line(R, L, "__shared__ int lt_arrived_last;");
+  line(R, L, "float *lt_part = (float *)(lt_scratch + %d + lt_M * %lldLL);", MMA_COUNTERS / 4,
+       (long long)(m->k_extent / 2 * m->a_parts));
+  line(R, L, "float *lt_mine = lt_part + (i64)blockIdx.x * 8192;");
+  line(R, L, "#pragma unroll");
+  line(R, L, "for (int lt_i = 0; lt_i < 32; lt_i++) __stcg(&lt_mine[lt_i * 256 + lt_tid], (&lt_c[0][0][0])[lt_i]);");
+  line(R, L, "__threadfence();");
+  line(R, L, "__syncthreads();");
+  line(R, L, "if (lt_tid == 0) {");
+  line(R, L + 1, "lt_arrived_last = atomicAdd(&lt_scratch[lt_tile], 1u) == (unsigned int)lt_S - 1;");
+  line(R, L + 1, "if (lt_arrived_last) lt_scratch[lt_tile] = 0;");
+  line(R, L, "}");
+  line(R, L, "__syncthreads();");
+  line(R, L, "lt_last = lt_arrived_last;");
+  line(R, L, "if (lt_last) {");
+  line(R, L + 1, "__threadfence();");
+  line(R, L + 1, "#pragma unroll");
+  line(R, L + 1, "for (int lt_i = 0; lt_i < 32; lt_i++) {");
+  line(R, L + 2, "float lt_sum = 0.0f;");
+  line(R, L + 2, "for (int lt_s = 0; lt_s < lt_S; lt_s++)");
+  line(R, L + 3,
+       "lt_sum += lt_s == lt_split ? (&lt_c[0][0][0])[lt_i] : __ldcg(&lt_part[((i64)lt_s * lt_tiles + lt_tile) * 8192 "
+       "+ lt_i * 256 + lt_tid]);");
+  line(R, L + 2, "(&lt_c[0][0][0])[lt_i] = lt_sum;");
+  line(R, L + 1, "}");
+  line(R, L, "}");
+  L--;
+  line(R, L, "}");
 }
 
 /* The pre-pass: thread p evaluates A at (row, 2j) and (row, 2j+1), p = row * K/2 + j. */
@@ -118,12 +167,47 @@ static void put_pack(Render *R, const KMma *m, int L) {
   rc_put_assign(R, L + 1, "lt_v[lt_j]", m->a);
   line(R, L, "}");
   line(R, L, "const unsigned short lt_h0 = lt_f32_to_bf16(lt_v[0]), lt_h1 = lt_f32_to_bf16(lt_v[1]);");
-  line(R, L, "lt_scratch[lt_p] = (unsigned int)lt_h0 | ((unsigned int)lt_h1 << 16);");
+  line(R, L, "unsigned int *lt_planes = lt_scratch + %d; /* after the tile counters */", MMA_COUNTERS / 4);
+  line(R, L, "lt_planes[lt_p] = (unsigned int)lt_h0 | ((unsigned int)lt_h1 << 16);");
   if (m->a_parts == 2) {
     line(R, L, "const unsigned short lt_l0 = lt_f32_to_bf16(lt_v[0] - lt_bf16_to_f32(lt_h0));");
     line(R, L, "const unsigned short lt_l1 = lt_f32_to_bf16(lt_v[1] - lt_bf16_to_f32(lt_h1));");
-    line(R, L, "lt_scratch[lt_M * %lldLL + lt_p] = (unsigned int)lt_l0 | ((unsigned int)lt_l1 << 16);", half);
+    line(R, L, "lt_planes[lt_M * %lldLL + lt_p] = (unsigned int)lt_l0 | ((unsigned int)lt_l1 << 16);", half);
   }
+  L--;
+  line(R, L, "}");
+  line(R, --L, "}");
+}
+
+/* The library form's epilogue: thread p is output element (row p / columns, flat column p %
+ * columns); sum b is the product of its weight at the weight row that column reads (the weight's
+ * index at k = 0, over k). */
+static void put_epilogue(Render *R, const KMma *m, int L) {
+  const char *mv = R->var_name[m->m_var];
+  long long cols = (long long)m->n_total;
+  line(R, L++, "{");
+  rc_put_assign(R, L, "const i64 lt_M", m->m_extent);
+  line(R, L, "const i64 lt_p = (i64)blockIdx.x * 256 + threadIdx.x;");
+  line(R, L, "if (lt_p < lt_M * %lldLL) {", cols);
+  L++;
+  line(R, L, "const i64 %s = lt_p / %lldLL, lt_nn = lt_p %% %lldLL;", mv, cols, cols);
+  bind_columns(R, m, L, "lt_nn");
+  line(R, L, "const float *lt_prod = (const float *)(lt_scratch + %d + lt_M * %lldLL);", MMA_COUNTERS / 4,
+       (long long)(m->k_extent / 2 * m->a_parts));
+  for (int b = 0; b < m->nb; b++) {
+    const Expr *w = m->b[b];
+    int64_t before = 0;
+    for (int i = 0; i < m->lib_w[b]; i++) before += m->lib_rows[i];
+    line(R, L, "i64 lt_row%d;", b);
+    line(R, L, "{");
+    line(R, L + 1, "const i64 %s = 0;", R->var_name[m->k_var]);
+    rc_put_assign(R, L + 1, "const i64 lt_wi", rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a));
+    line(R, L + 1, "lt_row%d = lt_wi / %lldLL;", b, (long long)m->k_extent);
+    line(R, L, "}");
+    line(R, L, "const float %s = lt_prod[lt_M * %lldLL + %s * %lldLL + lt_row%d];", R->tmp_name[m->acc_tmp[b]],
+         (long long)before, mv, (long long)m->lib_rows[m->lib_w[b]], b);
+  }
+  rc_put_stmt(R, m->store, L);
   L--;
   line(R, L, "}");
   line(R, --L, "}");
@@ -140,6 +224,10 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
     put_pack(R, m, level);
     return;
   }
+  if (m->epilogue) {
+    put_epilogue(R, m, level);
+    return;
+  }
   const char *mv = R->var_name[m->m_var];
   const int nb = m->nb, parts = m->a_parts, bk = m->bk;
   const int wcols = 32 / nb; /* output columns per warp */
@@ -149,15 +237,25 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   int stages = 49152 / stage_bytes;
   if (stages > 4) stages = 4;
   const long long kt_count = (long long)(m->k_extent / bk);
+  const long long nblocks = (long long)((m->n_total + 128 / nb - 1) / (128 / nb));
   int L = level;
   line(R, L++, "{");
   line(R, L, "const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;");
   line(R, L, "const int lt_g = lt_lane >> 2, lt_t = lt_lane & 3, lt_wm = lt_warp & 1, lt_wn = lt_warp >> 1;");
   rc_put_assign(R, L, "const i64 lt_M", m->m_extent);
-  line(R, L, "const i64 lt_mb = (lt_M + 63) / 64;");
-  line(R, L, "const i64 lt_m0 = ((i64)blockIdx.x %% lt_mb) * 64;");
-  line(R, L, "const i64 lt_n0 = ((i64)blockIdx.x / lt_mb) * %d;", 128 / nb);
-  line(R, L, "const unsigned short *lt_A = (const unsigned short *)lt_scratch;");
+  line(R, L, "const i64 lt_mb = (lt_M + 63) / 64, lt_tiles = lt_mb * %lldLL;", nblocks);
+  /* the grid is tiles x splits (lower_mma.c); block b computes tile b %% tiles, k part b / tiles */
+  if (m->split_max > 1)
+    line(R, L, "const int lt_S = (int)((i64)gridDim.x / lt_tiles), lt_split = (int)((i64)blockIdx.x / lt_tiles);");
+  else
+    line(R, L, "const int lt_S = 1, lt_split = 0;");
+  line(R, L, "const i64 lt_tile = (i64)blockIdx.x %% lt_tiles;");
+  line(R, L, "const i64 lt_m0 = (lt_tile %% lt_mb) * 64;");
+  line(R, L, "const i64 lt_n0 = (lt_tile / lt_mb) * %d;", 128 / nb);
+  line(R, L, "const int lt_per = (%lld + lt_S - 1) / lt_S, lt_kt0 = lt_split * lt_per;", kt_count);
+  line(R, L, "const int lt_nkt = %lld - lt_kt0 < lt_per ? %lld - lt_kt0 : lt_per; /* may be 0 or less */", kt_count,
+       kt_count);
+  line(R, L, "const unsigned short *lt_A = (const unsigned short *)(lt_scratch + %d);", MMA_COUNTERS / 4);
   line(R, L, "__shared__ __align__(16) unsigned short lt_sa[%d][%d][64][%d];", stages, parts, bk + 8);
   line(R, L, "__shared__ __align__(16) unsigned short lt_sb[%d][128][%d];", stages, bk + 8);
   line(R, L, "float lt_c[2][4][4];");
@@ -166,9 +264,9 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   /* prologue: the first stages-1 k steps in flight */
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_ps = 0; lt_ps < %d; lt_ps++) {", stages - 1);
-  put_stage_group(R, m, L + 1, "lt_ps", "lt_ps", kt_count);
+  put_stage_group(R, m, L + 1, "lt_ps", "lt_ps");
   line(R, L, "}");
-  line(R, L, "for (int lt_kt = 0; lt_kt < %lld; lt_kt++) {", kt_count);
+  line(R, L, "for (int lt_kt = 0; lt_kt < lt_nkt; lt_kt++) {");
   L++;
   /* step kt's copies have landed once at most stages-2 later groups are pending; the barrier also
    * tells every warp that the buffer refilled below is no longer read (it held step kt-1) */
@@ -176,7 +274,7 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   line(R, L, "__syncthreads();");
   line(R, L, "{");
   line(R, L + 1, "const int lt_nk = lt_kt + %d, lt_nbuf = lt_nk %% %d;", stages - 1, stages);
-  put_stage_group(R, m, L + 1, "lt_nk", "lt_nbuf", kt_count);
+  put_stage_group(R, m, L + 1, "lt_nk", "lt_nbuf");
   line(R, L, "}");
   line(R, L, "const int lt_cb = lt_kt %% %d;", stages);
   line(R, L, "#pragma unroll");
@@ -218,7 +316,9 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   L--;
   line(R, L, "}");
   line(R, L, "lt_cp_async_wait_group<0>();");
+  put_split_sum(R, m, L);
   /* epilogue: element e of tile (mt, j) is (row mt*16 + g + 8*(e/2), column j*8 + 2t + e%2) */
+  line(R, L++, "if (lt_last) {");
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_mt = 0; lt_mt < 2; lt_mt++)");
   line(R, L + 1, "#pragma unroll");
@@ -235,6 +335,7 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   rc_put_stmt(R, m->store, E + 1);
   line(R, E, "}");
   line(R, L + 2, "}");
+  line(R, --L, "}");
   L--;
   line(R, L, "}");
 }

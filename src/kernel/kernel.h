@@ -52,9 +52,21 @@ typedef struct KMma {
                         multiple of 8 elements, so 8 values of k are one aligned 16-byte copy */
   int acc_tmp[2];    /* the temporaries that hold each sum in `store` */
   struct KStmt *store; /* stores one output element (uses m_var, the column variables, acc_tmp) */
+  int split_max;     /* > 1: the k range may be split over up to this many blocks per output tile,
+                        as many as the grid holds (grid = tiles x splits, splits chosen from the rows
+                        at run time); the last block of a tile adds the parts in split order */
+  /* The library form (KGemmLib): weight b is distinct weight lib_w[b], whose rows (lib_rows) of
+   * products lie in the scratch after the A planes, one f32 [M][rows] block per distinct weight */
+  int lib_nw;
+  int lib_w[2];
+  int64_t lib_rows[2];
+  int epilogue;      /* this statement is the library form's epilogue: each output element from the
+                        products in the scratch */
   int pack;          /* this statement is the pre-pass: A -> bf16 planes [a_parts][M][k_extent] in the
                         scratch; otherwise the GEMM, reading A from those planes */
 } KMma;
+
+#define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */
 
 typedef struct KStmt KStmt;
 struct KStmt {
@@ -76,6 +88,19 @@ struct KStmt {
   int nbody;
 };
 
+typedef struct KKernel KKernel;
+/* The library form of a tensor-core GEMM: C_w[m][r] = sum_k A[m][k] * W_w[r][k] for each distinct
+ * weight w (bf16 A planes and weights, f32 C; the planes summed), then the epilogue kernel. */
+typedef struct KGemmLib {
+  int nw;
+  int w_param[2];   /* the GEMM kernel's parameter index of each distinct weight */
+  int64_t w_rows[2];
+  int64_t k;
+  int a_parts;
+  Expr *m;          /* rows of A (symbols) */
+  KKernel *epilogue;
+} KGemmLib;
+
 typedef struct KParam {
   int buf;        /* LBuf id */
   int is_output;  /* written by this kernel */
@@ -84,7 +109,6 @@ typedef struct KParam {
 #define K_MAX_PARAMS 32
 #define K_MAX_TMPS 256
 
-typedef struct KKernel KKernel;
 struct KKernel {
   const char *name;
   KParam params[K_MAX_PARAMS]; /* buffer parameters, in call order */
@@ -107,9 +131,15 @@ struct KKernel {
   /* Device scratch the kernel needs (bytes, an Expr over symbols; NULL = none): the plan passes it as
    * one more argument, after the symbol table. `pre` is a kernel of the same parameters (and scratch)
    * that the plan launches right before this one, with its own grid: the tensor-core GEMM's pass that
-   * evaluates A once and stores it as bf16 planes in the scratch. */
+   * evaluates A once and stores it as bf16 planes in the scratch. The scratch is zero when the plan
+   * allocates it, and its first MMA_COUNTERS bytes (a split GEMM's tile counters) are zero again
+   * whenever a kernel ends. */
   Expr *scratch;
   KKernel *pre;
+  /* A tensor-core GEMM whose weights are plain [rows][k] matrices may instead run as library GEMMs
+   * (cuBLASLt; Schedule.gemm_library): after `pre`, the plan multiplies A's planes by each distinct
+   * weight into the scratch, then launches lib->epilogue, which applies this kernel's store. */
+  struct KGemmLib *lib;
   int ntmps;
   DType tmp_dtype[K_MAX_TMPS];
   const char *tmp_names[K_MAX_TMPS]; /* readable names ("acc0", "i0", "p"); renderers make them unique */

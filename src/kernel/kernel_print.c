@@ -97,7 +97,14 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     sb_puts(b, "]\n");
     break;
   case KS_MMA:
-    if (s->mma && s->mma->pack) {
+    if (s->mma && s->mma->epilogue) {
+      const KMma *m = s->mma;
+      sb_printf(b, "rows %s < ", pn_var(n, m->m_var));
+      ex_print(b, m->m_extent, nm);
+      sb_printf(b, ", %lld columns: each sum read from the products in the scratch, then per element:\n",
+                (long long)m->n_total);
+      print_stmt(b, m->store, nm, child);
+    } else if (s->mma && s->mma->pack) {
       const KMma *m = s->mma;
       sb_printf(b, "pack A into %d bf16 plane%s of scratch: rows %s < ", m->a_parts, m->a_parts > 1 ? "s" : "",
                 pn_var(n, m->m_var));
@@ -110,7 +117,9 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
       sb_printf(b, "mma bf16 tensor cores (A from the scratch planes, k stages of %d): rows %s < ", m->bk,
                 pn_var(n, m->m_var));
       ex_print(b, m->m_extent, nm);
-      sb_printf(b, ", %lld columns, sum over %s < %lld of ", (long long)m->n_total, pn_var(n, m->k_var), (long long)m->k_extent);
+      sb_printf(b, ", %lld columns, sum over %s < %lld", (long long)m->n_total, pn_var(n, m->k_var), (long long)m->k_extent);
+      if (m->split_max > 1) sb_printf(b, " (split over up to %d blocks)", m->split_max);
+      sb_puts(b, " of ");
       ex_print(b, m->a, nm);
       for (int i = 0; i < m->nb; i++) {
         sb_printf(b, i ? ", acc%d: * " : " * (acc%d: ", i);
@@ -174,6 +183,16 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
         print_kernel(b, kp, alt->pre);
       }
       print_kernel(b, kp, alt);
+      if (alt->lib) {
+        const KGemmLib *lib = alt->lib;
+        PrintNames names = {kp, alt, {0}};
+        sb_puts(b, "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with");
+        for (int w = 0; w < lib->nw; w++)
+          sb_printf(b, "%s %s [%lld, %lld]", w ? " and" : "", pn_buf(&names, alt->params[lib->w_param[w]].buf, MEM_GLOBAL),
+                    (long long)lib->w_rows[w], (long long)lib->k);
+        sb_puts(b, ", then:\n");
+        print_kernel(b, kp, lib->epilogue);
+      }
     }
   }
 }

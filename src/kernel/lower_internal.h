@@ -58,6 +58,8 @@ KStmt *kl_output_store(Lower *L);
 int kl_mma_body(Lower *L);
 /* After the parameters are known: the GEMM's A pre-pass (KKernel.pre) and its scratch size. */
 void kl_mma_pack_kernel(Lower *L);
+/* The library form of the GEMM (KKernel.lib) where Schedule.gemm_library asks and the weights allow. */
+void kl_mma_library(Lower *L);
 /* Makes row t current (its row variable value and accumulators) / keeps its accumulators. */
 void kl_select_row(Lower *L, int t);
 void kl_save_row(Lower *L, int t);

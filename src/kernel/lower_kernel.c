@@ -273,7 +273,10 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   }
   if (L.failed) return 0;
   collect_params(kk, lp, k->out_buf, d, &L.failed);
-  if (!L.failed && L.s.mma) kl_mma_pack_kernel(&L);
+  if (!L.failed && L.s.mma) {
+    kl_mma_pack_kernel(&L);
+    kl_mma_library(&L);
+  }
   return !L.failed;
 }
 
@@ -303,6 +306,7 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
         if (r == 1) {
           kk->alt->name = arena_printf(lp->arena, "%s_mma", k->name);
           if (kk->alt->pre) kk->alt->pre->name = arena_printf(lp->arena, "%s_mma_pack", k->name);
+          if (kk->alt->lib) kk->alt->lib->epilogue->name = arena_printf(lp->arena, "%s_mma_epilogue", k->name);
         }
       }
       if (r < 0) {

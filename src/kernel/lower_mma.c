@@ -92,12 +92,48 @@ int kl_mma_body(Lower *L) {
   kk->body = root;
   kk->tensor_cores = 1;
   /* A as bf16 planes, written by the pre-pass (kl_mma_pack_kernel) */
-  kk->scratch = ex_mul(P, m->m_extent, ex_int(P, m->k_extent * 2 * m->a_parts));
   /* blocks of 64 rows x 128 accumulator columns (code/render_mma.c) */
   int64_t cols = 128 / m->nb;
   Expr *mblocks = ex_bin(P, X_IDIV, ex_add(P, m->m_extent, ex_int(P, 63)), ex_int(P, 64));
-  kk->grid = ex_mul(P, mblocks, ex_int(P, (m->n_total + cols - 1) / cols));
+  Expr *tiles = ex_mul(P, mblocks, ex_int(P, (m->n_total + cols - 1) / cols));
+  /* split k when the tiles leave the device idle: into fill / tiles parts, each of at least 4 k
+   * stages, at most 8 */
+  int64_t stages = m->k_extent / m->bk;
+  m->split_max = stages / 4 < 8 ? (int)(stages / 4) : 8;
+  if (L->s.gemm_fill < 2 || L->s.gemm_fill / 2 > MMA_COUNTERS / 4 || m->split_max < 2) m->split_max = 1;
+  Expr *splits = ex_int(P, 1);
+  if (m->split_max > 1) {
+    splits = ex_bin(P, X_IDIV, ex_int(P, L->s.gemm_fill), tiles);
+    splits = ex_bin(P, X_MAX, ex_int(P, 1), ex_bin(P, X_MIN, ex_int(P, m->split_max), splits));
+  }
+  kk->grid = ex_mul(P, tiles, splits);
   kk->block = 256;
+  /* scratch: MMA_COUNTERS bytes of tile counters (zero between kernels), A's planes, and when split,
+   * one 64 x 128 f32 partial tile per block (at most gemm_fill blocks split) */
+  Expr *planes = ex_mul(P, m->m_extent, ex_int(P, m->k_extent * 2 * m->a_parts));
+  int64_t partials = m->split_max > 1 ? (int64_t)L->s.gemm_fill * 64 * 128 * 4 : 0;
+  kk->scratch = ex_add(P, planes, ex_int(P, MMA_COUNTERS + partials));
+  /* the library form's products: one f32 [M][rows] block per distinct weight (kl_mma_library) */
+  if (L->s.gemm_library) {
+    int64_t rows = 0;
+    for (int i = 0; i < m->nb; i++) {
+      int same = i > 0 && m->b[1]->ival == m->b[0]->ival;
+      const Shape *sh = &L->lp->bufs[m->b[i]->ival].shape;
+      if (sh->rank != 2 || sh->dim[0]->op != X_CONST || sh->dim[1]->op != X_CONST || sh->dim[1]->ival != m->k_extent) {
+        m->lib_nw = 0;
+        break;
+      }
+      m->lib_w[i] = same ? 0 : m->lib_nw;
+      if (!same) {
+        m->lib_rows[m->lib_nw++] = sh->dim[0]->ival;
+        rows += sh->dim[0]->ival;
+      }
+    }
+    if (m->lib_nw > 0) {
+      Expr *products = ex_mul(P, m->m_extent, ex_int(P, rows * 4));
+      kk->scratch = ex_add(P, ex_add(P, planes, ex_int(P, MMA_COUNTERS)), ex_bin(P, X_MAX, ex_int(P, partials), products));
+    }
+  }
   return 1;
 }
 
@@ -122,4 +158,45 @@ void kl_mma_pack_kernel(Lower *L) {
   pre->grid = ex_bin(P, X_IDIV, ex_add(P, pairs, ex_int(P, 255)), ex_int(P, 256));
   pre->block = 256;
   kk->pre = pre;
+}
+
+/* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] matrices: the
+ * epilogue kernel runs one thread per output element (row, flat column), reading each sum from the
+ * products of its weight at the weight row that column reads. */
+void kl_mma_library(Lower *L) {
+  KKernel *kk = L->kk;
+  ExprPool *P = L->pool;
+  const KMma *m = kk->body->body[0]->mma;
+  if (!L->s.gemm_library || m->lib_nw < 1) return;
+  KGemmLib *lib = ARENA_NEW(L->arena, KGemmLib);
+  lib->nw = m->lib_nw;
+  lib->k = m->k_extent;
+  lib->a_parts = m->a_parts;
+  lib->m = m->m_extent;
+  for (int w = 0; w < m->lib_nw; w++) {
+    int b = m->lib_w[1] == w && m->nb > 1 ? 1 : 0;
+    lib->w_param[w] = -1;
+    for (int i = 0; i < kk->nparams; i++)
+      if (kk->params[i].buf == m->b[b]->ival) lib->w_param[w] = i;
+    if (lib->w_param[w] < 0) return; /* not a parameter: no library form */
+    lib->w_rows[w] = m->lib_rows[w];
+  }
+  KMma *em = ARENA_NEW(L->arena, KMma);
+  *em = *m;
+  em->epilogue = 1;
+  KKernel *epi = ARENA_NEW(L->arena, KKernel);
+  *epi = *kk; /* the same parameters, symbols and temporaries; named with the GEMM (kernel_from_tile) */
+  epi->alt = NULL;
+  epi->pre = NULL;
+  epi->lib = NULL;
+  epi->tensor_cores = 0;
+  epi->body = kl_st_new(L, KS_SEQ);
+  KStmt *s = kl_st_new(L, KS_MMA);
+  s->mma = em;
+  kl_st_add(L, epi->body, s);
+  Expr *elements = ex_mul(P, m->m_extent, ex_int(P, m->n_total));
+  epi->grid = ex_bin(P, X_IDIV, ex_add(P, elements, ex_int(P, 255)), ex_int(P, 256));
+  epi->block = 256;
+  lib->epilogue = epi;
+  kk->lib = lib;
 }

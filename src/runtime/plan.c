@@ -53,6 +53,9 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   if (p->io_syms) p->sym_table = p->io_dev;
   const char *arch = backend_cuda_arch(b);
   p->tensor_cores = arch && !strncmp(arch, "sm_", 3) && atoi(arch + 3) >= 80;
+  int any_lib = 0;
+  for (int k = 0; k < kp->nkernels; k++) any_lib |= kp->kernels[k].alt && kp->kernels[k].alt->lib;
+  p->gemm_library = any_lib && p->tensor_cores && b->ops->gemm_available && b->ops->gemm_bf16 && b->ops->gemm_available(b);
   if (!plan_deps_init(p)) {
     diag_error(d, 0, 0, "plan: out of memory");
     plan_free(p);
@@ -136,6 +139,8 @@ static void state_release(RunState *s) {
   free(s->grids);
   free(s->pre_grids);
   free(s->need);
+  free(s->lib_m);
+  free(s->epi_grids);
   memset(s, 0, sizeof *s);
 }
 
@@ -188,7 +193,10 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->grids = calloc(nkk, sizeof *s->grids);
   s->pre_grids = calloc(nkk, sizeof *s->pre_grids);
   s->need = calloc(nkk, sizeof *s->need);
+  s->lib_m = calloc(nkk, sizeof *s->lib_m);
+  s->epi_grids = calloc(nkk, sizeof *s->epi_grids);
   if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need ||
+      !s->lib_m || !s->epi_grids ||
       !s->nargs || !s->nsyms || !s->use || !s->io_at) {
     diag_error(d, 0, 0, "plan: out of memory");
     state_release(s);
@@ -290,6 +298,14 @@ sized:
     p->scratch_bytes = 0;
     if (!(p->scratch = p->b->ops->alloc(p->b, want, d))) return 0;
     p->scratch_bytes = want;
+    /* kernels find the scratch zero (kernel.h); this runs only when it grows */
+    void *zeros = calloc(1, want);
+    int ok = zeros && p->b->ops->upload(p->b, p->scratch, zeros, want, d);
+    free(zeros);
+    if (!ok) {
+      if (!zeros) diag_error(d, 0, 0, "plan: out of memory");
+      return 0;
+    }
   }
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = s->use[k];
@@ -320,6 +336,11 @@ sized:
     if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) return 0;
     s->pre_grids[k] = 0;
     if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d))
+      return 0;
+    s->lib_m[k] = 0;
+    if (kk->lib && p->gemm_library &&
+        (!eval_or_diag(kk->lib->m, env, "the rows of a GEMM", &s->lib_m[k], d) ||
+         !eval_or_diag(kk->lib->epilogue->grid, env, "the launch grid", &s->epi_grids[k], d)))
       return 0;
   }
   plan_remember_symbols(p, symv, present);
@@ -459,6 +480,8 @@ int plan_input_index(const Plan *p, const char *name) {
     if (!strcmp(lp->bufs[lp->inputs[i]].name, name)) return i;
   return -1;
 }
+
+int plan_gemm_library(const Plan *p) { return p->gemm_library; }
 
 size_t plan_workspace_bytes(const Plan *p) {
   size_t n = p->arena_bytes + p->scratch_bytes;

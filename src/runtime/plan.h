@@ -27,6 +27,9 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
 void plan_use_graphs(Plan *p, const char *sym, int64_t value);
 /* Device bytes of the workspace (temporaries, outputs kept across runs, the tensor-core GEMMs' scratch). */
 size_t plan_workspace_bytes(const Plan *p);
+/* Whether the plan's prefill GEMMs run through the backend's library (cuBLASLt) rather than the
+ * generated tensor-core kernels. */
+int plan_gemm_library(const Plan *p);
 /* Index of the program input named `name`, or -1. */
 int plan_input_index(const Plan *p, const char *name);
 #endif

@@ -25,6 +25,9 @@ typedef struct RunState {
   int64_t *grids; /* nkernels */
   int64_t *pre_grids; /* nkernels: grid of the chosen kernel's pre-pass (KKernel.pre) */
   int64_t *need;      /* nkernels: scratch bytes of the chosen kernel */
+  int64_t *lib_m;     /* nkernels: rows of the library GEMMs that replace the chosen kernel (KKernel.lib),
+                         0 = none (the kernel runs itself) */
+  int64_t *epi_grids; /* nkernels: grid of the library form's epilogue */
   int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
@@ -65,6 +68,8 @@ struct Plan {
    * arguments stay the same from one decode step to the next. */
   void *sym_table;
   int tensor_cores; /* the device runs bf16 mma.sync (CUDA, sm_80 or newer) */
+  int gemm_library; /* the backend's library GEMM runs (cuBLASLt): tensor-core GEMMs that have a
+                       library form (KKernel.lib) use it */
   /* Scratch for kernels that ask for it (KKernel.scratch: the tensor-core GEMM's bf16 copy of A), one
    * buffer for all of them since they run one after another; grown geometrically. */
   void *scratch;

@@ -70,6 +70,28 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
   return 1;
 }
 
+/* The library form of tensor-core GEMM k (KKernel.lib), after its pre-pass wrote A's planes: each
+ * distinct weight times the planes (summed) into the products after the planes, then the epilogue. */
+static int launch_library_gemm(Plan *p, RunState *s, int k, Diag *d) {
+  const KKernel *kk = s->use[k];
+  const KGemmLib *lib = kk->lib;
+  const BackendOps *o = p->b->ops;
+  int64_t m = s->lib_m[k];
+  char *planes = (char *)p->scratch + MMA_COUNTERS;
+  float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
+  for (int w = 0; w < lib->nw; w++) {
+    const void *weight = s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
+    for (int part = 0; part < lib->a_parts; part++)
+      if (!o->gemm_bf16(p->b, m, lib->w_rows[w], lib->k, planes + (size_t)part * (size_t)m * (size_t)lib->k * 2, weight,
+                        products, part > 0, d))
+        return 0;
+    products += (size_t)m * (size_t)lib->w_rows[w];
+  }
+  const KKernel *e = lib->epilogue;
+  return o->launch(p->b, p->m, e->code_name ? e->code_name : e->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+                   &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], e->block, d);
+}
+
 int plan_launch_all(Plan *p, RunState *s, Diag *d) {
   p->runs++;
   if (graph_applicable(p, s)) {
@@ -94,9 +116,12 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
                               &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
                               s->pre_grids[k], kk->pre->block, d))
       return 0;
-    if (!o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                   &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d))
+    if (s->lib_m[k] > 0) {
+      if (!launch_library_gemm(p, s, k, d)) return 0;
+    } else if (!o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE],
+                          s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d)) {
       return 0;
+    }
     if (timed && !o->timer_mark(p->b, k + 1, d)) return 0;
     if (p->kernel_ms && !timed) {
       if (!o->sync(p->b, d)) return 0;

@@ -118,11 +118,16 @@ static void choose_rows(const LKernel *k, Target t, Schedule *s) {
   s->rows = 1;
   s->row_axis = -1;
   s->mma = 0;
+  s->gemm_fill = 0;
+  s->gemm_library = 0;
   for (int i = 0; i < k->npar; i++)
     if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && streams_independent_of(k, k->par[i].var)) {
       s->rows = t == TARGET_CUDA ? 8 : 4;
       s->row_axis = i;
       s->mma = t == TARGET_CUDA ? 2 : 0; /* tensor cores where the kernel's shape allows */
+      /* two resident GEMM blocks (256 threads, ~128 registers, 48 KB shared) on each of 132 SMs */
+      s->gemm_fill = t == TARGET_CUDA ? 2 * 132 : 0;
+      s->gemm_library = t == TARGET_CUDA;
       s->rows_serial = t == TARGET_CUDA && serial_suits(k);
       return;
     }

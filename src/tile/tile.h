@@ -33,6 +33,13 @@ typedef struct Schedule {
   /* CUDA: run the blocked variant on tensor cores where its shape allows (kernel/lower_mma.c), with f32
    * operands as this many bf16 parts (1 or 2; 0 = off) */
   int mma;
+  /* CUDA tensor-core GEMMs whose output tiles are fewer than half this many split their k range over
+   * more blocks, up to about this many in all (the blocks the device runs at once), and the last
+   * block of each tile adds the parts; 0 = never split */
+  int gemm_fill;
+  /* CUDA: tensor-core GEMMs whose weights are plain matrices also get a library form (cuBLASLt),
+   * which the plan runs where the library loads (kernel.h, KGemmLib) */
+  int gemm_library;
 } Schedule;
 
 /* How f32 activations meet bf16 weights in tensor-core GEMMs, named as in PyTorch's

@@ -74,6 +74,8 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
       sb_printf(b, " rows=%d(%s)", s->rows, k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
     if (s->mma) sb_printf(b, " mma=bf16x%d", s->mma);
+    if (s->mma && s->gemm_fill) sb_printf(b, " split-k-fill=%d", s->gemm_fill);
+    if (s->mma && s->gemm_library) sb_puts(b, " or-cublaslt");
     if (s->rows_serial) sb_puts(b, " rows-serial");
     sb_putc(b, '\n');
   }

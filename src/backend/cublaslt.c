@@ -1,0 +1,194 @@
+/* cuBLASLt through dlopen: one handle, one matmul descriptor (f32 compute, bf16 inputs, f32 output)
+ * and, per problem shape, its matrix layouts and the heuristic's first algorithm, found once. */
+#include "cublaslt.h"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int LtStatus; /* cublasStatus_t: 0 = success */
+typedef void *LtHandle, *LtDesc, *LtLayout, *LtPref;
+typedef struct LtAlgo {
+  uint64_t data[8];
+} LtAlgo;
+typedef struct LtHeuristic { /* cublasLtMatmulHeuristicResult_t */
+  LtAlgo algo;
+  size_t workspace_bytes;
+  LtStatus state;
+  float waves;
+  int reserved[4];
+} LtHeuristic;
+
+/* values from cublasLt.h / library_types.h (CUDA 12 and 13) */
+enum {
+  LT_R_32F = 0,
+  LT_R_16BF = 14,
+  LT_COMPUTE_32F = 68,
+  LT_DESC_TRANSA = 3,
+  LT_DESC_TRANSB = 4,
+  LT_OP_N = 0,
+  LT_OP_T = 1,
+  LT_PREF_MAX_WORKSPACE = 1
+};
+
+#define LT_SHAPES 64
+
+typedef struct LtShape {
+  int64_t m, n, k;
+  LtLayout a, b, c;
+  LtAlgo algo;
+} LtShape;
+
+struct CublasLt {
+  void *dl;
+  LtHandle h;
+  LtDesc desc;
+  void *ws;
+  size_t ws_bytes;
+  LtShape shapes[LT_SHAPES];
+  int nshapes;
+  LtStatus (*create)(LtHandle *);
+  LtStatus (*destroy)(LtHandle);
+  LtStatus (*desc_create)(LtDesc *, int compute, int scale);
+  LtStatus (*desc_destroy)(LtDesc);
+  LtStatus (*desc_set)(LtDesc, int attr, const void *buf, size_t bytes);
+  LtStatus (*layout_create)(LtLayout *, int type, uint64_t rows, uint64_t cols, int64_t ld);
+  LtStatus (*layout_destroy)(LtLayout);
+  LtStatus (*pref_create)(LtPref *);
+  LtStatus (*pref_destroy)(LtPref);
+  LtStatus (*pref_set)(LtPref, int attr, const void *buf, size_t bytes);
+  LtStatus (*heuristic)(LtHandle, LtDesc, LtLayout, LtLayout, LtLayout, LtLayout, LtPref, int, LtHeuristic *, int *);
+  LtStatus (*matmul)(LtHandle, LtDesc, const void *alpha, const void *a, LtLayout, const void *b, LtLayout,
+                     const void *beta, const void *c, LtLayout, void *d, LtLayout, const LtAlgo *, void *ws,
+                     size_t ws_bytes, void *stream);
+};
+
+static int lt_fail(Diag *d, const char *call, LtStatus st) {
+  diag_error(d, 0, 0, "cuBLASLt: %s failed (status %d)", call, st);
+  return 0;
+}
+
+CublasLt *cublaslt_open(void *workspace, size_t bytes, Diag *d) {
+  static const char *names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
+  void *dl = NULL;
+  for (size_t i = 0; i < sizeof names / sizeof *names && !dl; i++) dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    diag_error(d, 0, 0, "cuBLASLt: libcublasLt.so not found (%s)", dlerror());
+    return NULL;
+  }
+  CublasLt *lt = calloc(1, sizeof *lt);
+  if (!lt) {
+    dlclose(dl);
+    diag_error(d, 0, 0, "cuBLASLt: out of memory");
+    return NULL;
+  }
+  lt->dl = dl;
+  lt->ws = workspace;
+  lt->ws_bytes = bytes;
+  struct {
+    void **slot;
+    const char *name;
+  } fns[] = {
+      {(void **)&lt->create, "cublasLtCreate"},
+      {(void **)&lt->destroy, "cublasLtDestroy"},
+      {(void **)&lt->desc_create, "cublasLtMatmulDescCreate"},
+      {(void **)&lt->desc_destroy, "cublasLtMatmulDescDestroy"},
+      {(void **)&lt->desc_set, "cublasLtMatmulDescSetAttribute"},
+      {(void **)&lt->layout_create, "cublasLtMatrixLayoutCreate"},
+      {(void **)&lt->layout_destroy, "cublasLtMatrixLayoutDestroy"},
+      {(void **)&lt->pref_create, "cublasLtMatmulPreferenceCreate"},
+      {(void **)&lt->pref_destroy, "cublasLtMatmulPreferenceDestroy"},
+      {(void **)&lt->pref_set, "cublasLtMatmulPreferenceSetAttribute"},
+      {(void **)&lt->heuristic, "cublasLtMatmulAlgoGetHeuristic"},
+      {(void **)&lt->matmul, "cublasLtMatmul"},
+  };
+  for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
+    if (!(*fns[i].slot = dlsym(dl, fns[i].name))) {
+      diag_error(d, 0, 0, "cuBLASLt: %s missing from the library", fns[i].name);
+      cublaslt_close(lt);
+      return NULL;
+    }
+  LtStatus st;
+  if ((st = lt->create(&lt->h))) {
+    lt->h = NULL;
+    lt_fail(d, "cublasLtCreate", st);
+    cublaslt_close(lt);
+    return NULL;
+  }
+  /* row-major C[m][n] = A[m][k] W[n][k]^T is, column-major, C^T (n x m) = W^T' (op T of a k x n) x A^T (k x m) */
+  int ta = LT_OP_T, tb = LT_OP_N;
+  if ((st = lt->desc_create(&lt->desc, LT_COMPUTE_32F, LT_R_32F)) || (st = lt->desc_set(lt->desc, LT_DESC_TRANSA, &ta, sizeof ta)) ||
+      (st = lt->desc_set(lt->desc, LT_DESC_TRANSB, &tb, sizeof tb))) {
+    lt_fail(d, "cublasLtMatmulDesc", st);
+    cublaslt_close(lt);
+    return NULL;
+  }
+  return lt;
+}
+
+static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d) {
+  for (int i = 0; i < lt->nshapes; i++)
+    if (lt->shapes[i].m == m && lt->shapes[i].n == n && lt->shapes[i].k == k) return &lt->shapes[i];
+  if (lt->nshapes == LT_SHAPES) { /* forget the oldest */
+    LtShape *o = &lt->shapes[0];
+    lt->layout_destroy(o->a), lt->layout_destroy(o->b), lt->layout_destroy(o->c);
+    memmove(lt->shapes, lt->shapes + 1, (LT_SHAPES - 1) * sizeof *lt->shapes);
+    lt->nshapes--;
+  }
+  LtShape *s = &lt->shapes[lt->nshapes];
+  memset(s, 0, sizeof *s);
+  s->m = m, s->n = n, s->k = k;
+  LtStatus st;
+  if ((st = lt->layout_create(&s->a, LT_R_16BF, (uint64_t)k, (uint64_t)n, k)) ||
+      (st = lt->layout_create(&s->b, LT_R_16BF, (uint64_t)k, (uint64_t)m, k)) ||
+      (st = lt->layout_create(&s->c, LT_R_32F, (uint64_t)n, (uint64_t)m, n))) {
+    if (s->a) lt->layout_destroy(s->a);
+    if (s->b) lt->layout_destroy(s->b);
+    lt_fail(d, "cublasLtMatrixLayoutCreate", st);
+    return NULL;
+  }
+  LtPref pref = NULL;
+  LtHeuristic h[1];
+  int found = 0;
+  uint64_t ws = lt->ws_bytes;
+  if ((st = lt->pref_create(&pref)) || (st = lt->pref_set(pref, LT_PREF_MAX_WORKSPACE, &ws, sizeof ws)) ||
+      (st = lt->heuristic(lt->h, lt->desc, s->a, s->b, s->c, s->c, pref, 1, h, &found)) || found < 1) {
+    if (pref) lt->pref_destroy(pref);
+    lt->layout_destroy(s->a), lt->layout_destroy(s->b), lt->layout_destroy(s->c);
+    if (!st) diag_error(d, 0, 0, "cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n, (long long)k);
+    else lt_fail(d, "cublasLtMatmulAlgoGetHeuristic", st);
+    return NULL;
+  }
+  lt->pref_destroy(pref);
+  s->algo = h[0].algo;
+  lt->nshapes++;
+  return s;
+}
+
+int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *c, int accumulate,
+                  Diag *d) {
+  LtShape *s = shape_for(lt, m, n, k, d);
+  if (!s) return 0;
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, c, s->c, c, s->c, &s->algo, lt->ws,
+                           lt->ws_bytes, NULL);
+  if (st) {
+    diag_error(d, 0, 0, "cuBLASLt: a %lld x %lld x %lld bf16 GEMM failed (status %d)", (long long)m, (long long)n,
+               (long long)k, st);
+    return 0;
+  }
+  return 1;
+}
+
+void cublaslt_close(CublasLt *lt) {
+  if (!lt) return;
+  for (int i = 0; i < lt->nshapes; i++) {
+    lt->layout_destroy(lt->shapes[i].a);
+    lt->layout_destroy(lt->shapes[i].b);
+    lt->layout_destroy(lt->shapes[i].c);
+  }
+  if (lt->desc) lt->desc_destroy(lt->desc);
+  if (lt->h) lt->destroy(lt->h);
+  dlclose(lt->dl);
+  free(lt);
+}

@@ -193,6 +193,15 @@ static void build_cases(void) {
              "x: f32[1, seq, 64]; nw: bf16[64]; wg: bf16[96, 64]; wu: bf16[96, 64]; wd: bf16[64, 96]; wq: bf16[64, 64]\n"
              "h = rms_norm(x, nw, 1e-6)\n"
              "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd), linear(h, wq)");
+    /* Tensor-core GEMMs with few tiles split k (Schedule.gemm_fill): k = 576 in 4 parts of 5, 5, 5
+     * and 3 stages (gate/up sharing A, and 13 tiles of 128 columns), k = 1568 in 8 parts of 7 stages,
+     * the last one empty. 130 tokens: 3 tiles of rows. */
+    snprintf(name, sizeof name, "prefill_split_k_%s", tokens[s] + 4);
+    add_case(name, tokens[s], 0,
+             "x: f32[1, seq, 576]; nw: bf16[576]; wg: bf16[64, 576]; wu: bf16[64, 576]; wb: bf16[1568, 576]; "
+             "wd: bf16[576, 1568]\n"
+             "h = rms_norm(x, nw, 1e-6)\n"
+             "return silu(linear(h, wg)) * linear(h, wu), x + linear(linear(h, wb), wd)");
   }
   /* Wide gate/up on tensor cores (67 blocks of 64 columns, the last one partial; k = 48 in stages of
    * 16), and a down projection over 4256 = 32 lanes * 8 * 16.6 elements: lanes with unequal numbers of
@@ -201,18 +210,6 @@ static void build_cases(void) {
            "x: f32[1, seq, 48]; nw: bf16[48]; wg: bf16[4256, 48]; wu: bf16[4256, 48]; wd: bf16[48, 4256]\n"
            "h = rms_norm(x, nw, 1e-6)\n"
            "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd)");
-  /* Tensor-core GEMMs with few tiles split k (Schedule.gemm_fill): k = 576 in 4 parts of 5, 5, 5 and
-   * 3 stages (gate/up sharing A, and 13 tiles of 128 columns), k = 1568 in 8 parts of 7 stages, the
-   * last one empty. 130 tokens: 3 tiles of rows. */
-  for (int s = 0; s < 2; s++) {
-    char name[64];
-    snprintf(name, sizeof name, "prefill_split_k_%s", tokens[s] + 4);
-    add_case(name, tokens[s], 0,
-             "x: f32[1, seq, 576]; nw: bf16[576]; wg: bf16[64, 576]; wu: bf16[64, 576]; wb: bf16[1568, 576]; "
-             "wd: bf16[576, 1568]\n"
-             "h = rms_norm(x, nw, 1e-6)\n"
-             "return silu(linear(h, wg)) * linear(h, wu), x + linear(linear(h, wb), wd)");
-  }
   /* Causal attention over many query tokens: the blocked variants of scores and P x V (one thread per
    * point on CUDA), with a partial block of rows. */
   add_case("prefill_attention_37", "seq=37", 0,

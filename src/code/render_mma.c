@@ -1,7 +1,7 @@
 /* CUDA: a KS_MMA statement as a tiled tensor-core GEMM (mma.sync.m16n8k16, bf16 inputs, f32
  * accumulators), in two kernels.
  *
- * The pre-pass (KMma.pack) evaluates A (any f32 expression of row and k: a norm's output, an
+ * The pre-pass (KMma.role MMA_PACK) evaluates A (any f32 expression of row and k: a norm's output, an
  * activation) once per element and stores it in the scratch as bf16 planes [a_parts][M][K]: A rounded
  * to bf16, or split into hi + lo so that two MMAs keep about f32 accuracy. Done inside the GEMM, that
  * evaluation was repeated for every block of columns and cost more than the MMAs it fed.
@@ -109,6 +109,12 @@ static void put_stage_group(Render *R, const KMma *m, int L, const char *i, cons
   line(R, L, "lt_cp_async_commit();");
 }
 
+/* The scratch (kernel.h): MMA_COUNTERS bytes of tile counters, A's bf16 planes, then the split
+ * partials or the library products. The words where those begin. */
+static void planes_end(char *buf, size_t n, const KMma *m) {
+  snprintf(buf, n, "lt_scratch + %d + lt_M * %lldLL", MMA_COUNTERS / 4, (long long)(m->k_extent / 2 * m->a_parts));
+}
+
 /* Split k (KMma.split_max): every block stores its partial tile (thread t's 32 sums at t, t + 256,
  * ...) and counts itself on the tile's counter; the last block to arrive resets the counter, adds
  * the parts in split order (the same sums whichever block is last) and runs the epilogue. */
@@ -121,8 +127,9 @@ static void put_split_sum(Render *R, const KMma *m, int L) {
   line(R, L, "if (lt_S > 1) {");
   L++;
   line(R, L, "__shared__ int lt_arrived_last;");
-  line(R, L, "float *lt_part = (float *)(lt_scratch + %d + lt_M * %lldLL);", MMA_COUNTERS / 4,
-       (long long)(m->k_extent / 2 * m->a_parts));
+  char part[96];
+  planes_end(part, sizeof part, m);
+  line(R, L, "float *lt_part = (float *)(%s);", part);
   line(R, L, "float *lt_mine = lt_part + (i64)blockIdx.x * 8192;");
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_i = 0; lt_i < 32; lt_i++) __stcg(&lt_mine[lt_i * 256 + lt_tid], (&lt_c[0][0][0])[lt_i]);");
@@ -150,16 +157,27 @@ static void put_split_sum(Render *R, const KMma *m, int L) {
   line(R, L, "}");
 }
 
-/* The pre-pass: thread p evaluates A at (row, 2j) and (row, 2j+1), p = row * K/2 + j. */
-static void put_pack(Render *R, const KMma *m, int L) {
-  const char *mv = R->var_name[m->m_var], *kv = R->var_name[m->k_var];
-  long long half = (long long)(m->k_extent / 2);
+/* The pre-pass and the epilogue run one thread per item, `per_row` items of each row of A: opens
+ * the guarded body with the row variable bound and lt_p the item; returns the body's level. */
+static int open_items(Render *R, const KMma *m, int L, long long per_row) {
   line(R, L++, "{");
   rc_put_assign(R, L, "const i64 lt_M", m->m_extent);
   line(R, L, "const i64 lt_p = (i64)blockIdx.x * 256 + threadIdx.x;");
-  line(R, L, "if (lt_p < lt_M * %lldLL) {", half);
-  L++;
-  line(R, L, "const i64 %s = lt_p / %lldLL;", mv, half);
+  line(R, L, "if (lt_p < lt_M * %lldLL) {", per_row);
+  line(R, L + 1, "const i64 %s = lt_p / %lldLL;", R->var_name[m->m_var], per_row);
+  return L + 1;
+}
+
+static void close_items(Render *R, int L) {
+  line(R, L - 1, "}");
+  line(R, L - 2, "}");
+}
+
+/* The pre-pass: thread p evaluates A at (row, 2j) and (row, 2j+1), p = row * K/2 + j. */
+static void put_pack(Render *R, const KMma *m, int level) {
+  const char *kv = R->var_name[m->k_var];
+  long long half = (long long)(m->k_extent / 2);
+  int L = open_items(R, m, level, half);
   line(R, L, "float lt_v[2];");
   line(R, L, "#pragma unroll");
   line(R, L, "for (int lt_j = 0; lt_j < 2; lt_j++) {");
@@ -174,30 +192,23 @@ static void put_pack(Render *R, const KMma *m, int L) {
     line(R, L, "const unsigned short lt_l1 = lt_f32_to_bf16(lt_v[1] - lt_bf16_to_f32(lt_h1));");
     line(R, L, "lt_planes[lt_M * %lldLL + lt_p] = (unsigned int)lt_l0 | ((unsigned int)lt_l1 << 16);", half);
   }
-  L--;
-  line(R, L, "}");
-  line(R, --L, "}");
+  close_items(R, L);
 }
 
 /* The library form's epilogue: thread p is output element (row p / columns, flat column p %
- * columns); sum b is the product of its weight at the weight row that column reads (the weight's
- * index at k = 0, over k). */
-static void put_epilogue(Render *R, const KMma *m, int L) {
+ * columns); sum b is a product of its weight (KMma.prod_at, prod_rows) at the weight row that
+ * column reads (the weight's index at k = 0, over k). */
+static void put_epilogue(Render *R, const KMma *m, int level) {
   const char *mv = R->var_name[m->m_var];
   long long cols = (long long)m->n_total;
-  line(R, L++, "{");
-  rc_put_assign(R, L, "const i64 lt_M", m->m_extent);
-  line(R, L, "const i64 lt_p = (i64)blockIdx.x * 256 + threadIdx.x;");
-  line(R, L, "if (lt_p < lt_M * %lldLL) {", cols);
-  L++;
-  line(R, L, "const i64 %s = lt_p / %lldLL, lt_nn = lt_p %% %lldLL;", mv, cols, cols);
+  char prod[96];
+  planes_end(prod, sizeof prod, m);
+  int L = open_items(R, m, level, cols);
+  line(R, L, "const i64 lt_nn = lt_p %% %lldLL;", cols);
   bind_columns(R, m, L, "lt_nn");
-  line(R, L, "const float *lt_prod = (const float *)(lt_scratch + %d + lt_M * %lldLL);", MMA_COUNTERS / 4,
-       (long long)(m->k_extent / 2 * m->a_parts));
+  line(R, L, "const float *lt_prod = (const float *)(%s);", prod);
   for (int b = 0; b < m->nb; b++) {
     const Expr *w = m->b[b];
-    int64_t before = 0;
-    for (int i = 0; i < m->lib_w[b]; i++) before += m->lib_rows[i];
     line(R, L, "i64 lt_row%d;", b);
     line(R, L, "{");
     line(R, L + 1, "const i64 %s = 0;", R->var_name[m->k_var]);
@@ -205,12 +216,10 @@ static void put_epilogue(Render *R, const KMma *m, int L) {
     line(R, L + 1, "lt_row%d = lt_wi / %lldLL;", b, (long long)m->k_extent);
     line(R, L, "}");
     line(R, L, "const float %s = lt_prod[lt_M * %lldLL + %s * %lldLL + lt_row%d];", R->tmp_name[m->acc_tmp[b]],
-         (long long)before, mv, (long long)m->lib_rows[m->lib_w[b]], b);
+         (long long)m->prod_at[b], mv, (long long)m->prod_rows[b], b);
   }
   rc_put_stmt(R, m->store, L);
-  L--;
-  line(R, L, "}");
-  line(R, --L, "}");
+  close_items(R, L);
 }
 
 void rc_put_mma(Render *R, const KStmt *s, int level) {
@@ -220,11 +229,11 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
     rc_fail(R, "malformed tensor-core statement");
     return;
   }
-  if (m->pack) {
+  if (m->role == MMA_PACK) {
     put_pack(R, m, level);
     return;
   }
-  if (m->epilogue) {
+  if (m->role == MMA_EPILOGUE) {
     put_epilogue(R, m, level);
     return;
   }

@@ -35,6 +35,11 @@ typedef enum KStmtKind {
  * and k, e.g. a norm's output) is rounded to bf16 (a_parts = 1, PyTorch's "medium" matmul precision)
  * or split into two bf16 parts, hi + lo, both multiplied by the exact bf16 weights (a_parts = 2,
  * "high"), so the result keeps about f32 accuracy. */
+/* What a KS_MMA statement is: the GEMM itself (reading A from the scratch planes), its pre-pass
+ * (A -> bf16 planes [a_parts][M][k_extent] in the scratch), or the library form's epilogue (each
+ * output element from the products a library GEMM left in the scratch). */
+typedef enum KMmaRole { MMA_GEMM, MMA_PACK, MMA_EPILOGUE } KMmaRole;
+
 typedef struct KMma {
   int m_var;         /* X_VAR of the row axis (a run-time extent: the tokens of a prefill) */
   Expr *m_extent;
@@ -55,15 +60,10 @@ typedef struct KMma {
   int split_max;     /* > 1: the k range may be split over up to this many blocks per output tile,
                         as many as the grid holds (grid = tiles x splits, splits chosen from the rows
                         at run time); the last block of a tile adds the parts in split order */
-  /* The library form (KGemmLib): weight b is distinct weight lib_w[b], whose rows (lib_rows) of
-   * products lie in the scratch after the A planes, one f32 [M][rows] block per distinct weight */
-  int lib_nw;
-  int lib_w[2];
-  int64_t lib_rows[2];
-  int epilogue;      /* this statement is the library form's epilogue: each output element from the
-                        products in the scratch */
-  int pack;          /* this statement is the pre-pass: A -> bf16 planes [a_parts][M][k_extent] in the
-                        scratch; otherwise the GEMM, reading A from those planes */
+  /* MMA_EPILOGUE: sum b is read from the products in the scratch (after the A planes), at
+   * prod_at[b] * M + row * prod_rows[b] + the weight row its column reads */
+  int64_t prod_at[2], prod_rows[2];
+  KMmaRole role;
 } KMma;
 
 #define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */

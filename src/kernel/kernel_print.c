@@ -97,14 +97,14 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     sb_puts(b, "]\n");
     break;
   case KS_MMA:
-    if (s->mma && s->mma->epilogue) {
+    if (s->mma && s->mma->role == MMA_EPILOGUE) {
       const KMma *m = s->mma;
       sb_printf(b, "rows %s < ", pn_var(n, m->m_var));
       ex_print(b, m->m_extent, nm);
       sb_printf(b, ", %lld columns: each sum read from the products in the scratch, then per element:\n",
                 (long long)m->n_total);
       print_stmt(b, m->store, nm, child);
-    } else if (s->mma && s->mma->pack) {
+    } else if (s->mma && s->mma->role == MMA_PACK) {
       const KMma *m = s->mma;
       sb_printf(b, "pack A into %d bf16 plane%s of scratch: rows %s < ", m->a_parts, m->a_parts > 1 ? "s" : "",
                 pn_var(n, m->m_var));

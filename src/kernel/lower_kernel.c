@@ -274,8 +274,8 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   if (L.failed) return 0;
   collect_params(kk, lp, k->out_buf, d, &L.failed);
   if (!L.failed && L.s.mma) {
+    kl_mma_library(&L); /* first: it may enlarge the scratch the pre-pass shares */
     kl_mma_pack_kernel(&L);
-    kl_mma_library(&L);
   }
   return !L.failed;
 }

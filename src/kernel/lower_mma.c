@@ -26,6 +26,12 @@ static Expr *weight_load(const Lower *L, Expr *e, int k_var, uint64_t col_mask) 
   return e;
 }
 
+/* Scratch bytes: the tile counters, A's bf16 planes, then `tail` bytes (code/render_mma.c). */
+static Expr *scratch_after_planes(ExprPool *P, const KMma *m, Expr *tail) {
+  Expr *planes = ex_mul(P, m->m_extent, ex_int(P, m->k_extent * 2 * m->a_parts));
+  return ex_add(P, ex_add(P, planes, ex_int(P, MMA_COUNTERS)), tail);
+}
+
 int kl_mma_body(Lower *L) {
   const LKernel *k = L->k;
   ExprPool *P = L->pool;
@@ -91,7 +97,6 @@ int kl_mma_body(Lower *L) {
   kl_st_add(L, root, s);
   kk->body = root;
   kk->tensor_cores = 1;
-  /* A as bf16 planes, written by the pre-pass (kl_mma_pack_kernel) */
   /* blocks of 64 rows x 128 accumulator columns (code/render_mma.c) */
   int64_t cols = 128 / m->nb;
   Expr *mblocks = ex_bin(P, X_IDIV, ex_add(P, m->m_extent, ex_int(P, 63)), ex_int(P, 64));
@@ -108,95 +113,76 @@ int kl_mma_body(Lower *L) {
   }
   kk->grid = ex_mul(P, tiles, splits);
   kk->block = 256;
-  /* scratch: MMA_COUNTERS bytes of tile counters (zero between kernels), A's planes, and when split,
-   * one 64 x 128 f32 partial tile per block (at most gemm_fill blocks split) */
-  Expr *planes = ex_mul(P, m->m_extent, ex_int(P, m->k_extent * 2 * m->a_parts));
+  /* scratch: the tile counters, A's planes (written by the pre-pass, kl_mma_pack_kernel), and when
+   * split, one 64 x 128 f32 partial tile per block (at most gemm_fill blocks split) */
   int64_t partials = m->split_max > 1 ? (int64_t)L->s.gemm_fill * 64 * 128 * 4 : 0;
-  kk->scratch = ex_add(P, planes, ex_int(P, MMA_COUNTERS + partials));
-  /* the library form's products: one f32 [M][rows] block per distinct weight (kl_mma_library) */
-  if (L->s.gemm_library) {
-    int64_t rows = 0;
-    for (int i = 0; i < m->nb; i++) {
-      int same = i > 0 && m->b[1]->ival == m->b[0]->ival;
-      const Shape *sh = &L->lp->bufs[m->b[i]->ival].shape;
-      if (sh->rank != 2 || sh->dim[0]->op != X_CONST || sh->dim[1]->op != X_CONST || sh->dim[1]->ival != m->k_extent) {
-        m->lib_nw = 0;
-        break;
-      }
-      m->lib_w[i] = same ? 0 : m->lib_nw;
-      if (!same) {
-        m->lib_rows[m->lib_nw++] = sh->dim[0]->ival;
-        rows += sh->dim[0]->ival;
-      }
-    }
-    if (m->lib_nw > 0) {
-      Expr *products = ex_mul(P, m->m_extent, ex_int(P, rows * 4));
-      kk->scratch = ex_add(P, ex_add(P, planes, ex_int(P, MMA_COUNTERS)), ex_bin(P, X_MAX, ex_int(P, partials), products));
-    }
-  }
+  kk->scratch = scratch_after_planes(P, m, ex_int(P, partials));
   return 1;
 }
 
-void kl_mma_pack_kernel(Lower *L) {
-  KKernel *kk = L->kk;
+/* A kernel of the GEMM's parameters, symbols and temporaries (named with the GEMM in
+ * kernel_from_tile) whose body is `m` in another role, one thread for each of `threads`. */
+static KKernel *companion_kernel(Lower *L, const KMma *m, KMmaRole role, Expr *threads) {
   ExprPool *P = L->pool;
-  const KMma *m = kk->body->body[0]->mma;
-  KMma *pm = ARENA_NEW(L->arena, KMma);
-  *pm = *m;
-  pm->pack = 1;
-  KKernel *pre = ARENA_NEW(L->arena, KKernel);
-  *pre = *kk; /* the same parameters, symbols, temporaries and variable names; named with the GEMM
-                 (kernel_from_tile) */
-  pre->alt = NULL;
-  pre->pre = NULL;
-  pre->body = kl_st_new(L, KS_SEQ);
+  KMma *cm = ARENA_NEW(L->arena, KMma);
+  *cm = *m;
+  cm->role = role;
+  KKernel *c = ARENA_NEW(L->arena, KKernel);
+  *c = *L->kk;
+  c->alt = NULL;
+  c->pre = NULL;
+  c->lib = NULL;
+  c->tensor_cores = 0;
+  c->body = kl_st_new(L, KS_SEQ);
   KStmt *s = kl_st_new(L, KS_MMA);
-  s->mma = pm;
-  kl_st_add(L, pre->body, s);
-  /* one thread per pair of consecutive k values */
-  Expr *pairs = ex_mul(P, m->m_extent, ex_int(P, m->k_extent / 2));
-  pre->grid = ex_bin(P, X_IDIV, ex_add(P, pairs, ex_int(P, 255)), ex_int(P, 256));
-  pre->block = 256;
-  kk->pre = pre;
+  s->mma = cm;
+  kl_st_add(L, c->body, s);
+  c->grid = ex_bin(P, X_IDIV, ex_add(P, threads, ex_int(P, 255)), ex_int(P, 256));
+  c->block = 256;
+  return c;
 }
 
-/* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] matrices: the
- * epilogue kernel runs one thread per output element (row, flat column), reading each sum from the
- * products of its weight at the weight row that column reads. */
+void kl_mma_pack_kernel(Lower *L) {
+  const KMma *m = L->kk->body->body[0]->mma;
+  /* one thread per pair of consecutive k values */
+  L->kk->pre = companion_kernel(L, m, MMA_PACK, ex_mul(L->pool, m->m_extent, ex_int(L->pool, m->k_extent / 2)));
+}
+
+/* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] parameters: one
+ * product block per distinct weight (gate and up are two; RoPE's rotated half reads the same weight
+ * at other rows), and the epilogue kernel, one thread per output element (row, flat column), which
+ * reads each sum at the weight row that column reads. The scratch grows to hold the products. */
 void kl_mma_library(Lower *L) {
   KKernel *kk = L->kk;
   ExprPool *P = L->pool;
   const KMma *m = kk->body->body[0]->mma;
-  if (!L->s.gemm_library || m->lib_nw < 1) return;
+  if (!L->s.gemm_library) return;
   KGemmLib *lib = ARENA_NEW(L->arena, KGemmLib);
-  lib->nw = m->lib_nw;
-  lib->k = m->k_extent;
-  lib->a_parts = m->a_parts;
-  lib->m = m->m_extent;
-  for (int w = 0; w < m->lib_nw; w++) {
-    int b = m->lib_w[1] == w && m->nb > 1 ? 1 : 0;
+  KMma em = *m;
+  int64_t rows = 0;
+  for (int b = 0; b < m->nb; b++) {
+    const Shape *sh = &L->lp->bufs[m->b[b]->ival].shape;
+    if (sh->rank != 2 || sh->dim[0]->op != X_CONST || sh->dim[1]->op != X_CONST || sh->dim[1]->ival != m->k_extent)
+      return;
+    em.prod_rows[b] = sh->dim[0]->ival;
+    if (b == 1 && m->b[1]->ival == m->b[0]->ival) { /* the same weight: its products again */
+      em.prod_at[1] = em.prod_at[0];
+      continue;
+    }
+    int w = lib->nw++;
     lib->w_param[w] = -1;
     for (int i = 0; i < kk->nparams; i++)
       if (kk->params[i].buf == m->b[b]->ival) lib->w_param[w] = i;
-    if (lib->w_param[w] < 0) return; /* not a parameter: no library form */
-    lib->w_rows[w] = m->lib_rows[w];
+    if (lib->w_param[w] < 0) return;
+    lib->w_rows[w] = em.prod_rows[b];
+    em.prod_at[b] = rows;
+    rows += em.prod_rows[b];
   }
-  KMma *em = ARENA_NEW(L->arena, KMma);
-  *em = *m;
-  em->epilogue = 1;
-  KKernel *epi = ARENA_NEW(L->arena, KKernel);
-  *epi = *kk; /* the same parameters, symbols and temporaries; named with the GEMM (kernel_from_tile) */
-  epi->alt = NULL;
-  epi->pre = NULL;
-  epi->lib = NULL;
-  epi->tensor_cores = 0;
-  epi->body = kl_st_new(L, KS_SEQ);
-  KStmt *s = kl_st_new(L, KS_MMA);
-  s->mma = em;
-  kl_st_add(L, epi->body, s);
-  Expr *elements = ex_mul(P, m->m_extent, ex_int(P, m->n_total));
-  epi->grid = ex_bin(P, X_IDIV, ex_add(P, elements, ex_int(P, 255)), ex_int(P, 256));
-  epi->block = 256;
-  lib->epilogue = epi;
+  lib->k = m->k_extent;
+  lib->a_parts = m->a_parts;
+  lib->m = m->m_extent;
+  Expr *products = ex_mul(P, m->m_extent, ex_int(P, rows * 4));
+  kk->scratch = ex_bin(P, X_MAX, kk->scratch, scratch_after_planes(P, m, products));
+  lib->epilogue = companion_kernel(L, &em, MMA_EPILOGUE, ex_mul(P, m->m_extent, ex_int(P, m->n_total)));
   kk->lib = lib;
 }

@@ -29,12 +29,14 @@ static uint64_t deps_of(const LProgram *lp, const Expr *e) {
 }
 
 /* Everything a kernel slot evaluates: its grid, its variant's condition, both kernels' grids, scratch
- * and pre-pass grids, and the symbols it passes by value (none where kernels read the symbol table). */
+ * and pre-pass grids, the library form's rows and epilogue grid, and the symbols it passes by value
+ * (none where kernels read the symbol table). */
 static uint64_t kernel_deps(const LProgram *lp, const KKernel *kk, int by_value) {
   uint64_t m = 0;
   for (const KKernel *k = kk; k; k = k == kk ? kk->alt : NULL) {
     m |= deps_of(lp, k->grid) | deps_of(lp, k->scratch);
     if (k->pre) m |= deps_of(lp, k->pre->grid);
+    if (k->lib) m |= deps_of(lp, k->lib->m) | deps_of(lp, k->lib->epilogue->grid);
     for (int j = 0; by_value && j < k->nsyms; j++)
       for (int i = 0; i < lp->nsymbols; i++)
         if (!strcmp(lp->symbols[i], k->syms[j])) m |= 1ull << i;

@@ -490,8 +490,6 @@ static double cuda_timer_ms(Backend *b, int from, int to) {
   return ms;
 }
 
-/* ---- lifetime ---- */
-
 /* ---- library GEMMs (cuBLASLt) ---- */
 
 #define CUBLASLT_WORKSPACE (32u << 20)
@@ -525,6 +523,8 @@ static int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const voi
   snprintf(c->last_kernel, sizeof c->last_kernel, "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
   return cublaslt_gemm(c->lt, m, n, k, a, w, out, accumulate, d);
 }
+
+/* ---- lifetime ---- */
 
 static void impl_release(CudaImpl *c) {
   if (c->lt) cublaslt_close(c->lt);

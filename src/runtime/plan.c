@@ -53,9 +53,9 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   if (p->io_syms) p->sym_table = p->io_dev;
   const char *arch = backend_cuda_arch(b);
   p->tensor_cores = arch && !strncmp(arch, "sm_", 3) && atoi(arch + 3) >= 80;
-  int any_lib = 0;
-  for (int k = 0; k < kp->nkernels; k++) any_lib |= kp->kernels[k].alt && kp->kernels[k].alt->lib;
-  p->gemm_library = any_lib && p->tensor_cores && b->ops->gemm_available && b->ops->gemm_bf16 && b->ops->gemm_available(b);
+  /* whether cuBLASLt runs is asked when a run first chooses a GEMM with a library form, so plans
+   * that never prefill (and CPU plans) do not load it */
+  p->gemm_library = p->tensor_cores && b->ops->gemm_available && b->ops->gemm_bf16 ? -1 : 0;
   if (!plan_deps_init(p)) {
     diag_error(d, 0, 0, "plan: out of memory");
     plan_free(p);
@@ -150,6 +150,22 @@ static int buf_index(const RunState *s, int id, Diag *d) {
     return -1;
   }
   return s->index_of[id];
+}
+
+/* Replaces the device buffer *buf (*have bytes) by one of at least `need` bytes, twice the old size
+ * if that is more, so that a growing size reallocates rarely; zeroed when `zero`. */
+static int grow(Plan *p, void **buf, size_t *have, size_t need, int zero, Diag *d) {
+  size_t want = need > 2 * *have ? need : 2 * *have;
+  if (*buf) p->b->ops->free(p->b, *buf);
+  *have = 0;
+  if (!(*buf = p->b->ops->alloc(p->b, want, d))) return 0;
+  *have = want;
+  if (!zero) return 1;
+  void *zeros = calloc(1, want);
+  int ok = zeros && p->b->ops->upload(p->b, *buf, zeros, want, d);
+  free(zeros);
+  if (!zeros) diag_error(d, 0, 0, "plan: out of memory");
+  return ok;
 }
 
 /* Must something that depends on the symbols `dep` be evaluated again? `changed` (plan_deps.c) is ~0
@@ -266,13 +282,7 @@ sized:
   }
   for (int i = 0; i < lp->nbufs; i++) {
     if (s->dev[i]) continue;
-    if (!p->ws[i] || p->ws_bytes[i] < s->bytes[i]) {
-      size_t want = s->bytes[i] > 2 * p->ws_bytes[i] ? s->bytes[i] : 2 * p->ws_bytes[i];
-      if (p->ws[i]) p->b->ops->free(p->b, p->ws[i]);
-      p->ws_bytes[i] = 0;
-      if (!(p->ws[i] = p->b->ops->alloc(p->b, want, d))) return 0;
-      p->ws_bytes[i] = want;
-    }
+    if ((!p->ws[i] || p->ws_bytes[i] < s->bytes[i]) && !grow(p, &p->ws[i], &p->ws_bytes[i], s->bytes[i], 0, d)) return 0;
     s->dev[i] = p->ws[i];
   }
   /* which kernel or variant runs, and the scratch they need, before any argument points at it */
@@ -292,21 +302,8 @@ sized:
     if (s->use[k] != &p->kp->kernels[k]) s->any_variant = 1;
     if (s->need[k] > 0 && (size_t)s->need[k] > scratch) scratch = (size_t)s->need[k];
   }
-  if (scratch > p->scratch_bytes) {
-    size_t want = scratch > 2 * p->scratch_bytes ? scratch : 2 * p->scratch_bytes;
-    if (p->scratch) p->b->ops->free(p->b, p->scratch);
-    p->scratch_bytes = 0;
-    if (!(p->scratch = p->b->ops->alloc(p->b, want, d))) return 0;
-    p->scratch_bytes = want;
-    /* kernels find the scratch zero (kernel.h); this runs only when it grows */
-    void *zeros = calloc(1, want);
-    int ok = zeros && p->b->ops->upload(p->b, p->scratch, zeros, want, d);
-    free(zeros);
-    if (!ok) {
-      if (!zeros) diag_error(d, 0, 0, "plan: out of memory");
-      return 0;
-    }
-  }
+  /* kernels find the scratch zero (kernel.h) */
+  if (scratch > p->scratch_bytes && !grow(p, &p->scratch, &p->scratch_bytes, scratch, 1, d)) return 0;
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = s->use[k];
     if (kk->nparams > K_MAX_PARAMS || kk->nsyms > 16) {
@@ -338,6 +335,7 @@ sized:
     if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d))
       return 0;
     s->lib_m[k] = 0;
+    if (kk->lib && p->gemm_library < 0) p->gemm_library = p->b->ops->gemm_available(p->b);
     if (kk->lib && p->gemm_library &&
         (!eval_or_diag(kk->lib->m, env, "the rows of a GEMM", &s->lib_m[k], d) ||
          !eval_or_diag(kk->lib->epilogue->grid, env, "the launch grid", &s->epi_grids[k], d)))
@@ -481,7 +479,7 @@ int plan_input_index(const Plan *p, const char *name) {
   return -1;
 }
 
-int plan_gemm_library(const Plan *p) { return p->gemm_library; }
+int plan_gemm_library(const Plan *p) { return p->gemm_library > 0; }
 
 size_t plan_workspace_bytes(const Plan *p) {
   size_t n = p->arena_bytes + p->scratch_bytes;

@@ -69,7 +69,7 @@ struct Plan {
   void *sym_table;
   int tensor_cores; /* the device runs bf16 mma.sync (CUDA, sm_80 or newer) */
   int gemm_library; /* the backend's library GEMM runs (cuBLASLt): tensor-core GEMMs that have a
-                       library form (KKernel.lib) use it */
+                       library form (KKernel.lib) use it; -1 = not asked yet */
   /* Scratch for kernels that ask for it (KKernel.scratch: the tensor-core GEMM's bf16 copy of A), one
    * buffer for all of them since they run one after another; grown geometrically. */
   void *scratch;

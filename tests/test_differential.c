@@ -214,6 +214,16 @@ static void build_cases(void) {
    * point on CUDA), with a partial block of rows. */
   add_case("prefill_attention_37", "seq=37", 0,
            "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]\nreturn attention(q, k, v, true)");
+  /* On CUDA the three attention kernels become one flash-attention kernel for such prefills: head
+   * dimension 128 with a partial block of rows and a partial tile of keys; without a mask; and heads
+   * flattened into the columns ([seq, heads * 64], as a model's output projection reads them). */
+  add_case("prefill_attention_d128_130", "seq=130", 0,
+           "q: f32[1,4,seq,128]; k: f32[1,2,seq,128]; v: f32[1,2,seq,128]\nreturn attention(q, k, v, true)");
+  add_case("prefill_attention_full_45", "seq=45", 0,
+           "q: f32[1,4,seq,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\nreturn attention(q, k, v, false)");
+  add_case("prefill_attention_flat_70", "seq=70", 0,
+           "q: f32[1,4,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\n"
+           "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, seq, 256])");
   /* Fused chains under all three fusion policies. */
   static const char *policies[] = {"default", "recompute", "nofuse"};
   for (int p = 0; p < 3; p++) {

@@ -12,7 +12,7 @@ static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
   for (int i = 0; i < c->kernel->nkernels; i++) {
     const KKernel *kk = &c->kernel->kernels[i];
     distinct += kk->code_name == NULL;
-    distinct += kk->alt && kk->alt->code_name == NULL; /* a register-blocked variant */
+    distinct += kk->alt && !kk->alt->skip && kk->alt->code_name == NULL; /* a register-blocked variant */
     distinct += kk->alt && kk->alt->pre && kk->alt->pre->code_name == NULL; /* its tensor-core pre-pass */
   }
   /* The code stage has exactly one entry point per distinct kernel or variant. */
@@ -109,14 +109,16 @@ static void identical_layers_share_code(void **s) {
   compilation_free(c);
 }
 
-/* The blocked (prefill) variants of attention's scores and P x V run one thread per point on CUDA
- * cores: short reductions, or loads coalesced along the innermost axis. A linear with f32 weights
- * over a long row (each output column streams its own weight row) keeps a warp per point. */
+/* Where attention stays on CUDA cores (--matmul-precision highest: no flash attention), the blocked
+ * (prefill) variants of its scores and P x V run one thread per point: short reductions, or loads
+ * coalesced along the innermost axis. A linear with f32 weights over a long row (each output column
+ * streams its own weight row) keeps a warp per point. */
 static void attention_prefill_variants_are_serial(void **s) {
   const char *src = "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; x: f32[1,seq,512]; w: f32[96,512]\n"
                     "return attention(q, k, v, true), linear(x, w)";
   Diag d = {0};
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  c->matmul = MM_HIGHEST;
   if (!compile_source(c, src, ST_KERNEL, &d)) fail_msg("%s", d.msg);
   int serial = 0, warp = 0;
   for (int i = 0; i < c->kernel->nkernels; i++) {

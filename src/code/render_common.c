@@ -108,6 +108,18 @@ static void name_stmt_tree(Render *R, const KStmt *s) {
       if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])
         R->var_name[vars[i]] = unique_name(R, vars[i] < R->kk->nvars ? R->kk->var_names[vars[i]] : "v");
   }
+  if (s->kind == KS_FLASH && s->flash) { /* its axis variables are locals of the template */
+    const KFlash *f = s->flash;
+    int vars[2 * LT_MAX_RANK + 3], nv = 0;
+    vars[nv++] = f->m_var;
+    vars[nv++] = f->t_var;
+    vars[nv++] = f->d_var;
+    for (int i = 0; i < f->ngroup; i++) vars[nv++] = f->group_var[i];
+    for (int i = 0; i < f->nvalue; i++) vars[nv++] = f->value_var[i];
+    for (int i = 0; i < nv; i++)
+      if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])
+        R->var_name[vars[i]] = unique_name(R, vars[i] < R->kk->nvars ? R->kk->var_names[vars[i]] : "v");
+  }
   if ((s->kind == KS_FOR || s->kind == KS_PARFOR) && s->var >= 0 && s->var < L_MAX_VARS && !R->var_name[s->var])
     R->var_name[s->var] = unique_name(R, s->var < R->kk->nvars ? R->kk->var_names[s->var] : "i");
   if (s->kind == KS_SMEM) {
@@ -440,6 +452,13 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     }
     rc_put_mma(R, s, level);
     return;
+  case KS_FLASH:
+    if (!R->cuda) {
+      refuse(R, "flash attention on tensor cores");
+      return;
+    }
+    rc_put_flash(R, s, level);
+    return;
   }
   rc_fail(R, "unknown statement kind %d", (int)s->kind);
 }
@@ -461,7 +480,7 @@ int code_dedupe(KProgram *kp, Diag *d) {
   if (!all || !seen) abort();
   for (int i = 0; i < kp->nkernels; i++) all[n++] = &kp->kernels[i];
   for (int i = 0; i < kp->nkernels; i++)
-    if (kp->kernels[i].alt) {
+    if (kp->kernels[i].alt && !kp->kernels[i].alt->skip) {
       all[n++] = kp->kernels[i].alt;
       if (kp->kernels[i].alt->pre) all[n++] = kp->kernels[i].alt->pre;
       if (kp->kernels[i].alt->lib) all[n++] = kp->kernels[i].alt->lib->epilogue;

@@ -69,4 +69,6 @@ void rc_cse_end(Render *R);
 const char *rc_unique_name(Render *R, const char *base);
 /* CUDA: a KS_MMA statement (render_mma.c). */
 void rc_put_mma(Render *R, const KStmt *s, int level);
+/* CUDA: a KS_FLASH statement (render_flash.c). */
+void rc_put_flash(Render *R, const KStmt *s, int level);
 #endif

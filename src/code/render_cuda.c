@@ -86,6 +86,23 @@ static const char cuda_preamble[] =
     "#else\n"
     "  __trap();\n"
     "#endif\n"
+    "}\n"
+    "static __device__ __forceinline__ void lt_ldsm_x4_trans(unsigned int *r, unsigned int addr) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
+    "#else\n"
+    "  __trap();\n"
+    "#endif\n"
+    "}\n"
+    "/* two f32 values as a bf16 pair (the first in the low half), rounded, or split into hi + lo pairs */\n"
+    "static __device__ __forceinline__ unsigned int lt_pack_bf16x2(float a, float b) {\n"
+    "  return (unsigned int)lt_f32_to_bf16(a) | ((unsigned int)lt_f32_to_bf16(b) << 16);\n"
+    "}\n"
+    "static __device__ __forceinline__ void lt_split_bf16x2(float a, float b, unsigned int *hi, unsigned int *lo) {\n"
+    "  const unsigned short ha = lt_f32_to_bf16(a), hb = lt_f32_to_bf16(b);\n"
+    "  *hi = (unsigned int)ha | ((unsigned int)hb << 16);\n"
+    "  *lo = lt_pack_bf16x2(a - lt_bf16_to_f32(ha), b - lt_bf16_to_f32(hb));\n"
     "}\n";
 
 void rc_cuda_kernel(Render *R, const KKernel *kk) {
@@ -131,7 +148,7 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];
     if (!kk->code_name) rc_cuda_kernel(&R, kk);
-    if (kk->alt && !kk->alt->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt);
+    if (kk->alt && !kk->alt->code_name && !kk->alt->skip && !R.failed) rc_cuda_kernel(&R, kk->alt);
     if (kk->alt && kk->alt->pre && !kk->alt->pre->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt->pre);
     if (kk->alt && kk->alt->lib && !kk->alt->lib->epilogue->code_name && !R.failed)
       rc_cuda_kernel(&R, kk->alt->lib->epilogue);

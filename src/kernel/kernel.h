@@ -27,6 +27,7 @@ typedef enum KStmtKind {
                      of global buffer `buf` from idx...; the flat index is a multiple of `count`, so CUDA
                      reads them with vector loads (16 bytes at most each) */
   KS_MMA,         /* CUDA only: a whole tensor-core GEMM kernel body, described by `mma` */
+  KS_FLASH,       /* CUDA only: a whole flash-attention kernel body on tensor cores, described by `flash` */
 } KStmtKind;
 
 /* A kernel that is a sum over k of A[m][k] * B_i[n][k] for one or two weights B_i (bf16) and an
@@ -66,6 +67,35 @@ typedef struct KMma {
   KMmaRole role;
 } KMma;
 
+/* Attention as one kernel (kernel/lower_flash.c, code/render_flash.c): for each query row m and
+ * column group g (a head), out[m, g, c] = sum_t softmax_t(score(q . k_t)) * v[t, c], with the scores
+ * and their softmax never stored. It replaces three loop-stage kernels (scores, softmax, P x V); the
+ * first two get a `skip` variant under the same condition. Expressions use the kernel's variables:
+ * q of (m, group, d), k of (group, t, d), score of (s_tmp, m, group, t), v of (group, t, value), the
+ * store of (m, group, value, o_tmp). f32 operands go to bf16 tensor cores as `parts` bf16 parts
+ * (1: rounded; 2: hi + lo, three MMAs per product: hi*hi + hi*lo + lo*hi). */
+typedef struct KFlash {
+  int m_var;
+  Expr *m_extent;      /* query rows (run-time) */
+  int t_var;
+  Expr *t_extent;      /* keys (run-time) */
+  int d_var;
+  int64_t d_extent;    /* the dot product's length: a multiple of 16, at most 128 */
+  int ngroup, nvalue;  /* group axes (one block's columns share q and k) and value axes, last fastest */
+  int group_var[LT_MAX_RANK], value_var[LT_MAX_RANK];
+  int64_t group_ext[LT_MAX_RANK], value_ext[LT_MAX_RANK];
+  int64_t groups, width; /* products of the extents; width a multiple of 16, at most 128 */
+  Expr *q, *k, *v;     /* f32 */
+  int s_tmp;           /* the dot product, in `score` */
+  Expr *score;         /* f32; -inf masks the key out */
+  Expr *t_last;        /* NULL, or the last key row m can see: score is -inf for every t > t_last, which
+                          is m plus terms of neither m nor t (a causal mask), so blocks stop early */
+  int o_tmp;           /* the attention's output, in `store` */
+  struct KStmt *store;
+  int parts;
+  int scores_kernel, softmax_kernel; /* the loop-stage kernels (A and B) whose work this kernel does */
+} KFlash;
+
 #define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */
 
 typedef struct KStmt KStmt;
@@ -84,6 +114,7 @@ struct KStmt {
   ReduceOp rop;         /* KS_WARP_REDUCE */
   int count;            /* KS_SMEM, KS_VLOAD */
   KMma *mma;            /* KS_MMA */
+  KFlash *flash;        /* KS_FLASH */
   KStmt **body;         /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
   int nbody;
 };
@@ -127,7 +158,11 @@ struct KKernel {
    * for a prefill. Kept apart so the decode kernel is not compiled for the variant's registers. */
   KKernel *alt;
   Expr *alt_when;
-  int tensor_cores; /* the body is a KS_MMA (bf16 mma.sync needs sm_80 or newer) */
+  int tensor_cores; /* the body is a KS_MMA or KS_FLASH (bf16 mma.sync needs sm_80 or newer) */
+  /* A variant that launches nothing: a later kernel's variant (`by`, a flash attention) computes what
+   * this kernel would, under the same condition. */
+  int skip;
+  const char *by;
   /* Device scratch the kernel needs (bytes, an Expr over symbols; NULL = none): the plan passes it as
    * one more argument, after the symbol table. `pre` is a kernel of the same parameters (and scratch)
    * that the plan launches right before this one, with its own grid: the tensor-core GEMM's pass that

@@ -31,6 +31,45 @@ static const char *pn_tmp(void *ctx, int t) {
 
 static const char *rop_name(ReduceOp op) { return op == RED_MAX ? "max" : op == RED_MIN ? "min" : "sum"; }
 
+static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level);
+
+static void print_axes(StrBuf *b, PrintNames *n, const int *vars, const int64_t *ext, int count) {
+  for (int i = 0; i < count; i++) sb_printf(b, "%s%s < %lld", i ? ", " : "", pn_var(n, vars[i]), (long long)ext[i]);
+}
+
+static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int child) {
+  PrintNames *n = nm->ctx;
+  sb_printf(b, "flash attention, bf16 tensor cores (x%d): rows %s < ", f->parts, pn_var(n, f->m_var));
+  ex_print(b, f->m_extent, nm);
+  sb_puts(b, ", groups ");
+  print_axes(b, n, f->group_var, f->group_ext, f->ngroup);
+  sb_puts(b, ", values ");
+  print_axes(b, n, f->value_var, f->value_ext, f->nvalue);
+  sb_printf(b, ", keys %s < ", pn_var(n, f->t_var));
+  ex_print(b, f->t_extent, nm);
+  if (f->t_last) {
+    sb_printf(b, " (up to %s = ", pn_var(n, f->t_var));
+    ex_print(b, f->t_last, nm);
+    sb_puts(b, ")");
+  }
+  sb_putc(b, '\n');
+  sb_indent(b, child);
+  sb_printf(b, "%s = sum over %s < %lld of ", pn_tmp(n, f->s_tmp), pn_var(n, f->d_var), (long long)f->d_extent);
+  ex_print(b, f->q, nm);
+  sb_puts(b, " * ");
+  ex_print(b, f->k, nm);
+  sb_putc(b, '\n');
+  sb_indent(b, child);
+  sb_puts(b, "score = ");
+  ex_print(b, f->score, nm);
+  sb_putc(b, '\n');
+  sb_indent(b, child);
+  sb_printf(b, "%s = sum over %s of softmax(score) * ", pn_tmp(n, f->o_tmp), pn_var(n, f->t_var));
+  ex_print(b, f->v, nm);
+  sb_puts(b, ", then per element:\n");
+  print_stmt(b, f->store, nm, child);
+}
+
 static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level) {
   PrintNames *n = nm->ctx;
   int child = level + 1;
@@ -96,6 +135,9 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     }
     sb_puts(b, "]\n");
     break;
+  case KS_FLASH:
+    if (s->flash) print_flash(b, s->flash, nm, child);
+    return;
   case KS_MMA:
     if (s->mma && s->mma->role == MMA_EPILOGUE) {
       const KMma *m = s->mma;
@@ -178,6 +220,10 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
       sb_puts(b, "\nvariant, launched instead when ");
       ex_print(b, kp->kernels[i].alt_when, NULL);
       sb_puts(b, ":\n");
+      if (alt->skip) {
+        sb_printf(b, "nothing: %s computes it\n", alt->by);
+        continue;
+      }
       if (alt->pre) {
         sb_puts(b, "after its pre-pass:\n");
         print_kernel(b, kp, alt->pre);

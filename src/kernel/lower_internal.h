@@ -60,6 +60,9 @@ int kl_mma_body(Lower *L);
 void kl_mma_pack_kernel(Lower *L);
 /* The library form of the GEMM (KKernel.lib) where Schedule.gemm_library asks and the weights allow. */
 void kl_mma_library(Lower *L);
+/* The kernel (P x V) as one flash attention with the scores and softmax kernels before it (KS_FLASH) if
+ * the three have that shape (1), else 0 (nothing reported). */
+int kl_flash_body(Lower *L);
 /* Makes row t current (its row variable value and accumulators) / keeps its accumulators. */
 void kl_select_row(Lower *L, int t);
 void kl_save_row(Lower *L, int t);

@@ -198,6 +198,17 @@ static void collect_expr(Collect *c, const Expr *e) {
 
 static void collect_stmt(Collect *c, const KStmt *s) {
   if (s->kind == KS_VLOAD) add_param(c, s->buf, 0);
+  if (s->kind == KS_FLASH) {
+    const KFlash *f = s->flash;
+    collect_expr(c, f->q);
+    collect_expr(c, f->k);
+    collect_expr(c, f->v);
+    collect_expr(c, f->score);
+    collect_expr(c, f->t_last);
+    collect_expr(c, f->m_extent);
+    collect_expr(c, f->t_extent);
+    collect_stmt(c, f->store);
+  }
   if (s->kind == KS_MMA) {
     collect_expr(c, s->mma->a);
     for (int i = 0; i < s->mma->nb; i++) collect_expr(c, s->mma->b[i]);
@@ -268,6 +279,8 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   for (int i = 0; i < k->nvars; i++) kk->var_names[i] = k->var_names[i] ? k->var_names[i] : arena_printf(lp->arena, "x%d", i);
   if (L.s.mma) {
     if (!kl_mma_body(&L)) return -1; /* not a shape the tensor-core lowering takes */
+  } else if (L.s.flash) {
+    if (!kl_flash_body(&L)) return -1; /* not an attention */
   } else {
     lower_body(&L);
   }
@@ -278,6 +291,26 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
     kl_mma_pack_kernel(&L);
   }
   return !L.failed;
+}
+
+/* The scores and softmax kernels that flash attention `f` (kk's variant) replaces get variants that
+ * launch nothing, under kk's condition. */
+static void skip_replaced(KProgram *kp, const KKernel *kk, const KFlash *f) {
+  const LProgram *lp = kp->loop;
+  int which[2] = {f->scores_kernel, f->softmax_kernel};
+  for (int i = 0; i < 2; i++) {
+    KKernel *r = &kp->kernels[which[i]];
+    KKernel *skip = ARENA_NEW(lp->arena, KKernel);
+    skip->name = arena_printf(lp->arena, "%s_skip", r->name);
+    skip->skip = 1;
+    skip->by = kk->alt->name;
+    skip->tensor_cores = 1; /* chosen exactly when the flash kernel is */
+    skip->grid = ex_int(lp->pool, 0);
+    skip->block = 32;
+    skip->sched = r->sched;
+    r->alt = skip;
+    r->alt_when = kk->alt_when;
+  }
 }
 
 KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
@@ -297,6 +330,7 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
       one.rows = 1;
       one.row_axis = -1;
       one.mma = 0;
+      one.flash = 0;
       kk->alt = ARENA_NEW(lp->arena, KKernel);
       if (lower_kernel(tp, k, one, kk, d) != 1) return NULL;
       int r = -1;
@@ -309,9 +343,18 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
           if (kk->alt->lib) kk->alt->lib->epilogue->name = arena_printf(lp->arena, "%s_mma_epilogue", k->name);
         }
       }
+      if (r < 0 && s.flash) { /* the whole attention as one kernel, where this is its P x V */
+        Schedule fl = s;
+        fl.mma = 0;
+        *kk->alt = (KKernel){0};
+        r = lower_kernel(tp, k, fl, kk->alt, d);
+        if (r == 0) return NULL;
+        if (r == 1) kk->alt->name = arena_printf(lp->arena, "%s_flash", k->name);
+      }
       if (r < 0) {
         Schedule cores = s;
         cores.mma = 0;
+        cores.flash = 0;
         if (s.rows_serial) { /* one thread per blocked point (tile stage's choice) */
           cores.red = RS_SERIAL;
           cores.block_threads = 128;
@@ -321,6 +364,8 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
         kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);
       }
       kk->alt_when = ex_bin(lp->pool, X_LE, ex_int(lp->pool, s.rows), k->par[s.row_axis].extent);
+      if (kk->alt->body && kk->alt->body->nbody == 1 && kk->alt->body->body[0]->kind == KS_FLASH)
+        skip_replaced(kp, kk, kk->alt->body->body[0]->flash);
     } else {
       s.mma = 0;
       if (lower_kernel(tp, k, s, kk, d) != 1) return NULL;

@@ -92,6 +92,19 @@ static int launch_library_gemm(Plan *p, RunState *s, int k, Diag *d) {
                    &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], e->block, d);
 }
 
+/* Kernel slot k: the chosen kernel's pre-pass, then the kernel or its library form. */
+static int launch_slot(Plan *p, RunState *s, int k, Diag *d) {
+  const KKernel *kk = s->use[k];
+  const BackendOps *o = p->b->ops;
+  if (kk->pre && !o->launch(p->b, p->m, kk->pre->code_name ? kk->pre->code_name : kk->pre->name,
+                            &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
+                            s->pre_grids[k], kk->pre->block, d))
+    return 0;
+  if (s->lib_m[k] > 0) return launch_library_gemm(p, s, k, d);
+  return o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+                   &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d);
+}
+
 int plan_launch_all(Plan *p, RunState *s, Diag *d) {
   p->runs++;
   if (graph_applicable(p, s)) {
@@ -112,16 +125,7 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
   for (int k = 0; k < p->kp->nkernels; k++) {
     const KKernel *kk = s->use[k];
     double t0 = p->kernel_ms ? now_ms() : 0;
-    if (kk->pre && !o->launch(p->b, p->m, kk->pre->code_name ? kk->pre->code_name : kk->pre->name,
-                              &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
-                              s->pre_grids[k], kk->pre->block, d))
-      return 0;
-    if (s->lib_m[k] > 0) {
-      if (!launch_library_gemm(p, s, k, d)) return 0;
-    } else if (!o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE],
-                          s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d)) {
-      return 0;
-    }
+    if (!kk->skip && !launch_slot(p, s, k, d)) return 0; /* skip: a later kernel's variant does its work */
     if (timed && !o->timer_mark(p->b, k + 1, d)) return 0;
     if (p->kernel_ms && !timed) {
       if (!o->sync(p->b, d)) return 0;

@@ -13,13 +13,16 @@ static int compute_lifetimes(Plan *p) {
   p->offset = calloc(nb, sizeof(size_t));
   if (!p->first_use || !p->last_use || !p->cap || !p->offset) return 0;
   for (int i = 0; i < lp->nbufs; i++) p->first_use[i] = p->last_use[i] = -1;
+  /* a kernel slot uses the buffers of its kernel and of its variant (a flash attention reads, in P x V's
+   * slot, the queries and keys that the scores kernel reads earlier) */
   for (int k = 0; k < p->kp->nkernels; k++)
-    for (int a = 0; a < p->kp->kernels[k].nparams; a++) {
-      int b = p->kp->kernels[k].params[a].buf;
-      if (b < 0 || b >= lp->nbufs) continue;
-      if (p->first_use[b] < 0) p->first_use[b] = k;
-      p->last_use[b] = k;
-    }
+    for (const KKernel *kk = &p->kp->kernels[k]; kk; kk = kk == &p->kp->kernels[k] ? kk->alt : NULL)
+      for (int a = 0; a < kk->nparams; a++) {
+        int b = kk->params[a].buf;
+        if (b < 0 || b >= lp->nbufs) continue;
+        if (p->first_use[b] < 0 || p->first_use[b] > k) p->first_use[b] = k;
+        if (p->last_use[b] < k) p->last_use[b] = k;
+      }
   return 1;
 }
 

@@ -118,6 +118,7 @@ static void choose_rows(const LKernel *k, Target t, Schedule *s) {
   s->rows = 1;
   s->row_axis = -1;
   s->mma = 0;
+  s->flash = 0;
   s->gemm_fill = 0;
   s->gemm_library = 0;
   for (int i = 0; i < k->npar; i++)
@@ -125,6 +126,8 @@ static void choose_rows(const LKernel *k, Target t, Schedule *s) {
       s->rows = t == TARGET_CUDA ? 8 : 4;
       s->row_axis = i;
       s->mma = t == TARGET_CUDA ? 2 : 0; /* tensor cores where the kernel's shape allows */
+      /* a sum over a run-time length (the keys of P x V) may be the end of an attention */
+      s->flash = work_per_point(k) < 0 ? s->mma : 0;
       /* two resident GEMM blocks (256 threads, ~128 registers, 48 KB shared) on each of 132 SMs */
       s->gemm_fill = t == TARGET_CUDA ? 2 * 132 : 0;
       s->gemm_library = t == TARGET_CUDA;
@@ -216,6 +219,7 @@ TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fus
     tp->kernels[i].s = schedule_default(p, &p->kernels[i], t);
     Schedule *s = &tp->kernels[i].s;
     if (s->mma) s->mma = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
+    if (s->flash) s->flash = s->mma;
     if (!schedule_check(&tp->kernels[i].s, t, d)) return NULL;
   }
   return tp;

@@ -33,6 +33,10 @@ typedef struct Schedule {
   /* CUDA: run the blocked variant on tensor cores where its shape allows (kernel/lower_mma.c), with f32
    * operands as this many bf16 parts (1 or 2; 0 = off) */
   int mma;
+  /* CUDA: where the kernel is P x V after a softmax of scores (attention; kernel/lower_flash.c checks),
+   * its blocked variant computes the scores, the softmax and P x V as one flash-attention kernel on
+   * tensor cores, with f32 operands as this many bf16 parts (1 or 2; 0 = off) */
+  int flash;
   /* CUDA tensor-core GEMMs whose output tiles are fewer than half this many split their k range over
    * more blocks, up to about this many in all (the blocks the device runs at once), and the last
    * block of each tile adds the parts; 0 = never split */

@@ -76,6 +76,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->mma) sb_printf(b, " mma=bf16x%d", s->mma);
     if (s->mma && s->gemm_fill) sb_printf(b, " split-k-fill=%d", s->gemm_fill);
     if (s->mma && s->gemm_library) sb_puts(b, " or-cublaslt");
+    if (s->flash) sb_printf(b, " flash-attention=bf16x%d", s->flash);
     if (s->rows_serial) sb_puts(b, " rows-serial");
     sb_putc(b, '\n');
   }

@@ -1,0 +1,175 @@
+/* Flash attention (kernel/lower_flash.c, code/render_flash.c): which programs' attention becomes one
+ * CUDA kernel, what that kernel holds, the variants that launch nothing in place of the scores and
+ * softmax kernels, the precision knob, and that the CUDA C compiles under NVRTC. Running it against
+ * the float64 reference is the differential suite's job on the GPU (make test-gpu). */
+#include <stdio.h>
+#include <stdlib.h>
+#include "testutil.h"
+#include "backend/nvrtc.h"
+#include "driver/pipeline.h"
+
+#define CAUSAL_GQA "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]\nreturn attention(q, k, v, true)"
+
+static Compilation *compiled(const char *src, Target t, MatmulPrecision mm) {
+  Diag d = {0};
+  Compilation *c = compilation_new(t, NULL);
+  c->matmul = mm;
+  if (!compile_source(c, src, ST_CODE, &d)) fail_msg("compile failed: %s\n%s", d.msg, src);
+  return c;
+}
+
+static char *printed(const Compilation *c, Stage s) {
+  StrBuf b = {0};
+  print_stage(&b, c, s);
+  char *r = strdup(sb_str(&b));
+  sb_free(&b);
+  return r;
+}
+
+/* The flash statement of kernel i's variant, or NULL. */
+static const KFlash *flash_of(const Compilation *c, int i) {
+  const KKernel *alt = c->kernel->kernels[i].alt;
+  if (!alt || !alt->body || alt->body->nbody != 1 || alt->body->body[0]->kind != KS_FLASH) return NULL;
+  return alt->body->body[0]->flash;
+}
+
+static void causal_gqa_is_one_kernel(void **state) {
+  (void)state;
+  Compilation *c = compiled(CAUSAL_GQA, TARGET_CUDA, MM_HIGH);
+  assert_int_equal(c->kernel->nkernels, 3);
+  const KFlash *f = flash_of(c, 2);
+  assert_non_null(f);
+  const KKernel *fk = c->kernel->kernels[2].alt;
+  assert_string_equal(fk->name, "attention_2_flash");
+  assert_true(fk->tensor_cores);
+  assert_int_equal(fk->block, 128);
+  assert_int_equal(f->parts, 2);
+  assert_int_equal(f->d_extent, 16);
+  assert_int_equal(f->groups, 4);
+  assert_int_equal(f->width, 16);
+  assert_int_equal(f->scores_kernel, 0);
+  assert_int_equal(f->softmax_kernel, 1);
+  assert_non_null(f->t_last); /* causal: blocks stop at their last row's key */
+  /* it reads q, k and v, not the scores or probabilities */
+  assert_int_equal(fk->nparams, 4);
+  for (int i = 1; i < 4; i++) assert_int_equal(c->loop->bufs[fk->params[i].buf].kind, BUF_INPUT);
+  /* one block per 64 rows of a head */
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 130);
+  int64_t grid = 0;
+  assert_true(ex_eval_int(fk->grid, &env, &grid));
+  assert_int_equal(grid, 3 * 4);
+  /* the scores and softmax kernels launch nothing under the same condition */
+  for (int i = 0; i < 2; i++) {
+    const KKernel *k = &c->kernel->kernels[i];
+    assert_non_null(k->alt);
+    assert_true(k->alt->skip);
+    assert_true(k->alt->tensor_cores);
+    assert_string_equal(k->alt->by, "attention_2_flash");
+    assert_ptr_equal(k->alt_when, c->kernel->kernels[2].alt_when);
+  }
+  char *kern = printed(c, ST_KERNEL), *tile = printed(c, ST_TILE);
+  assert_contains(kern, "nothing: attention_2_flash computes it");
+  assert_contains(kern, "flash attention, bf16 tensor cores (x2): rows i2 < seq, groups i1 < 4, values i3 < 16, keys r0 < seq (up to r0 = i2)");
+  assert_contains(kern, "s = sum over d5 < 16 of q[0, i1, i2, d5] * k[0, i1 // 2, r0, d5]");
+  assert_contains(kern, "score = i2 < r0 ? -inf : s*0.25");
+  assert_contains(kern, "out0[0, i1, i2, i3] = o");
+  assert_contains(tile, "flash-attention=bf16x2");
+  const char *code = sb_str(&c->code);
+  assert_contains(code, "attention_2_flash(");
+  assert_contains(code, "lt_ldsm_x4_trans(");
+  assert_null(strstr(code, "_skip")); /* nothing to compile for the skipping variants */
+  if (nvrtc_available()) {
+    Diag d = {0};
+    void *cubin = NULL;
+    size_t size = 0;
+    if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
+    assert_true(size > 0);
+    free(cubin);
+  }
+  free(kern);
+  free(tile);
+  compilation_free(c);
+}
+
+static void precision_picks_parts(void **state) {
+  (void)state;
+  Compilation *c = compiled(CAUSAL_GQA, TARGET_CUDA, MM_MEDIUM);
+  assert_non_null(flash_of(c, 2));
+  assert_int_equal(flash_of(c, 2)->parts, 1);
+  char *tile = printed(c, ST_TILE);
+  assert_contains(tile, "flash-attention=bf16x1");
+  free(tile);
+  compilation_free(c);
+  /* highest: f32 on CUDA cores, the three kernels' blocked variants */
+  c = compiled(CAUSAL_GQA, TARGET_CUDA, MM_HIGHEST);
+  assert_null(flash_of(c, 2));
+  assert_string_equal(c->kernel->kernels[2].alt->name, "attention_2_rows8");
+  assert_false(c->kernel->kernels[0].alt->skip);
+  compilation_free(c);
+  /* the CPU has no such kernel */
+  c = compiled(CAUSAL_GQA, TARGET_CPU, MM_HIGH);
+  for (int i = 0; i < c->kernel->nkernels; i++) assert_null(flash_of(c, i));
+  compilation_free(c);
+}
+
+static void unmasked_and_flattened_heads(void **state) {
+  (void)state;
+  Compilation *c = compiled("q: f32[1,4,seq,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\nreturn attention(q, k, v, false)",
+                            TARGET_CUDA, MM_HIGH);
+  const KFlash *f = flash_of(c, 2);
+  assert_non_null(f);
+  assert_null(f->t_last); /* no mask: every block walks every key */
+  assert_int_equal(f->width, 32);
+  compilation_free(c);
+  /* [seq, heads * 64]: the column axis splits into a head (group) and its element (value) */
+  c = compiled("q: f32[1,4,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\n"
+               "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, seq, 256])",
+               TARGET_CUDA, MM_HIGH);
+  int last = c->kernel->nkernels - 1;
+  f = flash_of(c, last);
+  assert_non_null(f);
+  assert_int_equal(f->ngroup, 1);
+  assert_int_equal(f->nvalue, 1);
+  assert_int_equal(f->groups, 4);
+  assert_int_equal(f->width, 64);
+  char *kern = printed(c, ST_KERNEL);
+  assert_contains(kern, "out0[0, i1, g5*64 + c6] = o");
+  assert_contains(kern, "k[0, g5 // 2, r0, d4]");
+  free(kern);
+  compilation_free(c);
+}
+
+/* Attention written out by hand is the same pattern; once the probabilities are also an output, or
+ * the head dimension is beyond the kernel's registers, the three kernels stay. */
+static void written_out_attention_and_refusals(void **state) {
+  (void)state;
+  const char *by_hand = "q: f32[1,4,seq,32]; k: f32[1,4,seq,32]; v: f32[1,4,seq,32]\n"
+                        "p = softmax(matmul(q, permute(k, [0, 1, 3, 2])) * 0.2, -1)\n"
+                        "return matmul(p, v)";
+  Compilation *c = compiled(by_hand, TARGET_CUDA, MM_HIGH);
+  assert_non_null(flash_of(c, 2));
+  compilation_free(c);
+  char src[512];
+  snprintf(src, sizeof src, "%s, p", by_hand);
+  c = compiled(src, TARGET_CUDA, MM_HIGH);
+  for (int i = 0; i < c->kernel->nkernels; i++) {
+    assert_null(flash_of(c, i));
+    if (c->kernel->kernels[i].alt) assert_false(c->kernel->kernels[i].alt->skip);
+  }
+  compilation_free(c);
+  c = compiled("q: f32[1,2,seq,256]; k: f32[1,2,seq,256]; v: f32[1,2,seq,256]\nreturn attention(q, k, v, true)",
+               TARGET_CUDA, MM_HIGH);
+  for (int i = 0; i < c->kernel->nkernels; i++) assert_null(flash_of(c, i));
+  compilation_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(causal_gqa_is_one_kernel),
+      cmocka_unit_test(precision_picks_parts),
+      cmocka_unit_test(unmasked_and_flattened_heads),
+      cmocka_unit_test(written_out_attention_and_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -183,6 +183,17 @@ int cmd_bench(int argc, char **argv) {
   for (int i = 0; i < a.gen_len; i++)
     if (!model_step_greedy(m, &next, 1, a.prompt_len + i, &next, &d)) goto fail;
   double decode_ms = now_ms() - t0, tok_s = a.gen_len * 1e3 / decode_ms;
+  /* the same steps with lathe generate's default sampler (on the device on CUDA); one untimed step
+   * first, which prepares the sampler */
+  Sampler smp;
+  SamplerOptions so = sampler_defaults();
+  sampler_init(&smp, &so);
+  int ok = model_step_sample(m, ids, a.prompt_len, 0, &smp, &next, &d);
+  double t1 = now_ms();
+  for (int i = 0; ok && i < a.gen_len; i++) ok = model_step_sample(m, &next, 1, a.prompt_len + i, &smp, &next, &d);
+  double sampled_tok_s = a.gen_len * 1e3 / (now_ms() - t1);
+  sampler_free(&smp);
+  if (!ok) goto fail;
   size_t wb, kb, ws;
   model_memory(m, &wb, &kb, &ws);
   double floor_tok_s = a.bandwidth_gbs * 1e9 / (double)wb;
@@ -196,6 +207,7 @@ int cmd_bench(int argc, char **argv) {
                           "bandwidth_gbs", a.bandwidth_gbs, "weight_bytes", (json_int_t)wb, "kv_cache_bytes",
                           (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
+    json_object_set_new(o, "sampled_decode_tok_s", json_real(sampled_tok_s));
     if (t == TARGET_CUDA) {
       json_object_set_new(o, "matmul_precision", json_string(matmul_precision_name(lo.matmul)));
       json_object_set_new(o, "prefill_gemm", json_string(plan_gemm_library(m->plan) ? "cublaslt" : "generated"));
@@ -215,6 +227,8 @@ int cmd_bench(int argc, char **argv) {
     putchar('\n');
     printf("  decode after %d: %d tokens, %.1f tok/s (%.3f ms/token)\n", a.prompt_len, a.gen_len, tok_s,
            decode_ms / a.gen_len);
+    printf("  decode sampled (temperature %.1f, top-k %d, top-p %.1f, %s): %.1f tok/s\n", so.temperature, so.top_k,
+           so.top_p, t == TARGET_CUDA ? "on the device" : "on the host", sampled_tok_s);
     if (t == TARGET_CPU && !a.bandwidth_given) /* the default is the H200's; a CPU's is unknown here */
       printf("  floor: pass --bandwidth GB/s (this machine's memory bandwidth) to compare with it\n");
     else

@@ -23,7 +23,7 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
   a->target = "auto"; /* cuda when a GPU is present, else cpu */
   a->gen.max_tokens = 128;
   a->gen.prefill_chunk = 128;
-  a->gen.sampling = (SamplerOptions){.temperature = 0.7, .top_k = 40, .top_p = 0.9, .seed = 0};
+  a->gen.sampling = sampler_defaults();
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i];
     int has = i + 1 < argc;

@@ -38,25 +38,30 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
   int past = cached ? *cached : 0;
   if (past >= nprompt) past = nprompt - 1;
   int chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 256;
-  /* Greedy decoding takes the argmax computed on the device and never copies the logits back. */
-  int greedy = o->sampling.greedy || o->sampling.temperature <= 0;
+  /* The next token comes from the device (its argmax, or its sampler on CUDA); only a host sampler
+   * needs the logits copied back. The prompt's chunks before the last need no token at all. */
+  Sampler s;
+  sampler_init(&s, &o->sampling);
   int32_t next = -1;
   double t0 = now_ms();
   while (past < nprompt) {
     int n = nprompt - past < chunk ? nprompt - past : chunk;
-    if (!(greedy ? model_step_greedy(m, prompt + past, n, past, &next, d) : model_step(m, prompt + past, n, past, d))) return 0;
+    int ok = past + n < nprompt ? model_step_greedy(m, prompt + past, n, past, &next, d)
+                                : model_step_sample(m, prompt + past, n, past, &s, &next, d);
+    if (!ok) {
+      sampler_free(&s);
+      return 0;
+    }
     past += n;
   }
   st->prefill_ms = now_ms() - t0;
-  Sampler s;
-  sampler_init(&s, &o->sampling);
   DecodeState ds = {0};
   StrBuf text = {0}, piece = {0};
   int cap = *nout, ok = 1;
   st->stop_reason = "length";
   double t1 = now_ms();
   for (int i = 0; i < o->max_tokens; i++) {
-    int32_t id = greedy ? next : sampler_next(&s, m->logits, m->cfg.vocab);
+    int32_t id = next;
     if (!o->ignore_eos && is_eos(m, id)) {
       st->stop_reason = "eos";
       break;
@@ -82,7 +87,7 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
       st->stop_reason = "context";
       break;
     }
-    if (!(greedy ? model_step_greedy(m, &id, 1, past, &next, d) : model_step(m, &id, 1, past, d))) {
+    if (!model_step_sample(m, &id, 1, past, &s, &next, d)) {
       ok = 0;
       break;
     }

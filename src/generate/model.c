@@ -179,10 +179,12 @@ void model_free(Model *m) {
   tokenizer_free(m->tok);
   weights_close(m->weights);
   free(m->logits);
+  device_sampler_free(m->sampler);
   free(m);
 }
 
-static int step(Model *m, const int32_t *ids, int n, int past, int32_t *next, Diag *d) {
+/* Runs n tokens; copies back the logits (into logits, when not NULL) and the greedy token (next). */
+static int step(Model *m, const int32_t *ids, int n, int past, float *logits, int32_t *next, Diag *d) {
   if (n <= 0 || past < 0 || past + n > m->max_ctx) {
     diag_error(d, 0, 0, "context full: %d cached + %d new tokens exceed the context of %d", past, n, m->max_ctx);
     return 0;
@@ -202,7 +204,7 @@ static int step(Model *m, const int32_t *ids, int n, int past, int32_t *next, Di
   inputs[m->in_ids] = (void *)ids;
   if (m->in_pos >= 0) inputs[m->in_pos] = pos;
   int64_t next64 = -1;
-  void *outputs[2] = {next ? NULL : m->logits, next ? &next64 : NULL};
+  void *outputs[2] = {logits, next ? &next64 : NULL};
   int ok = plan_run(m->plan, &env, inputs, outputs, d);
   free(pos);
   if (ok && next) {
@@ -215,8 +217,21 @@ static int step(Model *m, const int32_t *ids, int n, int past, int32_t *next, Di
   return ok;
 }
 
-int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) { return step(m, ids, n, past, NULL, d); }
+int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) { return step(m, ids, n, past, m->logits, NULL, d); }
 
 int model_step_greedy(Model *m, const int32_t *ids, int n, int past, int32_t *next, Diag *d) {
-  return step(m, ids, n, past, next, d);
+  return step(m, ids, n, past, NULL, next, d);
+}
+
+int model_step_sample(Model *m, const int32_t *ids, int n, int past, Sampler *s, int32_t *next, Diag *d) {
+  if (sampler_is_greedy(&s->o)) return model_step_greedy(m, ids, n, past, next, d);
+  float u = sampler_draw(s);
+  if (!backend_cuda_arch(m->backend)) { /* the host samples the copied logits */
+    if (!step(m, ids, n, past, m->logits, NULL, d)) return 0;
+    *next = sampler_pick(s, u, m->logits, m->cfg.vocab);
+    return 1;
+  }
+  if (!m->sampler && !(m->sampler = device_sampler_new(m->backend, d))) return 0;
+  if (!step(m, ids, n, past, NULL, NULL, d)) return 0;
+  return device_sampler_pick(m->sampler, &s->o, u, plan_output_device(m->plan, 0), m->cfg.vocab, next, d);
 }

@@ -8,6 +8,7 @@
 #include "../model/weights.h"
 #include "../runtime/plan.h"
 #include "../tokenizer/tokenizer.h"
+#include "sampler_device.h"
 
 typedef struct Model {
   ModelConfig cfg;
@@ -19,6 +20,7 @@ typedef struct Model {
   int max_ctx;
   int in_ids, in_pos;   /* program input indices */
   float *logits;        /* vocab floats, the last step's output */
+  DeviceSampler *sampler; /* CUDA: sampling on the device, made at the first sampled step */
   double compile_ms, load_ms;
   size_t weight_bytes, cache_bytes;
   DType weight_dtype; /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
@@ -49,4 +51,8 @@ int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d);
 /* The same step, but only the greedy next token (the argmax of the last logits, computed on the
  * device) is copied back into *next; m->logits is left as it was. */
 int model_step_greedy(Model *m, const int32_t *ids, int n, int past, int32_t *next, Diag *d);
+/* The same step, and the next token chosen by sampler s (sampler.h's rule): the device's argmax when
+ * greedy; on CUDA sampled on the device from the logits left there (4 bytes copied back); elsewhere
+ * sampled on the host from the copied logits. m->logits is filled only in that last case. */
+int model_step_sample(Model *m, const int32_t *ids, int n, int past, Sampler *s, int32_t *next, Diag *d);
 #endif

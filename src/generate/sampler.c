@@ -1,74 +1,132 @@
+/* The host sampler (the rule is in sampler.h). */
 #include "sampler.h"
 #include "../base/rng.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+SamplerOptions sampler_defaults(void) { return (SamplerOptions){.temperature = 0.7, .top_k = 40, .top_p = 0.9, .seed = 0}; }
 
 void sampler_init(Sampler *s, const SamplerOptions *o) {
   s->o = *o;
   s->state = o->seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
-  s->order = NULL;
-  s->prob = NULL;
+  s->z = NULL;
   s->cap = 0;
 }
 
 void sampler_free(Sampler *s) {
-  free(s->order);
-  free(s->prob);
-  s->order = NULL;
-  s->prob = NULL;
+  free(s->z);
+  s->z = NULL;
+  s->cap = 0;
 }
 
+int sampler_is_greedy(const SamplerOptions *o) { return o->greedy || !(o->temperature > 0); }
+
+float sampler_draw(Sampler *s) { return (float)(splitmix64(&s->state) >> 40) * (1.0f / 16777216.0f); }
 
 int argmax(const float *v, int n) {
   int best = 0;
   for (int i = 1; i < n; i++)
-    if (v[i] > v[best]) best = i;
+    if (v[i] > v[best] || (v[best] != v[best] && v[i] == v[i])) best = i;
   return best;
 }
 
-static const float *sort_logits;
-static int by_logit_desc(const void *a, const void *b) {
-  float x = sort_logits[*(const int *)a], y = sort_logits[*(const int *)b];
-  if (x != y) return x < y ? 1 : -1;
-  return *(const int *)a - *(const int *)b; /* ties: lower id first, deterministic */
+uint32_t sampler_key(float f) {
+  if (f != f) return 0;
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  return (x & 0x80000000u) ? ~x : x | 0x80000000u;
+}
+
+static uint32_t zbits(float z) {
+  uint32_t x;
+  memcpy(&x, &z, sizeof x);
+  return x; /* z >= 0: the bits order like the values */
+}
+
+/* The largest 32-bit value t, found 8 bits at a time, with amount(items >= t) >= need, where
+ * key(i) is item i's key and amount(i) its count or weight (0 = not an item). */
+typedef uint64_t (*AmountFn)(const void *ctx, int i, uint32_t *key);
+static uint32_t radix_select(const void *ctx, int n, AmountFn amount, uint64_t need) {
+  uint32_t prefix = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    uint64_t hist[256] = {0};
+    uint32_t high = shift == 24 ? 0 : ~0u << (shift + 8);
+    for (int i = 0; i < n; i++) {
+      uint32_t key;
+      uint64_t a = amount(ctx, i, &key);
+      if (a && (key & high) == prefix) hist[(key >> shift) & 255] += a;
+    }
+    uint64_t above = 0;
+    int b = 255;
+    while (b > 0 && above + hist[b] < need) above += hist[b--];
+    prefix |= (uint32_t)b << shift;
+    need -= above;
+  }
+  return prefix;
+}
+
+typedef struct Step {
+  const float *logits;
+  const float *z;
+  uint32_t kth;
+} Step;
+
+static uint64_t count_logit(const void *ctx, int i, uint32_t *key) {
+  *key = sampler_key(((const Step *)ctx)->logits[i]);
+  return 1;
+}
+
+/* 0 for tokens that are not candidates, and for NaN logits (z is NaN) */
+static uint64_t weight_of(const Step *s, int i) {
+  return sampler_key(s->logits[i]) >= s->kth && s->z[i] > 0 ? (uint64_t)((double)s->z[i] * SAMPLER_ONE) : 0;
+}
+
+static uint64_t mass_of(const void *ctx, int i, uint32_t *key) {
+  const Step *s = ctx;
+  *key = zbits(s->z[i]);
+  return weight_of(s, i);
+}
+
+int sampler_pick(Sampler *s, float u, const float *logits, int vocab) {
+  if (sampler_is_greedy(&s->o) || vocab < 1) return argmax(logits, vocab);
+  if (s->cap < vocab) {
+    free(s->z);
+    if (!(s->z = malloc(sizeof(float) * (size_t)vocab))) abort();
+    s->cap = vocab;
+  }
+  int best = argmax(logits, vocab);
+  float mx = logits[best], t = (float)s->o.temperature;
+  if (!isfinite(mx)) return best; /* nothing finite to weigh */
+  Step st = {logits, s->z, 0};
+  if (s->o.top_k > 0 && s->o.top_k < vocab) st.kth = radix_select(&st, vocab, count_logit, (uint64_t)s->o.top_k);
+  uint64_t total = 0;
+  for (int i = 0; i < vocab; i++) {
+    s->z[i] = expf((logits[i] - mx) / t);
+    total += weight_of(&st, i);
+  }
+  uint32_t zth = 0;
+  if (s->o.top_p > 0 && s->o.top_p < 1) {
+    uint64_t need = (uint64_t)(s->o.top_p * (double)total);
+    zth = radix_select(&st, vocab, mass_of, need ? need : 1);
+  }
+  uint64_t kept = 0;
+  for (int i = 0; i < vocab; i++)
+    if (zbits(s->z[i]) >= zth) kept += weight_of(&st, i);
+  uint64_t r = (uint64_t)((double)u * (double)kept), acc = 0;
+  int last = best;
+  for (int i = 0; i < vocab; i++) {
+    if (zbits(s->z[i]) < zth) continue;
+    uint64_t w = weight_of(&st, i);
+    if (!w) continue;
+    last = i;
+    acc += w;
+    if (acc > r) return i;
+  }
+  return last;
 }
 
 int sampler_next(Sampler *s, const float *logits, int vocab) {
-  if (s->o.greedy || s->o.temperature <= 0) return argmax(logits, vocab);
-  if (s->cap < vocab) {
-    free(s->order);
-    free(s->prob);
-    s->order = malloc(sizeof(int) * (size_t)vocab);
-    s->prob = malloc(sizeof(float) * (size_t)vocab);
-    if (!s->order || !s->prob) abort();
-    s->cap = vocab;
-  }
-  for (int i = 0; i < vocab; i++) s->order[i] = i;
-  sort_logits = logits;
-  qsort(s->order, (size_t)vocab, sizeof(int), by_logit_desc);
-  int n = s->o.top_k > 0 && s->o.top_k < vocab ? s->o.top_k : vocab;
-  /* softmax over the candidates at the temperature, in sorted order */
-  double mx = logits[s->order[0]], sum = 0;
-  for (int i = 0; i < n; i++) sum += s->prob[i] = (float)exp((logits[s->order[i]] - mx) / s->o.temperature);
-  /* top-p: the smallest prefix whose mass reaches p */
-  if (s->o.top_p > 0 && s->o.top_p < 1) {
-    double acc = 0;
-    int keep = n;
-    for (int i = 0; i < n; i++) {
-      acc += s->prob[i] / sum;
-      if (acc >= s->o.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-    n = keep;
-    sum = 0;
-    for (int i = 0; i < n; i++) sum += s->prob[i];
-  }
-  double r = splitmix64_unit(&s->state) * sum;
-  for (int i = 0; i < n; i++) {
-    r -= s->prob[i];
-    if (r < 0) return s->order[i];
-  }
-  return s->order[n - 1];
+  if (sampler_is_greedy(&s->o)) return argmax(logits, vocab);
+  return sampler_pick(s, sampler_draw(s), logits, vocab);
 }

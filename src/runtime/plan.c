@@ -366,6 +366,14 @@ static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *i
   return !s->io_used || p->b->ops->upload(p->b, p->io_dev, p->io_host, s->io_used, d);
 }
 
+const void *plan_output_device(const Plan *p, int output) {
+  const LProgram *lp = p->kp->loop;
+  if (output < 0 || output >= lp->noutputs || !p->rs.dev || !p->runs) return NULL;
+  int id = lp->outputs[output];
+  if (id < 0 || id >= p->rs.nids || p->rs.index_of[id] < 0) return NULL;
+  return p->rs.dev[p->rs.index_of[id]];
+}
+
 int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outputs, Diag *d) {
   RunState s;
   double t0 = now_ms();

@@ -30,6 +30,9 @@ size_t plan_workspace_bytes(const Plan *p);
 /* Whether the plan's prefill GEMMs run through the backend's library (cuBLASLt) rather than the
  * generated tensor-core kernels. */
 int plan_gemm_library(const Plan *p);
+/* The device buffer holding program output `output` after the last run (until the next run), for
+ * work that continues on the device (sampling); NULL if there has been no run. */
+const void *plan_output_device(const Plan *p, int output);
 /* Index of the program input named `name`, or -1. */
 int plan_input_index(const Plan *p, const char *name);
 #endif

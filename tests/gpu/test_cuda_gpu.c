@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "base/rng.h"
+#include "generate/sampler_device.h"
 
 static int g_passed, g_failed;
 
@@ -180,6 +182,67 @@ static void test_fault_is_reported(Backend *b, BackendModule *m) {
   printf("  faulting kernel -> %s\n", d.msg);
 }
 
+/* The device sampler against the host one (the same rule, generate/sampler.h) on one set of logits:
+ * tokens for a grid of uniforms. The two compute exp() with different roundings, so a uniform that
+ * falls within rounding of a boundary may pick a neighbour; at most 1% may differ. */
+static void sampler_case(Backend *b, DeviceSampler *ds, const char *what, const float *logits, int n,
+                         SamplerOptions o) {
+  Diag d = {0};
+  void *dl = b->ops->alloc(b, sizeof(float) * (size_t)n, &d);
+  CHECK(dl && b->ops->upload(b, dl, logits, sizeof(float) * (size_t)n, &d), "%s: upload: %s", what, d.msg);
+  if (!dl) return;
+  Sampler hs;
+  sampler_init(&hs, &o);
+  int grid = 400, differ = 0, failed = 0, distinct = 0, last = -1;
+  for (int j = 0; j < grid && !failed; j++) {
+    float u = (float)((j + 0.5) / grid);
+    int32_t got = -1;
+    if (!device_sampler_pick(ds, &o, u, dl, n, &got, &d)) {
+      failed = 1;
+      break;
+    }
+    int want = sampler_pick(&hs, u, logits, n);
+    differ += got != want;
+    distinct += got != last;
+    last = got;
+  }
+  CHECK(!failed, "%s: device sampler: %s", what, d.msg);
+  CHECK(differ * 100 <= grid, "%s: device and host samplers differ on %d of %d uniforms", what, differ, grid);
+  printf("  sampler %s: %d of %d uniforms differ from the host, %d token changes\n", what, differ, grid, distinct);
+  sampler_free(&hs);
+  b->ops->free(b, dl);
+}
+
+static void test_device_sampler(Backend *b) {
+  Diag d = {0};
+  DeviceSampler *ds = device_sampler_new(b, &d);
+  CHECK(ds != NULL, "device_sampler_new: %s", d.msg);
+  if (!ds) return;
+  enum { V = 151936 };
+  float *l = malloc(sizeof(float) * V);
+  uint64_t st = 42;
+  for (int i = 0; i < V; i++) l[i] = (float)(splitmix64_unit(&st) * 12.0 - 6.0);
+  l[777] = 9.0f; /* a clear favourite */
+  sampler_case(b, ds, "greedy", l, V, (SamplerOptions){.temperature = 0});
+  sampler_case(b, ds, "T=1", l, V, (SamplerOptions){.temperature = 1.0});
+  sampler_case(b, ds, "T=0.7 k=40 p=0.9", l, V, (SamplerOptions){.temperature = 0.7, .top_k = 40, .top_p = 0.9});
+  sampler_case(b, ds, "T=1.3 p=0.5", l, V, (SamplerOptions){.temperature = 1.3, .top_p = 0.5});
+  sampler_case(b, ds, "T=0.9 k=1000", l, V, (SamplerOptions){.temperature = 0.9, .top_k = 1000});
+  sampler_case(b, ds, "T=1 k=2000 p=0.95", l, V, (SamplerOptions){.temperature = 1.0, .top_k = 2000, .top_p = 0.95});
+  float *flat = calloc(V, sizeof(float)); /* every logit tied: top-k keeps them all (the slow paths) */
+  sampler_case(b, ds, "all tied k=40 p=0.5", flat, V, (SamplerOptions){.temperature = 1.0, .top_k = 40, .top_p = 0.5});
+  free(flat);
+  float small[5] = {1.0f, 3.0f, 3.0f, -INFINITY, 2.0f}; /* ties at the top-k boundary, a masked token */
+  sampler_case(b, ds, "ties k=1", small, 5, (SamplerOptions){.temperature = 1.0, .top_k = 1});
+  sampler_case(b, ds, "small p=0.8", small, 5, (SamplerOptions){.temperature = 2.0, .top_p = 0.8});
+  /* greedy options give the first maximum */
+  int32_t tok = -1;
+  CHECK(device_sampler_pick(ds, &(SamplerOptions){.greedy = 1, .temperature = 1}, 0.5f, NULL, 0, &tok, &d) == 0,
+        "an empty vocabulary was sampled");
+  free(l);
+  device_sampler_free(ds);
+}
+
 int main(void) {
   char cache[] = "/tmp/lathe-gpu-cache-XXXXXX";
   if (!mkdtemp(cache)) {
@@ -216,6 +279,7 @@ int main(void) {
   test_shared_memory_reduction(b, m);
   test_zero_bytes(b);
   test_errors(b, m);
+  test_device_sampler(b);
   b->ops->module_free(b, m);
   b->ops->destroy(b);
 

@@ -526,3 +526,18 @@ int code_dedupe(KProgram *kp, Diag *d) {
 int render_code(StrBuf *out, const KProgram *kp, Diag *d) {
   return kp->target == TARGET_CUDA ? render_cuda(out, kp, d) : render_c(out, kp, d);
 }
+
+void rc_line(Render *R, int level, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0 || n >= (int)sizeof buf) { /* names are short; never emit a cut line */
+    rc_fail(R, "%s: a generated line is too long", R->kk && R->kk->name ? R->kk->name : "kernel");
+    return;
+  }
+  sb_indent(R->out, level);
+  sb_puts(R->out, buf);
+  sb_putc(R->out, '\n');
+}

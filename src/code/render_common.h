@@ -67,6 +67,9 @@ void rc_cse_begin(Render *R, Expr **roots, int n, int level);
 void rc_cse_end(Render *R);
 /* A kernel name not used yet in this kernel, close to base. */
 const char *rc_unique_name(Render *R, const char *base);
+/* One line of a template kernel (render_mma.c, render_flash.c) at indentation `level`, printf-style;
+ * a line longer than 511 characters fails the render instead of being cut. */
+void rc_line(Render *R, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* CUDA: a KS_MMA statement (render_mma.c). */
 void rc_put_mma(Render *R, const KStmt *s, int level);
 /* CUDA: a KS_FLASH statement (render_flash.c). */

@@ -276,6 +276,14 @@ int kl_flash_body(Lower *L) {
   kk->tmp_names[kk->ntmps++] = "o";
   L->acc_map[ph->id] = ex_tmp(P, f->o_tmp, DT_F32);
   f->store = kl_output_store(L);
+  /* P x V's epilogue and V must not read the probabilities or scores themselves: nothing writes them */
+  for (int b = 0; b < 2; b++) {
+    ReadScan r = {b ? sbuf : pbuf, 0};
+    ex_visit(f->v, read_scan_fn, &r);
+    ex_visit(f->store->value, read_scan_fn, &r);
+    for (int i = 0; i < f->store->nidx; i++) ex_visit(f->store->idx[i], read_scan_fn, &r);
+    if (r.found) return 0;
+  }
   KStmt *root = kl_st_new(L, KS_SEQ);
   KStmt *s = kl_st_new(L, KS_FLASH);
   s->flash = f;

@@ -11,12 +11,15 @@ void sampler_init(Sampler *s, const SamplerOptions *o) {
   s->o = *o;
   s->state = o->seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
   s->z = NULL;
+  s->idx = NULL;
   s->cap = 0;
 }
 
 void sampler_free(Sampler *s) {
   free(s->z);
+  free(s->idx);
   s->z = NULL;
+  s->idx = NULL;
   s->cap = 0;
 }
 
@@ -66,62 +69,98 @@ static uint32_t radix_select(const void *ctx, int n, AmountFn amount, uint64_t n
   return prefix;
 }
 
+/* The tokens a step weighs: all of them (idx NULL), or the listed ones in vocabulary order. */
 typedef struct Step {
   const float *logits;
-  const float *z;
+  const int *idx;
+  const float *z; /* per item */
   uint32_t kth;
 } Step;
 
-static uint64_t count_logit(const void *ctx, int i, uint32_t *key) {
-  *key = sampler_key(((const Step *)ctx)->logits[i]);
+static float logit_of(const Step *s, int item) { return s->logits[s->idx ? s->idx[item] : item]; }
+
+static uint64_t count_logit(const void *ctx, int item, uint32_t *key) {
+  *key = sampler_key(logit_of(ctx, item));
   return 1;
 }
 
 /* 0 for tokens that are not candidates, and for NaN logits (z is NaN) */
-static uint64_t weight_of(const Step *s, int i) {
-  return sampler_key(s->logits[i]) >= s->kth && s->z[i] > 0 ? (uint64_t)((double)s->z[i] * SAMPLER_ONE) : 0;
+static uint64_t weight_of(const Step *s, int item) {
+  return sampler_key(logit_of(s, item)) >= s->kth && s->z[item] > 0 ? (uint64_t)((double)s->z[item] * SAMPLER_ONE) : 0;
 }
 
-static uint64_t mass_of(const void *ctx, int i, uint32_t *key) {
+static uint64_t mass_of(const void *ctx, int item, uint32_t *key) {
   const Step *s = ctx;
-  *key = zbits(s->z[i]);
-  return weight_of(s, i);
+  *key = zbits(s->z[item]);
+  return weight_of(s, item);
+}
+
+/* Top-k's candidates without a pass per key byte: a histogram of each logit's distance below the
+ * maximum in 1/64 steps finds the distance within which k logits lie; those (a few more than k) are
+ * listed in vocabulary order. 0 when fewer than k lie within 32 of the maximum. */
+static int near_candidates(const float *logits, int vocab, float mx, int k, int *idx) {
+  static const int bins = 2048;
+  int near[2048] = {0};
+  for (int i = 0; i < vocab; i++) {
+    float d = mx - logits[i];
+    if (d < 32.0f) near[(int)(d * 64.0f)]++;
+  }
+  int cut = 0, run = 0;
+  while (cut < bins && run + near[cut] < k) run += near[cut++];
+  if (cut == bins) return 0;
+  int n = 0;
+  for (int i = 0; i < vocab; i++) {
+    float d = mx - logits[i];
+    if (d < 32.0f && (int)(d * 64.0f) <= cut) idx[n++] = i;
+  }
+  return n;
 }
 
 int sampler_pick(Sampler *s, float u, const float *logits, int vocab) {
   if (sampler_is_greedy(&s->o) || vocab < 1) return argmax(logits, vocab);
   if (s->cap < vocab) {
     free(s->z);
-    if (!(s->z = malloc(sizeof(float) * (size_t)vocab))) abort();
+    free(s->idx);
+    s->z = malloc(sizeof(float) * (size_t)vocab);
+    s->idx = malloc(sizeof(int) * (size_t)vocab);
+    if (!s->z || !s->idx) abort();
     s->cap = vocab;
   }
   int best = argmax(logits, vocab);
   float mx = logits[best], t = (float)s->o.temperature;
   if (!isfinite(mx)) return best; /* nothing finite to weigh */
-  Step st = {logits, s->z, 0};
-  if (s->o.top_k > 0 && s->o.top_k < vocab) st.kth = radix_select(&st, vocab, count_logit, (uint64_t)s->o.top_k);
+  Step st = {logits, NULL, s->z, 0};
+  int n = vocab;
+  if (s->o.top_k > 0 && s->o.top_k < vocab) {
+    int cn = near_candidates(logits, vocab, mx, s->o.top_k, s->idx);
+    if (cn > 0) { /* the k-th largest key among them is the k-th largest of all */
+      st.idx = s->idx;
+      n = cn;
+    }
+    st.kth = radix_select(&st, n, count_logit, (uint64_t)s->o.top_k);
+  }
   uint64_t total = 0;
-  for (int i = 0; i < vocab; i++) {
-    s->z[i] = expf((logits[i] - mx) / t);
-    total += weight_of(&st, i);
+  for (int j = 0; j < n; j++) {
+    s->z[j] = expf((logit_of(&st, j) - mx) / t);
+    total += weight_of(&st, j);
   }
   uint32_t zth = 0;
   if (s->o.top_p > 0 && s->o.top_p < 1) {
     uint64_t need = (uint64_t)(s->o.top_p * (double)total);
-    zth = radix_select(&st, vocab, mass_of, need ? need : 1);
+    zth = radix_select(&st, n, mass_of, need ? need : 1);
   }
   uint64_t kept = 0;
-  for (int i = 0; i < vocab; i++)
-    if (zbits(s->z[i]) >= zth) kept += weight_of(&st, i);
+  for (int j = 0; j < n; j++)
+    if (zbits(s->z[j]) >= zth) kept += weight_of(&st, j);
   uint64_t r = (uint64_t)((double)u * (double)kept), acc = 0;
   int last = best;
-  for (int i = 0; i < vocab; i++) {
-    if (zbits(s->z[i]) < zth) continue;
-    uint64_t w = weight_of(&st, i);
+  for (int j = 0; j < n; j++) {
+    if (zbits(s->z[j]) < zth) continue;
+    uint64_t w = weight_of(&st, j);
     if (!w) continue;
-    last = i;
+    last = st.idx ? st.idx[j] : j;
     acc += w;
-    if (acc > r) return i;
+    if (acc > r) return last;
   }
   return last;
 }

@@ -12,7 +12,7 @@
  *   5. one uniform u in [0, 1) (from the seeded generator) picks the kept token whose cumulative
  *      weight, in vocabulary order, first exceeds u * (their total).
  * Each step selects thresholds with a few passes over the logits (radix selection on the floats'
- * bits), never a sort. */
+ * bits; for top-k, first the few logits near the maximum), never a sort. */
 #ifndef LATHE_SAMPLER_H
 #define LATHE_SAMPLER_H
 #include <stdint.h>
@@ -29,6 +29,7 @@ typedef struct Sampler {
   SamplerOptions o;
   uint64_t state;
   float *z;    /* host scratch: the weights of a step */
+  int *idx;    /* host scratch: top-k's candidates */
   int cap;
 } Sampler;
 

@@ -12,6 +12,7 @@
 #include "backend/cuda_driver.h"
 #include "backend/nvrtc.h"
 #include "driver/pipeline.h"
+#include "generate/sampler_device.h"
 #include "runtime/plan.h"
 
 /* ---- the fake driver: device memory is host memory, kernels only record their launch ---- */
@@ -80,6 +81,7 @@ static CUresult f_alloc(CUdeviceptr *p, size_t bytes) {
   if (bytes == 0) return 1; /* like the real driver: CUDA_ERROR_INVALID_VALUE */
   void *m = malloc(bytes);
   if (!m) return 2;
+  memset(m, 0xbe, bytes); /* poison: what no kernel wrote is never a plausible value */
   g_gpu.live_allocs++;
   g_gpu.last_alloc = bytes;
   *p = (CUdeviceptr)(uintptr_t)m;
@@ -480,10 +482,10 @@ static void test_compile_is_cached(void **state) {
   nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* A prefill-sized run of a bf16 linear launches the tensor-core variant (its A pre-pass, then the
- * GEMM) on an sm_90 device and the CUDA-core kernel on an sm_75 one (no bf16 mma there); a
- * decode-sized run never the variant. name_out gets the launched names, comma-separated. */
-static void plan_launches(int cc_major, int cc_minor, int64_t seq, char *name_out, size_t cap) {
+/* The kernels a run of program `src` launches on a fake device of compute capability major.minor
+ * with seq = `seq` (every input zero), comma-separated in launch order. */
+static void run_launches(const char *src, int ninputs, int cc_major, int cc_minor, int64_t seq, char *name_out,
+                         size_t cap) {
   memset(&g_gpu, 0, sizeof g_gpu);
   memset(g_names, 0, sizeof g_names);
   g_gpu.device_count = 1;
@@ -495,40 +497,116 @@ static void plan_launches(int cc_major, int cc_minor, int64_t seq, char *name_ou
   Backend *b = cuda_backend_with_driver(&drv, &d);
   assert_non_null(b);
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
-  if (!compile_source(c, "x: f32[1, seq, 64]; w: bf16[96, 64]; y = linear(x, w)", ST_CODE, &d)) fail_msg("%s", d.msg);
+  if (!compile_source(c, src, ST_CODE, &d)) fail_msg("%s", d.msg);
   Plan *p = plan_new(c->kernel, b, &d);
   if (!p) fail_msg("%s", d.msg);
   SymEnv env = {0};
   symenv_set(&env, "seq", seq);
-  float *x = calloc((size_t)seq * 64, sizeof(float)), *y = calloc((size_t)seq * 96, sizeof(float));
-  unsigned short *w = calloc(96 * 64, sizeof(unsigned short));
-  void *in[2] = {x, w}, *out[1] = {y};
+  void *in[8] = {0}, *out[8] = {0};
+  for (int i = 0; i < ninputs; i++) in[i] = calloc((size_t)seq * 4096, sizeof(float)); /* enough for each */
   if (!plan_run(p, &env, in, out, &d)) fail_msg("%s", d.msg);
-  assert_true(g_gpu.nlaunched >= 1 && g_gpu.nlaunched <= 2);
-  snprintf(name_out, cap, "%s%s%s", g_gpu.launched[0], g_gpu.nlaunched > 1 ? "," : "",
-           g_gpu.nlaunched > 1 ? g_gpu.launched[1] : "");
-  free(x);
-  free(y);
-  free(w);
+  name_out[0] = 0;
+  for (int i = 0; i < g_gpu.nlaunched; i++)
+    snprintf(name_out + strlen(name_out), cap - strlen(name_out), "%s%s", i ? "," : "", g_gpu.launched[i]);
+  for (int i = 0; i < ninputs; i++) free(in[i]);
   plan_free(p);
   compilation_free(c);
   b->ops->destroy(b);
 }
 
-static void test_plan_picks_tensor_cores_by_device(void **state) {
-  if (!nvrtc_available()) skip();
+static void fresh_cache(void) {
   snprintf(g_cache, sizeof g_cache, "/tmp/lathe-test-cuda-XXXXXX");
   assert_non_null(mkdtemp(g_cache));
   setenv("LATHE_CACHE_DIR", g_cache, 1);
-  char name[128];
-  plan_launches(9, 0, 37, name, sizeof name);
-  assert_string_equal(name, "linear_0_mma_pack,linear_0_mma");
-  plan_launches(9, 0, 1, name, sizeof name);
-  assert_string_equal(name, "linear_0");
-  plan_launches(7, 5, 37, name, sizeof name);
-  assert_string_equal(name, "linear_0");
+}
+
+static void drop_cache(void) {
   unsetenv("LATHE_CACHE_DIR");
   nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A prefill-sized run of a bf16 linear launches the tensor-core variant (its A pre-pass, then the
+ * GEMM) on an sm_90 device and the CUDA-core kernel on an sm_75 one (no bf16 mma there); a
+ * decode-sized run never the variant. */
+static void test_plan_picks_tensor_cores_by_device(void **state) {
+  if (!nvrtc_available()) skip();
+  fresh_cache();
+  const char *linear = "x: f32[1, seq, 64]; w: bf16[96, 64]; y = linear(x, w)";
+  char name[512];
+  run_launches(linear, 2, 9, 0, 37, name, sizeof name);
+  assert_string_equal(name, "linear_0_mma_pack,linear_0_mma");
+  run_launches(linear, 2, 9, 0, 1, name, sizeof name);
+  assert_string_equal(name, "linear_0");
+  run_launches(linear, 2, 7, 5, 37, name, sizeof name);
+  assert_string_equal(name, "linear_0");
+  drop_cache();
+}
+
+/* Attention in a prefill is one flash-attention launch (the scores and softmax kernels launch
+ * nothing); a decode step, or a device without bf16 mma, runs the three kernels. */
+static void test_plan_flash_attention_launches(void **state) {
+  if (!nvrtc_available()) skip();
+  fresh_cache();
+  const char *attn = "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]\nreturn attention(q, k, v, true)";
+  char name[512];
+  run_launches(attn, 3, 9, 0, 37, name, sizeof name);
+  assert_string_equal(name, "attention_2_flash");
+  assert_int_equal(g_gpu.block, 128);
+  assert_int_equal(g_gpu.grid, 4); /* one block of 64 rows for each of 4 heads */
+  run_launches(attn, 3, 9, 0, 1, name, sizeof name);
+  assert_string_equal(name, "attention_0,attention_1,attention_2");
+  run_launches(attn, 3, 7, 5, 37, name, sizeof name);
+  assert_string_equal(name, "attention_0,attention_1,attention_2");
+  drop_cache();
+}
+
+/* The device sampler compiles through the backend and launches one block of 1024 threads with the
+ * documented arguments; a token outside the vocabulary is an error, and an empty vocabulary is
+ * refused before any launch. */
+static void test_device_sampler_launch(void **state) {
+  if (!nvrtc_available()) skip();
+  fresh_cache();
+  memset(&g_gpu, 0, sizeof g_gpu);
+  memset(g_names, 0, sizeof g_names);
+  g_gpu.device_count = 1;
+  g_gpu.any_function = 1;
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  Backend *b = cuda_backend_with_driver(&drv, &d);
+  assert_non_null(b);
+  DeviceSampler *s = device_sampler_new(b, &d);
+  if (!s) fail_msg("%s", d.msg);
+  float *logits = b->ops->alloc(b, 100 * sizeof(float), &d);
+  assert_non_null(logits);
+  g_launch_nbufs = 2;
+  g_launch_nsyms = 5;
+  SamplerOptions o = sampler_defaults();
+  int32_t token = -1;
+  /* the fake kernel writes nothing: the token read back is the allocation's poison, which the
+   * sampler must refuse rather than return */
+  Diag pd = {0};
+  assert_false(device_sampler_pick(s, &o, 0.25f, logits, 100, &token, &pd));
+  assert_contains(pd.msg, "outside the vocabulary [0, 100)");
+  assert_string_equal(g_gpu.launched[0], "lathe_sample");
+  assert_int_equal(g_gpu.grid, 1);
+  assert_int_equal(g_gpu.block, 1024);
+  assert_true(g_gpu.arg_ptr[1] == (CUdeviceptr)(uintptr_t)logits);
+  assert_int_equal(g_gpu.arg_sym[0], 100);
+  float temperature, top_p;
+  int32_t bits = (int32_t)g_gpu.arg_sym[1];
+  memcpy(&temperature, &bits, sizeof bits);
+  bits = (int32_t)g_gpu.arg_sym[3];
+  memcpy(&top_p, &bits, sizeof bits);
+  assert_true(temperature == 0.7f && top_p == 0.9f);
+  assert_int_equal(g_gpu.arg_sym[2], 40);
+  int launches = g_gpu.launches;
+  assert_false(device_sampler_pick(s, &o, 0.25f, logits, 0, &token, &d));
+  assert_contains(d.msg, "no logits to sample");
+  assert_int_equal(g_gpu.launches, launches);
+  b->ops->free(b, logits);
+  device_sampler_free(s);
+  b->ops->destroy(b);
+  drop_cache();
 }
 
 int main(void) {
@@ -547,6 +625,8 @@ int main(void) {
       cmocka_unit_test(test_launch_errors_name_call_and_kernel),
       cmocka_unit_test(test_compile_is_cached),
       cmocka_unit_test(test_plan_picks_tensor_cores_by_device),
+      cmocka_unit_test(test_plan_flash_attention_launches),
+      cmocka_unit_test(test_device_sampler_launch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "backend/cuda_driver.h"
 #include "backend/nvrtc.h"
+#include "backend/source_units.h"
 #include "driver/pipeline.h"
 #include "generate/sampler_device.h"
 #include "runtime/plan.h"
@@ -32,6 +33,7 @@ typedef struct FakeGpu {
   int ctx_retained;
   int cc_major, cc_minor; /* compute capability reported (0: 9.0) */
   int any_function;    /* every kernel name exists (plans) */
+  int per_module;      /* a kernel exists only in the module whose cubin names it */
   char launched[64][64]; /* kernel names launched, in order (any_function only) */
   int nlaunched;
 } FakeGpu;
@@ -100,9 +102,29 @@ static CUresult f_dtoh(void *dst, CUdeviceptr src, size_t n) {
   memcpy(dst, (const void *)(uintptr_t)src, n);
   return 0;
 }
+/* With per_module, a module is a copy of its image (an ELF cubin, sized by its section headers) and
+ * holds the kernels whose names occur in it. */
+typedef struct FakeModule {
+  char *image;
+  size_t size;
+} FakeModule;
+static FakeModule g_modules[32];
+static int g_nmodules;
 static CUresult f_load(CUmodule *mod, const void *image) {
   g_gpu.module_loads++;
   *mod = (CUmodule)(void *)&g_module_token;
+  const unsigned char *e = image;
+  if (!g_gpu.per_module || memcmp(e, "\x7f" "ELF", 4) || g_nmodules == 32) return 0;
+  uint64_t shoff;
+  uint16_t shentsize, shnum;
+  memcpy(&shoff, e + 0x28, 8);
+  memcpy(&shentsize, e + 0x3A, 2);
+  memcpy(&shnum, e + 0x3C, 2);
+  FakeModule *m = &g_modules[g_nmodules++];
+  m->size = (size_t)(shoff + (uint64_t)shentsize * shnum);
+  m->image = malloc(m->size);
+  memcpy(m->image, image, m->size);
+  *mod = (CUmodule)(void *)m;
   return 0;
 }
 static CUresult f_unload(CUmodule mod) {
@@ -112,6 +134,12 @@ static CUresult f_unload(CUmodule mod) {
 static char g_names[64][64]; /* with any_function, a function handle is its name's slot */
 static CUresult f_get_function(CUfunction *fn, CUmodule mod, const char *name) {
   g_gpu.get_function_calls++;
+  if (g_gpu.per_module && (void *)mod != (void *)&g_module_token) {
+    const FakeModule *m = (const FakeModule *)(void *)mod;
+    if (!memmem(m->image, m->size, name, strlen(name) + 1)) return 500; /* CUDA_ERROR_NOT_FOUND */
+    *fn = (CUfunction)(void *)&g_function_token;
+    return 0;
+  }
   if (g_gpu.any_function) {
     for (int i = 0; i < 64; i++)
       if (!g_names[i][0] || !strcmp(g_names[i], name)) {
@@ -482,6 +510,119 @@ static void test_compile_is_cached(void **state) {
   nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* ---- a program as several translation units (source_units.c) ---- */
+
+static void fresh_cache(void);
+static void drop_cache(void);
+
+static char *marked_source(int nkernels, int pad) {
+  StrBuf b = {0};
+  sb_puts(&b, "typedef long long i64;\nstatic __device__ float twice(float x) { return 2 * x; }\n");
+  for (int k = 0; k < nkernels; k++) {
+    sb_puts(&b, "\n" SOURCE_UNIT_MARK);
+    sb_printf(&b, "extern \"C\" __global__ void kern%d(float *y) { y[threadIdx.x] = twice(%d.0f); }\n", k, k);
+    for (int i = 0; i < pad; i++) sb_puts(&b, "/* padding padding padding padding padding padding padding */\n");
+  }
+  char *s = strdup(sb_str(&b));
+  sb_free(&b);
+  return s;
+}
+
+static void test_source_units_split(void **state) {
+  SourceUnits u;
+  assert_true(source_units_split("no marks here", 10, 16, &u));
+  assert_int_equal(u.n, 1);
+  assert_string_equal(u.text[0], "no marks here");
+  source_units_free(&u);
+  char *src = marked_source(10, 2); /* ten sections of about 230 bytes */
+  const char *first = strstr(src, SOURCE_UNIT_MARK);
+  size_t shared = (size_t)(first - src);
+  assert_true(source_units_split(src, 1u << 20, 16, &u)); /* too small to split */
+  assert_int_equal(u.n, 1);
+  assert_string_equal(u.text[0], src);
+  source_units_free(&u);
+  assert_true(source_units_split(src, 500, 16, &u)); /* about 2300 bytes in units of 500 or more */
+  assert_int_equal(u.n, 4);
+  StrBuf again = {0};
+  for (int i = 0; i < u.n; i++) {
+    assert_int_equal(strncmp(u.text[i], src, shared), 0);     /* the shared helpers first */
+    assert_int_equal(strncmp(u.text[i] + shared, SOURCE_UNIT_MARK, strlen(SOURCE_UNIT_MARK)), 0);
+    sb_puts(&again, u.text[i] + shared);
+  }
+  assert_string_equal(sb_str(&again), first); /* every section once, in order */
+  sb_free(&again);
+  source_units_free(&u);
+  assert_true(source_units_split(src, 1, 3, &u)); /* capped */
+  assert_int_equal(u.n, 3);
+  source_units_free(&u);
+  assert_true(source_units_split("a mark /* lathe: unit */\nnot at a line start", 1, 16, &u));
+  assert_int_equal(u.n, 1);
+  source_units_free(&u);
+  free(src);
+}
+
+/* A big program compiles as several units, cached one by one, and each kernel is found in the
+ * module that holds it; LATHE_NVRTC_UNITS=1 keeps one unit. */
+static void test_compile_in_units(void **state) {
+  if (!nvrtc_available()) skip();
+  fresh_cache();
+  Backend *b = fake_backend();
+  g_gpu.per_module = 1;
+  g_nmodules = 0;
+  char *src = marked_source(3, 300); /* about 18 KB per kernel */
+  Diag d = {0};
+  BackendModule *m = b->ops->compile(b, src, &d);
+  if (!m) fail_msg("%s", d.msg);
+  int compiles = -1, hits = -1;
+  backend_cuda_stats(b, &compiles, &hits);
+  assert_int_equal(compiles, 3);
+  assert_int_equal(hits, 0);
+  assert_int_equal(g_nmodules, 3);
+  g_launch_nbufs = 1;
+  g_launch_nsyms = 0;
+  void *y = b->ops->alloc(b, 64, &d);
+  for (int k = 2; k >= 0; k--) {
+    char name[16];
+    snprintf(name, sizeof name, "kern%d", k);
+    if (!b->ops->launch(b, m, name, &y, 1, NULL, 0, 1, 32, &d)) fail_msg("%s: %s", name, d.msg);
+  }
+  Diag nf = {0};
+  assert_false(b->ops->launch(b, m, "kern9", &y, 1, NULL, 0, 1, 32, &nf));
+  assert_contains(nf.msg, "cuModuleGetFunction(kern9): CUDA_ERROR_NOT_FOUND");
+  BackendModule *m2 = b->ops->compile(b, src, &d); /* all three from the cache */
+  assert_non_null(m2);
+  backend_cuda_stats(b, &compiles, &hits);
+  assert_int_equal(compiles, 3);
+  assert_int_equal(hits, 3);
+  int unloads = g_gpu.module_unloads;
+  b->ops->module_free(b, m);
+  b->ops->module_free(b, m2);
+  assert_int_equal(g_gpu.module_unloads - unloads, 6);
+  setenv("LATHE_NVRTC_UNITS", "1", 1);
+  BackendModule *one = b->ops->compile(b, src, &d);
+  unsetenv("LATHE_NVRTC_UNITS");
+  assert_non_null(one);
+  backend_cuda_stats(b, &compiles, &hits);
+  assert_int_equal(compiles, 4);
+  b->ops->module_free(b, one);
+  /* an error in one unit is the compile's error, and nothing stays loaded */
+  char *broken = marked_source(3, 300);
+  *strstr(broken, "twice(1.0f)") = '@';
+  unloads = g_gpu.module_unloads;
+  int loads = g_gpu.module_loads;
+  Diag bad = {0};
+  assert_null(b->ops->compile(b, broken, &bad));
+  assert_contains(bad.msg, "nvrtc: compiling for sm_90 failed");
+  assert_int_equal(g_gpu.module_loads - loads, g_gpu.module_unloads - unloads);
+  free(broken);
+  b->ops->free(b, y);
+  b->ops->destroy(b);
+  for (int i = 0; i < g_nmodules; i++) free(g_modules[i].image);
+  g_nmodules = 0;
+  free(src);
+  drop_cache();
+}
+
 /* The kernels a run of program `src` launches on a fake device of compute capability major.minor
  * with seq = `seq` (every input zero), comma-separated in launch order. */
 static void run_launches(const char *src, int ninputs, int cc_major, int cc_minor, int64_t seq, char *name_out,
@@ -626,6 +767,8 @@ int main(void) {
       cmocka_unit_test(test_compile_is_cached),
       cmocka_unit_test(test_plan_picks_tensor_cores_by_device),
       cmocka_unit_test(test_plan_flash_attention_launches),
+      cmocka_unit_test(test_source_units_split),
+      cmocka_unit_test(test_compile_in_units),
       cmocka_unit_test(test_device_sampler_launch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,7 @@
  * on-disk cache; kernels launched with code.h's CUDA ABI (buffer pointers, then the symbols). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <link.h>
 #include <dlfcn.h>
@@ -18,6 +19,7 @@
 #include "cublaslt.h"
 #include "cuda_driver.h"
 #include "nvrtc.h"
+#include "source_units.h"
 
 /* Part of every cache key. nvrtc.c chooses the NVRTC options; bump this when they change. */
 #define CUDA_CACHE_TAG "lathe-cuda-v1 nvrtc_compile(--gpu-architecture=ARCH -default-device)"
@@ -48,9 +50,15 @@ typedef struct CudaFn {
   CUfunction fn;
 } CudaFn;
 
-/* What a BackendModule* points to on this backend. */
+/* A generated program compiles as up to this many translation units, each at least this big, at once
+ * (source_units.h; LATHE_NVRTC_UNITS overrides the count, 1 = one unit) */
+#define CUDA_MAX_UNITS 16
+#define CUDA_UNIT_BYTES 16384
+
+/* What a BackendModule* points to on this backend: one CUmodule per translation unit. */
 typedef struct CudaModule {
-  CUmodule mod;
+  CUmodule mods[CUDA_MAX_UNITS];
+  int nmods;
   CudaFn *fns; /* kernels already looked up, so launches skip cuModuleGetFunction */
   int nfns, cap;
 } CudaModule;
@@ -205,66 +213,127 @@ static void cache_store(const char *dir, const char *path, uint64_t key, const v
   if (!ok || rename(tmp, path) != 0) unlink(tmp);
 }
 
-static CudaModule *module_load(CudaImpl *c, const void *cubin, Diag *d) {
-  if (!make_current(c, d)) return NULL;
-  CUmodule mod = NULL;
-  if (!check(c, d, c->drv.cuModuleLoadData(&mod, cubin), "cuModuleLoadData", c->arch)) return NULL;
+static int load_unit(CudaImpl *c, const void *cubin, CUmodule *mod, Diag *d) {
+  *mod = NULL;
+  return make_current(c, d) && check(c, d, c->drv.cuModuleLoadData(mod, cubin), "cuModuleLoadData", c->arch);
+}
+
+static CudaModule *module_new(CudaImpl *c, const CUmodule *mods, int n, Diag *d) {
   CudaModule *m = calloc(1, sizeof *m);
   if (!m) {
-    c->drv.cuModuleUnload(mod);
+    for (int i = 0; i < n; i++) c->drv.cuModuleUnload(mods[i]);
     diag_error(d, 0, 0, "cuda: out of memory");
     return NULL;
   }
-  m->mod = mod;
+  memcpy(m->mods, mods, sizeof(CUmodule) * (size_t)n);
+  m->nmods = n;
   return m;
 }
 
 BackendModule *cuda_module_from_image(Backend *b, const void *image, Diag *d) {
-  return (BackendModule *)module_load(impl_of(b), image, d);
+  CudaImpl *c = impl_of(b);
+  CUmodule mod;
+  if (!load_unit(c, image, &mod, d)) return NULL;
+  return (BackendModule *)module_new(c, &mod, 1, d);
 }
 
+/* One translation unit: its cache entry, or NVRTC (on its own thread when there are several). */
+typedef struct Unit {
+  const char *source;
+  const char *arch;
+  char path[4200]; /* cache entry; "" without a cache */
+  void *cubin;
+  size_t size;
+  int compiled, ok;
+  Diag d;
+} Unit;
+
+static void *compile_unit(void *arg) {
+  Unit *u = arg;
+  u->ok = nvrtc_compile(u->source, u->arch, &u->cubin, &u->size, &u->d);
+  return NULL;
+}
+
+static int unit_count(void) {
+  const char *e = getenv("LATHE_NVRTC_UNITS");
+  int n = e && *e ? atoi(e) : CUDA_MAX_UNITS;
+  return n < 1 ? 1 : n > CUDA_MAX_UNITS ? CUDA_MAX_UNITS : n;
+}
+
+/* Compiles a program's translation units, those missing from the cache in parallel (NVRTC programs
+ * are independent), and loads each as its own module; a kernel is found in whichever holds it. */
 static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
   CudaImpl *c = impl_of(b);
   if (!nvrtc_available()) {
     diag_error(d, 0, 0, "NVRTC (libnvrtc.so) not found: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH");
     return NULL;
   }
-  uint64_t key = source_key(c, source);
-  const char *dir = cache_dir();
-  char path[4200] = {0};
-  if (dir) {
-    cache_path(path, sizeof path, key, ".cubin");
-    size_t size = 0;
-    void *cached = read_file(path, &size);
-    if (cached) {
-      Diag probe = {0};
-      CudaModule *m = module_load(c, cached, &probe);
-      free(cached);
-      if (m) {
-        c->cache_hits++;
-        return (BackendModule *)m;
-      }
-      unlink(path); /* unloadable entry (torn by a full disk, or another driver's): rebuild it */
-    }
-  }
-  void *cubin = NULL;
-  size_t size = 0;
-  c->compiles++;
-  if (!nvrtc_compile(source, c->arch, &cubin, &size, d)) {
-    free(cubin);
+  SourceUnits su;
+  if (!source_units_split(source, CUDA_UNIT_BYTES, unit_count(), &su)) {
+    diag_error(d, 0, 0, "cuda: out of memory");
     return NULL;
   }
-  if (dir) cache_store(dir, path, key, cubin, size);
-  CudaModule *m = module_load(c, cubin, d);
-  free(cubin);
-  return (BackendModule *)m;
+  Unit units[CUDA_MAX_UNITS];
+  CUmodule mods[CUDA_MAX_UNITS];
+  pthread_t threads[CUDA_MAX_UNITS];
+  int n = su.n, nloaded = 0, ok = 1;
+  memset(units, 0, sizeof units);
+  const char *dir = cache_dir();
+  for (int i = 0; i < n; i++) { /* cache hits load now; the rest compile below */
+    Unit *u = &units[i];
+    u->source = su.text[i];
+    u->arch = c->arch;
+    if (!dir) continue;
+    cache_path(u->path, sizeof u->path, source_key(c, u->source), ".cubin");
+    u->cubin = read_file(u->path, &u->size);
+    if (!u->cubin) continue;
+    Diag probe = {0};
+    if (load_unit(c, u->cubin, &mods[i], &probe)) {
+      u->ok = 1;
+      c->cache_hits++;
+    } else {
+      unlink(u->path); /* unloadable entry (torn by a full disk, or another driver's): rebuild it */
+    }
+    free(u->cubin);
+    u->cubin = NULL;
+  }
+  int started[CUDA_MAX_UNITS] = {0};
+  for (int i = 0; i < n; i++) {
+    if (units[i].ok) continue;
+    units[i].compiled = 1;
+    c->compiles++;
+    started[i] = n > 1 && pthread_create(&threads[i], NULL, compile_unit, &units[i]) == 0;
+    if (!started[i]) compile_unit(&units[i]);
+  }
+  for (int i = 0; i < n; i++) {
+    Unit *u = &units[i];
+    if (started[i]) pthread_join(threads[i], NULL);
+    if (u->compiled && u->ok) {
+      if (dir) cache_store(dir, u->path, source_key(c, u->source), u->cubin, u->size);
+      u->ok = load_unit(c, u->cubin, &mods[i], &u->d);
+      free(u->cubin);
+    }
+    if (!u->ok && ok) { /* the first unit's error, in source order */
+      ok = 0;
+      if (!d->set) *d = u->d;
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (units[i].ok) mods[nloaded++] = mods[i];
+  source_units_free(&su);
+  if (!ok) {
+    for (int i = 0; i < nloaded; i++) c->drv.cuModuleUnload(mods[i]);
+    return NULL;
+  }
+  return (BackendModule *)module_new(c, mods, nloaded, d);
 }
 
 static void cuda_module_free(Backend *b, BackendModule *bm) {
   CudaImpl *c = impl_of(b);
   CudaModule *m = (CudaModule *)bm;
   if (!m) return;
-  if (c->drv.cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS) c->drv.cuModuleUnload(m->mod);
+  if (c->drv.cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS)
+    for (int i = 0; i < m->nmods; i++) c->drv.cuModuleUnload(m->mods[i]);
   for (int i = 0; i < m->nfns; i++) free(m->fns[i].name);
   free(m->fns);
   free(m);
@@ -279,7 +348,10 @@ static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunctio
       return 1;
     }
   CUfunction fn = NULL;
-  if (!check(c, d, c->drv.cuModuleGetFunction(&fn, m->mod, name), "cuModuleGetFunction", name)) return 0;
+  CUresult rc = CUDA_ERROR_NOT_FOUND;
+  for (int i = 0; i < m->nmods && rc == CUDA_ERROR_NOT_FOUND; i++) /* the unit that holds it */
+    rc = c->drv.cuModuleGetFunction(&fn, m->mods[i], name);
+  if (!check(c, d, rc, "cuModuleGetFunction", name)) return 0;
   *out = fn;
   if (m->nfns == m->cap) {
     int cap = m->cap ? 2 * m->cap : 8;

@@ -8,6 +8,9 @@
  *    program's symbol table (LProgram.symbols order) from which it reads their values; launched with
  *    grid = KKernel.grid (evaluated with the symbol values) blocks of KKernel.block threads. Symbols
  *    in memory keep a replayed CUDA graph's arguments fixed while `past` changes every step.
+ *    Each kernel is preceded by a line SOURCE_UNIT_MARK (backend/source_units.h) and calls only the
+ *    helpers before the first such line, so the backend may compile groups of kernels as separate
+ *    translation units, in parallel.
  *  f16 and bf16 are stored as 16-bit integers and converted by helpers the source defines itself,
  *  so neither target needs headers beyond the C standard library (NVRTC needs none at all).
  */

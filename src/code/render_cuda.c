@@ -1,6 +1,7 @@
 /* CUDA C for NVRTC: no #include at all (NVRTC runs with no include path); f16/bf16 conversions in
  * inline PTX, exact round-to-nearest-even as in the C renderer. */
 #include <string.h>
+#include "../backend/source_units.h"
 #include "render_common.h"
 
 static const char cuda_preamble[] =
@@ -112,7 +113,8 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
     return;
   }
   int block = kk->block > 0 ? kk->block : 1;
-  sb_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", block, kk->name);
+  sb_puts(o, "\n" SOURCE_UNIT_MARK);
+  sb_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, kk->name);
   for (int i = 0; i < kk->nparams; i++) {
     const KParam *p = &kk->params[i];
     sb_printf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", p->is_output ? "" : "const ",

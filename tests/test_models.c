@@ -191,7 +191,8 @@ static void smollm2_default_model(void **s) {
 /* The built-in architectures' shapes (two layers, random bf16 weights) on the backend under test
  * against the CPU: hidden 576 and a vocabulary of 151936 are sizes that no fixture has (a CUDA
  * reduction once read past the end for both). A 37-token prompt runs the prefill variants (tensor
- * cores on CUDA), then greedy steps run the decode graph and the device argmax. */
+ * cores and flash attention on CUDA), whole and in two chunks, then greedy steps run the decode graph
+ * and the device argmax. */
 static void presets_match_the_cpu(void **s) {
   if (target == TARGET_CPU) {
     print_message("compares a GPU with the CPU; run with LATHE_TEST_TARGET=cuda\n");
@@ -223,6 +224,11 @@ static void presets_match_the_cpu(void **s) {
     for (int i = 0; i < cfg.vocab; i++) want[i] = ref->logits[i];
     double err = logits_error(m->logits, want, cfg.vocab);
     if (!(err <= LOGIT_TOL)) fail_msg("%s: prefill logits differ from the cpu by %.3g", names[c], err);
+    /* the same prompt in two prefill chunks (the second after 20 cached tokens: flash attention's
+     * causal bound with past > 0 on CUDA) leaves the same logits and cache */
+    if (!model_step(m, prompt, 20, 0, &d) || !model_step(m, prompt + 20, 17, 20, &d)) fail_msg("%s: %s", names[c], d.msg);
+    err = logits_error(m->logits, want, cfg.vocab);
+    if (!(err <= LOGIT_TOL)) fail_msg("%s: chunked prefill logits differ from the cpu by %.3g", names[c], err);
     int32_t tok_ref = prompt[36], tok = prompt[36];
     for (int step = 0; step < 4; step++) {
       int32_t next_ref, next;

@@ -241,6 +241,7 @@ BackendModule *cuda_module_from_image(Backend *b, const void *image, Diag *d) {
 typedef struct Unit {
   const char *source;
   const char *arch;
+  uint64_t key;    /* its cache key */
   char path[4200]; /* cache entry; "" without a cache */
   void *cubin;
   size_t size;
@@ -284,7 +285,8 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     u->source = su.text[i];
     u->arch = c->arch;
     if (!dir) continue;
-    cache_path(u->path, sizeof u->path, source_key(c, u->source), ".cubin");
+    u->key = source_key(c, u->source);
+    cache_path(u->path, sizeof u->path, u->key, ".cubin");
     u->cubin = read_file(u->path, &u->size);
     if (!u->cubin) continue;
     Diag probe = {0};
@@ -309,7 +311,7 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     Unit *u = &units[i];
     if (started[i]) pthread_join(threads[i], NULL);
     if (u->compiled && u->ok) {
-      if (dir) cache_store(dir, u->path, source_key(c, u->source), u->cubin, u->size);
+      if (dir) cache_store(dir, u->path, u->key, u->cubin, u->size);
       u->ok = load_unit(c, u->cubin, &mods[i], &u->d);
       free(u->cubin);
     }

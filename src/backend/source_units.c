@@ -11,12 +11,18 @@ static char *join(const char *shared, size_t nshared, const char *from, size_t n
   return s;
 }
 
+/* The first mark at or after `from` that starts a line of `source`, or NULL. */
+static const char *next_mark(const char *source, const char *from) {
+  const char *m = strstr(from, SOURCE_UNIT_MARK);
+  while (m && m != source && m[-1] != '\n') m = strstr(m + 1, SOURCE_UNIT_MARK);
+  return m;
+}
+
 int source_units_split(const char *source, size_t min_bytes, int max_units, SourceUnits *out) {
   out->n = 0;
   out->text = NULL;
   const size_t mark_len = strlen(SOURCE_UNIT_MARK);
-  const char *first = strstr(source, SOURCE_UNIT_MARK);
-  while (first && first != source && first[-1] != '\n') first = strstr(first + 1, SOURCE_UNIT_MARK);
+  const char *first = next_mark(source, source);
   size_t total = strlen(source);
   if (max_units < 1) max_units = 1;
   if (!first || max_units == 1) {
@@ -41,8 +47,7 @@ int source_units_split(const char *source, size_t min_bytes, int max_units, Sour
     const char *stop = end;
     if (u + 1 < units) { /* the first mark at a line start past this unit's share of the body */
       const char *want = first + (body * (u + 1)) / units;
-      stop = want < at + mark_len ? at + mark_len : want;
-      while ((stop = strstr(stop, SOURCE_UNIT_MARK)) && stop[-1] != '\n') stop++;
+      stop = next_mark(source, want < at + mark_len ? at + mark_len : want);
       if (!stop) stop = end;
     }
     if (!(out->text[out->n] = join(source, shared, at, (size_t)(stop - at)))) {

@@ -98,28 +98,25 @@ static const char *unique_name(Render *R, const char *base) {
 }
 
 static void name_stmt_tree(Render *R, const KStmt *s) {
-  if (s->kind == KS_MMA && s->mma) { /* its row, column and k variables are locals of the template */
+  /* a template kernel's (KS_MMA, KS_FLASH) axis variables are its locals */
+  int vars[2 * LT_MAX_RANK + 3], nv = 0;
+  if (s->kind == KS_MMA && s->mma) {
     const KMma *m = s->mma;
-    int vars[LT_MAX_RANK + 2], nv = 0;
     vars[nv++] = m->m_var;
     vars[nv++] = m->k_var;
     for (int i = 0; i < m->nn; i++) vars[nv++] = m->n_var[i];
-    for (int i = 0; i < nv; i++)
-      if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])
-        R->var_name[vars[i]] = unique_name(R, vars[i] < R->kk->nvars ? R->kk->var_names[vars[i]] : "v");
   }
-  if (s->kind == KS_FLASH && s->flash) { /* its axis variables are locals of the template */
+  if (s->kind == KS_FLASH && s->flash) {
     const KFlash *f = s->flash;
-    int vars[2 * LT_MAX_RANK + 3], nv = 0;
     vars[nv++] = f->m_var;
     vars[nv++] = f->t_var;
     vars[nv++] = f->d_var;
     for (int i = 0; i < f->ngroup; i++) vars[nv++] = f->group_var[i];
     for (int i = 0; i < f->nvalue; i++) vars[nv++] = f->value_var[i];
-    for (int i = 0; i < nv; i++)
-      if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])
-        R->var_name[vars[i]] = unique_name(R, vars[i] < R->kk->nvars ? R->kk->var_names[vars[i]] : "v");
   }
+  for (int i = 0; i < nv; i++)
+    if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])
+      R->var_name[vars[i]] = unique_name(R, vars[i] < R->kk->nvars ? R->kk->var_names[vars[i]] : "v");
   if ((s->kind == KS_FOR || s->kind == KS_PARFOR) && s->var >= 0 && s->var < L_MAX_VARS && !R->var_name[s->var])
     R->var_name[s->var] = unique_name(R, s->var < R->kk->nvars ? R->kk->var_names[s->var] : "i");
   if (s->kind == KS_SMEM) {

@@ -98,16 +98,17 @@ static uint64_t mass_of(const void *ctx, int item, uint32_t *key) {
 /* Top-k's candidates without a pass per key byte: a histogram of each logit's distance below the
  * maximum in 1/64 steps finds the distance within which k logits lie; those (a few more than k) are
  * listed in vocabulary order. 0 when fewer than k lie within 32 of the maximum. */
+enum { NEAR_BINS = 2048 }; /* 32 logits below the maximum in 1/64 steps */
+
 static int near_candidates(const float *logits, int vocab, float mx, int k, int *idx) {
-  static const int bins = 2048;
-  int near[2048] = {0};
+  int near[NEAR_BINS] = {0};
   for (int i = 0; i < vocab; i++) {
     float d = mx - logits[i];
     if (d < 32.0f) near[(int)(d * 64.0f)]++;
   }
   int cut = 0, run = 0;
-  while (cut < bins && run + near[cut] < k) run += near[cut++];
-  if (cut == bins) return 0;
+  while (cut < NEAR_BINS && run + near[cut] < k) run += near[cut++];
+  if (cut == NEAR_BINS) return 0;
   int n = 0;
   for (int i = 0; i < vocab; i++) {
     float d = mx - logits[i];

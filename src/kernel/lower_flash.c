@@ -83,8 +83,6 @@ static int softmax_source(const LProgram *lp, const LKernel *b, Expr *t_extent) 
   return s;
 }
 
-/* How the score side (Q, K, the score) uses column variable v: not at all (0), only as v // c with
- * every c a multiple of *div (2), or otherwise (1). *div starts at 0 (none seen). */
 static int64_t gcd64(int64_t a, int64_t b) {
   while (b) {
     int64_t t = a % b;
@@ -94,6 +92,8 @@ static int64_t gcd64(int64_t a, int64_t b) {
   return a;
 }
 
+/* How the score side (Q, K, the score) uses column variable v: *whole is set where v appears other
+ * than as v // c; *div (0 at the start: none seen) becomes the gcd of every such c. */
 static void scan_use(const Expr *e, int v, int64_t *div, int *whole) {
   if (!(e->varmask >> v & 1)) return;
   if (e->op == X_IDIV && e->a[0]->op == X_VAR && e->a[0]->ival == v && e->a[1]->op == X_CONST && e->a[1]->ival > 0) {

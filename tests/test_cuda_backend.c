@@ -684,7 +684,8 @@ static void test_plan_picks_tensor_cores_by_device(void **state) {
 }
 
 /* Attention in a prefill is one flash-attention launch (the scores and softmax kernels launch
- * nothing); a decode step, or a device without bf16 mma, runs the three kernels. */
+ * nothing); a decode step, or a device without bf16 mma, is one flash-decoding launch: a block per
+ * query row, pair of heads sharing k and v, and chunk of 32 keys (at most 264 blocks in all). */
 static void test_plan_flash_attention_launches(void **state) {
   if (!nvrtc_available()) skip();
   fresh_cache();
@@ -695,9 +696,12 @@ static void test_plan_flash_attention_launches(void **state) {
   assert_int_equal(g_gpu.block, 128);
   assert_int_equal(g_gpu.grid, 4); /* one block of 64 rows for each of 4 heads */
   run_launches(attn, 3, 9, 0, 1, name, sizeof name);
-  assert_string_equal(name, "attention_0,attention_1,attention_2");
+  assert_string_equal(name, "attention_2");
+  assert_int_equal(g_gpu.block, 128);
+  assert_int_equal(g_gpu.grid, 2); /* 1 row x 2 head pairs x 1 chunk */
   run_launches(attn, 3, 7, 5, 37, name, sizeof name);
-  assert_string_equal(name, "attention_0,attention_1,attention_2");
+  assert_string_equal(name, "attention_2");
+  assert_int_equal(g_gpu.grid, 37 * 2 * 2); /* 37 rows x 2 head pairs x 2 chunks (37 keys) */
   drop_cache();
 }
 

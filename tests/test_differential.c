@@ -224,6 +224,19 @@ static void build_cases(void) {
   add_case("prefill_attention_flat_70", "seq=70", 0,
            "q: f32[1,4,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\n"
            "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, seq, 256])");
+  /* Attention over a run-time number of keys with few query rows is one flash-decoding kernel on
+   * CUDA: many keys in chunks merged by the last block (1000 keys: 32 chunks), several query rows
+   * each with its own causal end, head and value widths that are no power of two, and one k / v
+   * head read by six query heads. */
+  add_case("decode_attention_chunks_1000", "seq=1000", 0,
+           "q: f32[1,8,1,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)");
+  add_case("decode_attention_rows_5", "seq=5", 0,
+           "q: f32[1,4,seq,32]; k: f32[1,2,seq,32]; v: f32[1,2,seq,32]\nreturn attention(q, k, v, true)");
+  add_case("decode_attention_odd_widths_70", "seq=70", 0,
+           "q: f32[1,6,1,100]; k: f32[1,3,seq,100]; v: f32[1,3,seq,100]\nreturn attention(q, k, v, false)");
+  add_case("decode_attention_mqa_300", "seq=300", 0,
+           "q: f32[1,6,1,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\n"
+           "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, 1, 192])");
   /* Fused chains under all three fusion policies. */
   static const char *policies[] = {"default", "recompute", "nofuse"};
   for (int p = 0; p < 3; p++) {

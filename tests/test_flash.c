@@ -59,17 +59,17 @@ static void causal_gqa_is_one_kernel(void **state) {
   int64_t grid = 0;
   assert_true(ex_eval_int(fk->grid, &env, &grid));
   assert_int_equal(grid, 3 * 4);
-  /* the scores and softmax kernels launch nothing under the same condition */
+  /* the scores and softmax kernels launch nothing: the flash kernel computes them in a prefill, the
+   * P x V kernel itself (flash-decoding) otherwise */
   for (int i = 0; i < 2; i++) {
     const KKernel *k = &c->kernel->kernels[i];
-    assert_non_null(k->alt);
-    assert_true(k->alt->skip);
-    assert_true(k->alt->tensor_cores);
-    assert_string_equal(k->alt->by, "attention_2_flash");
-    assert_ptr_equal(k->alt_when, c->kernel->kernels[2].alt_when);
+    assert_true(k->skip);
+    assert_string_equal(k->by, "attention_2");
+    assert_null(k->alt);
   }
   char *kern = printed(c, ST_KERNEL), *tile = printed(c, ST_TILE);
-  assert_contains(kern, "nothing: attention_2_flash computes it");
+  assert_contains(kern, "kernel attention_0: nothing: attention_2 computes it");
+  assert_contains(kern, "kernel attention_1: nothing: attention_2 computes it");
   assert_contains(kern, "flash attention, bf16 tensor cores (x2): rows i2 < seq, groups i1 < 4, values i3 < 16, keys r0 < seq (up to r0 = i2)");
   assert_contains(kern, "s = sum over d5 < 16 of q[0, i1, i2, d5] * k[0, i1 // 2, r0, d5]");
   assert_contains(kern, "score = i2 < r0 ? -inf : s*0.25");
@@ -171,8 +171,164 @@ static void written_out_attention_and_refusals(void **state) {
   compilation_free(c);
 }
 
+/* The flash-decoding statement of kernel i itself, or NULL. */
+static const KFlash *decode_of(const Compilation *c, int i) {
+  const KKernel *k = &c->kernel->kernels[i];
+  if (!k->body || k->body->nbody != 1 || k->body->body[0]->kind != KS_FLASH) return NULL;
+  const KFlash *f = k->body->body[0]->flash;
+  return f && f->decode ? f : NULL;
+}
+
+static int64_t eval_at(const Expr *e, const char *sym, int64_t value) {
+  SymEnv env = {0};
+  symenv_set(&env, sym, value);
+  int64_t out = -1;
+  assert_true(ex_eval_int(e, &env, &out));
+  return out;
+}
+
+static void nvrtc_compiles(const Compilation *c) {
+  if (!nvrtc_available()) return;
+  Diag d = {0};
+  void *cubin = NULL;
+  size_t size = 0;
+  if (!nvrtc_compile(sb_str((StrBuf *)&c->code), "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
+  assert_true(size > 0);
+  free(cubin);
+}
+
+/* Decode-shaped attention (one query row, many keys): the P x V kernel itself is flash-decoding,
+ * with the query heads that read one k / v head in one block and the keys in chunks; the scores
+ * and softmax kernels launch nothing. */
+static void decode_is_one_kernel_per_kv_head(void **state) {
+  (void)state;
+  Compilation *c = compiled("q: f32[1,8,1,64]; k: f32[1,2,n,64]; v: f32[1,2,n,64]\nreturn attention(q, k, v, true)",
+                            TARGET_CUDA, MM_HIGH);
+  assert_int_equal(c->kernel->nkernels, 3);
+  const KFlash *f = decode_of(c, 2);
+  assert_non_null(f);
+  assert_int_equal(f->parts, 0);
+  assert_int_equal(f->m_var, -1); /* one query row */
+  assert_int_equal(f->rows, 4);   /* heads h = 4j .. 4j + 3 read k and v head j */
+  assert_true(f->share >= 0);
+  assert_int_equal(f->groups, 8);
+  assert_int_equal(f->width, 64);
+  const KKernel *k = &c->kernel->kernels[2];
+  assert_false(k->tensor_cores);
+  assert_int_equal(k->block, 128);
+  /* 2 blocks of heads x chunks of at least 32 keys, at most 264 blocks */
+  assert_int_equal(eval_at(k->grid, "n", 1), 2);
+  assert_int_equal(eval_at(k->grid, "n", 100), 2 * 4);
+  assert_int_equal(eval_at(k->grid, "n", 1000), 2 * 32);
+  assert_int_equal(eval_at(k->grid, "n", 100000), 2 * 64); /* at most 64 chunks a row */
+  /* the scratch: row counters, then (max, sum, 64 outputs) for 4 heads per block */
+  assert_int_equal(eval_at(k->scratch, "n", 1000), MMA_COUNTERS + 2 * 32 * 4 * 66 * 4);
+  for (int i = 0; i < 2; i++) {
+    assert_true(c->kernel->kernels[i].skip);
+    assert_null(c->kernel->kernels[i].alt);
+  }
+  char *kern = printed(c, ST_KERNEL), *tile = printed(c, ST_TILE);
+  assert_contains(kern, "flash-decoding, f32: one row, 4 heads sharing k and v in a block (i1), key chunks");
+  assert_contains(kern, "k[0, i1 // 4, r0, d5]");
+  assert_contains(tile, "flash-decoding");
+  const char *code = sb_str(&c->code);
+  assert_contains(code, "atomicAdd(&lt_scratch[lt_rb], 1u)");
+  assert_null(strstr(code, "attention_0(")); /* nothing compiled for the kernels that launch nothing */
+  nvrtc_compiles(c);
+  free(kern);
+  free(tile);
+  compilation_free(c);
+}
+
+/* Flash-decoding is f32 on CUDA cores, so it stays at --matmul-precision highest; the scores and
+ * softmax kernels then still run where P x V's (CUDA-core) blocked variant runs. LATHE_FLASH_DECODE=0
+ * keeps the three kernels; the CPU never has it. */
+static void decode_at_every_precision_and_off_switch(void **state) {
+  (void)state;
+  Compilation *c = compiled(CAUSAL_GQA, TARGET_CUDA, MM_HIGHEST);
+  assert_non_null(decode_of(c, 2));
+  assert_string_equal(c->kernel->kernels[2].alt->name, "attention_2_rows8");
+  for (int i = 0; i < 2; i++) {
+    const KKernel *k = &c->kernel->kernels[i];
+    assert_true(k->skip);
+    assert_non_null(k->alt);
+    assert_false(k->alt->skip);
+    assert_ptr_equal(k->alt_when, c->kernel->kernels[2].alt_when);
+  }
+  assert_string_equal(c->kernel->kernels[0].alt->name, "attention_0_rows8"); /* its own blocked variant */
+  assert_string_equal(c->kernel->kernels[1].alt->name, "attention_1");       /* softmax has none: itself */
+  char *kern = printed(c, ST_KERNEL);
+  assert_contains(kern, "kernel attention_0: nothing: attention_2 computes it\n\nvariant, launched instead when 8 <= seq:");
+  free(kern);
+  nvrtc_compiles(c);
+  compilation_free(c);
+  setenv("LATHE_FLASH_DECODE", "0", 1);
+  c = compiled(CAUSAL_GQA, TARGET_CUDA, MM_HIGH);
+  unsetenv("LATHE_FLASH_DECODE");
+  assert_null(decode_of(c, 2));
+  assert_non_null(flash_of(c, 2));
+  assert_false(c->kernel->kernels[0].skip);
+  assert_true(c->kernel->kernels[0].alt->skip);
+  compilation_free(c);
+  c = compiled(CAUSAL_GQA, TARGET_CPU, MM_HIGH);
+  for (int i = 0; i < c->kernel->nkernels; i++) {
+    assert_null(decode_of(c, i));
+    assert_false(c->kernel->kernels[i].skip);
+  }
+  compilation_free(c);
+}
+
+/* Shapes the template must handle: k and v shared by all six heads (multi-query: six rows a block),
+ * heads flattened into the output's columns, widths of 100 (no power of two), several query rows;
+ * all compile under NVRTC. A head dimension beyond 128 keeps the three kernels. */
+static void decode_shapes(void **state) {
+  (void)state;
+  Compilation *c = compiled("q: f32[1,6,1,32]; k: f32[1,1,n,32]; v: f32[1,1,n,32]\n"
+                            "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, 1, 192])",
+                            TARGET_CUDA, MM_HIGH);
+  int last = c->kernel->nkernels - 1;
+  const KFlash *f = decode_of(c, last);
+  assert_non_null(f);
+  assert_int_equal(f->rows, 6);
+  assert_int_equal(f->width, 32);
+  nvrtc_compiles(c);
+  compilation_free(c);
+  c = compiled("q: f32[1,4,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\n"
+               "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, seq, 256])",
+               TARGET_CUDA, MM_HIGH);
+  last = c->kernel->nkernels - 1;
+  f = decode_of(c, last);
+  assert_non_null(f);
+  assert_int_equal(f->rows, 2); /* v's index, (g * 64 + c) // 128, is read as g // 2 */
+  assert_non_null(f->t_last);
+  char *kern = printed(c, ST_KERNEL);
+  assert_contains(kern, "v[0, g5 // 2, r0, c6 % 64]");
+  free(kern);
+  nvrtc_compiles(c);
+  compilation_free(c);
+  c = compiled("q: f32[1,6,seq,100]; k: f32[1,3,seq,100]; v: f32[1,3,seq,100]\nreturn attention(q, k, v, false)",
+               TARGET_CUDA, MM_HIGH);
+  f = decode_of(c, 2);
+  assert_non_null(f);
+  assert_int_equal(f->d_extent, 100);
+  assert_int_equal(f->width, 100);
+  assert_null(flash_of(c, 2)); /* tensor cores want multiples of 16 */
+  nvrtc_compiles(c);
+  compilation_free(c);
+  c = compiled("q: f32[1,2,1,256]; k: f32[1,2,n,256]; v: f32[1,2,n,256]\nreturn attention(q, k, v, true)",
+               TARGET_CUDA, MM_HIGH);
+  for (int i = 0; i < c->kernel->nkernels; i++) {
+    assert_null(decode_of(c, i));
+    assert_false(c->kernel->kernels[i].skip);
+  }
+  compilation_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(decode_is_one_kernel_per_kv_head),
+      cmocka_unit_test(decode_at_every_precision_and_off_switch),
+      cmocka_unit_test(decode_shapes),
       cmocka_unit_test(causal_gqa_is_one_kernel),
       cmocka_unit_test(precision_picks_parts),
       cmocka_unit_test(unmasked_and_flattened_heads),

@@ -73,7 +73,7 @@ int render_c(StrBuf *out, const KProgram *kp, Diag *d) {
   sb_puts(out, c_preamble);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];
-    if (!kk->code_name) rc_c_kernel(&R, kk);
+    if (!kk->code_name && !kk->skip) rc_c_kernel(&R, kk);
     if (kk->alt && !kk->alt->code_name && !kk->alt->skip && !R.failed) rc_c_kernel(&R, kk->alt);
   }
   return !R.failed;

@@ -451,10 +451,13 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     return;
   case KS_FLASH:
     if (!R->cuda) {
-      refuse(R, "flash attention on tensor cores");
+      refuse(R, "flash attention");
       return;
     }
-    rc_put_flash(R, s, level);
+    if (s->flash && s->flash->decode)
+      rc_put_flash_decode(R, s, level);
+    else
+      rc_put_flash(R, s, level);
     return;
   }
   rc_fail(R, "unknown statement kind %d", (int)s->kind);
@@ -475,7 +478,8 @@ int code_dedupe(KProgram *kp, Diag *d) {
   KKernel **all = calloc((size_t)(4 * kp->nkernels + 1), sizeof *all);
   Seen *seen = calloc((size_t)(4 * kp->nkernels + 1), sizeof *seen);
   if (!all || !seen) abort();
-  for (int i = 0; i < kp->nkernels; i++) all[n++] = &kp->kernels[i];
+  for (int i = 0; i < kp->nkernels; i++)
+    if (!kp->kernels[i].skip) all[n++] = &kp->kernels[i];
   for (int i = 0; i < kp->nkernels; i++)
     if (kp->kernels[i].alt && !kp->kernels[i].alt->skip) {
       all[n++] = kp->kernels[i].alt;
@@ -537,4 +541,13 @@ void rc_line(Render *R, int level, const char *fmt, ...) {
   sb_indent(R->out, level);
   sb_puts(R->out, buf);
   sb_putc(R->out, '\n');
+}
+
+void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int n, const char *flat) {
+  int64_t stride = 1;
+  for (int i = n - 1; i >= 0; i--) {
+    rc_line(R, level, "const i64 %s = (%s / %lldLL) %% %lldLL;", R->var_name[vars[i]], flat, (long long)stride,
+            (long long)ext[i]);
+    stride *= ext[i];
+  }
 }

@@ -70,8 +70,11 @@ const char *rc_unique_name(Render *R, const char *base);
 /* One line of a template kernel (render_mma.c, render_flash.c) at indentation `level`, printf-style;
  * a line longer than 511 characters fails the render instead of being cut. */
 void rc_line(Render *R, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Declares axis variables vars[] (extents ext[], last fastest) from the flat index `flat`. */
+void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int n, const char *flat);
 /* CUDA: a KS_MMA statement (render_mma.c). */
 void rc_put_mma(Render *R, const KStmt *s, int level);
-/* CUDA: a KS_FLASH statement (render_flash.c). */
+/* CUDA: a KS_FLASH statement (render_flash.c; flash-decoding: render_flash_decode.c). */
 void rc_put_flash(Render *R, const KStmt *s, int level);
+void rc_put_flash_decode(Render *R, const KStmt *s, int level);
 #endif

@@ -149,7 +149,7 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   sb_puts(out, cuda_preamble);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];
-    if (!kk->code_name) rc_cuda_kernel(&R, kk);
+    if (!kk->code_name && !kk->skip) rc_cuda_kernel(&R, kk);
     if (kk->alt && !kk->alt->code_name && !kk->alt->skip && !R.failed) rc_cuda_kernel(&R, kk->alt);
     if (kk->alt && kk->alt->pre && !kk->alt->pre->code_name && !R.failed) rc_cuda_kernel(&R, kk->alt->pre);
     if (kk->alt && kk->alt->lib && !kk->alt->lib->epilogue->code_name && !R.failed)

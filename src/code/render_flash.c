@@ -18,16 +18,6 @@
 
 #define KEYS 32 /* keys per tile */
 
-/* Declares axis variables vars[] (extents ext[], last fastest) from the flat index `flat`. */
-static void bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int n, const char *flat) {
-  int64_t stride = 1;
-  for (int i = n - 1; i >= 0; i--) {
-    rc_line(R, level, "const i64 %s = (%s / %lldLL) %% %lldLL;", R->var_name[vars[i]], flat, (long long)stride,
-         (long long)ext[i]);
-    stride *= ext[i];
-  }
-}
-
 /* Two f32 values (lt_x[0], lt_x[1]) as bf16 pairs: the hi pair into `hi`, the lo pair into `lo`. */
 static void put_split(Render *R, int level, int parts, const char *hi, const char *lo) {
   if (parts == 2)
@@ -50,7 +40,7 @@ static void put_stage(Render *R, const KFlash *f, int L, const char *smem, int64
   rc_line(R, L + 1, "for (int lt_j = 0; lt_j < 2; lt_j++) {");
   if (values) {
     rc_line(R, L + 2, "const i64 lt_cc = lt_col + lt_j;");
-    bind_flat(R, L + 2, f->value_var, f->value_ext, f->nvalue, "lt_cc");
+    rc_bind_flat(R, L + 2, f->value_var, f->value_ext, f->nvalue, "lt_cc");
   } else {
     rc_line(R, L + 2, "const i64 %s = lt_col + lt_j;", R->var_name[f->d_var]);
   }
@@ -93,7 +83,7 @@ void rc_put_flash(Render *R, const KStmt *s, int level) {
   rc_put_assign(R, L, "const i64 lt_M", f->m_extent);
   rc_put_assign(R, L, "const i64 lt_T", f->t_extent);
   rc_line(R, L, "const i64 lt_gi = (i64)blockIdx.x %% %lldLL, lt_m0 = ((i64)blockIdx.x / %lldLL) * 64;", G, G);
-  bind_flat(R, L, f->group_var, f->group_ext, f->ngroup, "lt_gi");
+  rc_bind_flat(R, L, f->group_var, f->group_ext, f->ngroup, "lt_gi");
   rc_line(R, L, "__shared__ __align__(16) unsigned short lt_sk[%d][%d][%lld];", parts, KEYS, D + 8);
   rc_line(R, L, "__shared__ __align__(16) unsigned short lt_sv[%d][%d][%lld];", parts, KEYS, W + 8);
   /* this warp's rows of Q as A fragments: element pair i of k step ks is (row r + 8 (i & 1), k 2q + 8 (i >> 1)) */
@@ -229,7 +219,7 @@ void rc_put_flash(Render *R, const KStmt *s, int level) {
   rc_line(R, L + 2, "const i64 %s = lt_m0 + lt_warp * 16 + lt_r + (lt_e >> 1) * 8;", mv);
   rc_line(R, L + 2, "if (%s < lt_M) {", mv);
   rc_line(R, L + 3, "const i64 lt_cc = lt_j * 8 + 2 * lt_q + (lt_e & 1);");
-  bind_flat(R, L + 3, f->value_var, f->value_ext, f->nvalue, "lt_cc");
+  rc_bind_flat(R, L + 3, f->value_var, f->value_ext, f->nvalue, "lt_cc");
   rc_line(R, L + 3, "const float %s = lt_o[lt_j][lt_e] / lt_l[lt_e >> 1];", R->tmp_name[f->o_tmp]);
   rc_put_stmt(R, f->store, L + 3);
   rc_line(R, L + 2, "}");

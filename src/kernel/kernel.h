@@ -80,11 +80,11 @@ typedef struct KFlash {
   int t_var;
   Expr *t_extent;      /* keys (run-time) */
   int d_var;
-  int64_t d_extent;    /* the dot product's length: a multiple of 16, at most 128 */
+  int64_t d_extent;    /* the dot product's length: at most 128 (tensor cores: a multiple of 16) */
   int ngroup, nvalue;  /* group axes (one block's columns share q and k) and value axes, last fastest */
   int group_var[LT_MAX_RANK], value_var[LT_MAX_RANK];
   int64_t group_ext[LT_MAX_RANK], value_ext[LT_MAX_RANK];
-  int64_t groups, width; /* products of the extents; width a multiple of 16, at most 128 */
+  int64_t groups, width; /* products of the extents; width at most 128 (tensor cores: a multiple of 16) */
   Expr *q, *k, *v;     /* f32 */
   int s_tmp;           /* the dot product, in `score` */
   Expr *score;         /* f32; -inf masks the key out */
@@ -94,6 +94,15 @@ typedef struct KFlash {
   struct KStmt *store;
   int parts;
   int scores_kernel, softmax_kernel; /* the loop-stage kernels (A and B) whose work this kernel does */
+  /* decode = 1 (flash-decoding, code/render_flash_decode.c): f32 on CUDA cores, parts = 0, for few
+   * query rows. A block takes one query row, `rows` consecutive values of group axis `share` (heads
+   * whose k and v are the same: grouped-query attention) and one chunk of the keys; the grid is
+   * rows of m x (groups / rows) x `chunks` (an Expr over symbols). With chunks > 1 each block leaves
+   * its softmax state (max, sum, outputs) in the scratch and the last block of a row merges them in
+   * chunk order. m_var = -1: one query row. */
+  int decode;
+  int share, rows;
+  Expr *chunks;
 } KFlash;
 
 #define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */

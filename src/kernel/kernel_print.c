@@ -39,8 +39,22 @@ static void print_axes(StrBuf *b, PrintNames *n, const int *vars, const int64_t 
 
 static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int child) {
   PrintNames *n = nm->ctx;
-  sb_printf(b, "flash attention, bf16 tensor cores (x%d): rows %s < ", f->parts, pn_var(n, f->m_var));
-  ex_print(b, f->m_extent, nm);
+  if (f->decode) {
+    sb_puts(b, "flash-decoding, f32: ");
+    if (f->m_var >= 0) {
+      sb_printf(b, "row %s < ", pn_var(n, f->m_var));
+      ex_print(b, f->m_extent, nm);
+    } else {
+      sb_puts(b, "one row");
+    }
+    sb_printf(b, ", %d head%s a block", f->rows, f->rows > 1 ? "s sharing k and v in" : " in");
+    if (f->share >= 0) sb_printf(b, " (%s)", pn_var(n, f->group_var[f->share]));
+    sb_puts(b, ", key chunks ");
+    ex_print(b, f->chunks, nm);
+  } else {
+    sb_printf(b, "flash attention, bf16 tensor cores (x%d): rows %s < ", f->parts, pn_var(n, f->m_var));
+    ex_print(b, f->m_extent, nm);
+  }
   sb_puts(b, ", groups ");
   print_axes(b, n, f->group_var, f->group_ext, f->ngroup);
   sb_puts(b, ", values ");
@@ -185,6 +199,10 @@ static const char *red_name(RedStrategy r) { return r == RS_WARP ? "warp" : r ==
 
 static void print_kernel(StrBuf *b, const KProgram *kp, const KKernel *kk) {
   const LProgram *lp = kp->loop;
+  if (kk->skip) { /* a kernel that launches nothing (flash-decoding computes its output) */
+    sb_printf(b, "kernel %s: nothing: %s computes it\n", kk->name, kk->by);
+    return;
+  }
   sb_printf(b, "kernel %s(", kk->name);
   for (int i = 0; i < kk->nparams; i++) {
     const LBuf *buf = &lp->bufs[kk->params[i].buf];

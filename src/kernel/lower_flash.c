@@ -1,13 +1,15 @@
-/* Kernel-stage lowering of attention to one flash-attention kernel (KS_FLASH), for the register-blocked
- * variant of a P x V kernel. Fusion (loop/fuse.c) leaves attention as three kernels:
+/* Kernel-stage lowering of attention to one flash-attention kernel (KS_FLASH): on tensor cores for the
+ * register-blocked variant of a P x V kernel (prefill), and on CUDA cores with the keys split over
+ * blocks (flash-decoding, KFlash.decode) for the kernel itself (few query rows: decode). Fusion (loop/fuse.c) leaves attention as three kernels:
  *
  *   A  S[i..., t] = score(sum over d of Q(i..., d) * K(i..., t, d))         (scale, causal mask)
  *   B  P[i..., t] = exp(S[i..., t] - max_t S) / sum_t exp(S[i..., t] - max_t S)
  *   C  out[...]   = epilogue(sum over t of P[idx(...), t] * V(..., t))
  *
  * When C, B and A have exactly these shapes, S and P are temporaries nobody else reads, and nothing
- * between A and C writes what Q and K read, C's variant computes A's and B's work too, with an online
- * softmax over blocks of keys (code/render_flash.c), and A and B get variants that launch nothing.
+ * between A and C writes what Q and K read, C's variant (or C) computes A's and B's work too, with an
+ * online softmax over blocks of keys (code/render_flash.c, render_flash_decode.c), and A and B get
+ * variants (or are kernels) that launch nothing.
  * C's columns split into groups (heads: they share Q's row and K) and values (the head's elements):
  * a column axis the scores read whole is a group axis, one they do not read is a value axis, and one
  * they read only as n // c (the head of a flattened [heads * dim] axis) is both, n = g * c + c'. */
@@ -108,7 +110,7 @@ static void scan_use(const Expr *e, int v, int64_t *div, int *whole) {
 }
 
 typedef struct SplitRewrite {
-  int v, g;
+  int v, g, cv;
   int64_t c;
 } SplitRewrite;
 
@@ -117,6 +119,19 @@ static Expr *split_fn(void *ctx, ExprPool *P, Expr *e) {
   const SplitRewrite *s = ctx;
   if (e->op == X_IDIV && e->a[0]->op == X_VAR && e->a[0]->ival == s->v && e->a[1]->op == X_CONST)
     return ex_bin(P, X_IDIV, ex_var(P, s->g), ex_int(P, e->a[1]->ival / s->c));
+  return e;
+}
+
+/* The value side of a split n = g * c + c' (c' < c): n // (k c) -> g // k and n %% m -> c' %% m for m
+ * dividing c, so that v's index shows which heads read the same rows. */
+static Expr *split_value_fn(void *ctx, ExprPool *P, Expr *e) {
+  const SplitRewrite *s = ctx;
+  if ((e->op != X_IDIV && e->op != X_MOD) || e->a[0]->op != X_VAR || e->a[0]->ival != s->v || e->a[1]->op != X_CONST ||
+      e->a[1]->ival < 1)
+    return e;
+  int64_t k = e->a[1]->ival;
+  if (e->op == X_IDIV && k % s->c == 0) return ex_bin(P, X_IDIV, ex_var(P, s->g), ex_int(P, k / s->c));
+  if (e->op == X_MOD && s->c % k == 0) return ex_bin(P, X_MOD, ex_var(P, s->cv), ex_int(P, k));
   return e;
 }
 
@@ -137,6 +152,41 @@ static Expr *causal_last(const Expr *score, int m, int t) {
   return NULL;
 }
 
+/* Flash-decoding (KFlash.decode): the group axis whose consecutive values read the same k and v
+ * (k and v use it only as g // c, or not at all), with the most such values up to 8 (a block's
+ * rows), and the launch: a block per query row, row group and key chunk. Chunks of at least 32 keys,
+ * as many as keep about two blocks on each of 132 SMs, at most 64 (the merge's shared weights and
+ * two chunks per lane: code/render_flash_decode.c); a row with more than one chunk merges them
+ * through the scratch (counters, then rows x (max, sum, width outputs) per block). */
+static void decode_launch(Lower *L, KFlash *f) {
+  ExprPool *P = L->pool;
+  f->decode = 1;
+  f->share = -1;
+  f->rows = 1;
+  for (int i = 0; i < f->ngroup; i++) {
+    int64_t div = 0, best = 1;
+    int whole = 0;
+    scan_use(f->k, f->group_var[i], &div, &whole);
+    scan_use(f->v, f->group_var[i], &div, &whole);
+    if (whole) continue;
+    for (int64_t r = 2; r <= 8; r++)
+      if (f->group_ext[i] % r == 0 && (div == 0 || div % r == 0)) best = r;
+    if (best > f->rows) {
+      f->share = i;
+      f->rows = (int)best;
+    }
+  }
+  Expr *row_blocks = ex_mul(P, f->m_extent, ex_int(P, f->groups / f->rows));
+  Expr *key_tiles = ex_bin(P, X_IDIV, ex_add(P, f->t_extent, ex_int(P, 31)), ex_int(P, 32));
+  Expr *fill = ex_bin(P, X_MIN, ex_bin(P, X_IDIV, ex_int(P, 264), row_blocks), ex_int(P, 64));
+  f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, key_tiles, fill), ex_int(P, 1));
+  KKernel *kk = L->kk;
+  kk->grid = ex_mul(P, row_blocks, f->chunks);
+  kk->block = 128;
+  kk->scratch = ex_add(P, ex_int(P, MMA_COUNTERS),
+                       ex_mul(P, kk->grid, ex_int(P, (int64_t)f->rows * (f->width + 2) * 4)));
+}
+
 /* A's accumulator -> the temporary holding the dot product */
 static Expr *acc_to_tmp(void *ctx, ExprPool *P, Expr *e) {
   (void)P;
@@ -149,11 +199,13 @@ int kl_flash_body(Lower *L) {
   ExprPool *P = L->pool;
   KKernel *kk = L->kk;
   int ra = L->s.row_axis, ci = (int)(C - lp->kernels);
-  int parts = L->s.flash;
-  if (L->target != TARGET_CUDA || parts < 1 || parts > 2 || ra < 0 || ra >= C->npar || C->ninner || C->nphase != 1) return 0;
+  int parts = L->s.flash, decode = !parts && L->s.flash_decode;
+  if (L->target != TARGET_CUDA || (!decode && (parts < 1 || parts > 2 || ra < 0)) || ra >= C->npar || C->ninner ||
+      C->nphase != 1)
+    return 0;
   const LPhase *ph = &C->phases[0];
   if (ph->op != RED_ADD || ph->naxes != 1 || ph->acc_dtype != DT_F32 || ph->body->op != X_MUL) return 0;
-  int m = C->par[ra].var, t = ph->axes[0].var;
+  int m = ra >= 0 ? C->par[ra].var : -1, t = ph->axes[0].var; /* decode: m = -1 is one query row */
   Expr *T = ph->axes[0].extent;
   for (int i = 0; i < C->npar; i++) /* unit axes are 0 */
     if (i != ra && C->par[i].extent->op == X_CONST && C->par[i].extent->ival == 1) L->var_map[C->par[i].var] = ex_int(P, 0);
@@ -170,7 +222,8 @@ int kl_flash_body(Lower *L) {
     pl = x;
     v = kl_subst(L, ph->body->a[1 - side]);
   }
-  if (!pl || (v->varmask >> m & 1) || (v->flags & (EXF_ACC | EXF_TMP | EXF_HW)) || !dtype_is_float(v->dtype)) return 0;
+  uint64_t tb = 1ull << t, mb = m >= 0 ? 1ull << m : 0;
+  if (!pl || (v->varmask & mb) || (v->flags & (EXF_ACC | EXF_TMP | EXF_HW)) || !dtype_is_float(v->dtype)) return 0;
   int pbuf = (int)pl->ival;
   int bi = kernel_writing(lp, pbuf, ci);
   if (bi < 0 || lp->bufs[pbuf].kind != BUF_TEMP || readers(lp, pbuf) != 1) return 0;
@@ -185,7 +238,8 @@ int kl_flash_body(Lower *L) {
   const LPhase *aph = &A->phases[0];
   if (aph->op != RED_ADD || aph->naxes != 1 || aph->acc_dtype != DT_F32 || aph->body->op != X_MUL) return 0;
   const Expr *dext = aph->axes[0].extent;
-  if (dext->op != X_CONST || dext->ival % 16 || dext->ival < 16 || dext->ival > 128) return 0;
+  if (dext->op != X_CONST || dext->ival < 1 || dext->ival > 128 || (!decode && (dext->ival % 16 || dext->ival < 16)))
+    return 0;
   if (A->par[A->npar - 1].extent != T) return 0;
   for (int i = 0; i < A->npar; i++)
     if (A->out_idx[i]->op != X_VAR || A->out_idx[i]->ival != A->par[i].var) return 0;
@@ -207,7 +261,6 @@ int kl_flash_body(Lower *L) {
   if (!dtype_is_float(score->dtype) || (score->flags & (EXF_HW | EXF_ACC))) return 0;
   if (score->dtype != DT_F32) score = ex_cast(P, DT_F32, score);
   /* Q does not depend on t, K not on m */
-  uint64_t tb = 1ull << t, mb = 1ull << m;
   Expr *q = (x0->varmask & tb) ? x1 : x0, *k = (x0->varmask & tb) ? x0 : x1;
   if ((q->varmask & tb) || (k->varmask & mb) || ((q->flags | k->flags) & (EXF_ACC | EXF_TMP | EXF_HW))) return 0;
   if (!dtype_is_float(q->dtype) || !dtype_is_float(k->dtype)) return 0;
@@ -240,8 +293,10 @@ int kl_flash_body(Lower *L) {
       f->value_ext[f->nvalue++] = e->ival;
       f->width *= e->ival;
     } else { /* n = g * div + c */
-      SplitRewrite sr = {cv, kl_new_var(L, "g"), div};
+      SplitRewrite sr = {cv, kl_new_var(L, "g"), 0, div};
       int c = kl_new_var(L, "c");
+      sr.cv = c;
+      v = ex_rewrite(P, v, split_value_fn, &sr);
       q = ex_rewrite(P, q, split_fn, &sr);
       k = ex_rewrite(P, k, split_fn, &sr);
       score = ex_rewrite(P, score, split_fn, &sr);
@@ -254,12 +309,12 @@ int kl_flash_body(Lower *L) {
       L->var_map[cv] = ex_add(P, ex_mul(P, ex_var(P, sr.g), ex_int(P, div)), ex_var(P, c));
     }
   }
-  if (f->width % 16 || f->width > 128 || f->nvalue < 1) return 0;
+  if (f->width > 128 || f->nvalue < 1 || (!decode && f->width % 16)) return 0;
   uint64_t value_mask = 0;
   for (int i = 0; i < f->nvalue; i++) value_mask |= 1ull << f->value_var[i];
   if ((q->varmask | k->varmask | score->varmask) & value_mask) return 0;
   f->m_var = m;
-  f->m_extent = C->par[ra].extent;
+  f->m_extent = m >= 0 ? C->par[ra].extent : ex_int(P, 1);
   f->t_var = t;
   f->t_extent = T;
   f->d_extent = dext->ival;
@@ -268,7 +323,7 @@ int kl_flash_body(Lower *L) {
   f->v = kl_subst(L, v);
   if (f->v->dtype != DT_F32) f->v = ex_cast(P, DT_F32, f->v);
   f->score = score;
-  f->t_last = causal_last(score, m, t);
+  f->t_last = m >= 0 ? causal_last(score, m, t) : NULL;
   f->parts = parts;
   /* the store, with the sum over t in o_tmp */
   f->o_tmp = kk->ntmps;
@@ -289,12 +344,16 @@ int kl_flash_body(Lower *L) {
   s->flash = f;
   kl_st_add(L, root, s);
   kk->body = root;
+  f->scores_kernel = ai;
+  f->softmax_kernel = bi;
+  if (decode) {
+    decode_launch(L, f);
+    return 1;
+  }
   kk->tensor_cores = 1;
   /* a block of 4 warps: 64 query rows of one group */
   Expr *mblocks = ex_bin(P, X_IDIV, ex_add(P, f->m_extent, ex_int(P, 63)), ex_int(P, 64));
   kk->grid = ex_mul(P, mblocks, ex_int(P, f->groups));
   kk->block = 128;
-  f->scores_kernel = ai;
-  f->softmax_kernel = bi;
   return 1;
 }

@@ -279,7 +279,7 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   for (int i = 0; i < k->nvars; i++) kk->var_names[i] = k->var_names[i] ? k->var_names[i] : arena_printf(lp->arena, "x%d", i);
   if (L.s.mma) {
     if (!kl_mma_body(&L)) return -1; /* not a shape the tensor-core lowering takes */
-  } else if (L.s.flash) {
+  } else if (L.s.flash || L.s.flash_decode) {
     if (!kl_flash_body(&L)) return -1; /* not an attention */
   } else {
     lower_body(&L);
@@ -293,6 +293,18 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   return !L.failed;
 }
 
+/* A kernel that launches nothing because kernel `by` computes its output. */
+static KKernel skip_kernel(const LProgram *lp, const KKernel *r, const char *by) {
+  KKernel skip = {0};
+  skip.name = arena_printf(lp->arena, "%s_skip", r->name);
+  skip.skip = 1;
+  skip.by = by;
+  skip.grid = ex_int(lp->pool, 0);
+  skip.block = 32;
+  skip.sched = r->sched;
+  return skip;
+}
+
 /* The scores and softmax kernels that flash attention `f` (kk's variant) replaces get variants that
  * launch nothing, under kk's condition. */
 static void skip_replaced(KProgram *kp, const KKernel *kk, const KFlash *f) {
@@ -301,16 +313,60 @@ static void skip_replaced(KProgram *kp, const KKernel *kk, const KFlash *f) {
   for (int i = 0; i < 2; i++) {
     KKernel *r = &kp->kernels[which[i]];
     KKernel *skip = ARENA_NEW(lp->arena, KKernel);
-    skip->name = arena_printf(lp->arena, "%s_skip", r->name);
-    skip->skip = 1;
-    skip->by = kk->alt->name;
+    *skip = skip_kernel(lp, r, kk->alt->name);
     skip->tensor_cores = 1; /* chosen exactly when the flash kernel is */
-    skip->grid = ex_int(lp->pool, 0);
-    skip->block = 32;
-    skip->sched = r->sched;
     r->alt = skip;
     r->alt_when = kk->alt_when;
   }
+}
+
+/* Lowers kernel k as flash-decoding into kk (keeping its variant) when it is the P x V of an attention:
+ * 1 done, 0 error, -1 not an attention (kk untouched). */
+static int lower_flash_decode(const TileProgram *tp, const LKernel *k, Schedule s, KKernel *kk, Diag *d) {
+  Schedule fd = s;
+  fd.flash_decode = 1;
+  fd.rows = 1;
+  fd.mma = 0;
+  fd.flash = 0;
+  KKernel trial = {0};
+  int r = lower_kernel(tp, k, fd, &trial, d);
+  if (r != 1) return r;
+  trial.alt = kk->alt;
+  trial.alt_when = kk->alt_when;
+  *kk = trial;
+  return 1;
+}
+
+/* Kernel kk is flash-decoding: the scores and softmax kernels it replaces launch nothing, except
+ * where kk's variant runs and is not the flash attention that replaces them too: then they run
+ * their own kernels (the variant they have under the same condition, or themselves). */
+static void skip_for_decode(KProgram *kp, KKernel *kk, const KFlash *f) {
+  const LProgram *lp = kp->loop;
+  int alt_is_flash = kk->alt && kk->alt->body && kk->alt->body->nbody == 1 && kk->alt->body->body[0]->kind == KS_FLASH;
+  int which[2] = {f->scores_kernel, f->softmax_kernel};
+  for (int i = 0; i < 2; i++) {
+    KKernel *r = &kp->kernels[which[i]];
+    KKernel *real = NULL;
+    if (kk->alt && !alt_is_flash) {
+      real = ARENA_NEW(lp->arena, KKernel);
+      *real = r->alt && !r->alt->skip && r->alt_when == kk->alt_when ? *r->alt : *r;
+      real->alt = NULL;
+      real->alt_when = NULL;
+    }
+    const char *name = r->name;
+    *r = skip_kernel(lp, r, kk->name);
+    r->name = name;
+    if (real) {
+      r->alt = real;
+      r->alt_when = kk->alt_when;
+    }
+  }
+}
+
+static const KFlash *decode_flash_of(const KKernel *kk) {
+  if (!kk->body || kk->body->nbody != 1 || kk->body->body[0]->kind != KS_FLASH) return NULL;
+  const KFlash *f = kk->body->body[0]->flash;
+  return f && f->decode ? f : NULL;
 }
 
 KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
@@ -324,6 +380,8 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
     const LKernel *k = tp->kernels[i].k ? tp->kernels[i].k : &lp->kernels[i];
     Schedule s = tp->kernels[i].s;
     KKernel *kk = &kp->kernels[i];
+    int flash_decode = s.flash_decode; /* for the kernel itself, never its variant */
+    s.flash_decode = 0;
     if (s.rows > 1 && s.row_axis >= 0 && s.row_axis < k->npar) {
       /* the blocked schedule as a variant for extents of at least `rows`; the kernel itself without it */
       Schedule one = s;
@@ -366,10 +424,16 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
       kk->alt_when = ex_bin(lp->pool, X_LE, ex_int(lp->pool, s.rows), k->par[s.row_axis].extent);
       if (kk->alt->body && kk->alt->body->nbody == 1 && kk->alt->body->body[0]->kind == KS_FLASH)
         skip_replaced(kp, kk, kk->alt->body->body[0]->flash);
+      /* the few-rows kernel itself as flash-decoding, where this is an attention's P x V */
+      if (flash_decode && lower_flash_decode(tp, k, s, kk, d) == 0) return NULL;
     } else {
       s.mma = 0;
-      if (lower_kernel(tp, k, s, kk, d) != 1) return NULL;
+      int r = flash_decode ? lower_flash_decode(tp, k, s, kk, d) : -1;
+      if (r == 0) return NULL;
+      if (r < 0 && lower_kernel(tp, k, s, kk, d) != 1) return NULL;
     }
+    const KFlash *fd = decode_flash_of(kk);
+    if (fd) skip_for_decode(kp, kk, fd);
   }
   return kp;
 }

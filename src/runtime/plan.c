@@ -86,6 +86,7 @@ void plan_free(Plan *p) {
   free(p->g_args);
   free(p->g_syms);
   free(p->g_grids);
+  free(p->g_node);
   free(p->first_use);
   free(p->last_use);
   free(p->cap);
@@ -282,6 +283,8 @@ sized:
   }
   for (int i = 0; i < lp->nbufs; i++) {
     if (s->dev[i]) continue;
+    /* a temporary no kernel uses (the scores of an attention that flash-decoding computes) */
+    if (lp->bufs[i].kind == BUF_TEMP && p->first_use && p->first_use[i] < 0) continue;
     if ((!p->ws[i] || p->ws_bytes[i] < s->bytes[i]) && !grow(p, &p->ws[i], &p->ws_bytes[i], s->bytes[i], 0, d)) return 0;
     s->dev[i] = p->ws[i];
   }

@@ -61,6 +61,7 @@ struct Plan {
   BackendGraph *graph;
   void **g_args;
   int64_t *g_syms, *g_grids;
+  int *g_node; /* kernel slot -> graph node (-1: a kernel that launches nothing) */
   int graph_failed;
   size_t *bound_bytes;
   /* Where generated kernels read symbols from memory (code_symbols_in_memory): the program's symbol

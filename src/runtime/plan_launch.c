@@ -10,7 +10,7 @@ static int graph_applicable(const Plan *p, const RunState *s) {
   if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new || s->any_variant) return 0;
   if (s->graph_key != p->graph_key) return 0;
   for (int k = 0; k < p->kp->nkernels; k++)
-    if (s->grids[k] <= 0) return 0; /* an empty launch cannot be a graph node */
+    if (!s->use[k]->skip && s->grids[k] <= 0) return 0; /* an empty launch cannot be a graph node */
   return 1;
 }
 
@@ -22,9 +22,13 @@ static int graph_build(Plan *p, RunState *s, Diag *d) {
   p->g_args = malloc(nkk * ARG_STRIDE * sizeof(void *));
   p->g_syms = malloc(nkk * 16 * sizeof(int64_t));
   p->g_grids = malloc(nkk * sizeof(int64_t));
-  if (!p->g_args || !p->g_syms || !p->g_grids) abort();
+  p->g_node = malloc(nkk * sizeof(int));
+  if (!p->g_args || !p->g_syms || !p->g_grids || !p->g_node) abort();
+  int nodes = 0;
   for (int k = 0; k < nk; k++) {
     const KKernel *kk = s->use[k];
+    p->g_node[k] = kk->skip ? -1 : nodes++; /* kernels that launch nothing are no nodes */
+    if (kk->skip) continue;
     if (!o->graph_add(p->b, p->graph, p->m, kk->code_name ? kk->code_name : kk->name,
                       &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
                       s->grids[k], kk->block, d))
@@ -44,10 +48,11 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
   for (int k = 0; k < p->kp->nkernels; k++) {
     void **a = &s->args[(size_t)k * ARG_STRIDE];
     int64_t *y = &s->syms[(size_t)k * 16];
+    if (p->g_node[k] < 0) continue;
     if (s->grids[k] == p->g_grids[k] && !memcmp(a, &p->g_args[(size_t)k * ARG_STRIDE], sizeof(void *) * s->nargs[k]) &&
         !memcmp(y, &p->g_syms[(size_t)k * 16], sizeof(int64_t) * s->nsyms[k]))
       continue;
-    if (!o->graph_update(p->b, p->graph, k, a, s->nargs[k], y, s->nsyms[k], s->grids[k], d)) return 0;
+    if (!o->graph_update(p->b, p->graph, p->g_node[k], a, s->nargs[k], y, s->nsyms[k], s->grids[k], d)) return 0;
     memcpy(&p->g_args[(size_t)k * ARG_STRIDE], a, sizeof(void *) * s->nargs[k]);
     memcpy(&p->g_syms[(size_t)k * 16], y, sizeof(int64_t) * s->nsyms[k]);
     p->g_grids[k] = s->grids[k];

@@ -1,5 +1,6 @@
 /* Default schedules: the one function per target that picks knob values for a kernel. The tuner will
  * replace these picks with measured ones; nothing below the tile stage makes performance choices. */
+#include <stdlib.h>
 #include <string.h>
 #include "tile.h"
 
@@ -141,6 +142,8 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0, .rows = 1, .row_axis = -1};
   if (k->nphase > 0) choose_rows(k, t, &s);
   int64_t work = work_per_point(k);
+  /* one sum over a run-time length may be the P x V of an attention */
+  s.flash_decode = t == TARGET_CUDA && k->nphase == 1 && work < 0;
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
      * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. */
@@ -214,12 +217,15 @@ TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fus
   tp->matmul = mm;
   tp->nkernels = p->nkernels;
   tp->kernels = ARENA_ARRAY(p->arena, TileKernel, p->nkernels ? p->nkernels : 1);
+  const char *fd = getenv("LATHE_FLASH_DECODE");
+  int flash_decode_off = fd && !strcmp(fd, "0");
   for (int i = 0; i < p->nkernels; i++) {
     tp->kernels[i].k = &p->kernels[i];
     tp->kernels[i].s = schedule_default(p, &p->kernels[i], t);
     Schedule *s = &tp->kernels[i].s;
     if (s->mma) s->mma = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
     if (s->flash) s->flash = s->mma;
+    if (flash_decode_off) s->flash_decode = 0;
     if (!schedule_check(&tp->kernels[i].s, t, d)) return NULL;
   }
   return tp;

@@ -37,6 +37,11 @@ typedef struct Schedule {
    * its blocked variant computes the scores, the softmax and P x V as one flash-attention kernel on
    * tensor cores, with f32 operands as this many bf16 parts (1 or 2; 0 = off) */
   int flash;
+  /* CUDA: where the kernel is P x V over a run-time number of keys after a softmax of scores, the
+   * kernel itself (the few-query-rows path: decode) computes the whole attention as one split-key
+   * kernel on CUDA cores (flash-decoding; kernel/lower_flash.c checks the shape); 0 = off.
+   * LATHE_FLASH_DECODE=0 turns it off, to compare. */
+  int flash_decode;
   /* CUDA tensor-core GEMMs whose output tiles are fewer than half this many split their k range over
    * more blocks, up to about this many in all (the blocks the device runs at once), and the last
    * block of each tile adds the parts; 0 = never split */

@@ -77,6 +77,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->mma && s->gemm_fill) sb_printf(b, " split-k-fill=%d", s->gemm_fill);
     if (s->mma && s->gemm_library) sb_puts(b, " or-cublaslt");
     if (s->flash) sb_printf(b, " flash-attention=bf16x%d", s->flash);
+    if (s->flash_decode) sb_puts(b, " flash-decoding");
     if (s->rows_serial) sb_puts(b, " rows-serial");
     sb_putc(b, '\n');
   }

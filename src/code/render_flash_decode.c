@@ -23,6 +23,16 @@ static int pow2_at_least(int n) {
   return p;
 }
 
+/* v = the max or sum of v over groups of `width` lanes (a power of two), in every lane. */
+static void put_warp_all(Render *R, int L, const char *v, int is_max, int width) {
+  rc_line(R, L, "#pragma unroll");
+  if (is_max)
+    rc_line(R, L, "for (int lt_x = %d; lt_x > 0; lt_x >>= 1) %s = fmaxf(%s, __shfl_xor_sync(0xffffffffu, %s, lt_x));",
+            width / 2, v, v, v);
+  else
+    rc_line(R, L, "for (int lt_x = %d; lt_x > 0; lt_x >>= 1) %s += __shfl_xor_sync(0xffffffffu, %s, lt_x);", width / 2, v, v);
+}
+
 /* The group variables of the block (the shared axis as its block index lt_sb), from lt_gb. */
 static void bind_groups(Render *R, const KFlash *f, int L) {
   int64_t stride = 1;
@@ -156,9 +166,7 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   rc_line(R, L + 1, "}");
   rc_line(R, L + 1, "#pragma unroll");
   rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %d; lt_r++)", RW);
-  rc_line(R, L + 2, "#pragma unroll");
-  rc_line(R, L + 2, "for (int lt_x = %d; lt_x > 0; lt_x >>= 1) lt_a[lt_r] += __shfl_xor_sync(0xffffffffu, lt_a[lt_r], lt_x);",
-          LK / 2);
+  put_warp_all(R, L + 2, "lt_a[lt_r]", 0, LK);
   rc_line(R, L + 1, "if (lt_dl == 0) {");
   rc_line(R, L + 2, "#pragma unroll");
   rc_line(R, L + 2, "for (int lt_r = 0; lt_r < %d; lt_r++) {", RW);
@@ -176,17 +184,15 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   rc_line(R, L, "__syncthreads();");
   /* online softmax: a warp per head; p replaces the score in lt_s */
   rc_line(R, L, "for (int lt_r = lt_warp; lt_r < %d; lt_r += 4) {", RW);
-  rc_line(R, L + 1, "const float lt_x = lt_s[lt_r][lt_lane];");
-  rc_line(R, L + 1, "float lt_bm = lt_x;");
-  rc_line(R, L + 1, "#pragma unroll");
-  rc_line(R, L + 1, "for (int lt_m = 16; lt_m > 0; lt_m >>= 1) lt_bm = fmaxf(lt_bm, __shfl_xor_sync(0xffffffffu, lt_bm, lt_m));");
+  rc_line(R, L + 1, "const float lt_sv = lt_s[lt_r][lt_lane];");
+  rc_line(R, L + 1, "float lt_bm = lt_sv;");
+  put_warp_all(R, L + 1, "lt_bm", 1, 32);
   rc_line(R, L + 1, "const float lt_mold = lt_smax[lt_r], lt_mnew = fmaxf(lt_mold, lt_bm);");
   rc_line(R, L + 1, "const float lt_base = lt_mnew == %s ? 0.0f : lt_mnew; /* no key seen yet */", ninf);
-  rc_line(R, L + 1, "const float lt_p = expf(lt_x - lt_base);");
+  rc_line(R, L + 1, "const float lt_p = expf(lt_sv - lt_base);");
   rc_line(R, L + 1, "lt_s[lt_r][lt_lane] = lt_p;");
   rc_line(R, L + 1, "float lt_ps = lt_p;");
-  rc_line(R, L + 1, "#pragma unroll");
-  rc_line(R, L + 1, "for (int lt_m = 16; lt_m > 0; lt_m >>= 1) lt_ps += __shfl_xor_sync(0xffffffffu, lt_ps, lt_m);");
+  put_warp_all(R, L + 1, "lt_ps", 0, 32);
   rc_line(R, L + 1, "if (lt_lane == 0) {");
   rc_line(R, L + 2, "const float lt_al = expf(lt_mold - lt_base);");
   rc_line(R, L + 2, "lt_salpha[lt_r] = lt_al;");
@@ -259,13 +265,11 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   rc_line(R, L + 3, "lt_sm[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * %d + lt_r * %d + 1]);", stride, W + 2);
   rc_line(R, L + 2, "}");
   rc_line(R, L + 1, "float lt_mx = fmaxf(lt_m[0], lt_m[1]);");
-  rc_line(R, L + 1, "#pragma unroll");
-  rc_line(R, L + 1, "for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_mx = fmaxf(lt_mx, __shfl_xor_sync(0xffffffffu, lt_mx, lt_x));");
+  put_warp_all(R, L + 1, "lt_mx", 1, 32);
   rc_line(R, L + 1, "const float lt_base = lt_mx == %s ? 0.0f : lt_mx;", ninf);
   rc_line(R, L + 1, "const float lt_a0 = expf(lt_m[0] - lt_base), lt_a1 = expf(lt_m[1] - lt_base);");
   rc_line(R, L + 1, "float lt_l = lt_sm[0] * lt_a0 + lt_sm[1] * lt_a1;");
-  rc_line(R, L + 1, "#pragma unroll");
-  rc_line(R, L + 1, "for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_l += __shfl_xor_sync(0xffffffffu, lt_l, lt_x);");
+  put_warp_all(R, L + 1, "lt_l", 0, 32);
   rc_line(R, L + 1, "if (lt_lane < lt_C) lt_w[lt_lane][lt_r] = lt_a0 / lt_l;");
   rc_line(R, L + 1, "if (lt_lane + 32 < lt_C) lt_w[lt_lane + 32][lt_r] = lt_a1 / lt_l;");
   rc_line(R, L, "}");

@@ -551,3 +551,14 @@ void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int
     stride *= ext[i];
   }
 }
+
+void rc_put_arrive(Render *R, int level, const char *counter, const char *total) {
+  rc_line(R, level, "__threadfence();");
+  rc_line(R, level, "__syncthreads();");
+  rc_line(R, level, "__shared__ int lt_arrived_last;");
+  rc_line(R, level, "if (lt_tid == 0) {");
+  rc_line(R, level + 1, "lt_arrived_last = atomicAdd(&lt_scratch[%s], 1u) == (unsigned int)%s - 1;", counter, total);
+  rc_line(R, level + 1, "if (lt_arrived_last) lt_scratch[%s] = 0;", counter);
+  rc_line(R, level, "}");
+  rc_line(R, level, "__syncthreads();");
+}

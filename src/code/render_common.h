@@ -72,6 +72,10 @@ const char *rc_unique_name(Render *R, const char *base);
 void rc_line(Render *R, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Declares axis variables vars[] (extents ext[], last fastest) from the flat index `flat`. */
 void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int n, const char *flat);
+/* CUDA: after this block stored its part, counts it on counter `counter` of the scratch (kernel.h)
+ * of `total` parts: lt_arrived_last is then 1 in the block that arrived last, which has reset the
+ * counter and, after a __threadfence(), sees every part. */
+void rc_put_arrive(Render *R, int level, const char *counter, const char *total);
 /* CUDA: a KS_MMA statement (render_mma.c). */
 void rc_put_mma(Render *R, const KStmt *s, int level);
 /* CUDA: a KS_FLASH statement (render_flash.c; flash-decoding: render_flash_decode.c). */

@@ -242,14 +242,7 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   rc_line(R, L + 1, "__stcg(&lt_mine[lt_tid * %d], lt_smax[lt_tid]);", W + 2);
   rc_line(R, L + 1, "__stcg(&lt_mine[lt_tid * %d + 1], lt_ssum[lt_tid]);", W + 2);
   rc_line(R, L, "}");
-  rc_line(R, L, "__threadfence();");
-  rc_line(R, L, "__syncthreads();");
-  rc_line(R, L, "__shared__ int lt_arrived_last;");
-  rc_line(R, L, "if (lt_tid == 0) {");
-  rc_line(R, L + 1, "lt_arrived_last = atomicAdd(&lt_scratch[lt_rb], 1u) == (unsigned int)lt_C - 1;");
-  rc_line(R, L + 1, "if (lt_arrived_last) lt_scratch[lt_rb] = 0;");
-  rc_line(R, L, "}");
-  rc_line(R, L, "__syncthreads();");
+  rc_put_arrive(R, L, "lt_rb", "lt_C");
   rc_line(R, L, "if (lt_arrived_last) {");
   L++;
   rc_line(R, L, "__threadfence();");

@@ -229,6 +229,12 @@ static void presets_match_the_cpu(void **s) {
     if (!model_step(m, prompt, 20, 0, &d) || !model_step(m, prompt + 20, 17, 20, &d)) fail_msg("%s: %s", names[c], d.msg);
     err = logits_error(m->logits, want, cfg.vocab);
     if (!(err <= LOGIT_TOL)) fail_msg("%s: chunked prefill logits differ from the cpu by %.3g", names[c], err);
+    /* and in three, the middle one 5 tokens (flash-decoding with several query rows after 20 cached) */
+    if (!model_step(m, prompt, 20, 0, &d) || !model_step(m, prompt + 20, 5, 20, &d) ||
+        !model_step(m, prompt + 25, 12, 25, &d))
+      fail_msg("%s: %s", names[c], d.msg);
+    err = logits_error(m->logits, want, cfg.vocab);
+    if (!(err <= LOGIT_TOL)) fail_msg("%s: 20 + 5 + 12 prefill logits differ from the cpu by %.3g", names[c], err);
     int32_t tok_ref = prompt[36], tok = prompt[36];
     for (int step = 0; step < 4; step++) {
       int32_t next_ref, next;

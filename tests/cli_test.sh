@@ -38,6 +38,10 @@ for st in graph tensor loop tile kernel code; do
 done
 expect compile_graph_text 0 'y = rms_norm\(x, w, eps=1e-0?6\) : f32\[1,32,2048\]' -- compile -e "$P" --ir graph
 expect compile_cuda_global 0 '__global__' -- compile -e "$P" --ir code --target cuda
+# --fuse-recompute on a whole model (the norm sum inside gate/up's register-blocked variant once ran
+# out of kernel temporaries)
+expect compile_fuse_recompute_model 0 'recomputed per point' -- compile --config llama-3.2-1b --fuse-recompute --ir loop --target cuda
+expect compile_fuse_recompute_code 0 '__global__' -- compile --config llama-3.2-1b --fuse-recompute --ir code --target cuda
 expect compile_c_entry 0 'void rms_norm_0\(void \*const \*bufs' -- compile -e "$P" --ir code --target cpu
 printf '# a program in a file\nx: f32[4, 8]\nw: f32[8]\n\ny = softmax(x * w, -1)\n' >"$tmp/prog.lt"
 expect compile_file 0 'for ' -- compile "$tmp/prog.lt" --ir loop

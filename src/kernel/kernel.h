@@ -147,7 +147,7 @@ typedef struct KParam {
 } KParam;
 
 #define K_MAX_PARAMS 32
-#define K_MAX_TMPS 256
+#define K_MAX_TMPS 512
 
 struct KKernel {
   const char *name;

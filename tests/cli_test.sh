@@ -234,6 +234,7 @@ else
   fail bench_fixture_json "$(echo "$out" | head -c 300) $(head -3 "$tmp/err")"
 fi
 expect bench_text 0 'decode after 4: 4 tokens' -- bench tests/fixtures/models/qwen3 --target cpu --prompt-len 4 --gen-len 4 --prefill-len 8
+expect bench_fuse_recompute 0 '"fuse_recompute": ?true' -- bench tests/fixtures/models/qwen3 --target cpu --prompt-len 4 --gen-len 2 --prefill-len 8 --fuse-recompute --json
 expect_error bench_unknown_config "unknown --config 'gpt5'" -- bench --config gpt5 --random-weights --target cpu
 expect_error bench_config_needs_random "add --random-weights" -- bench --config qwen3-0.6b --target cpu
 expect_error bench_both "not both" -- bench tests/fixtures/models/llama --config qwen3-0.6b --random-weights

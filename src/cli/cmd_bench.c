@@ -16,7 +16,7 @@
 
 typedef struct BenchArgs {
   const char *model, *config, *target, *dtype, *weights, *matmul;
-  int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given;
+  int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given, fuse_recompute;
   double bandwidth_gbs;
 } BenchArgs;
 
@@ -46,6 +46,7 @@ static int parse(int argc, char **argv, BenchArgs *a) {
     else if (!strcmp(o, "--weights") && has) a->weights = argv[++i];
     else if (!strcmp(o, "--matmul-precision") && has) a->matmul = argv[++i];
     else if (!strcmp(o, "--json")) a->json = 1;
+    else if (!strcmp(o, "--fuse-recompute")) a->fuse_recompute = 1;
     else if (!strcmp(o, "--prompt-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->prompt_len)) return 0; }
     else if (!strcmp(o, "--gen-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->gen_len)) return 0; }
     else if (!strcmp(o, "--prefill-len") && has) { if (!int_arg(o, argv[++i], 0, 1 << 20, &a->prefill_len)) return 0; }
@@ -121,6 +122,7 @@ int cmd_bench(int argc, char **argv) {
   }
   int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
   ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
+  lo.fuse_recompute = a.fuse_recompute;
   if (!weights_option(a.weights, &lo) || !matmul_option(a.matmul, &lo.matmul)) {
     be->ops->destroy(be);
     return EXIT_ERROR;
@@ -141,7 +143,9 @@ int cmd_bench(int argc, char **argv) {
   }
   /* warm compile: the same program again, now found in the cache */
   {
-    Compilation *c = compilation_new(t, NULL);
+    FusionPolicy pol = fusion_policy_for(t);
+    pol.allow_recompute = lo.fuse_recompute;
+    Compilation *c = compilation_new(t, &pol);
     c->matmul = lo.matmul;
     ModelBuildOptions bo = {m->max_ctx, m->weight_dtype, DT_F32};
     double t0 = now_ms();
@@ -208,6 +212,7 @@ int cmd_bench(int argc, char **argv) {
                           (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
     json_object_set_new(o, "sampled_decode_tok_s", json_real(sampled_tok_s));
+    json_object_set_new(o, "fuse_recompute", json_boolean(lo.fuse_recompute));
     if (t == TARGET_CUDA) {
       json_object_set_new(o, "matmul_precision", json_string(matmul_precision_name(lo.matmul)));
       json_object_set_new(o, "prefill_gemm", json_string(plan_gemm_library(m->plan) ? "cublaslt" : "generated"));

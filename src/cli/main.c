@@ -23,7 +23,7 @@ static void usage(FILE *f) {
         "  bench [MODEL | --config qwen3-0.6b|llama-3.2-1b|qwen3-8b|smollm2-135m --random-weights]\n"
         "      [--target auto|cuda|cpu] [--prompt-len 128] [--gen-len 256] [--prefill-len 512] [--dtype bf16]\n"
         "      [--bandwidth GB/s (default 4130, an H200's copy bandwidth)] [--weights ...]\n"
-        "      [--matmul-precision ...] [--json]\n"
+        "      [--matmul-precision ...] [--fuse-recompute] [--json]\n"
         "      prefill ms, decode tok/s, % of the bandwidth floor, compile times, memory;\n"
         "      MODEL defaults to the default model\n"
         "  compile (-e PROGRAM | FILE.lt | MODEL | --config NAME) [--ir STAGE] [--target cpu|cuda] [-o OUT]\n"

@@ -146,7 +146,9 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->cfg.max_ctx > 0 && m->cfg.max_ctx < 4096 ? m->cfg.max_ctx : 4096);
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
-  m->comp = compilation_new(o->target, NULL);
+  FusionPolicy pol = fusion_policy_for(o->target);
+  pol.allow_recompute = o->fuse_recompute;
+  m->comp = compilation_new(o->target, &pol);
   m->comp->matmul = o->matmul;
   if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();

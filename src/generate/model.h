@@ -36,6 +36,7 @@ typedef struct ModelLoadOptions {
   int weight_dtype_set;
   DType weight_dtype;
   MatmulPrecision matmul; /* tensor-core GEMMs of a prefill on CUDA (tile.h) */
+  int fuse_recompute;     /* fusion may recompute a reduction per consumer point (loop.h, allow_recompute) */
 } ModelLoadOptions;
 
 /* path: a Hugging Face model directory or a .gguf file. */

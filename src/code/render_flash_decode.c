@@ -73,7 +73,7 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   }
   const int D = (int)f->d_extent, W = (int)f->width, RW = f->rows;
   const long long GB = (long long)(f->groups / f->rows);
-  const int LK = pow2_at_least((D + 3) / 4) < 32 ? pow2_at_least((D + 3) / 4) : 32; /* lanes per key */
+  const int LK = pow2_at_least((D + 3) / 4 < 32 ? (D + 3) / 4 : 32); /* lanes per key */
   const int DJ = (D + LK - 1) / LK, KPW = 32 / LK;                                 /* q per lane, keys per warp */
   const int NPH = 128 / W, VPT = (TILE + NPH - 1) / NPH; /* P x V: threads per column, keys per thread */
   const char *tv = R->var_name[f->t_var], *dv = R->var_name[f->d_var];

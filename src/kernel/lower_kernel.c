@@ -293,6 +293,12 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   return !L.failed;
 }
 
+/* The flash-attention statement that is kernel kk's whole body (KS_FLASH), or NULL. */
+static const KFlash *flash_body(const KKernel *kk) {
+  if (!kk || !kk->body || kk->body->nbody != 1 || kk->body->body[0]->kind != KS_FLASH) return NULL;
+  return kk->body->body[0]->flash;
+}
+
 /* A kernel that launches nothing because kernel `by` computes its output. */
 static KKernel skip_kernel(const LProgram *lp, const KKernel *r, const char *by) {
   KKernel skip = {0};
@@ -342,7 +348,7 @@ static int lower_flash_decode(const TileProgram *tp, const LKernel *k, Schedule 
  * their own kernels (the variant they have under the same condition, or themselves). */
 static void skip_for_decode(KProgram *kp, KKernel *kk, const KFlash *f) {
   const LProgram *lp = kp->loop;
-  int alt_is_flash = kk->alt && kk->alt->body && kk->alt->body->nbody == 1 && kk->alt->body->body[0]->kind == KS_FLASH;
+  int alt_is_flash = flash_body(kk->alt) != NULL;
   int which[2] = {f->scores_kernel, f->softmax_kernel};
   for (int i = 0; i < 2; i++) {
     KKernel *r = &kp->kernels[which[i]];
@@ -361,12 +367,6 @@ static void skip_for_decode(KProgram *kp, KKernel *kk, const KFlash *f) {
       r->alt_when = kk->alt_when;
     }
   }
-}
-
-static const KFlash *decode_flash_of(const KKernel *kk) {
-  if (!kk->body || kk->body->nbody != 1 || kk->body->body[0]->kind != KS_FLASH) return NULL;
-  const KFlash *f = kk->body->body[0]->flash;
-  return f && f->decode ? f : NULL;
 }
 
 KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
@@ -422,8 +422,8 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
         kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);
       }
       kk->alt_when = ex_bin(lp->pool, X_LE, ex_int(lp->pool, s.rows), k->par[s.row_axis].extent);
-      if (kk->alt->body && kk->alt->body->nbody == 1 && kk->alt->body->body[0]->kind == KS_FLASH)
-        skip_replaced(kp, kk, kk->alt->body->body[0]->flash);
+      const KFlash *prefill = flash_body(kk->alt);
+      if (prefill) skip_replaced(kp, kk, prefill);
       /* the few-rows kernel itself as flash-decoding, where this is an attention's P x V */
       if (flash_decode && lower_flash_decode(tp, k, s, kk, d) == 0) return NULL;
     } else {
@@ -432,8 +432,8 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
       if (r == 0) return NULL;
       if (r < 0 && lower_kernel(tp, k, s, kk, d) != 1) return NULL;
     }
-    const KFlash *fd = decode_flash_of(kk);
-    if (fd) skip_for_decode(kp, kk, fd);
+    const KFlash *fd = flash_body(kk);
+    if (fd && fd->decode) skip_for_decode(kp, kk, fd);
   }
   return kp;
 }

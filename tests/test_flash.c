@@ -33,6 +33,17 @@ static const KFlash *flash_of(const Compilation *c, int i) {
   return alt->body->body[0]->flash;
 }
 
+/* The program's CUDA C compiles under NVRTC for sm_90 (where NVRTC is installed). */
+static void nvrtc_compiles(const Compilation *c) {
+  if (!nvrtc_available()) return;
+  Diag d = {0};
+  void *cubin = NULL;
+  size_t size = 0;
+  if (!nvrtc_compile(sb_str((StrBuf *)&c->code), "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
+  assert_true(size > 0);
+  free(cubin);
+}
+
 static void causal_gqa_is_one_kernel(void **state) {
   (void)state;
   Compilation *c = compiled(CAUSAL_GQA, TARGET_CUDA, MM_HIGH);
@@ -79,14 +90,7 @@ static void causal_gqa_is_one_kernel(void **state) {
   assert_contains(code, "attention_2_flash(");
   assert_contains(code, "lt_ldsm_x4_trans(");
   assert_null(strstr(code, "_skip")); /* nothing to compile for the skipping variants */
-  if (nvrtc_available()) {
-    Diag d = {0};
-    void *cubin = NULL;
-    size_t size = 0;
-    if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
-    assert_true(size > 0);
-    free(cubin);
-  }
+  nvrtc_compiles(c);
   free(kern);
   free(tile);
   compilation_free(c);
@@ -185,16 +189,6 @@ static int64_t eval_at(const Expr *e, const char *sym, int64_t value) {
   int64_t out = -1;
   assert_true(ex_eval_int(e, &env, &out));
   return out;
-}
-
-static void nvrtc_compiles(const Compilation *c) {
-  if (!nvrtc_available()) return;
-  Diag d = {0};
-  void *cubin = NULL;
-  size_t size = 0;
-  if (!nvrtc_compile(sb_str((StrBuf *)&c->code), "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
-  assert_true(size > 0);
-  free(cubin);
 }
 
 /* Decode-shaped attention (one query row, many keys): the P x V kernel itself is flash-decoding,

@@ -143,10 +143,7 @@ int cmd_bench(int argc, char **argv) {
   }
   /* warm compile: the same program again, now found in the cache */
   {
-    FusionPolicy pol = fusion_policy_for(t);
-    pol.allow_recompute = lo.fuse_recompute;
-    Compilation *c = compilation_new(t, &pol);
-    c->matmul = lo.matmul;
+    Compilation *c = model_compilation_new(&lo);
     ModelBuildOptions bo = {m->max_ctx, m->weight_dtype, DT_F32};
     double t0 = now_ms();
     Plan *p = NULL;

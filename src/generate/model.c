@@ -141,15 +141,20 @@ Model *model_new_random(const ModelConfig *cfg, DType wdt, Backend *b, const Mod
   return m;
 }
 
+Compilation *model_compilation_new(const ModelLoadOptions *o) {
+  FusionPolicy pol = fusion_policy_for(o->target);
+  pol.allow_recompute = o->fuse_recompute;
+  Compilation *c = compilation_new(o->target, &pol);
+  c->matmul = o->matmul;
+  return c;
+}
+
 /* Builds and compiles the forward step and binds weights, caches and frequencies. */
 static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d) {
   m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->cfg.max_ctx > 0 && m->cfg.max_ctx < 4096 ? m->cfg.max_ctx : 4096);
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
-  FusionPolicy pol = fusion_policy_for(o->target);
-  pol.allow_recompute = o->fuse_recompute;
-  m->comp = compilation_new(o->target, &pol);
-  m->comp->matmul = o->matmul;
+  m->comp = model_compilation_new(o);
   if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
   if (!compile_graph(m->comp, ST_CODE, d)) return 0;

@@ -39,6 +39,9 @@ typedef struct ModelLoadOptions {
   int fuse_recompute;     /* fusion may recompute a reduction per consumer point (loop.h, allow_recompute) */
 } ModelLoadOptions;
 
+/* An empty compilation for a model's step under o's target, fusion and matmul precision (what
+ * model_load compiles with). */
+Compilation *model_compilation_new(const ModelLoadOptions *o);
 /* path: a Hugging Face model directory or a .gguf file. */
 Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag *d);
 /* A model of the given configuration with random weights of dtype wdt (no tokenizer): for benchmarks. */

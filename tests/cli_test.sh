@@ -60,6 +60,8 @@ expect run_argmax 0 'check y: .* ok' -- run -e 'x: f32[seq, 300]; y = argmax(x, 
 # a linear over 9 tokens: the register-blocked variant (4 rows per pass on the CPU) and its remainder
 expect run_rows_variant 0 'check y: .* ok' -- run -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --dim seq=9 --check
 expect compile_matmul_precision 0 'matmul precision: medium' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --target cuda --ir tile --matmul-precision medium
+# --check knows the precision it was asked for: medium rounds the products' activations to bf16
+expect run_check_medium_tolerance 0 'tolerance 0.01, f32, cpu, matmul precision medium\) ok' -- run -e 'x: f32[8, 64]; w: bf16[96, 64]; y = linear(x, w)' --target cpu --check --matmul-precision medium
 expect compile_mma_parts 0 'pack A into 1 bf16 plane' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --target cuda --ir kernel --matmul-precision medium
 expect compile_highest_no_mma 0 'linear_0_rows8' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --target cuda --ir kernel --matmul-precision highest
 expect help 0 'usage: lathe' -- --help
@@ -234,6 +236,9 @@ else
   fail bench_fixture_json "$(echo "$out" | head -c 300) $(head -3 "$tmp/err")"
 fi
 expect bench_text 0 'decode after 4: 4 tokens' -- bench tests/fixtures/models/qwen3 --target cpu --prompt-len 4 --gen-len 4 --prefill-len 8
+# LATHE_PROFILE=1: the prefill's own report (the warm-up run not counted), then the rest at the end
+LATHE_PROFILE=1 expect bench_profile_prefill 0 'lathe profile of the 8-token prefill: 2 runs, [0-9.]+ ms per run in [0-9]+ kernels' -- bench tests/fixtures/models/qwen3 --target cpu --prompt-len 4 --gen-len 2 --prefill-len 8 --reps 2
+LATHE_PROFILE=1 expect bench_profile_decode 0 'lathe profile: [0-9]+ runs' -- bench tests/fixtures/models/qwen3 --target cpu --prompt-len 4 --gen-len 2 --prefill-len 8 --reps 2
 expect bench_fuse_recompute 0 '"fuse_recompute": ?true' -- bench tests/fixtures/models/qwen3 --target cpu --prompt-len 4 --gen-len 2 --prefill-len 8 --fuse-recompute --json
 expect_error bench_unknown_config "unknown --config 'gpt5'" -- bench --config gpt5 --random-weights --target cpu
 expect_error bench_config_needs_random "add --random-weights" -- bench --config qwen3-0.6b --target cpu

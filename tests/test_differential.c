@@ -64,7 +64,7 @@ static void run_case(void **state) {
   double err[64];
   if (!execute_check(c, &x, &env, err, &d)) fail_msg("%s: reference failed: %s", tc->name, d.msg);
   for (int i = 0; i < x.nout; i++) {
-    double tol = check_tolerance(x.out[i].dtype);
+    double tol = check_tolerance(x.out[i].dtype, c->matmul);
     if (!(err[i] <= tol))
       fail_msg("%s: output %d (%s) error %.3g > tolerance %.3g\nprogram: %s\n--- loop ---", tc->name, i,
                dtype_name(x.out[i].dtype), err[i], tol, tc->src);

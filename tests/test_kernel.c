@@ -465,11 +465,11 @@ static void test_mma_library_form(void **state) {
   int64_t v = 0;
   assert_true(ex_eval_int(lib->epilogue->grid, &env, &v));
   assert_int_equal(v, 4096 * 96 / 256);
-  assert_true(ex_eval_int(g->scratch, &env, &v)); /* 264 partial tiles outsize 4096 x 96 products */
+  assert_true(ex_eval_int(g->scratch, &env, &v)); /* 264 partial tiles outsize 2 x 4096 x 96 products */
   assert_int_equal(v, MMA_COUNTERS + 4096LL * 1568 * 2 * 2 + 264LL * 64 * 128 * 4);
   symenv_set(&env, "seq", 65536);
-  assert_true(ex_eval_int(g->scratch, &env, &v)); /* and 65536 x 96 products outsize them */
-  assert_int_equal(v, MMA_COUNTERS + 65536LL * 1568 * 2 * 2 + 65536LL * 96 * 4);
+  assert_true(ex_eval_int(g->scratch, &env, &v)); /* and the products of both planes outsize them */
+  assert_int_equal(v, MMA_COUNTERS + 65536LL * 1568 * 2 * 2 + 2 * 65536LL * 96 * 4);
   StrBuf src = {0};
   Diag d = {0};
   assert_true(render_cuda(&src, kp, &d));
@@ -477,7 +477,8 @@ static void test_mma_library_form(void **state) {
   assert_contains(code, "gemm_mma_epilogue(");
   assert_contains(code, "const float *lt_prod = (const float *)(lt_scratch + 1024 + lt_M * 1568LL);");
   assert_contains(code, "lt_row0 = lt_wi / 1568LL;");
-  assert_contains(code, "lt_prod[lt_M * 0LL + i0 * 96LL + lt_row0]");
+  /* the hi plane's product and the lo plane's, M rows below (one GEMM of 2M rows) */
+  assert_contains(code, "lt_prod[lt_M * 0LL + i0 * 96LL + lt_row0] + lt_prod[lt_M * 96LL + i0 * 96LL + lt_row0]");
   char *shown = printed(kp);
   assert_contains(shown, "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with w [96, 1568], then:");
   assert_contains(shown, "each sum read from the products in the scratch");

@@ -41,12 +41,11 @@ typedef struct BackendOps {
    * after the work launched so far; timer_ms is the device time between two marks (after a sync). */
   int (*timer_mark)(Backend *b, int slot, Diag *d);
   double (*timer_ms)(Backend *b, int from, int to);
-  /* Optional: a library GEMM (cuBLASLt on CUDA), out[m][n] = sum_k a[m][k] * w[n][k] (+ out[m][n]
-   * when accumulate), a and w bf16 row-major, out f32, in launch order with the kernels.
+  /* Optional: a library GEMM (cuBLASLt on CUDA), out[m][n] = sum_k a[m][k] * w[n][k], a and w bf16
+   * row-major, out f32, in launch order with the kernels.
    * gemm_available loads the library on first use and says whether it can run. */
   int (*gemm_available)(Backend *b);
-  int (*gemm_bf16)(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out, int accumulate,
-                   Diag *d);
+  int (*gemm_bf16)(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out, Diag *d);
 } BackendOps;
 
 struct Backend {

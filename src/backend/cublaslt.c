@@ -1,5 +1,6 @@
 /* cuBLASLt through dlopen: one handle, one matmul descriptor (f32 compute, bf16 inputs, f32 output)
- * and, per problem shape, its matrix layouts and the heuristic's first algorithm, found once. */
+ * and, per problem shape, its matrix layouts and the heuristic's candidate algorithms, found once,
+ * with the one chosen (the heuristic's first until the caller measures and chooses). */
 #include "cublaslt.h"
 #include <dlfcn.h>
 #include <stdio.h>
@@ -36,7 +37,8 @@ enum {
 typedef struct LtShape {
   int64_t m, n, k;
   LtLayout a, b, c;
-  LtAlgo algo;
+  LtAlgo algo[CUBLASLT_CANDIDATES];
+  int nalgo, chosen, measured;
 } LtShape;
 
 struct CublasLt {
@@ -148,11 +150,12 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
     return NULL;
   }
   LtPref pref = NULL;
-  LtHeuristic h[1];
+  LtHeuristic h[CUBLASLT_CANDIDATES];
   int found = 0;
   uint64_t ws = lt->ws_bytes;
   if ((st = lt->pref_create(&pref)) || (st = lt->pref_set(pref, LT_PREF_MAX_WORKSPACE, &ws, sizeof ws)) ||
-      (st = lt->heuristic(lt->h, lt->desc, s->a, s->b, s->c, s->c, pref, 1, h, &found)) || found < 1) {
+      (st = lt->heuristic(lt->h, lt->desc, s->a, s->b, s->c, s->c, pref, CUBLASLT_CANDIDATES, h, &found)) ||
+      found < 1) {
     if (pref) lt->pref_destroy(pref);
     lt->layout_destroy(s->a), lt->layout_destroy(s->b), lt->layout_destroy(s->c);
     if (!st) diag_error(d, 0, 0, "cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n, (long long)k);
@@ -160,17 +163,37 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
     return NULL;
   }
   lt->pref_destroy(pref);
-  s->algo = h[0].algo;
+  for (int i = 0; i < found && i < CUBLASLT_CANDIDATES; i++)
+    if (h[i].state == 0) s->algo[s->nalgo++] = h[i].algo;
+  if (!s->nalgo) {
+    lt->layout_destroy(s->a), lt->layout_destroy(s->b), lt->layout_destroy(s->c);
+    diag_error(d, 0, 0, "cuBLASLt: no usable algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n, (long long)k);
+    return NULL;
+  }
   lt->nshapes++;
   return s;
 }
 
-int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *c, int accumulate,
+int cublaslt_candidates(CublasLt *lt, int64_t m, int64_t n, int64_t k, int *chosen, Diag *d) {
+  LtShape *s = shape_for(lt, m, n, k, d);
+  if (!s) return 0;
+  *chosen = s->measured ? s->chosen : -1;
+  return s->nalgo;
+}
+
+void cublaslt_choose(CublasLt *lt, int64_t m, int64_t n, int64_t k, int which) {
+  Diag d = {0};
+  LtShape *s = shape_for(lt, m, n, k, &d);
+  if (s && which >= 0 && which < s->nalgo) s->chosen = which, s->measured = 1;
+}
+
+int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *c, int which,
                   Diag *d) {
   LtShape *s = shape_for(lt, m, n, k, d);
   if (!s) return 0;
-  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, c, s->c, c, s->c, &s->algo, lt->ws,
+  if (which < 0 || which >= s->nalgo) which = s->chosen;
+  const float one = 1.0f, beta = 0.0f;
+  LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, c, s->c, c, s->c, &s->algo[which], lt->ws,
                            lt->ws_bytes, NULL);
   if (st) {
     diag_error(d, 0, 0, "cuBLASLt: a %lld x %lld x %lld bf16 GEMM failed (status %d)", (long long)m, (long long)n,

@@ -586,8 +586,48 @@ static int cuda_gemm_available(Backend *b) {
   return c->lt != NULL;
 }
 
+/* The first GEMM of a shape measures cuBLASLt's candidate algorithms (one warm-up run, then three
+ * timed; each run rewrites `out` with the same products) and keeps the fastest for the backend's
+ * life: the heuristic's first choice is not always the fastest. LATHE_CUBLASLT_TUNE=0 keeps the
+ * heuristic's first; LATHE_PROFILE prints what was measured. */
+static int choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out,
+                            Diag *d) {
+  int chosen = -1, count = cublaslt_candidates(c->lt, m, n, k, &chosen, d);
+  if (!count) return 0;
+  if (chosen >= 0) return 1;
+  const char *env = getenv("LATHE_CUBLASLT_TUNE");
+  CUevent ev[2] = {0};
+  if (count == 1 || (env && !strcmp(env, "0")) || c->drv.cuEventCreate(&ev[0], 0) != CUDA_SUCCESS ||
+      c->drv.cuEventCreate(&ev[1], 0) != CUDA_SUCCESS) {
+    if (ev[0]) c->drv.cuEventDestroy(ev[0]);
+    cublaslt_choose(c->lt, m, n, k, 0);
+    return 1;
+  }
+  int best = 0;
+  float best_ms = -1, first_ms = -1;
+  for (int i = 0; i < count; i++) {
+    Diag skip = {0}; /* a candidate that refuses this problem is passed over */
+    int ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, &skip) && c->drv.cuEventRecord(ev[0], NULL) == CUDA_SUCCESS;
+    for (int r = 0; ok && r < 3; r++) ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, &skip);
+    float ms = 0;
+    if (!ok || c->drv.cuEventRecord(ev[1], NULL) != CUDA_SUCCESS || c->drv.cuEventSynchronize(ev[1]) != CUDA_SUCCESS ||
+        c->drv.cuEventElapsedTime(&ms, ev[0], ev[1]) != CUDA_SUCCESS)
+      continue;
+    if (i == 0) first_ms = ms / 3;
+    if (best_ms < 0 || ms / 3 < best_ms) best = i, best_ms = ms / 3;
+  }
+  c->drv.cuEventDestroy(ev[0]);
+  c->drv.cuEventDestroy(ev[1]);
+  cublaslt_choose(c->lt, m, n, k, best);
+  const char *prof = getenv("LATHE_PROFILE");
+  if (prof && *prof && strcmp(prof, "0"))
+    fprintf(stderr, "lathe: cuBLASLt %lld x %lld x %lld: candidate %d of %d, %.4f ms (the heuristic's first %.4f ms)\n",
+            (long long)m, (long long)n, (long long)k, best + 1, count, best_ms, first_ms);
+  return 1;
+}
+
 static int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out,
-                          int accumulate, Diag *d) {
+                          Diag *d) {
   CudaImpl *c = impl_of(b);
   if (!cuda_gemm_available(b)) {
     diag_error(d, 0, 0, "cuBLASLt is not available");
@@ -595,7 +635,7 @@ static int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const voi
   }
   if (!make_current(c, d)) return 0;
   snprintf(c->last_kernel, sizeof c->last_kernel, "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
-  return cublaslt_gemm(c->lt, m, n, k, a, w, out, accumulate, d);
+  return choose_gemm_algo(c, m, n, k, a, w, out, d) && cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, d);
 }
 
 /* ---- lifetime ---- */

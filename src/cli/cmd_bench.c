@@ -164,6 +164,7 @@ int cmd_bench(int argc, char **argv) {
   if (a.prefill_len > 0) {
     double times[100];
     if (!model_step(m, ids, a.prefill_len, 0, &d)) goto fail;
+    plan_profile_report(m->plan, NULL); /* LATHE_PROFILE=1: the warm-up run is not counted */
     for (int r = 0; r < a.reps; r++) {
       double t0 = now_ms();
       if (!model_step(m, ids, a.prefill_len, 0, &d)) goto fail;
@@ -171,6 +172,9 @@ int cmd_bench(int argc, char **argv) {
     }
     qsort(times, (size_t)a.reps, sizeof(double), cmp_double);
     prefill_ms = times[a.reps / 2];
+    char what[64];
+    snprintf(what, sizeof what, "the %d-token prefill", a.prefill_len);
+    plan_profile_report(m->plan, what); /* then the decode runs, when the model is freed */
   }
   /* decode: prompt_len prefill, then gen_len greedy steps (the argmax on the device, as `lathe
    * generate --greedy` runs them). Two untimed steps first: the first decode step records the replay

@@ -152,10 +152,11 @@ int cmd_run(int argc, char **argv) {
       goto done;
     }
     for (int i = 0; i < x.nout; i++) {
-      double tol = check_tolerance(x.out[i].dtype);
+      double tol = check_tolerance(x.out[i].dtype, o.matmul);
       int ok = err[i] <= tol;
-      printf("check %s: max relative error %.3g (tolerance %.3g, %s, %s) %s\n", lp->bufs[lp->outputs[i]].name,
-             err[i], tol, dtype_name(x.out[i].dtype), target_name(target), ok ? "ok" : "MISMATCH");
+      printf("check %s: max relative error %.3g (tolerance %.3g, %s, %s%s) %s\n", lp->bufs[lp->outputs[i]].name,
+             err[i], tol, dtype_name(x.out[i].dtype), target_name(target),
+             o.matmul == MM_MEDIUM ? ", matmul precision medium" : "", ok ? "ok" : "MISMATCH");
       if (!ok) rc = EXIT_MISMATCH;
     }
   } else if (!o.bench) {

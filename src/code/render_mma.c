@@ -173,7 +173,8 @@ static void put_pack(Render *R, const KMma *m, int level) {
 
 /* The library form's epilogue: thread p is output element (row p / columns, flat column p %
  * columns); sum b is a product of its weight (KMma.prod_at, prod_rows) at the weight row that
- * column reads (the weight's index at k = 0, over k). */
+ * column reads (the weight's index at k = 0, over k), summed over A's parts (each weight's block
+ * is [a_parts * M][prod_rows]). */
 static void put_epilogue(Render *R, const KMma *m, int level) {
   const char *mv = R->var_name[m->m_var];
   long long cols = (long long)m->n_total;
@@ -191,8 +192,13 @@ static void put_epilogue(Render *R, const KMma *m, int level) {
     rc_put_assign(R, L + 1, "const i64 lt_wi", rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a));
     rc_line(R, L + 1, "lt_row%d = lt_wi / %lldLL;", b, (long long)m->k_extent);
     rc_line(R, L, "}");
-    rc_line(R, L, "const float %s = lt_prod[lt_M * %lldLL + %s * %lldLL + lt_row%d];", R->tmp_name[m->acc_tmp[b]],
-         (long long)m->prod_at[b], mv, (long long)m->prod_rows[b], b);
+    long long at = (long long)m->prod_at[b] * m->a_parts, rows = (long long)m->prod_rows[b];
+    if (m->a_parts == 1)
+      rc_line(R, L, "const float %s = lt_prod[lt_M * %lldLL + %s * %lldLL + lt_row%d];", R->tmp_name[m->acc_tmp[b]], at,
+              mv, rows, b);
+    else /* the hi part's product, then the lo part's, M rows below it */
+      rc_line(R, L, "const float %s = lt_prod[lt_M * %lldLL + %s * %lldLL + lt_row%d] + lt_prod[lt_M * %lldLL + %s * %lldLL + lt_row%d];",
+              R->tmp_name[m->acc_tmp[b]], at, mv, rows, b, at + rows, mv, rows, b);
   }
   rc_put_stmt(R, m->store, L);
   close_items(R, L);

@@ -4,6 +4,7 @@
 #define LATHE_CHECK_H
 #include "../graph/graph.h"
 #include "../ref/ref.h"
+#include "../tile/tile.h"
 
 typedef struct HostTensor {
   DType dtype;
@@ -26,8 +27,9 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
 /* Normwise relative error max|got - want| / max(max|want|, 1e-6); NaN in the same places counts as
  * equal; a NaN or Inf in only one of them gives +inf. Integer outputs must match exactly (0 or inf). */
 double compare_output(const HostTensor *got, const RefTensor *want);
-/* Largest acceptable compare_output for an output of this dtype (computed in f32 from rounded inputs). */
-double check_tolerance(DType t);
+/* Largest acceptable compare_output for an output of this dtype (computed in f32 from rounded inputs),
+ * with matrix products at precision mm (medium rounds their activations to bf16: about 2^-9 each). */
+double check_tolerance(DType t, MatmulPrecision mm);
 /* Value i of a host tensor as double. */
 double host_get(const HostTensor *t, int64_t i);
 #endif

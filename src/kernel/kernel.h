@@ -129,8 +129,9 @@ struct KStmt {
 };
 
 typedef struct KKernel KKernel;
-/* The library form of a tensor-core GEMM: C_w[m][r] = sum_k A[m][k] * W_w[r][k] for each distinct
- * weight w (bf16 A planes and weights, f32 C; the planes summed), then the epilogue kernel. */
+/* The library form of a tensor-core GEMM: C_w[p * m + i][r] = sum_k A_p[i][k] * W_w[r][k] for each
+ * distinct weight w and plane p of A (bf16 planes and weights, f32 C; one GEMM of a_parts * m rows
+ * per weight), then the epilogue kernel, which adds the planes' products. */
 typedef struct KGemmLib {
   int nw;
   int w_param[2];   /* the GEMM kernel's parameter index of each distinct weight */

@@ -149,7 +149,7 @@ void kl_mma_pack_kernel(Lower *L) {
 }
 
 /* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] parameters: one
- * product block per distinct weight (gate and up are two; RoPE's rotated half reads the same weight
+ * product block ([a_parts * M][rows]) per distinct weight (gate and up are two; RoPE's rotated half reads the same weight
  * at other rows), and the epilogue kernel, one thread per output element (row, flat column), which
  * reads each sum at the weight row that column reads. The scratch grows to hold the products. */
 void kl_mma_library(Lower *L) {
@@ -181,7 +181,10 @@ void kl_mma_library(Lower *L) {
   lib->k = m->k_extent;
   lib->a_parts = m->a_parts;
   lib->m = m->m_extent;
-  Expr *products = ex_mul(P, m->m_extent, ex_int(P, rows * 4));
+  /* A's planes are one [a_parts * M][k] matrix: one library GEMM per weight covers every part (at
+   * precision high, twice the rows of one part: better-filled waves than a GEMM per part), and the
+   * epilogue adds the parts' products. */
+  Expr *products = ex_mul(P, m->m_extent, ex_int(P, rows * 4 * m->a_parts));
   kk->scratch = ex_bin(P, X_MAX, kk->scratch, scratch_after_planes(P, m, products));
   lib->epilogue = companion_kernel(L, &em, MMA_EPILOGUE, ex_mul(P, m->m_extent, ex_int(P, m->n_total)));
   kk->lib = lib;

@@ -32,7 +32,10 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   p->source = source;
   const char *prof = getenv("LATHE_PROFILE");
   if (prof && !strcmp(prof, "steps")) p->step_profile = 1;
-  else if (prof && *prof && strcmp(prof, "0")) p->kernel_ms = calloc((size_t)(kp->nkernels ? kp->nkernels : 1), sizeof(double));
+  else if (prof && *prof && strcmp(prof, "0")) {
+    size_t n = (size_t)(kp->nkernels ? kp->nkernels : 1) * PROF_PARTS;
+    if (!(p->kernel_ms = calloc(n, sizeof(double))) || !(p->prof_name = calloc(n, sizeof(char *)))) abort();
+  }
   p->m = b->ops->compile(b, source, d);
   if (!p->m) {
     plan_free(p);
@@ -66,9 +69,10 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
 
 void plan_free(Plan *p) {
   if (!p) return;
-  if (p->kernel_ms && p->runs) plan_print_profile(p);
+  if (p->kernel_ms && p->runs) plan_print_profile(p, "");
   if (p->step_profile && p->step_runs) plan_print_step_profile(p);
   free(p->kernel_ms);
+  free(p->prof_name);
   if (p->m) p->b->ops->module_free(p->b, p->m);
   for (int i = 0; p->bound && i < p->kp->loop->ninputs; i++)
     if (p->bound[i]) p->b->ops->free(p->b, p->bound[i]);
@@ -491,6 +495,15 @@ int plan_input_index(const Plan *p, const char *name) {
 }
 
 int plan_gemm_library(const Plan *p) { return p->gemm_library > 0; }
+
+int plan_profiling(const Plan *p) { return p->kernel_ms != NULL; }
+
+void plan_profile_report(Plan *p, const char *what) {
+  if (!p->kernel_ms) return;
+  if (p->runs && what) plan_print_profile(p, what);
+  memset(p->kernel_ms, 0, sizeof(double) * (size_t)(p->kp->nkernels ? p->kp->nkernels : 1) * PROF_PARTS);
+  p->runs = 0;
+}
 
 size_t plan_workspace_bytes(const Plan *p) {
   size_t n = p->arena_bytes + p->scratch_bytes;

@@ -31,6 +31,10 @@ typedef struct RunState {
   int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
+/* A kernel slot's profiled parts: the pre-pass, the kernel, the library GEMMs that replace it, the
+ * library form's epilogue. */
+enum { PROF_PRE, PROF_KERNEL, PROF_LIBRARY, PROF_EPILOGUE, PROF_PARTS };
+
 #define IO_BYTES 4096 /* the per-run block: symbol table and small inputs */
 #define IO_SMALL 256  /* inputs up to this size travel in it */
 
@@ -39,7 +43,10 @@ struct Plan {
   Backend *b;         /* borrowed */
   BackendModule *m;
   char *source;
-  double *kernel_ms;   /* LATHE_PROFILE=1: device time per kernel, summed over runs (graphs off) */
+  /* LATHE_PROFILE=1: device time per kernel slot and part (PROF_PARTS each), summed over runs
+   * (graphs off), and the name of what ran as that part in the latest run */
+  double *kernel_ms;
+  const char **prof_name;
   int runs;
   /* LATHE_PROFILE=steps: where the wall time of graph-replayed runs goes (graphs on) */
   int step_profile, step_runs, step_updates;
@@ -103,6 +110,6 @@ void plan_deps_free(Plan *p);
 /* plan_launch.c: the run's kernels, as one graph replay where possible, else one launch each. */
 int plan_launch_all(Plan *p, RunState *s, Diag *d);
 /* LATHE_PROFILE=1 / =steps reports, printed when the plan is freed. */
-void plan_print_profile(const Plan *p);
+void plan_print_profile(const Plan *p, const char *what);
 void plan_print_step_profile(const Plan *p);
 #endif

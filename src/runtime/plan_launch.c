@@ -75,39 +75,53 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
   return 1;
 }
 
+/* Profiling with device timestamps: mark `mark` + part + 1 ends part `part` of a slot's launches
+ * (mark < 0: not profiling); the name of what ran as that part, for the report. */
+static int end_part(Plan *p, int k, int mark, int part, const char *name, Diag *d) {
+  if (mark < 0) return 1;
+  if (name) p->prof_name[(size_t)k * PROF_PARTS + part] = name;
+  return p->b->ops->timer_mark(p->b, mark + part + 1, d);
+}
+
+static const char *fn_name(const KKernel *kk) { return kk->code_name ? kk->code_name : kk->name; }
+
 /* The library form of tensor-core GEMM k (KKernel.lib), after its pre-pass wrote A's planes: each
- * distinct weight times the planes (summed) into the products after the planes, then the epilogue. */
-static int launch_library_gemm(Plan *p, RunState *s, int k, Diag *d) {
+ * distinct weight times all the planes ([a_parts * m][k]) into the products after the planes, then
+ * the epilogue, which adds the parts. */
+static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const KKernel *kk = s->use[k];
   const KGemmLib *lib = kk->lib;
   const BackendOps *o = p->b->ops;
   int64_t m = s->lib_m[k];
   char *planes = (char *)p->scratch + MMA_COUNTERS;
   float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
+  int64_t rows = m * lib->a_parts; /* the planes, stacked: one GEMM per weight covers every part */
   for (int w = 0; w < lib->nw; w++) {
     const void *weight = s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
-    for (int part = 0; part < lib->a_parts; part++)
-      if (!o->gemm_bf16(p->b, m, lib->w_rows[w], lib->k, planes + (size_t)part * (size_t)m * (size_t)lib->k * 2, weight,
-                        products, part > 0, d))
-        return 0;
-    products += (size_t)m * (size_t)lib->w_rows[w];
+    if (!o->gemm_bf16(p->b, rows, lib->w_rows[w], lib->k, planes, weight, products, d)) return 0;
+    products += (size_t)rows * (size_t)lib->w_rows[w];
   }
+  if (!end_part(p, k, mark, PROF_LIBRARY, fn_name(kk), d)) return 0;
   const KKernel *e = lib->epilogue;
-  return o->launch(p->b, p->m, e->code_name ? e->code_name : e->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                   &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], e->block, d);
+  return o->launch(p->b, p->m, fn_name(e), &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
+                   s->nsyms[k], s->epi_grids[k], e->block, d) &&
+         end_part(p, k, mark, PROF_EPILOGUE, fn_name(e), d);
 }
 
-/* Kernel slot k: the chosen kernel's pre-pass, then the kernel or its library form. */
-static int launch_slot(Plan *p, RunState *s, int k, Diag *d) {
+/* Kernel slot k: the chosen kernel's pre-pass, then the kernel or its library form; `mark` as in
+ * end_part (every part's mark is recorded, those of parts that did not run mark nothing). */
+static int launch_slot(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const KKernel *kk = s->use[k];
   const BackendOps *o = p->b->ops;
-  if (kk->pre && !o->launch(p->b, p->m, kk->pre->code_name ? kk->pre->code_name : kk->pre->name,
-                            &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
-                            s->pre_grids[k], kk->pre->block, d))
+  if (kk->pre && !o->launch(p->b, p->m, fn_name(kk->pre), &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+                            &s->syms[(size_t)k * 16], s->nsyms[k], s->pre_grids[k], kk->pre->block, d))
     return 0;
-  if (s->lib_m[k] > 0) return launch_library_gemm(p, s, k, d);
-  return o->launch(p->b, p->m, kk->code_name ? kk->code_name : kk->name, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                   &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d);
+  if (!end_part(p, k, mark, PROF_PRE, kk->pre ? fn_name(kk->pre) : NULL, d)) return 0;
+  if (s->lib_m[k] > 0) return end_part(p, k, mark, PROF_KERNEL, NULL, d) && launch_library_gemm(p, s, k, mark, d);
+  return o->launch(p->b, p->m, fn_name(kk), &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
+                   s->nsyms[k], s->grids[k], kk->block, d) &&
+         end_part(p, k, mark, PROF_KERNEL, fn_name(kk), d) && end_part(p, k, mark, PROF_LIBRARY, NULL, d) &&
+         end_part(p, k, mark, PROF_EPILOGUE, NULL, d);
 }
 
 int plan_launch_all(Plan *p, RunState *s, Diag *d) {
@@ -122,23 +136,30 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
     p->graph = NULL;
     if (!p->b->ops->sync(p->b, d)) return 0;
   }
-  /* Profiling: device timestamps between kernels where the backend has them (launches stay
-   * asynchronous), else a synchronisation after each kernel. */
+  /* Profiling: device timestamps between kernels and their parts where the backend has them
+   * (launches stay asynchronous), else a synchronisation after each kernel. */
   const BackendOps *o = p->b->ops;
-  int timed = p->kernel_ms && o->timer_mark && o->timer_ms && p->kp->nkernels < BACKEND_TIMER_SLOTS;
+  const int n = p->kp->nkernels;
+  int timed = p->kernel_ms && o->timer_mark && o->timer_ms && (int64_t)n * PROF_PARTS < BACKEND_TIMER_SLOTS;
   if (timed && !o->timer_mark(p->b, 0, d)) return 0;
-  for (int k = 0; k < p->kp->nkernels; k++) {
+  for (int k = 0; k < n; k++) {
     const KKernel *kk = s->use[k];
+    int mark = timed ? k * PROF_PARTS : -1;
     double t0 = p->kernel_ms ? now_ms() : 0;
-    if (!kk->skip && !launch_slot(p, s, k, d)) return 0; /* skip: a later kernel's variant does its work */
-    if (timed && !o->timer_mark(p->b, k + 1, d)) return 0;
+    if (kk->skip) { /* a later kernel's variant does its work */
+      for (int part = 0; part < PROF_PARTS; part++)
+        if (!end_part(p, k, mark, part, NULL, d)) return 0;
+    } else if (!launch_slot(p, s, k, mark, d)) {
+      return 0;
+    }
     if (p->kernel_ms && !timed) {
       if (!o->sync(p->b, d)) return 0;
-      p->kernel_ms[k] += now_ms() - t0;
+      p->kernel_ms[(size_t)k * PROF_PARTS + PROF_KERNEL] += now_ms() - t0;
+      p->prof_name[(size_t)k * PROF_PARTS + PROF_KERNEL] = fn_name(kk);
     }
   }
   if (!o->sync(p->b, d)) return 0;
-  for (int k = 0; timed && k < p->kp->nkernels; k++) p->kernel_ms[k] += o->timer_ms(p->b, k, k + 1);
+  for (int i = 0; timed && i < n * PROF_PARTS; i++) p->kernel_ms[i] += o->timer_ms(p->b, i, i + 1);
   return 1;
 }
 
@@ -148,35 +169,39 @@ static int by_time_desc(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-/* LATHE_PROFILE=1: device time per kernel function (the same layer op in every layer shares one),
- * printed when the plan is freed. */
-void plan_print_profile(const Plan *p) {
-  int n = p->kp->nkernels, nf = 0;
+/* LATHE_PROFILE=1: device time per kernel function (the same layer op in every layer shares one;
+ * a GEMM's cuBLASLt products count as "cuBLASLt NAME"), headed by `what`. */
+void plan_print_profile(const Plan *p, const char *what) {
+  int n = p->kp->nkernels * PROF_PARTS, nf = 0;
   size_t cap = (size_t)(n ? n : 1);
   int *order = malloc(sizeof(int) * cap), *count = calloc(cap, sizeof(int));
   double *fn_ms = calloc(cap, sizeof(double)), total = 0;
-  const char **fn = calloc(cap, sizeof(char *));
+  char **fn = calloc(cap, sizeof(char *));
   if (!order || !count || !fn_ms || !fn) abort();
-  for (int k = 0; k < n; k++) {
-    const KKernel *kk = &p->kp->kernels[k];
-    const char *name = kk->code_name ? kk->code_name : kk->name;
+  for (int i = 0; i < n; i++) {
+    const char *name = p->prof_name[i];
+    if (!name) continue;
+    char label[160];
+    snprintf(label, sizeof label, "%s%s", i % PROF_PARTS == PROF_LIBRARY ? "cuBLASLt " : "", name);
     int f = 0;
-    while (f < nf && strcmp(fn[f], name)) f++;
-    if (f == nf) fn[nf++] = name;
-    fn_ms[f] += p->kernel_ms[k];
+    while (f < nf && strcmp(fn[f], label)) f++;
+    if (f == nf && !(fn[nf++] = strdup(label))) abort();
+    fn_ms[f] += p->kernel_ms[i];
     count[f]++;
-    total += p->kernel_ms[k];
+    total += p->kernel_ms[i];
   }
   for (int f = 0; f < nf; f++) order[f] = f;
   prof_ms = fn_ms;
   qsort(order, (size_t)nf, sizeof(int), by_time_desc);
   double runs = p->runs ? p->runs : 1;
-  fprintf(stderr, "lathe profile: %d runs, %.3f ms per run in %d kernels (%d functions):\n", p->runs, total / runs, n, nf);
+  fprintf(stderr, "lathe profile%s%s: %d runs, %.3f ms per run in %d kernels (%d functions):\n", *what ? " of " : "",
+          what, p->runs, total / runs, p->kp->nkernels, nf);
   for (int i = 0; i < nf; i++) {
     int f = order[i];
-    fprintf(stderr, "  %8.3f ms/run %5.1f%%  %3d x %-24s %.4f ms each\n", fn_ms[f] / runs, total > 0 ? 100 * fn_ms[f] / total : 0,
+    fprintf(stderr, "  %8.3f ms/run %5.1f%%  %3d x %-32s %.4f ms each\n", fn_ms[f] / runs, total > 0 ? 100 * fn_ms[f] / total : 0,
             count[f], fn[f], fn_ms[f] / runs / count[f]);
   }
+  for (int f = 0; f < nf; f++) free(fn[f]);
   free(order);
   free(count);
   free(fn_ms);

@@ -160,13 +160,14 @@ static void put_pack(Render *R, const KMma *m, int level) {
   rc_line(R, L + 1, "const i64 %s = 2 * (lt_p %% %lldLL) + lt_j;", kv, half);
   rc_put_assign(R, L + 1, "lt_v[lt_j]", m->a);
   rc_line(R, L, "}");
-  rc_line(R, L, "const unsigned short lt_h0 = lt_f32_to_bf16(lt_v[0]), lt_h1 = lt_f32_to_bf16(lt_v[1]);");
   rc_line(R, L, "unsigned int *lt_planes = lt_scratch + %d; /* after the tile counters */", MMA_COUNTERS / 4);
-  rc_line(R, L, "lt_planes[lt_p] = (unsigned int)lt_h0 | ((unsigned int)lt_h1 << 16);");
   if (m->a_parts == 2) {
-    rc_line(R, L, "const unsigned short lt_l0 = lt_f32_to_bf16(lt_v[0] - lt_bf16_to_f32(lt_h0));");
-    rc_line(R, L, "const unsigned short lt_l1 = lt_f32_to_bf16(lt_v[1] - lt_bf16_to_f32(lt_h1));");
-    rc_line(R, L, "lt_planes[lt_M * %lldLL + lt_p] = (unsigned int)lt_l0 | ((unsigned int)lt_l1 << 16);", half);
+    rc_line(R, L, "unsigned int lt_hi, lt_lo;");
+    rc_line(R, L, "lt_split_bf16x2(lt_v[0], lt_v[1], &lt_hi, &lt_lo);");
+    rc_line(R, L, "lt_planes[lt_p] = lt_hi;");
+    rc_line(R, L, "lt_planes[lt_M * %lldLL + lt_p] = lt_lo;", half);
+  } else {
+    rc_line(R, L, "lt_planes[lt_p] = lt_pack_bf16x2(lt_v[0], lt_v[1]);");
   }
   close_items(R, L);
 }

@@ -149,9 +149,10 @@ void kl_mma_pack_kernel(Lower *L) {
 }
 
 /* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] parameters: one
- * product block ([a_parts * M][rows]) per distinct weight (gate and up are two; RoPE's rotated half reads the same weight
- * at other rows), and the epilogue kernel, one thread per output element (row, flat column), which
- * reads each sum at the weight row that column reads. The scratch grows to hold the products. */
+ * product block ([a_parts * M][rows]) per distinct weight (gate and up are two; RoPE's rotated half
+ * reads the same weight at other rows), and the epilogue kernel, one thread per output element (row,
+ * flat column), which reads each sum at the weight row that column reads. The scratch grows to hold
+ * the products. */
 void kl_mma_library(Lower *L) {
   KKernel *kk = L->kk;
   ExprPool *P = L->pool;

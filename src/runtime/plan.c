@@ -496,8 +496,6 @@ int plan_input_index(const Plan *p, const char *name) {
 
 int plan_gemm_library(const Plan *p) { return p->gemm_library > 0; }
 
-int plan_profiling(const Plan *p) { return p->kernel_ms != NULL; }
-
 void plan_profile_report(Plan *p, const char *what) {
   if (!p->kernel_ms) return;
   if (p->runs && what) plan_print_profile(p, what);

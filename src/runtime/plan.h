@@ -30,10 +30,8 @@ size_t plan_workspace_bytes(const Plan *p);
 /* Whether the plan's prefill GEMMs run through the backend's library (cuBLASLt) rather than the
  * generated tensor-core kernels. */
 int plan_gemm_library(const Plan *p);
-/* LATHE_PROFILE=1: whether the plan profiles its kernels; the report of the runs so far, headed by
- * `what` (NULL: no report), after which the counts start again (the rest is reported when the plan
- * is freed). */
-int plan_profiling(const Plan *p);
+/* LATHE_PROFILE=1: the report of the runs so far, headed by `what` (NULL: no report), after which the
+ * counts start again (the rest is reported when the plan is freed); nothing when not profiling. */
 void plan_profile_report(Plan *p, const char *what);
 /* The device buffer holding program output `output` after the last run (until the next run), for
  * work that continues on the device (sampling); NULL if there has been no run. */

@@ -14,6 +14,9 @@ static int graph_applicable(const Plan *p, const RunState *s) {
   return 1;
 }
 
+/* The function a kernel launches: its own, or the identical one it shares (code_name). */
+static const char *fn_name(const KKernel *kk) { return kk->code_name ? kk->code_name : kk->name; }
+
 static int graph_build(Plan *p, RunState *s, Diag *d) {
   const BackendOps *o = p->b->ops;
   int nk = p->kp->nkernels;
@@ -29,7 +32,7 @@ static int graph_build(Plan *p, RunState *s, Diag *d) {
     const KKernel *kk = s->use[k];
     p->g_node[k] = kk->skip ? -1 : nodes++; /* kernels that launch nothing are no nodes */
     if (kk->skip) continue;
-    if (!o->graph_add(p->b, p->graph, p->m, kk->code_name ? kk->code_name : kk->name,
+    if (!o->graph_add(p->b, p->graph, p->m, fn_name(kk),
                       &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
                       s->grids[k], kk->block, d))
       return 0;
@@ -82,8 +85,6 @@ static int end_part(Plan *p, int k, int mark, int part, const char *name, Diag *
   if (name) p->prof_name[(size_t)k * PROF_PARTS + part] = name;
   return p->b->ops->timer_mark(p->b, mark + part + 1, d);
 }
-
-static const char *fn_name(const KKernel *kk) { return kk->code_name ? kk->code_name : kk->name; }
 
 /* The library form of tensor-core GEMM k (KKernel.lib), after its pre-pass wrote A's planes: each
  * distinct weight times all the planes ([a_parts * m][k]) into the products after the planes, then

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs each cmocka test binary given, then the shell-level CLI tests, and prints one summary line.
+# Runs each cmocka test binary given, then every shell-level CLI test script (tests/cli*_test.sh,
+# each sourcing tests/cli_lib.sh), and prints one summary line.
 set -u
 passed=0; failed=0; failed_bins=()
 for t in "$@"; do
@@ -12,14 +13,17 @@ for t in "$@"; do
   [ "$f" -ne 0 ] && { failed_bins+=("$(basename "$t")"); echo "$out" | grep -B2 -A8 -E 'FAILED|ERROR|Assert|runtime error|Sanitizer' | head -60; }
   passed=$((passed + p)); failed=$((failed + f))
 done
-if [ -x tests/cli_test.sh ]; then
-  out=$(tests/cli_test.sh 2>&1); rc=$?
+for script in tests/cli*_test.sh; do
+  [ -x "$script" ] || continue
+  name=$(basename "$script")
+  out=$("$script" 2>&1); rc=$?
   echo "$out" | grep -E '^(ok|FAIL)' | grep FAIL
   p=$(echo "$out" | grep -c '^ok'); f=$(echo "$out" | grep -c '^FAIL')
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-  echo "cli_test.sh: $p passed, $f failed"
+  [ "$f" -ne 0 ] && failed_bins+=("$name")
+  echo "$name: $p passed, $f failed"
   passed=$((passed + p)); failed=$((failed + f))
-fi
+done
 [ ${#failed_bins[@]} -gt 0 ] && echo "failing: ${failed_bins[*]}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

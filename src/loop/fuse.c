@@ -1,5 +1,5 @@
-/* tensor -> loop: decide which tensor nodes get a buffer ("realized") and build one loop nest per
- * realized node by inlining everything else into it.
+/* tensor -> loop: build one loop nest per realized tensor node by inlining everything else into it
+ * (which nodes are realized is found by fuse_fixpoint.c).
  *
  * Inlining rules (legality first; `FusionPolicy` picks among the legal options):
  *  - map / view / gather nodes are substituted into their consumers (index math composes);
@@ -10,63 +10,16 @@
  *    is kept only when the policy allows recompute;
  *  - a node whose expansion carries a reduction and that two kernels inline is realized, so no
  *    reduction is computed by two kernels.
- * Realizing a node can make other choices legal or necessary, so kernels are rebuilt until the set of
- * realized nodes stops changing. */
+ * A build that breaks a rule names the node to realize (want_realize) instead of a kernel. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "loop.h"
+#include "fuse_internal.h"
 
 FusionPolicy fusion_policy_default(void) {
   FusionPolicy p = {.fuse_reductions = 1, .allow_recompute = 0, .shared_max_inputs = 1};
   return p;
 }
-
-#define MAX_COSTLY 64
-
-typedef struct MemoEntry {
-  int node;
-  int nidx;
-  Expr *idx[LT_MAX_RANK];
-  Expr *value;
-} MemoEntry;
-
-typedef struct PhaseKey {
-  int node;
-  Expr *idx[LT_MAX_RANK];
-} PhaseKey;
-
-typedef struct Builder {
-  const TProgram *t;
-  ExprPool *pool;
-  const FusionPolicy *pol;
-  char *realized;     /* per tensor node */
-  int *node_buf;      /* per tensor node: buffer holding its value, or -1 */
-  const DType *buf_dtype;
-  int *expanded_by;   /* per tensor node: the kernel that inlined its reduction-bearing value, or -1 */
-  int cur_kernel;
-  /* the kernel being built */
-  LKernel *k;
-  unsigned outer_mask; /* vars usable by a phase index at the current nesting (output vars) */
-  int in_phase;        /* expanding a reduction body */
-  struct {
-    int node;
-    uint64_t vars;
-  } costly[MAX_COSTLY]; /* transcendental maps inlined into reduction bodies, with the vars they use */
-  int ncostly;
-  int shared_candidate; /* outermost multi-input node shared by two kernels, to get a buffer, or -1 */
-  int shared_acc;       /* outermost such node that has several consumers in the graph, or -1 */
-  int *consumers;       /* per tensor node: distinct computing consumers, looking through views
-                           (program outputs count as one) */
-  int override_locked;  /* the nest-conflict realization settled on a node with several consumers */
-  int nest_conflict;    /* the pending realization is a reduction read inside another reduction's loop */
-  PhaseKey keys[L_MAX_PHASES];
-  MemoEntry *memo;
-  int nmemo, capmemo;
-  int want_realize;   /* node to realize before retrying, or -1 */
-  int fail;           /* set with the diag on hard errors */
-  Diag *d;
-} Builder;
 
 static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx);
 
@@ -173,34 +126,70 @@ static Expr *expand_reduction(Builder *b, const TNode *n, Expr *const *idx) {
   return ex_acc(b->pool, id, ph.acc_dtype);
 }
 
-static Expr *memo_find(Builder *b, int node, Expr *const *idx, int nidx) {
-  for (int i = 0; i < b->nmemo; i++) {
+static uint64_t memo_hash(int node, Expr *const *idx, int nidx) {
+  uint64_t h = (uint64_t)node * 0x9e3779b97f4a7c15ULL;
+  for (int d = 0; d < nidx; d++) h = (h ^ idx[d]->hash) * 0x100000001b3ULL;
+  return h ^ (h >> 29);
+}
+
+static MemoEntry *memo_slot(Builder *b, int node, Expr *const *idx, int nidx) {
+  for (unsigned i = (unsigned)memo_hash(node, idx, nidx) & (b->memo_cap - 1);; i = (i + 1) & (b->memo_cap - 1)) {
     MemoEntry *m = &b->memo[i];
+    if (m->stamp != b->stamp) return m;
     if (m->node != node || m->nidx != nidx) continue;
     int same = 1;
     for (int d = 0; d < nidx && same; d++) same = m->idx[d] == idx[d];
-    if (same) return m->value;
+    if (same) return m;
   }
-  return NULL;
+}
+
+static Expr *memo_find(Builder *b, int node, Expr *const *idx, int nidx) {
+  if (!b->memo_cap) return NULL;
+  MemoEntry *m = memo_slot(b, node, idx, nidx);
+  return m->stamp == b->stamp ? m->value : NULL;
 }
 
 static void memo_add(Builder *b, int node, Expr *const *idx, int nidx, Expr *v) {
-  if (b->nmemo == b->capmemo) {
-    b->capmemo = b->capmemo ? b->capmemo * 2 : 64;
-    b->memo = realloc(b->memo, sizeof *b->memo * (size_t)b->capmemo);
+  if ((b->memo_used + 1) * 2 > b->memo_cap) {
+    MemoEntry *old = b->memo;
+    unsigned oldcap = b->memo_cap;
+    b->memo_cap = oldcap ? oldcap * 2 : 256;
+    b->memo = calloc(b->memo_cap, sizeof *b->memo);
     if (!b->memo) abort();
+    for (unsigned i = 0; i < oldcap; i++)
+      if (old[i].stamp == b->stamp) *memo_slot(b, old[i].node, old[i].idx, old[i].nidx) = old[i];
+    free(old);
   }
-  MemoEntry *m = &b->memo[b->nmemo++];
+  MemoEntry *m = memo_slot(b, node, idx, nidx);
+  m->stamp = b->stamp;
   m->node = node;
   m->nidx = nidx;
   for (int d = 0; d < nidx; d++) m->idx[d] = idx[d];
   m->value = v;
+  b->memo_used++;
+}
+
+static void push_int(int **a, int *n, int *cap, int v) {
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 64;
+    *a = realloc(*a, sizeof **a * (size_t)*cap);
+    if (!*a) abort();
+  }
+  (*a)[(*n)++] = v;
+}
+
+/* The build reads whether `node` is realized: it is to be redone when that changes. */
+static void note_reached(Builder *b, int node) {
+  if (b->seen[node] == b->stamp) return;
+  b->seen[node] = b->stamp;
+  push_int(&b->reached, &b->nreached, &b->capreached, node);
 }
 
 /* The value of tensor node `node` at index idx (Exprs over the kernel's variables). NULL when the
  * build must be retried with another node realized (b->want_realize) or failed (b->fail). */
 static Expr *expand_node(Builder *b, int node, Expr *const *idx, int nidx, int is_root) {
   const TNode *n = &b->t->nodes[node];
+  note_reached(b, node);
   if (!is_root && b->node_buf[node] >= 0) return load_buf(b, b->node_buf[node], idx, nidx);
   switch (n->kind) {
   case T_INPUT:
@@ -232,7 +221,7 @@ static Expr *expand_node(Builder *b, int node, Expr *const *idx, int nidx, int i
     for (int d = k; d < nidx; d++) tidx[d - k + 1] = idx[d];
     return expand(b, n->src[0], tidx, nidx - k + 1);
   }
-  case T_UPDATE: /* always realized: reached only as a root, handled by build_kernel */
+  case T_UPDATE: /* always realized: reached only as a root, handled by fuse_build_kernel */
     diag_error(b->d, 0, 0, "internal: update node t%d inlined", node);
     b->fail = 1;
     return NULL;
@@ -329,7 +318,7 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
   }
   /* Transcendental math inside a reduction body is recomputed for every parallel point it does not
    * depend on (silu(gate) * up inside the down projection); which points those are is known only
-   * once the kernel's parallel axes are, so remember it and decide in build_kernel. */
+   * once the kernel's parallel axes are, so remember it and decide in fuse_build_kernel. */
   if (b->in_phase && !b->pol->inline_costly_prologue && b->node_buf[node] < 0 && b->t->nodes[node].kind == T_MAP &&
       b->ncostly < MAX_COSTLY && has_transcendental(v)) {
     b->costly[b->ncostly].node = node;
@@ -347,6 +336,7 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
       if (node > *slot) *slot = node;
     } else {
       b->expanded_by[node] = b->cur_kernel;
+      push_int(&b->tracked, &b->ntracked, &b->captracked, node);
     }
   }
   memo_add(b, node, idx, nidx, v);
@@ -355,9 +345,8 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
 
 static int is_const_one(const Expr *e) { return ex_is_int_const(e, 1); }
 
-/* For each node, how many different non-view nodes read it, directly or through views: rope reads q
- * both directly and through a rotated view, which is one consumer, not two. */
-static int *count_consumers(const TProgram *t) {
+/* Rope reads q both directly and through a rotated view, which is one consumer, not two. */
+int *fuse_count_consumers(const TProgram *t) {
   int *count = calloc((size_t)t->n + 1, sizeof(int)), *last = malloc(sizeof(int) * ((size_t)t->n + 1));
   if (!count || !last) abort();
   for (int i = 0; i < t->n; i++) last[i] = -1;
@@ -374,12 +363,13 @@ static int *count_consumers(const TProgram *t) {
   return count;
 }
 
-/* Builds the kernel computing `root` into buffer `out_buf`. Returns 1 on success, 0 if a node must
- * be realized first (b->want_realize) or on error (b->fail). */
-static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBuf *out, int copy_from) {
+int fuse_build_kernel(Builder *b, LKernel *k, int root, int out_buf, DType out_dtype, int out_rank, int copy_from) {
   memset(k, 0, sizeof *k);
   b->k = k;
-  b->nmemo = 0;
+  b->stamp++;
+  b->memo_used = 0;
+  b->nreached = b->ntracked = 0;
+  b->builds++;
   memset(b->keys, 0, sizeof b->keys);
   const TNode *n = &b->t->nodes[root];
   /* An update's loop runs over the written value's shape and stores at the update's index map. */
@@ -398,9 +388,9 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
             : is_update    ? expand(b, n->src[1], idx, rank)
                            : expand_node(b, root, idx, rank, 1);
   if (!v) return 0;
-  k->value = ex_cast(b->pool, out->dtype, v);
+  k->value = ex_cast(b->pool, out_dtype, v);
   k->out_buf = out_buf;
-  for (int d = 0; d < out->shape.rank; d++) k->out_idx[d] = is_update ? n->idx[d] : idx[d];
+  for (int d = 0; d < out_rank; d++) k->out_idx[d] = is_update ? n->idx[d] : idx[d];
   /* Output axes some phase depends on are parallel; the rest are the inner (store) loop. */
   uint64_t par = 0;
   for (int i = 0; i < k->nphase; i++) {
@@ -444,7 +434,7 @@ static int build_kernel(Builder *b, LKernel *k, int root, int out_buf, const LBu
   return 1;
 }
 
-static void name_vars(LProgram *p, LKernel *k) {
+void fuse_name_vars(LProgram *p, LKernel *k) {
   int ni = 0, nj = 0, nr = 0;
   for (int i = 0; i < k->npar; i++) k->var_names[k->par[i].var] = arena_printf(p->arena, "i%d", ni++);
   for (int i = 0; i < k->ninner; i++) k->var_names[k->inner[i].var] = arena_printf(p->arena, "j%d", nj++);
@@ -455,7 +445,7 @@ static void name_vars(LProgram *p, LKernel *k) {
     if (!k->var_names[v]) k->var_names[v] = arena_printf(p->arena, "v%d", v);
 }
 
-static const char *kernel_base_name(const TNode *n) {
+const char *fuse_kernel_base_name(const TNode *n) {
   if (n->origin) return n->origin;
   switch (n->kind) {
   case T_INPUT: return "copy";
@@ -465,151 +455,4 @@ static const char *kernel_base_name(const TNode *n) {
   case T_GATHER: return "gather";
   default: return "view";
   }
-}
-
-static int add_buf(LProgram *p, int *cap, const char *name, DType t, const Shape *s, LBufKind kind) {
-  if (p->nbufs == *cap) {
-    int nc = *cap * 2;
-    LBuf *nb = ARENA_ARRAY(p->arena, LBuf, nc);
-    memcpy(nb, p->bufs, sizeof(LBuf) * (size_t)p->nbufs);
-    p->bufs = nb;
-    *cap = nc;
-  }
-  LBuf *b = &p->bufs[p->nbufs];
-  b->id = p->nbufs;
-  b->name = name;
-  b->dtype = t;
-  b->shape = *s;
-  b->kind = kind;
-  return p->nbufs++;
-}
-
-typedef struct Job {
-  int root;    /* tensor node computed */
-  int out_buf; /* buffer written */
-} Job;
-
-/* One attempt with the current realized set. Returns 1 when every kernel was built, 0 when the
- * realized set grew (retry), -1 on error. */
-static int attempt(Builder *b, LProgram *lp, DType **bufdt) {
-  const TProgram *t = b->t;
-  int bufcap = 16 + t->n;
-  lp->bufs = ARENA_ARRAY(lp->arena, LBuf, bufcap);
-  lp->nbufs = 0;
-  lp->nkernels = 0;
-  lp->ninputs = lp->noutputs = 0;
-  for (int i = 0; i < t->n; i++) b->node_buf[i] = b->expanded_by[i] = -1;
-  Job *jobs = calloc((size_t)(t->n + t->noutputs + 1), sizeof *jobs);
-  int njobs = 0;
-  for (int i = 0; i < t->ninputs; i++) {
-    const TNode *n = &t->nodes[t->inputs[i]];
-    b->node_buf[n->id] = add_buf(lp, &bufcap, n->name, n->dtype, &n->shape, BUF_INPUT);
-    lp->inputs[lp->ninputs++] = b->node_buf[n->id];
-  }
-  /* An update writes into its destination's buffer (in place). */
-  for (int i = 0; i < t->n; i++)
-    if (t->nodes[i].kind == T_UPDATE) b->node_buf[i] = b->node_buf[t->nodes[i].src[0]];
-  /* Outputs: the first output of a computed node is that node's buffer; inputs returned as outputs and
-   * repeated outputs become copies. */
-  for (int i = 0; i < t->noutputs; i++) {
-    const TNode *n = &t->nodes[t->outputs[i]];
-    int ob = add_buf(lp, &bufcap, t->output_names[i], n->dtype, &n->shape, BUF_OUTPUT);
-    lp->outputs[lp->noutputs++] = ob;
-    if (b->node_buf[n->id] < 0 && n->kind != T_INPUT) b->node_buf[n->id] = ob;
-  }
-  for (int i = 0; i < t->n; i++) {
-    const TNode *n = &t->nodes[i];
-    if (b->realized[i] && b->node_buf[i] < 0 && n->kind != T_INPUT)
-      b->node_buf[i] = add_buf(lp, &bufcap, n->name ? arena_printf(lp->arena, "%s_t%d", n->name, i)
-                                                    : arena_printf(lp->arena, "t%d", i),
-                               n->dtype, &n->shape, BUF_TEMP);
-  }
-  /* Kernels in topological order of their roots; output copies after everything else. */
-  for (int i = 0; i < t->n; i++)
-    if (b->node_buf[i] >= 0 && t->nodes[i].kind != T_INPUT) jobs[njobs++] = (Job){i, b->node_buf[i]};
-  for (int i = 0; i < t->noutputs; i++)
-    if (lp->outputs[i] != b->node_buf[t->outputs[i]]) jobs[njobs++] = (Job){t->outputs[i], lp->outputs[i]};
-  *bufdt = realloc(*bufdt, sizeof(DType) * (size_t)lp->nbufs);
-  for (int i = 0; i < lp->nbufs; i++) (*bufdt)[i] = lp->bufs[i].dtype;
-  b->buf_dtype = *bufdt;
-  lp->kernels = ARENA_ARRAY(lp->arena, LKernel, njobs ? njobs : 1);
-  int rc = 1;
-  for (int j = 0; j < njobs; j++) {
-    LKernel *k = &lp->kernels[lp->nkernels];
-    b->want_realize = -1;
-    b->nest_conflict = 0;
-    b->override_locked = 0;
-    b->cur_kernel = j;
-    int root = jobs[j].root;
-    /* A copy job (an input returned as output, a repeated output) reads the node's buffer. */
-    int copy_from = jobs[j].out_buf != b->node_buf[root] ? b->node_buf[root] : -1;
-    int ok = build_kernel(b, k, root, jobs[j].out_buf, &lp->bufs[jobs[j].out_buf], copy_from);
-    if (b->fail) {
-      rc = -1;
-      break;
-    }
-    if (!ok) {
-      if (b->want_realize >= 0 && !b->realized[b->want_realize]) {
-        b->realized[b->want_realize] = 1;
-        rc = 0;
-      } else {
-        diag_error(b->d, 0, 0, "internal: fusion made no progress at tensor node t%d", root);
-        rc = -1;
-      }
-      break;
-    }
-    k->name = arena_printf(lp->arena, "%s_%d", copy_from >= 0 ? "copy" : kernel_base_name(&t->nodes[root]),
-                           lp->nkernels);
-    name_vars(lp, k);
-    lp->nkernels++;
-  }
-  free(jobs);
-  return rc;
-}
-
-LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) {
-  LProgram *lp = ARENA_NEW(t->arena, LProgram);
-  lp->arena = t->arena;
-  lp->pool = t->pool;
-  lp->nsymbols = t->nsymbols;
-  for (int i = 0; i < t->nsymbols; i++) lp->symbols[i] = t->symbols[i];
-  Builder b = {0};
-  b.t = t;
-  b.pool = t->pool;
-  b.pol = pol;
-  b.d = d;
-  b.realized = calloc((size_t)t->n + 1, 1);
-  b.node_buf = calloc((size_t)t->n + 1, sizeof(int));
-  b.expanded_by = calloc((size_t)t->n + 1, sizeof(int));
-  b.consumers = count_consumers(t);
-  /* In-place updates are legal only when nothing else reads the old state. */
-  for (int i = 0; i < t->n; i++) {
-    const TNode *n = &t->nodes[i];
-    if (n->kind != T_UPDATE) continue;
-    b.realized[i] = 1;
-    int readers = 0;
-    for (int j = 0; j < t->n; j++)
-      for (int s = 0; s < t->nodes[j].nsrc; s++) readers += t->nodes[j].src[s] == n->src[0];
-    for (int j = 0; j < t->noutputs; j++) readers += t->outputs[j] == n->src[0];
-    if (t->nodes[n->src[0]].kind != T_INPUT || readers > 1) {
-      diag_error(d, 0, 0, "cache_write: the cache '%s' is read or written elsewhere; read the result of cache_write "
-                 "instead (it is updated in place)", t->nodes[n->src[0]].name ? t->nodes[n->src[0]].name : "?");
-      free(b.realized);
-      free(b.node_buf);
-      free(b.expanded_by);
-      free(b.consumers);
-      return NULL;
-    }
-  }
-  DType *bufdt = NULL;
-  int rc;
-  while ((rc = attempt(&b, lp, &bufdt)) == 0) {
-  }
-  free(bufdt);
-  free(b.realized);
-  free(b.node_buf);
-  free(b.expanded_by);
-  free(b.consumers);
-  free(b.memo);
-  return rc == 1 ? lp : NULL;
 }

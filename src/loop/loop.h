@@ -84,6 +84,14 @@ typedef struct FusionPolicy {
 
 FusionPolicy fusion_policy_default(void);
 LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d);
+/* The work the fusion fixpoint did: attempts (realized sets tried) and kernel builds. no_reuse (set by
+ * the caller) rebuilds every kernel in every attempt, the plain fixpoint that reuse must agree with. */
+typedef struct LoopStats {
+  int no_reuse;
+  int attempts;
+  long builds;
+} LoopStats;
+LProgram *loop_from_tensor_stats(const TProgram *t, const FusionPolicy *pol, Diag *d, LoopStats *stats);
 /* Names for printing loop-stage expressions of kernel k (vars, buffers, accs). */
 ExprNames loop_expr_names(const LProgram *p, const LKernel *k);
 void loop_print(StrBuf *b, const LProgram *p);

@@ -1,13 +1,17 @@
 /* tensor -> loop: which tensor nodes are realized (get a buffer), found as a fixpoint.
  *
- * An attempt builds one kernel per realized node in topological order of the roots; the first build
- * that breaks a rule (fuse.c) names a node to realize, and the next attempt starts over with it. Realizing
- * a node can make other choices legal or necessary, which is why each attempt starts at the first
- * kernel. Most kernels do not change from one attempt to the next, though, so a kernel built earlier is
- * reused when building it again would give the same result: no node it reached was realized since
- * (expansion reads nothing else of the realized set), and none of the nodes it marked in expanded_by is
- * marked by an earlier kernel of this attempt. The result is exactly that of rebuilding every kernel in
- * every attempt, for about one build per distinct kernel instead of one per kernel and attempt. */
+ * The plain fixpoint: an attempt builds one kernel per realized node in topological order of the roots;
+ * the first build that breaks a rule (fuse.c) names a node to realize, and the next attempt starts over
+ * at the first kernel, since realizing a node can make other choices legal or necessary. Most kernels
+ * come out the same in the next attempt, though, and this file computes exactly the plain fixpoint's
+ * result without redoing them:
+ *  - a kernel built earlier is reused when building it again would give the same result: no node it
+ *    reached was realized since (expansion reads nothing else of the realized set), and none of the
+ *    nodes it marked in expanded_by is marked by an earlier kernel of this attempt;
+ *  - the next attempt resumes at the first kernel that can differ (the new node's own kernel, or the
+ *    first kernel that reached it), since every kernel before that one is the same as in the last
+ *    attempt, with the same marks.
+ * That is about one build per distinct kernel, instead of one per kernel and attempt. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +34,8 @@ typedef struct Fixpoint {
   DType *vdtype;  /* per virtual buffer */
   Cached *cache;  /* per tensor node, as a kernel root */
   IntList *users; /* per tensor node: roots whose cached kernel reached it (may hold stale entries) */
-  int *job_root;  /* this attempt's regular kernels, in order */
+  int *job_root;  /* the realized nodes' kernels, in node order (topological) */
+  int njobs;
   int no_reuse;
 } Fixpoint;
 
@@ -45,17 +50,58 @@ static void list_push(IntList *l, int v) {
 
 static int has_own_buffer(const TNode *n) { return n->kind == T_INPUT; }
 
-/* Gives node `node` its temporary and drops every cached kernel that inlined it. */
-static void realize(Fixpoint *f, int node) {
+/* Position of root in the sorted job list, or where it would be inserted. */
+static int job_position(const Fixpoint *f, int root) {
+  int lo = 0, hi = f->njobs;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (f->job_root[mid] < root) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* Gives node `node` its temporary and drops every cached kernel that inlined it. Returns the first job
+ * position whose kernel may now differ (at most `failed`, the kernel that asked for it); *new_job: the
+ * node's kernel is to be added to the job list. */
+static int realize(Fixpoint *f, int node, int failed, int *new_job) {
   Builder *b = &f->b;
   const TNode *n = &f->t->nodes[node];
   b->realized[node] = 1;
-  if (b->node_buf[node] >= 0 || has_own_buffer(n)) return;
+  *new_job = 0;
+  if (b->node_buf[node] >= 0 || has_own_buffer(n)) return failed;
   b->node_buf[node] = vbuf_temp(b, node);
   f->vdtype[b->node_buf[node]] = n->dtype;
+  int first = failed;
   IntList *u = &f->users[node];
-  for (int i = 0; i < u->n; i++) f->cache[u->v[i]].valid = 0;
+  for (int i = 0; i < u->n; i++) {
+    int root = u->v[i], at = job_position(f, root);
+    if (f->cache[root].valid && at < first) first = at;
+    f->cache[root].valid = 0;
+  }
   u->n = 0;
+  *new_job = 1;
+  int at = job_position(f, node);
+  return at < first ? at : first;
+}
+
+static void add_job(Fixpoint *f, int node) {
+  int at = job_position(f, node);
+  memmove(f->job_root + at + 1, f->job_root + at, sizeof(int) * (size_t)(f->njobs - at));
+  f->job_root[at] = node;
+  f->njobs++;
+}
+
+/* Forgets the marks of the kernels at positions from..failed (the failed build's are in b->tracked),
+ * so that the next attempt can resume at `from`. */
+static void unmark(Fixpoint *f, int from, int failed) {
+  Builder *b = &f->b;
+  for (int j = from; j <= failed; j++) {
+    const int *tr = j == failed ? b->tracked : f->cache[f->job_root[j]].tracked;
+    int ntr = j == failed ? b->ntracked : f->cache[f->job_root[j]].ntracked;
+    for (int i = 0; i < ntr; i++)
+      if (b->expanded_by[tr[i]] >= from) b->expanded_by[tr[i]] = -1; /* marked by a kernel from `from` on */
+  }
 }
 
 /* Whether root's cached kernel can stand as this attempt's kernel j; if so, marks its nodes as
@@ -85,18 +131,21 @@ static void remember(Fixpoint *f, int root) {
   for (int i = 0; i < b->nreached; i++) list_push(&f->users[b->reached[i]], root);
 }
 
-/* One attempt with the current realized set. Returns the number of regular kernels when every kernel
- * was built, -2 when the realized set grew (retry), -1 on error. */
-static int attempt(Fixpoint *f) {
+/* Runs attempts until every kernel builds. Returns the number of regular kernels, or -1 on error. */
+static int run_fixpoint(Fixpoint *f, int *attempts) {
   Builder *b = &f->b;
   const TProgram *t = f->t;
   for (int i = 0; i < t->n; i++) b->expanded_by[i] = -1;
-  int njobs = 0;
+  f->njobs = 0;
   for (int i = 0; i < t->n; i++)
-    if (b->node_buf[i] >= 0 && t->nodes[i].kind != T_INPUT) f->job_root[njobs++] = i;
-  for (int j = 0; j < njobs; j++) {
+    if (b->node_buf[i] >= 0 && t->nodes[i].kind != T_INPUT) f->job_root[f->njobs++] = i;
+  *attempts = 1;
+  for (int j = 0; j < f->njobs;) {
     int root = f->job_root[j];
-    if (reuse(f, root, j)) continue;
+    if (reuse(f, root, j)) {
+      j++;
+      continue;
+    }
     Cached *c = &f->cache[root];
     if (!c->k && !(c->k = malloc(sizeof *c->k))) abort();
     b->want_realize = -1;
@@ -111,16 +160,23 @@ static int attempt(Fixpoint *f) {
     c->valid = 0;
     if (b->fail) return -1;
     if (!ok) {
-      if (b->want_realize >= 0 && !b->realized[b->want_realize]) {
-        realize(f, b->want_realize);
-        return -2;
+      if (b->want_realize < 0 || b->realized[b->want_realize]) {
+        diag_error(b->d, 0, 0, "internal: fusion made no progress at tensor node t%d", root);
+        return -1;
       }
-      diag_error(b->d, 0, 0, "internal: fusion made no progress at tensor node t%d", root);
-      return -1;
+      int node = b->want_realize, new_job;
+      int from = realize(f, node, j, &new_job);
+      if (f->no_reuse) from = 0; /* the plain fixpoint: every attempt from the first kernel */
+      unmark(f, from, j);
+      if (new_job) add_job(f, node);
+      j = from;
+      ++*attempts;
+      continue;
     }
     remember(f, root);
+    j++;
   }
-  return njobs;
+  return f->njobs;
 }
 
 typedef struct Renumber {
@@ -285,8 +341,7 @@ LProgram *loop_from_tensor_stats(const TProgram *t, const FusionPolicy *pol, Dia
     abort();
   b->buf_dtype = f.vdtype;
   init_buffers(&f);
-  int rc, attempts = 1;
-  while ((rc = attempt(&f)) == -2) attempts++;
+  int attempts, rc = run_fixpoint(&f, &attempts);
   int ok = rc >= 0 && assemble(&f, lp, rc);
   if (stats) {
     stats->attempts = attempts;

@@ -191,6 +191,19 @@ static void fixpoint_reuses_kernels(void **s) {
   }
 }
 
+/* A chain of inlined nodes longer than the fusion's depth bound continues in another kernel (the
+ * expansion recursion stays bounded); below the bound it stays one kernel. */
+static void long_chains_are_cut(void **s) {
+  StrBuf src = {0};
+  sb_puts(&src, "x: f32[16]; y = x");
+  for (int i = 0; i < 40; i++) sb_puts(&src, " + 1");
+  assert_int_equal(kernels(sb_str(&src)), 1);
+  for (int i = 0; i < 400; i++) sb_puts(&src, " + 1");
+  int n = kernels(sb_str(&src));
+  assert_true(n >= 440 / 64 && n <= 440 / 32 + 1);
+  sb_free(&src);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rms_norm_is_one_kernel),         cmocka_unit_test(layer_norm_is_one_kernel),
@@ -199,7 +212,7 @@ int main(void) {
       cmocka_unit_test(no_fuse_cuts_reductions),        cmocka_unit_test(attention_is_three_kernels),        cmocka_unit_test(shared_reduction_is_computed_once),
       cmocka_unit_test(attention_prefill_variants_are_serial),
       cmocka_unit_test(loop_stage_prints_phases),       cmocka_unit_test(identical_layers_share_code),       cmocka_unit_test(costly_prologue_is_not_recomputed),
-      cmocka_unit_test(fixpoint_reuses_kernels),
+      cmocka_unit_test(fixpoint_reuses_kernels),        cmocka_unit_test(long_chains_are_cut),
   };
   return cmocka_run_group_tests_name("fusion", tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "frontend.h"
 #include "lexer.h"
+#include "../base/hash.h"
 
 #define MAX_DEPTH 200
 #define DTYPES_EXPECTED "expected one of f32, f16, bf16, i32, i64"
@@ -48,6 +49,8 @@ typedef struct Parser {
   int depth;
   int last_assigned;
   int returned;
+  int *var_index; /* open addressing over vars by name hash (-1: empty), so long programs bind in linear time */
+  int index_cap;
 } Parser;
 
 static Token *peek(Parser *p) { return &p->t[p->pos]; }
@@ -75,25 +78,37 @@ static int is_reserved(const char *s) {
   return !strcmp(s, "return") || !strcmp(s, "true") || !strcmp(s, "false") || is_dtype_name(s, NULL);
 }
 
+static int *var_slot(Parser *p, const char *name) {
+  for (size_t i = hash_str(HASH_SEED, name) & (size_t)(p->index_cap - 1);; i = (i + 1) & (size_t)(p->index_cap - 1))
+    if (p->var_index[i] < 0 || !strcmp(p->vars[p->var_index[i]].name, name)) return &p->var_index[i];
+}
+
 static int lookup(Parser *p, const char *name) {
-  for (int i = p->nvars - 1; i >= 0; i--)
-    if (!strcmp(p->vars[i].name, name)) return p->vars[i].node;
-  return -1;
+  if (!p->index_cap) return -1;
+  int i = *var_slot(p, name);
+  return i >= 0 ? p->vars[i].node : -1;
 }
 
 static void bind(Parser *p, const char *name, int node) {
-  for (int i = 0; i < p->nvars; i++)
-    if (!strcmp(p->vars[i].name, name)) {
+  if (p->index_cap) {
+    int i = *var_slot(p, name);
+    if (i >= 0) {
       p->vars[i].node = node;
       return;
     }
+  }
   if (p->nvars == p->capvars) {
     int cap = p->capvars ? p->capvars * 2 : 32;
     Binding *b = ARENA_ARRAY(p->arena, Binding, cap);
     if (p->nvars) memcpy(b, p->vars, sizeof(Binding) * (size_t)p->nvars);
     p->vars = b;
     p->capvars = cap;
+    p->index_cap = cap * 2;
+    p->var_index = ARENA_ARRAY(p->arena, int, p->index_cap);
+    for (int k = 0; k < p->index_cap; k++) p->var_index[k] = -1;
+    for (int k = 0; k < p->nvars; k++) *var_slot(p, p->vars[k].name) = k;
   }
+  *var_slot(p, name) = p->nvars;
   p->vars[p->nvars].name = name;
   p->vars[p->nvars++].node = node;
 }

@@ -679,6 +679,12 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
   default: rc = FAIL(&c, "%s: not a graph op", c.op); break;
   }
   if (rc) return -1;
+  /* Every stage walks size expressions recursively: their depth is bounded here, where it grows (a
+   * long chain of concats of a run-time size). */
+  for (int i = 0; i < tmp.shape.rank; i++)
+    if (tmp.shape.dim[i]->depth > GRAPH_MAX_SIZE_DEPTH)
+      return FAIL(&c, "%s: the size of dimension %d is an expression of more than %d nested terms", c.op, i,
+                  GRAPH_MAX_SIZE_DEPTH);
   GNode *nd = new_node(g, op, line, col);
   int id = nd->id;
   *nd = tmp;

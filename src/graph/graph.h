@@ -6,6 +6,9 @@
 #include "../base/diag.h"
 #include "../ir/expr.h"
 
+/* Deepest size expression a node may have (a shape dimension such as `seq*2 + seq`). */
+#define GRAPH_MAX_SIZE_DEPTH 64
+
 typedef enum GOp {
   G_INPUT,    /* name: dtype[dims] */
   G_CONST,    /* scalar literal, shape [], attr.value; dtype is "weak" (adopts the other operand's) */

@@ -86,8 +86,10 @@ static Expr *mk(ExprPool *p, ExprOp op, DType t, int n, int aux, int64_t ival, d
   e->fval = fval;
   e->name = name ? arena_strdup(p->arena, name) : NULL;
   e->hash = h;
+  e->depth = 1;
   for (int i = 0; i < n; i++) {
     e->a[i] = a[i];
+    if (a[i]->depth >= e->depth) e->depth = a[i]->depth + 1;
     e->varmask |= a[i]->varmask;
     e->flags |= a[i]->flags;
   }

@@ -51,6 +51,7 @@ struct Expr {
   const char *name;  /* X_SYM */
   uint64_t varmask;  /* bit v set when X_VAR v (v < 64) occurs inside */
   unsigned flags;    /* EXF_* below, OR-ed over the subtree */
+  int depth;         /* 1 for a leaf, else 1 + the deepest operand's */
   uint64_t hash;
   Expr *next_in_bucket;
   Expr *a[];    /* operands */

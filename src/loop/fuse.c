@@ -110,9 +110,11 @@ static Expr *expand_reduction(Builder *b, const TNode *n, Expr *const *idx) {
   }
   b->in_phase--;
   if (!body) return NULL;
-  /* Nested phases were appended while expanding the body, so dependencies come first. */
+  /* Nested phases were appended while expanding the body, so dependencies come first. When they fill
+   * the kernel, this reduction is realized; if it is the kernel's own root (a chain of norms), the last
+   * phase of its body is, which leaves room for the root's phase. */
   if (b->k->nphase >= L_MAX_PHASES) {
-    request_realize(b, n->id);
+    request_realize(b, b->node_buf[n->id] >= 0 ? b->keys[b->k->nphase - 1].node : n->id);
     return NULL;
   }
   int id = b->k->nphase++;
@@ -298,7 +300,14 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
   if (b->fail || b->want_realize >= 0) return NULL;
   Expr *v = memo_find(b, node, idx, nidx);
   if (v) return v;
+  if (b->depth >= FUSE_MAX_DEPTH && b->node_buf[node] < 0 && b->t->nodes[node].kind != T_INPUT) {
+    note_reached(b, node);
+    request_realize(b, node); /* a chain too long to inline in one piece: it continues in its own kernel */
+    return NULL;
+  }
+  b->depth++;
   v = expand_node(b, node, idx, nidx, 0);
+  b->depth--;
   if (!v) {
     /* Nested reductions: realize the outermost computed value inside the enclosing reduction's body
      * rather than the inner reduction, so the inner one still fuses (as a phase) into that value's
@@ -369,6 +378,7 @@ int fuse_build_kernel(Builder *b, LKernel *k, int root, int out_buf, DType out_d
   b->stamp++;
   b->memo_used = 0;
   b->nreached = b->ntracked = 0;
+  b->depth = 0;
   b->builds++;
   memset(b->keys, 0, sizeof b->keys);
   const TNode *n = &b->t->nodes[root];

@@ -10,6 +10,10 @@
 #include "loop.h"
 
 #define MAX_COSTLY 64
+/* Longest chain of tensor nodes inlined below a kernel's root (a map of a map of ...): the node that
+ * would be the next one is realized instead, so the expansion's recursion and the depth of every kernel
+ * expression stay bounded however long the program is (a transformer reaches 14). */
+#define FUSE_MAX_DEPTH 64
 
 typedef struct MemoEntry {
   unsigned stamp; /* the build it belongs to (entries of other builds are empty) */
@@ -58,6 +62,7 @@ typedef struct Builder {
   unsigned *seen;     /* per tensor node: the stamp of the last build that reached it */
   int *reached, nreached, capreached;
   int *tracked, ntracked, captracked;
+  int depth;          /* nodes being expanded (recursion depth of expand) */
   long builds;        /* kernel builds done (statistics for tests and benchmarks) */
   int want_realize;   /* node to realize before retrying, or -1 */
   int fail;           /* set with the diag on hard errors */

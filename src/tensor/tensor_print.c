@@ -3,16 +3,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tensor.h"
+#include "../base/hash.h"
 
 /* A user name is shown unless an earlier node already showed it, or it looks like another node's
  * generated name (t<digits>): then the node prints as t<id>, so every printed name is unique. */
-static int usable_name(const TProgram *p, int id, const char **shown) {
+typedef struct NameSet {
+  const char **slot; /* open addressing, cap a power of two above twice the names */
+  size_t cap;
+} NameSet;
+
+/* Adds nm; 0 if it was there already. */
+static int name_set_add(NameSet *s, const char *nm) {
+  size_t i = hash_str(HASH_SEED, nm) & (s->cap - 1);
+  for (; s->slot[i]; i = (i + 1) & (s->cap - 1))
+    if (!strcmp(s->slot[i], nm)) return 0;
+  s->slot[i] = nm;
+  return 1;
+}
+
+static int usable_name(const TProgram *p, int id, NameSet *shown) {
   const char *nm = p->nodes[id].name;
   if (!nm || !*nm) return 0;
   if (nm[0] == 't' && nm[1] && strspn(nm + 1, "0123456789") == strlen(nm + 1)) return atoi(nm + 1) == id;
-  for (int i = 0; i < id; i++)
-    if (shown[i] && !strcmp(shown[i], nm)) return 0;
-  return 1;
+  return name_set_add(shown, nm);
 }
 
 static void print_axes(StrBuf *b, unsigned axes) {
@@ -28,9 +41,12 @@ static void print_axes(StrBuf *b, unsigned axes) {
 void tensor_print(StrBuf *b, const TProgram *p) {
   const char **shown = calloc((size_t)(p->n ? p->n : 1), sizeof *shown);
   char (*gen)[24] = calloc((size_t)(p->n ? p->n : 1), sizeof *gen);
-  if (!shown || !gen) abort();
+  NameSet names = {.cap = 64};
+  while (names.cap < 2 * (size_t)p->n + 2) names.cap *= 2;
+  names.slot = calloc(names.cap, sizeof *names.slot);
+  if (!shown || !gen || !names.slot) abort();
   for (int i = 0; i < p->n; i++) {
-    if (usable_name(p, i, shown)) shown[i] = p->nodes[i].name;
+    if (usable_name(p, i, &names)) shown[i] = p->nodes[i].name;
     else {
       snprintf(gen[i], sizeof gen[i], "t%d", i);
       shown[i] = gen[i];
@@ -88,4 +104,5 @@ void tensor_print(StrBuf *b, const TProgram *p) {
   sb_putc(b, '\n');
   free(shown);
   free(gen);
+  free(names.slot);
 }

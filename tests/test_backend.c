@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "backend/cache.h"
 #include "base/arena.h"
+#include "code/code.h"
 #include "runtime/plan.h"
 
 /* Two kernels following code.h's C ABI: one plain, one reading a symbol. */
@@ -241,6 +242,8 @@ typedef struct AddProgram {
   LBuf bufs[3];
   KKernel kernel;
   KProgram kp;
+  StrBuf src; /* the code stage's output for kp */
+  const LaunchTable *lt;
 } AddProgram;
 
 static AddProgram *add_program_new(void) {
@@ -283,10 +286,13 @@ static AddProgram *add_program_new(void) {
   k->var_names[0] = "i0", k->nvars = 1;
   k->sched = (Schedule){.red = RS_SERIAL, .block_threads = 1, .vec = 1, .omp = 1};
   ap->kp = (KProgram){.loop = lp, .target = TARGET_CPU, .kernels = k, .nkernels = 1};
+  Diag d = {0};
+  if (!code_render_program(&ap->kp, ap->arena, &ap->src, &ap->lt, &d)) fail_msg("render: %s", d.msg);
   return ap;
 }
 
 static void add_program_free(AddProgram *ap) {
+  sb_free(&ap->src);
   arena_free(ap->arena);
   free(ap);
 }
@@ -297,7 +303,7 @@ static void test_plan_run_add(void **state) {
   AddProgram *ap = add_program_new();
   Diag d = {0};
   Backend *b = backend_cpu_new(&d);
-  Plan *p = plan_new(&ap->kp, b, &d);
+  Plan *p = plan_new(ap->lt, sb_str(&ap->src), b, &d);
   if (!p) fail_msg("plan_new: %s", d.msg);
   assert_contains(plan_source(p), "void add_0(void *const *bufs, const int64_t *syms)");
 
@@ -332,13 +338,51 @@ static void test_plan_run_add(void **state) {
   add_program_free(ap);
 }
 
+/* The runtime takes only the code stage's source and launch table: a hand-written C kernel with a
+ * hand-made table (no kernel-stage program at all) runs, the kernel launched by its table name. */
+static void test_plan_runs_a_launch_table(void **state) {
+  char dir[512];
+  fresh_cache(dir, sizeof dir);
+  Arena *arena = arena_new();
+  ExprPool *pool = expr_pool_new(arena);
+  Expr *n = ex_sym(pool, "n");
+  LaunchBuf bufs[2] = {{"x", DT_F32, {1, {n}}, LB_INPUT}, {"y", DT_F32, {1, {n}}, LB_OUTPUT}};
+  static const int inputs[] = {0}, outputs[] = {1};
+  static const char *const symbols[] = {"n"};
+  LaunchKernel k = {.name = "triple_0", .fn = "lt_triple", .nparams = 2, .nsyms = 1, .block = 1};
+  k.params[0] = (LaunchParam){0, 0};
+  k.params[1] = (LaunchParam){1, 1};
+  k.syms[0] = "n";
+  k.grid = ex_int(pool, 1);
+  LaunchTable lt = {.bufs = bufs, .nbufs = 2, .inputs = inputs, .ninputs = 1, .outputs = outputs, .noutputs = 1,
+                    .symbols = symbols, .nsymbols = 1, .kernels = &k, .nkernels = 1};
+  const char *src = "#include <stdint.h>\n"
+                    "void lt_triple(void *const *bufs, const int64_t *syms) {\n"
+                    "  const float *x = bufs[0]; float *y = bufs[1];\n"
+                    "  for (int64_t i = 0; i < syms[0]; i++) y[i] = 3 * x[i];\n"
+                    "}\n";
+  Diag d = {0};
+  Backend *b = backend_cpu_new(&d);
+  Plan *p = plan_new(&lt, src, b, &d);
+  if (!p) fail_msg("plan_new: %s", d.msg);
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {0};
+  SymEnv env = {0};
+  symenv_set(&env, "n", 6);
+  void *ins[1] = {x}, *outs[1] = {y};
+  if (!plan_run(p, &env, ins, outs, &d)) fail_msg("plan_run: %s", d.msg);
+  for (int i = 0; i < 6; i++) assert_true(y[i] == 3 * x[i]);
+  plan_free(p);
+  b->ops->destroy(b);
+  arena_free(arena);
+}
+
 static void test_plan_run_unbound_symbol(void **state) {
   char dir[512];
   fresh_cache(dir, sizeof dir);
   AddProgram *ap = add_program_new();
   Diag d = {0};
   Backend *b = backend_cpu_new(&d);
-  Plan *p = plan_new(&ap->kp, b, &d);
+  Plan *p = plan_new(ap->lt, sb_str(&ap->src), b, &d);
   if (!p) fail_msg("plan_new: %s", d.msg);
   float x[1] = {0};
   void *ins[2] = {x, x}, *outs[1] = {x};
@@ -361,7 +405,7 @@ static void test_plan_new_reports_compile_failure(void **state) {
   AddProgram *ap = add_program_new();
   Diag d = {0};
   Backend *b = backend_cpu_new(&d);
-  Plan *p = plan_new(&ap->kp, b, &d);
+  Plan *p = plan_new(ap->lt, sb_str(&ap->src), b, &d);
   unsetenv("LATHE_CC");
   assert_null(p);
   assert_true(d.set);
@@ -382,6 +426,7 @@ int main(void) {
       cmocka_unit_test(test_plan_run_add),
       cmocka_unit_test(test_plan_run_unbound_symbol),
       cmocka_unit_test(test_plan_new_reports_compile_failure),
+      cmocka_unit_test(test_plan_runs_a_launch_table),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

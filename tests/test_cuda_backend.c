@@ -639,7 +639,7 @@ static void run_launches(const char *src, int ninputs, int cc_major, int cc_mino
   assert_non_null(b);
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
   if (!compile_source(c, src, ST_CODE, &d)) fail_msg("%s", d.msg);
-  Plan *p = plan_new(c->kernel, b, &d);
+  Plan *p = plan_new(c->launch, sb_str(&c->code), b, &d);
   if (!p) fail_msg("%s", d.msg);
   SymEnv env = {0};
   symenv_set(&env, "seq", seq);

@@ -44,7 +44,7 @@ static Plan *cpu_plan(const char *src, Backend **cpu, Compilation **c) {
   *cpu = backend_cpu_new(&d);
   *c = compilation_new(TARGET_CPU, NULL);
   assert_true(compile_source(*c, src, ST_CODE, &d));
-  Plan *p = plan_new((*c)->kernel, *cpu, &d);
+  Plan *p = plan_new((*c)->launch, sb_str(&(*c)->code), *cpu, &d);
   assert_non_null(p);
   return p;
 }

@@ -18,12 +18,16 @@
 #define LATHE_CODE_H
 #include "../base/diag.h"
 #include "../kernel/kernel.h"
+#include "launch.h"
 
 /* The whole program as one translation unit. Returns 0 and sets diag if a primitive is not
  * available on the target. */
 int render_c(StrBuf *out, const KProgram *kp, Diag *d);
 int render_cuda(StrBuf *out, const KProgram *kp, Diag *d);
 int render_code(StrBuf *out, const KProgram *kp, Diag *d); /* by kp->target */
+/* The source and its launch table (launch.h, allocated in arena): what the runtime takes. */
+int code_render_program(const KProgram *kp, Arena *arena, StrBuf *out, const LaunchTable **launch, Diag *d);
+const LaunchTable *code_launch_table(const KProgram *kp, Arena *arena);
 /* Whether kernels of target t read symbols from a device table (1) or take them by value (0). */
 int code_symbols_in_memory(Target t);
 /* Finds kernels whose code is identical up to buffer names (a transformer's layers) and points their

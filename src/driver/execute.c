@@ -3,7 +3,7 @@
 
 int execute_program(const Compilation *c, Backend *be, const SymEnv *env, uint64_t seed, Execution *x, Diag *d) {
   memset(x, 0, sizeof *x);
-  if (!(x->plan = plan_new(c->kernel, be, d))) return 0;
+  if (!(x->plan = plan_new(c->launch, sb_str((StrBuf *)&c->code), be, d))) return 0;
   if (!make_inputs(c->graph, env, seed, x->in, x->ref_in, d)) return 0;
   x->nin = c->graph->ninputs;
   const LProgram *lp = c->loop;

@@ -52,7 +52,7 @@ int compile_graph(Compilation *c, Stage upto, Diag *d) {
   if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
   if (code_dedupe(c->kernel, d) < 0) return 0;
   if (upto == ST_KERNEL) return 1;
-  return render_code(&c->code, c->kernel, d);
+  return code_render_program(c->kernel, c->arena, &c->code, &c->launch, d);
 }
 
 int compile_source(Compilation *c, const char *src, Stage upto, Diag *d) {

@@ -21,6 +21,7 @@ typedef struct Compilation {
   TileProgram *tile;
   KProgram *kernel;
   StrBuf code;
+  const LaunchTable *launch; /* with `code`: what the runtime takes (plan_new) */
 } Compilation;
 
 /* The default fusion choices for a target (fusion: NULL in compilation_new). */

@@ -158,7 +158,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
   if (!compile_graph(m->comp, ST_CODE, d)) return 0;
-  if (!(m->plan = plan_new(m->comp->kernel, m->backend, d))) return 0;
+  if (!(m->plan = plan_new(m->comp->launch, sb_str(&m->comp->code), m->backend, d))) return 0;
   m->compile_ms = now_ms() - t1;
   m->in_ids = plan_input_index(m->plan, "ids");
   m->in_pos = plan_input_index(m->plan, "pos");

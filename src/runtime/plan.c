@@ -1,5 +1,5 @@
-/* Plan runtime: renders and compiles a KProgram once, then runs its kernels in order for given
- * symbol values, allocating every buffer of the program's table on the backend. */
+/* Plan runtime: compiles the code stage's source once, then runs its kernels in order (by the launch
+ * table, code/launch.h) for given symbol values, allocating every buffer of the table on the backend. */
 #include "plan_internal.h"
 #include "../base/clock.h"
 
@@ -8,32 +8,25 @@
 #include <string.h>
 
 #include "../base/strbuf.h"
-#include "../code/code.h"
 
 static void state_release(RunState *s);
 
-Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
-  StrBuf sb = {0};
-  if (!render_code(&sb, kp, d)) {
-    sb_free(&sb);
-    return NULL;
-  }
+Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
   Plan *p = calloc(1, sizeof *p);
-  char *source = strdup(sb_str(&sb));
-  sb_free(&sb);
+  char *source = strdup(src);
   if (!p || !source) {
     free(p);
     free(source);
     diag_error(d, 0, 0, "plan: out of memory");
     return NULL;
   }
-  p->kp = kp;
+  p->lt = lt;
   p->b = b;
   p->source = source;
   const char *prof = getenv("LATHE_PROFILE");
   if (prof && !strcmp(prof, "steps")) p->step_profile = 1;
   else if (prof && *prof && strcmp(prof, "0")) {
-    size_t n = (size_t)(kp->nkernels ? kp->nkernels : 1) * PROF_PARTS;
+    size_t n = (size_t)(lt->nkernels ? lt->nkernels : 1) * PROF_PARTS;
     if (!(p->kernel_ms = calloc(n, sizeof(double))) || !(p->prof_name = calloc(n, sizeof(char *)))) abort();
   }
   p->m = b->ops->compile(b, source, d);
@@ -41,8 +34,8 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
     plan_free(p);
     return NULL;
   }
-  int nsym = kp->loop->nsymbols;
-  if (code_symbols_in_memory(kp->target) && nsym > 0) p->io_syms = ((size_t)nsym * sizeof(int64_t) + 15) & ~(size_t)15;
+  int nsym = lt->nsymbols;
+  if (lt->symbols_in_memory && nsym > 0) p->io_syms = ((size_t)nsym * sizeof(int64_t) + 15) & ~(size_t)15;
   if (p->io_syms > IO_BYTES / 2) {
     diag_error(d, 0, 0, "plan: %d symbols do not fit the per-run block", nsym);
     plan_free(p);
@@ -74,11 +67,11 @@ void plan_free(Plan *p) {
   free(p->kernel_ms);
   free(p->prof_name);
   if (p->m) p->b->ops->module_free(p->b, p->m);
-  for (int i = 0; p->bound && i < p->kp->loop->ninputs; i++)
+  for (int i = 0; p->bound && i < p->lt->ninputs; i++)
     if (p->bound[i]) p->b->ops->free(p->b, p->bound[i]);
   free(p->bound);
   free(p->bound_bytes);
-  for (int i = 0; p->ws && i < p->kp->loop->nbufs; i++)
+  for (int i = 0; p->ws && i < p->lt->nbufs; i++)
     if (p->ws[i]) p->b->ops->free(p->b, p->ws[i]);
   free(p->ws);
   free(p->ws_bytes);
@@ -138,7 +131,6 @@ static void state_release(RunState *s) {
   free(s->nsyms);
   free(s->bytes);
   free(s->dev);
-  free(s->index_of);
   free(s->args);
   free(s->syms);
   free(s->grids);
@@ -150,11 +142,11 @@ static void state_release(RunState *s) {
 }
 
 static int buf_index(const RunState *s, int id, Diag *d) {
-  if (id < 0 || id >= s->nids || s->index_of[id] < 0) {
+  if (id < 0 || id >= s->nbufs) {
     diag_error(d, 0, 0, "plan: reference to unknown buffer %d", id);
     return -1;
   }
-  return s->index_of[id];
+  return id;
 }
 
 /* Replaces the device buffer *buf (*have bytes) by one of at least `need` bytes, twice the old size
@@ -180,8 +172,8 @@ static int stale(uint64_t dep, uint64_t changed) { return changed == ~0ull || (d
 /* The run state for these symbol values: buffer sizes and device pointers, the kernel or variant of each
  * slot, its arguments and grid. */
 static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
-  const LProgram *lp = p->kp->loop;
-  int nk = p->kp->nkernels;
+  const LaunchTable *lp = p->lt;
+  int nk = p->lt->nkernels;
   /* only what depends on a symbol that changed since the last complete run is evaluated again */
   int64_t symv[64];
   uint64_t present;
@@ -198,13 +190,10 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   memset(s, 0, sizeof *s);
   changed = ~0ull; /* new arrays: everything is evaluated */
   s->nbufs = lp->nbufs;
-  for (int i = 0; i < lp->nbufs; i++)
-    if (lp->bufs[i].id + 1 > s->nids) s->nids = lp->bufs[i].id + 1;
-  size_t nb = (size_t)(s->nbufs > 0 ? s->nbufs : 1), ni = (size_t)(s->nids > 0 ? s->nids : 1);
+  size_t nb = (size_t)(s->nbufs > 0 ? s->nbufs : 1);
   size_t nkk = (size_t)(nk > 0 ? nk : 1);
   s->bytes = calloc(nb, sizeof *s->bytes);
   s->dev = calloc(nb, sizeof *s->dev);
-  s->index_of = malloc(ni * sizeof *s->index_of);
   s->args = calloc(nkk * ARG_STRIDE, sizeof *s->args);
   s->syms = calloc(nkk * 16, sizeof *s->syms);
   s->nargs = calloc(nkk, sizeof *s->nargs);
@@ -216,26 +205,17 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->need = calloc(nkk, sizeof *s->need);
   s->lib_m = calloc(nkk, sizeof *s->lib_m);
   s->epi_grids = calloc(nkk, sizeof *s->epi_grids);
-  if (!s->bytes || !s->dev || !s->index_of || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need ||
+  if (!s->bytes || !s->dev || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need ||
       !s->lib_m || !s->epi_grids ||
       !s->nargs || !s->nsyms || !s->use || !s->io_at) {
     diag_error(d, 0, 0, "plan: out of memory");
     state_release(s);
     return 0;
   }
-  for (int i = 0; i < s->nids; i++) s->index_of[i] = -1;
-  for (int i = 0; i < lp->nbufs; i++) {
-    if (lp->bufs[i].id < 0) {
-      diag_error(d, 0, 0, "plan: buffer '%s' has a negative id", lp->bufs[i].name);
-      state_release(s);
-      return 0;
-    }
-    s->index_of[lp->bufs[i].id] = i;
-  }
   p->rs = *s;
 sized:
   for (int i = 0; i < lp->nbufs; i++) {
-    const LBuf *buf = &lp->bufs[i];
+    const LaunchBuf *buf = &lp->bufs[i];
     if (!stale(p->dep_buf[i], changed)) continue;
     int64_t numel = 1;
     for (int k = 0; k < buf->shape.rank; k++) {
@@ -288,7 +268,7 @@ sized:
   for (int i = 0; i < lp->nbufs; i++) {
     if (s->dev[i]) continue;
     /* a temporary no kernel uses (the scores of an attention that flash-decoding computes) */
-    if (lp->bufs[i].kind == BUF_TEMP && p->first_use && p->first_use[i] < 0) continue;
+    if (lp->bufs[i].kind == LB_TEMP && p->first_use && p->first_use[i] < 0) continue;
     if ((!p->ws[i] || p->ws_bytes[i] < s->bytes[i]) && !grow(p, &p->ws[i], &p->ws_bytes[i], s->bytes[i], 0, d)) return 0;
     s->dev[i] = p->ws[i];
   }
@@ -296,7 +276,7 @@ sized:
   size_t scratch = 0;
   for (int k = 0; k < nk; k++) {
     if (stale(p->dep_kernel[k], changed)) {
-      const KKernel *kk = &p->kp->kernels[k];
+      const LaunchKernel *kk = &p->lt->kernels[k];
       int64_t when = 0;
       if (kk->alt && kk->alt_when && !eval_or_diag(kk->alt_when, env, "a kernel variant's condition", &when, d))
         return 0;
@@ -306,14 +286,14 @@ sized:
       if (s->use[k]->scratch && !eval_or_diag(s->use[k]->scratch, env, "a kernel's scratch size", &s->need[k], d))
         return 0;
     }
-    if (s->use[k] != &p->kp->kernels[k]) s->any_variant = 1;
+    if (s->use[k] != &p->lt->kernels[k]) s->any_variant = 1;
     if (s->need[k] > 0 && (size_t)s->need[k] > scratch) scratch = (size_t)s->need[k];
   }
   /* kernels find the scratch zero (kernel.h) */
   if (scratch > p->scratch_bytes && !grow(p, &p->scratch, &p->scratch_bytes, scratch, 1, d)) return 0;
   for (int k = 0; k < nk; k++) {
-    const KKernel *kk = s->use[k];
-    if (kk->nparams > K_MAX_PARAMS || kk->nsyms > 16) {
+    const LaunchKernel *kk = s->use[k];
+    if (kk->nparams > LAUNCH_MAX_PARAMS || kk->nsyms > 16) {
       diag_error(d, 0, 0, "plan: kernel '%s' has too many parameters", kk->name);
       return 0;
     }
@@ -353,7 +333,7 @@ sized:
 }
 
 static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *inputs, Diag *d) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   for (int i = 0; p->io_syms && i < lp->nsymbols; i++) {
     int64_t v = 0;
     if (!symenv_get(env, lp->symbols[i], &v)) v = 0; /* no kernel of this run reads it (state_init checked) */
@@ -374,18 +354,18 @@ static int upload_inputs(Plan *p, RunState *s, const SymEnv *env, void *const *i
 }
 
 const void *plan_output_device(const Plan *p, int output) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   if (output < 0 || output >= lp->noutputs || !p->rs.dev || !p->runs) return NULL;
   int id = lp->outputs[output];
-  if (id < 0 || id >= p->rs.nids || p->rs.index_of[id] < 0) return NULL;
-  return p->rs.dev[p->rs.index_of[id]];
+  if (id < 0 || id >= p->rs.nbufs) return NULL;
+  return p->rs.dev[id];
 }
 
 int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outputs, Diag *d) {
   RunState s;
   double t0 = now_ms();
   if (!state_init(p, env, &s, d)) return 0;
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   int ok = upload_inputs(p, &s, env, inputs, d);
   double t1 = now_ms();
   int replays = p->step_runs;
@@ -448,7 +428,7 @@ int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int 
 }
 
 int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   if (input < 0 || input >= lp->ninputs) {
     diag_error(d, 0, 0, "plan: no input number %d", input);
     return 0;
@@ -461,7 +441,7 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
       return 0;
     }
   }
-  const LBuf *buf = &lp->bufs[lp->inputs[input]];
+  const LaunchBuf *buf = &lp->bufs[lp->inputs[input]];
   int64_t numel = 1;
   for (int k = 0; k < buf->shape.rank; k++) {
     int64_t dim;
@@ -488,7 +468,7 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
 }
 
 int plan_input_index(const Plan *p, const char *name) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   for (int i = 0; i < lp->ninputs; i++)
     if (!strcmp(lp->bufs[lp->inputs[i]].name, name)) return i;
   return -1;
@@ -499,13 +479,13 @@ int plan_gemm_library(const Plan *p) { return p->gemm_library > 0; }
 void plan_profile_report(Plan *p, const char *what) {
   if (!p->kernel_ms) return;
   if (p->runs && what) plan_print_profile(p, what);
-  memset(p->kernel_ms, 0, sizeof(double) * (size_t)(p->kp->nkernels ? p->kp->nkernels : 1) * PROF_PARTS);
+  memset(p->kernel_ms, 0, sizeof(double) * (size_t)(p->lt->nkernels ? p->lt->nkernels : 1) * PROF_PARTS);
   p->runs = 0;
 }
 
 size_t plan_workspace_bytes(const Plan *p) {
   size_t n = p->arena_bytes + p->scratch_bytes;
-  for (int i = 0; p->ws && i < p->kp->loop->nbufs; i++) n += p->ws_bytes[i];
+  for (int i = 0; p->ws && i < p->lt->nbufs; i++) n += p->ws_bytes[i];
   return n;
 }
 

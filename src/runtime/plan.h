@@ -3,12 +3,13 @@
 #ifndef LATHE_PLAN_H
 #define LATHE_PLAN_H
 #include "../backend/backend.h"
-#include "../kernel/kernel.h"
+#include "../code/launch.h"
 
 typedef struct Plan Plan;
 
-/* Renders kp for its target, compiles it with backend b. */
-Plan *plan_new(const KProgram *kp, Backend *b, Diag *d);
+/* Compiles the code stage's source with backend b; the plan runs it by the launch table (borrowed: it
+ * must outlive the plan). */
+Plan *plan_new(const LaunchTable *lt, const char *source, Backend *b, Diag *d);
 void plan_free(Plan *p);
 /* Host buffers in the program's input order / output order, in each buffer's storage dtype and
  * row-major layout, sized by the shapes evaluated with env; a NULL output is not copied back. */

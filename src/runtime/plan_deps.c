@@ -7,7 +7,7 @@
 #include "plan_internal.h"
 
 typedef struct DepScan {
-  const LProgram *lp;
+  const LaunchTable *lp;
   uint64_t mask;
 } DepScan;
 
@@ -22,7 +22,7 @@ static void dep_scan_fn(void *ctx, const Expr *e) {
   s->mask = ~0ull; /* not a program symbol: always re-evaluate */
 }
 
-static uint64_t deps_of(const LProgram *lp, const Expr *e) {
+static uint64_t deps_of(const LaunchTable *lp, const Expr *e) {
   DepScan s = {lp, 0};
   if (e) ex_visit(e, dep_scan_fn, &s);
   return s.mask;
@@ -31,9 +31,9 @@ static uint64_t deps_of(const LProgram *lp, const Expr *e) {
 /* Everything a kernel slot evaluates: its grid, its variant's condition, both kernels' grids, scratch
  * and pre-pass grids, the library form's rows and epilogue grid, and the symbols it passes by value
  * (none where kernels read the symbol table). */
-static uint64_t kernel_deps(const LProgram *lp, const KKernel *kk, int by_value) {
+static uint64_t kernel_deps(const LaunchTable *lp, const LaunchKernel *kk, int by_value) {
   uint64_t m = 0;
-  for (const KKernel *k = kk; k; k = k == kk ? kk->alt : NULL) {
+  for (const LaunchKernel *k = kk; k; k = k == kk ? kk->alt : NULL) {
     m |= deps_of(lp, k->grid) | deps_of(lp, k->scratch);
     if (k->pre) m |= deps_of(lp, k->pre->grid);
     if (k->lib) m |= deps_of(lp, k->lib->m) | deps_of(lp, k->lib->epilogue->grid);
@@ -45,21 +45,21 @@ static uint64_t kernel_deps(const LProgram *lp, const KKernel *kk, int by_value)
 }
 
 int plan_deps_init(Plan *p) {
-  const LProgram *lp = p->kp->loop;
-  int nk = p->kp->nkernels;
+  const LaunchTable *lp = p->lt;
+  int nk = p->lt->nkernels;
   p->dep_buf = calloc((size_t)(lp->nbufs > 0 ? lp->nbufs : 1), sizeof *p->dep_buf);
   p->dep_kernel = calloc((size_t)(nk > 0 ? nk : 1), sizeof *p->dep_kernel);
   p->last_sym = calloc((size_t)(lp->nsymbols > 0 ? lp->nsymbols : 1), sizeof *p->last_sym);
   if (!p->dep_buf || !p->dep_kernel || !p->last_sym) return 0;
   for (int i = 0; i < lp->nbufs; i++)
     for (int k = 0; k < lp->bufs[i].shape.rank; k++) p->dep_buf[i] |= deps_of(lp, lp->bufs[i].shape.dim[k]);
-  for (int k = 0; k < nk; k++) p->dep_kernel[k] = kernel_deps(lp, &p->kp->kernels[k], p->sym_table == NULL);
+  for (int k = 0; k < nk; k++) p->dep_kernel[k] = kernel_deps(lp, &p->lt->kernels[k], p->sym_table == NULL);
   p->have_last = 0;
   return 1;
 }
 
 uint64_t plan_changed_symbols(Plan *p, const SymEnv *env, int64_t *values, uint64_t *present) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   uint64_t changed = 0;
   *present = 0;
   for (int j = 0; j < lp->nsymbols && j < 64; j++) {
@@ -72,7 +72,7 @@ uint64_t plan_changed_symbols(Plan *p, const SymEnv *env, int64_t *values, uint6
 }
 
 void plan_remember_symbols(Plan *p, const int64_t *values, uint64_t present) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   for (int j = 0; j < lp->nsymbols && j < 64; j++) p->last_sym[j] = values[j];
   p->last_present = present;
   p->have_last = 1;

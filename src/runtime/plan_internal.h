@@ -5,27 +5,25 @@
 
 /* Kernel arguments: the buffer parameters, then (CUDA) the symbol table's device pointer, then the
  * scratch where the kernel has one. */
-#define ARG_STRIDE (K_MAX_PARAMS + 2)
+#define ARG_STRIDE (LAUNCH_MAX_PARAMS + 2)
 
 /* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
 typedef struct RunState {
   int nbufs;
-  size_t *bytes;  /* by LBuf index */
-  void **dev;     /* by LBuf index */
-  int *index_of;  /* LBuf id -> index */
-  int nids;
+  size_t *bytes;  /* by buffer (LaunchTable.bufs) */
+  void **dev;     /* by buffer (LaunchTable.bufs) */
   void **args;    /* nkernels * ARG_STRIDE: buffers, then the symbol table when symbols are in memory */
   int *nargs;     /* per kernel: arguments passed */
   int64_t *syms;  /* nkernels * 16: by-value symbols (none when they are in memory) */
   int *nsyms;     /* per kernel: by-value symbols passed */
-  const KKernel **use; /* per kernel: the kernel or its variant (KKernel.alt), chosen by the sizes */
+  const LaunchKernel **use; /* per kernel: the kernel or its variant (LaunchKernel.alt), chosen by the sizes */
   int any_variant;
-  size_t *io_at;  /* per LBuf: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
+  size_t *io_at;  /* per buffer: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
   size_t io_used; /* bytes of the block this run uploads */
   int64_t *grids; /* nkernels */
-  int64_t *pre_grids; /* nkernels: grid of the chosen kernel's pre-pass (KKernel.pre) */
+  int64_t *pre_grids; /* nkernels: grid of the chosen kernel's pre-pass (LaunchKernel.pre) */
   int64_t *need;      /* nkernels: scratch bytes of the chosen kernel */
-  int64_t *lib_m;     /* nkernels: rows of the library GEMMs that replace the chosen kernel (KKernel.lib),
+  int64_t *lib_m;     /* nkernels: rows of the library GEMMs that replace the chosen kernel (LaunchKernel.lib),
                          0 = none (the kernel runs itself) */
   int64_t *epi_grids; /* nkernels: grid of the library form's epilogue */
   int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
@@ -39,7 +37,7 @@ enum { PROF_PRE, PROF_KERNEL, PROF_LIBRARY, PROF_EPILOGUE, PROF_PARTS };
 #define IO_SMALL 256  /* inputs up to this size travel in it */
 
 struct Plan {
-  const KProgram *kp; /* borrowed: lives in the compilation's arena, which must outlive the plan */
+  const LaunchTable *lt; /* borrowed: lives in the compilation's arena, which must outlive the plan */
   Backend *b;         /* borrowed */
   BackendModule *m;
   char *source;
@@ -52,13 +50,13 @@ struct Plan {
   int step_profile, step_runs, step_updates;
   double step_prep_ms, step_update_ms, step_launch_ms, step_wait_ms, step_gpu_ms, step_out_ms;
   void **bound;        /* per program input: persistent device buffer (weights, state) or NULL */
-  void **ws;           /* per LBuf: buffers kept across runs for non-bound inputs and outputs */
+  void **ws;           /* per buffer: buffers kept across runs for non-bound inputs and outputs */
   size_t *ws_bytes;
   /* Temporaries share one arena, placed by liveness: two temporaries overlap in memory only if no
    * kernel runs while both are live. Offsets are planned for each buffer's capacity and re-planned
    * only when a buffer outgrows it (capacities grow geometrically as `past` grows). */
-  int *first_use, *last_use; /* per LBuf: kernel index range, -1 if unused */
-  size_t *cap, *offset;      /* per LBuf */
+  int *first_use, *last_use; /* per buffer: kernel index range, -1 if unused */
+  size_t *cap, *offset;      /* per buffer */
   void *arena;
   size_t arena_bytes;
   /* Graph replay: runs whose `graph_sym` equals `graph_key` (decode steps: seq = 1) replay one
@@ -77,8 +75,8 @@ struct Plan {
   void *sym_table;
   int tensor_cores; /* the device runs bf16 mma.sync (CUDA, sm_80 or newer) */
   int gemm_library; /* the backend's library GEMM runs (cuBLASLt): tensor-core GEMMs that have a
-                       library form (KKernel.lib) use it; -1 = not asked yet */
-  /* Scratch for kernels that ask for it (KKernel.scratch: the tensor-core GEMM's bf16 copy of A), one
+                       library form (LaunchKernel.lib) use it; -1 = not asked yet */
+  /* Scratch for kernels that ask for it (LaunchKernel.scratch: the tensor-core GEMM's bf16 copy of A), one
    * buffer for all of them since they run one after another; grown geometrically. */
   void *scratch;
   size_t scratch_bytes;

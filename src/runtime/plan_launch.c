@@ -9,17 +9,15 @@
 static int graph_applicable(const Plan *p, const RunState *s) {
   if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new || s->any_variant) return 0;
   if (s->graph_key != p->graph_key) return 0;
-  for (int k = 0; k < p->kp->nkernels; k++)
+  for (int k = 0; k < p->lt->nkernels; k++)
     if (!s->use[k]->skip && s->grids[k] <= 0) return 0; /* an empty launch cannot be a graph node */
   return 1;
 }
 
-/* The function a kernel launches: its own, or the identical one it shares (code_name). */
-static const char *fn_name(const KKernel *kk) { return kk->code_name ? kk->code_name : kk->name; }
 
 static int graph_build(Plan *p, RunState *s, Diag *d) {
   const BackendOps *o = p->b->ops;
-  int nk = p->kp->nkernels;
+  int nk = p->lt->nkernels;
   size_t nkk = (size_t)(nk ? nk : 1);
   if (!(p->graph = o->graph_new(p->b, d))) return 0;
   p->g_args = malloc(nkk * ARG_STRIDE * sizeof(void *));
@@ -29,10 +27,10 @@ static int graph_build(Plan *p, RunState *s, Diag *d) {
   if (!p->g_args || !p->g_syms || !p->g_grids || !p->g_node) abort();
   int nodes = 0;
   for (int k = 0; k < nk; k++) {
-    const KKernel *kk = s->use[k];
+    const LaunchKernel *kk = s->use[k];
     p->g_node[k] = kk->skip ? -1 : nodes++; /* kernels that launch nothing are no nodes */
     if (kk->skip) continue;
-    if (!o->graph_add(p->b, p->graph, p->m, fn_name(kk),
+    if (!o->graph_add(p->b, p->graph, p->m, kk->fn,
                       &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
                       s->grids[k], kk->block, d))
       return 0;
@@ -48,7 +46,7 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
   if (!p->graph && !graph_build(p, s, d)) return 0;
   double t0 = now_ms();
   int updates = 0;
-  for (int k = 0; k < p->kp->nkernels; k++) {
+  for (int k = 0; k < p->lt->nkernels; k++) {
     void **a = &s->args[(size_t)k * ARG_STRIDE];
     int64_t *y = &s->syms[(size_t)k * 16];
     if (p->g_node[k] < 0) continue;
@@ -86,15 +84,15 @@ static int end_part(Plan *p, int k, int mark, int part, const char *name, Diag *
   return p->b->ops->timer_mark(p->b, mark + part + 1, d);
 }
 
-/* The library form of tensor-core GEMM k (KKernel.lib), after its pre-pass wrote A's planes: each
+/* The library form of tensor-core GEMM k (LaunchKernel.lib), after its pre-pass wrote A's planes: each
  * distinct weight times all the planes ([a_parts * m][k]) into the products after the planes, then
  * the epilogue, which adds the parts. */
 static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
-  const KKernel *kk = s->use[k];
-  const KGemmLib *lib = kk->lib;
+  const LaunchKernel *kk = s->use[k];
+  const LaunchGemmLib *lib = kk->lib;
   const BackendOps *o = p->b->ops;
   int64_t m = s->lib_m[k];
-  char *planes = (char *)p->scratch + MMA_COUNTERS;
+  char *planes = (char *)p->scratch + lib->planes_at;
   float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
   int64_t rows = m * lib->a_parts; /* the planes, stacked: one GEMM per weight covers every part */
   for (int w = 0; w < lib->nw; w++) {
@@ -102,26 +100,26 @@ static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
     if (!o->gemm_bf16(p->b, rows, lib->w_rows[w], lib->k, planes, weight, products, d)) return 0;
     products += (size_t)rows * (size_t)lib->w_rows[w];
   }
-  if (!end_part(p, k, mark, PROF_LIBRARY, fn_name(kk), d)) return 0;
-  const KKernel *e = lib->epilogue;
-  return o->launch(p->b, p->m, fn_name(e), &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
+  if (!end_part(p, k, mark, PROF_LIBRARY, kk->fn, d)) return 0;
+  const LaunchKernel *e = lib->epilogue;
+  return o->launch(p->b, p->m, e->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
                    s->nsyms[k], s->epi_grids[k], e->block, d) &&
-         end_part(p, k, mark, PROF_EPILOGUE, fn_name(e), d);
+         end_part(p, k, mark, PROF_EPILOGUE, e->fn, d);
 }
 
 /* Kernel slot k: the chosen kernel's pre-pass, then the kernel or its library form; `mark` as in
  * end_part (every part's mark is recorded, those of parts that did not run mark nothing). */
 static int launch_slot(Plan *p, RunState *s, int k, int mark, Diag *d) {
-  const KKernel *kk = s->use[k];
+  const LaunchKernel *kk = s->use[k];
   const BackendOps *o = p->b->ops;
-  if (kk->pre && !o->launch(p->b, p->m, fn_name(kk->pre), &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+  if (kk->pre && !o->launch(p->b, p->m, kk->pre->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
                             &s->syms[(size_t)k * 16], s->nsyms[k], s->pre_grids[k], kk->pre->block, d))
     return 0;
-  if (!end_part(p, k, mark, PROF_PRE, kk->pre ? fn_name(kk->pre) : NULL, d)) return 0;
+  if (!end_part(p, k, mark, PROF_PRE, kk->pre ? kk->pre->fn : NULL, d)) return 0;
   if (s->lib_m[k] > 0) return end_part(p, k, mark, PROF_KERNEL, NULL, d) && launch_library_gemm(p, s, k, mark, d);
-  return o->launch(p->b, p->m, fn_name(kk), &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
+  return o->launch(p->b, p->m, kk->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
                    s->nsyms[k], s->grids[k], kk->block, d) &&
-         end_part(p, k, mark, PROF_KERNEL, fn_name(kk), d) && end_part(p, k, mark, PROF_LIBRARY, NULL, d) &&
+         end_part(p, k, mark, PROF_KERNEL, kk->fn, d) && end_part(p, k, mark, PROF_LIBRARY, NULL, d) &&
          end_part(p, k, mark, PROF_EPILOGUE, NULL, d);
 }
 
@@ -140,11 +138,11 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
   /* Profiling: device timestamps between kernels and their parts where the backend has them
    * (launches stay asynchronous), else a synchronisation after each kernel. */
   const BackendOps *o = p->b->ops;
-  const int n = p->kp->nkernels;
+  const int n = p->lt->nkernels;
   int timed = p->kernel_ms && o->timer_mark && o->timer_ms && (int64_t)n * PROF_PARTS < BACKEND_TIMER_SLOTS;
   if (timed && !o->timer_mark(p->b, 0, d)) return 0;
   for (int k = 0; k < n; k++) {
-    const KKernel *kk = s->use[k];
+    const LaunchKernel *kk = s->use[k];
     int mark = timed ? k * PROF_PARTS : -1;
     double t0 = p->kernel_ms ? now_ms() : 0;
     if (kk->skip) { /* a later kernel's variant does its work */
@@ -156,7 +154,7 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
     if (p->kernel_ms && !timed) {
       if (!o->sync(p->b, d)) return 0;
       p->kernel_ms[(size_t)k * PROF_PARTS + PROF_KERNEL] += now_ms() - t0;
-      p->prof_name[(size_t)k * PROF_PARTS + PROF_KERNEL] = fn_name(kk);
+      p->prof_name[(size_t)k * PROF_PARTS + PROF_KERNEL] = kk->fn;
     }
   }
   if (!o->sync(p->b, d)) return 0;
@@ -173,7 +171,7 @@ static int by_time_desc(const void *a, const void *b) {
 /* LATHE_PROFILE=1: device time per kernel function (the same layer op in every layer shares one;
  * a GEMM's cuBLASLt products count as "cuBLASLt NAME"), headed by `what`. */
 void plan_print_profile(const Plan *p, const char *what) {
-  int n = p->kp->nkernels * PROF_PARTS, nf = 0;
+  int n = p->lt->nkernels * PROF_PARTS, nf = 0;
   size_t cap = (size_t)(n ? n : 1);
   int *order = malloc(sizeof(int) * cap), *count = calloc(cap, sizeof(int));
   double *fn_ms = calloc(cap, sizeof(double)), total = 0;
@@ -196,7 +194,7 @@ void plan_print_profile(const Plan *p, const char *what) {
   qsort(order, (size_t)nf, sizeof(int), by_time_desc);
   double runs = p->runs ? p->runs : 1;
   fprintf(stderr, "lathe profile%s%s: %d runs, %.3f ms per run in %d kernels (%d functions):\n", *what ? " of " : "",
-          what, p->runs, total / runs, p->kp->nkernels, nf);
+          what, p->runs, total / runs, p->lt->nkernels, nf);
   for (int i = 0; i < nf; i++) {
     int f = order[i];
     fprintf(stderr, "  %8.3f ms/run %5.1f%%  %3d x %-32s %.4f ms each\n", fn_ms[f] / runs, total > 0 ? 100 * fn_ms[f] / total : 0,

@@ -5,7 +5,7 @@
 #include "plan_internal.h"
 
 static int compute_lifetimes(Plan *p) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
   p->first_use = malloc(nb * sizeof(int));
   p->last_use = malloc(nb * sizeof(int));
@@ -15,8 +15,8 @@ static int compute_lifetimes(Plan *p) {
   for (int i = 0; i < lp->nbufs; i++) p->first_use[i] = p->last_use[i] = -1;
   /* a kernel slot uses the buffers of its kernel and of its variant (a flash attention reads, in P x V's
    * slot, the queries and keys that the scores kernel reads earlier) */
-  for (int k = 0; k < p->kp->nkernels; k++)
-    for (const KKernel *kk = &p->kp->kernels[k]; kk; kk = kk == &p->kp->kernels[k] ? kk->alt : NULL)
+  for (int k = 0; k < p->lt->nkernels; k++)
+    for (const LaunchKernel *kk = &p->lt->kernels[k]; kk; kk = kk == &p->lt->kernels[k] ? kk->alt : NULL)
       for (int a = 0; a < kk->nparams; a++) {
         int b = kk->params[a].buf;
         if (b < 0 || b >= lp->nbufs) continue;
@@ -40,13 +40,13 @@ static int by_lo(const void *x, const void *y) {
 }
 
 static size_t plan_offsets(Plan *p) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
   int n = 0, *order = malloc(sizeof(int) * nb);
   Span *busy = malloc(sizeof(Span) * nb);
   if (!order || !busy) abort();
   for (int i = 0; i < lp->nbufs; i++)
-    if (lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && p->cap[i]) order[n++] = i;
+    if (lp->bufs[i].kind == LB_TEMP && p->first_use[i] >= 0 && p->cap[i]) order[n++] = i;
   for (int i = 1; i < n; i++) /* insertion sort by capacity, descending (n is a few hundred) */
     for (int j = i; j > 0 && p->cap[order[j]] > p->cap[order[j - 1]]; j--) {
       int t = order[j];
@@ -77,14 +77,14 @@ static size_t plan_offsets(Plan *p) {
 }
 
 int plan_place_temporaries(Plan *p, RunState *s, Diag *d) {
-  const LProgram *lp = p->kp->loop;
+  const LaunchTable *lp = p->lt;
   if (!p->first_use && !compute_lifetimes(p)) {
     diag_error(d, 0, 0, "plan: out of memory");
     return 0;
   }
   int replan = 0;
   for (int i = 0; i < lp->nbufs; i++)
-    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && s->bytes[i] > p->cap[i]) {
+    if (!s->dev[i] && lp->bufs[i].kind == LB_TEMP && p->first_use[i] >= 0 && s->bytes[i] > p->cap[i]) {
       p->cap[i] = align_up(s->bytes[i] > 2 * p->cap[i] ? s->bytes[i] : 2 * p->cap[i]);
       replan = 1;
     }
@@ -98,7 +98,7 @@ int plan_place_temporaries(Plan *p, RunState *s, Diag *d) {
     }
   }
   for (int i = 0; i < lp->nbufs; i++)
-    if (!s->dev[i] && lp->bufs[i].kind == BUF_TEMP && p->first_use[i] >= 0 && p->cap[i]) {
+    if (!s->dev[i] && lp->bufs[i].kind == LB_TEMP && p->first_use[i] >= 0 && p->cap[i]) {
       s->dev[i] = (char *)p->arena + p->offset[i]; /* empty temporaries get a buffer of their own below */
     }
   return 1;

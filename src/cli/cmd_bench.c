@@ -124,6 +124,15 @@ int cmd_bench(int argc, char **argv) {
     report(&d, NULL);
     return EXIT_ERROR;
   }
+  /* the floor's bandwidth: a CPU's is unknown unless given; CUDA's default is the H200's */
+  double bw = a.bandwidth_gbs;
+  int bw_ok = 1;
+  if (!a.bandwidth_given) bw = t == TARGET_CUDA ? 4130 : setting_number(SET_CPU_BANDWIDTH, 0, &bw_ok);
+  if (!bw_ok || bw < 0) {
+    report_msg("LATHE_CPU_BANDWIDTH=%s: expected GB/s, a number > 0", setting_str(SET_CPU_BANDWIDTH));
+    be->ops->destroy(be);
+    return EXIT_ERROR;
+  }
   int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
   ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
   lo.fuse_recompute = a.fuse_recompute;
@@ -203,14 +212,6 @@ int cmd_bench(int argc, char **argv) {
   if (!ok) goto fail;
   size_t wb, kb, ws;
   model_memory(m, &wb, &kb, &ws);
-  /* the floor: a CPU's bandwidth is unknown unless given; CUDA's default is the H200's */
-  double bw = a.bandwidth_gbs;
-  int bw_ok = 1;
-  if (!a.bandwidth_given) bw = t == TARGET_CUDA ? 4130 : setting_number(SET_CPU_BANDWIDTH, 0, &bw_ok);
-  if (!bw_ok || bw < 0) {
-    report_msg("LATHE_CPU_BANDWIDTH=%s: expected GB/s, a number > 0", setting_str(SET_CPU_BANDWIDTH));
-    goto done;
-  }
   size_t read_bytes = model_step_read_bytes(&m->cfg, wb, m->weight_dtype);
   double floor_tok_s = bw > 0 ? bw * 1e9 / (double)read_bytes : 0;
   const char *name = a.config ? a.config : a.model;

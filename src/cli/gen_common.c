@@ -43,7 +43,7 @@ static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
                  &a->gen.sampling.temperature, 0, 100};
   o[n++] = (Opt){"--top-k", NULL, OPT_INT, "K", "sample among the K most likely tokens (0: all)",
                  &a->gen.sampling.top_k, 0, 1e9};
-  o[n++] = (Opt){"--top-p", NULL, OPT_NUM, "P", "sample among the most likely tokens holding P of the mass (1: all)",
+  o[n++] = (Opt){"--top-p", NULL, OPT_NUM, "P", "nucleus sampling: the likeliest tokens holding P of the mass (1: off)",
                  &a->gen.sampling.top_p, 0, 1};
   o[n++] = (Opt){"--seed", "-s", OPT_NUM, "N", "the sampler's seed; the same seed gives the same text", seed, 0,
                  9e15, .def = "from the clock, printed"};

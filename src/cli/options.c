@@ -168,7 +168,7 @@ static void wrapped(FILE *f, int col, const char *text) {
       while (n > 0 && text[n] != ' ') n--;
       if (!n) n = strcspn(text, " ");
     }
-    fprintf(f, "%.*s", (int)n, text);
+    for (size_t i = 0; i < n; i++) fputc(text[i] == '\1' ? ' ' : text[i], f); /* \1: a space not to break at */
     text += n;
     while (*text == ' ') text++;
     if (*text) fprintf(f, "\n%*s", HELP_INDENT, ""), col = HELP_INDENT;
@@ -185,7 +185,10 @@ void opts_help(const CmdSpec *c, FILE *f) {
     snprintf(left, sizeof left, "%s%s%s%s%s", o->shrt ? o->shrt : "", o->shrt ? ", " : "    ", o->name,
              o->arg ? " " : "", o->arg ? o->arg : "");
     default_text(o, def, sizeof def);
-    snprintf(text, sizeof text, "%s%s%s%s", o->help, def[0] ? " (default: " : "", def, def[0] ? ")" : "");
+    snprintf(text, sizeof text, "%s%s%s%s", o->help, def[0] ? " (default:\1" : "", def, def[0] ? ")" : "");
+    if (strlen(def) < 30) /* a short default stays on one line with its "(default:" */
+      for (char *p = strstr(text, "(default:"); p && *p; p++)
+        if (*p == ' ') *p = '\1';
     int col = HELP_INDENT;
     if (strlen(left) > 28) fprintf(f, "  %s\n%*s", left, HELP_INDENT, "");
     else fprintf(f, "  %-28s ", left);

@@ -25,7 +25,14 @@ typedef enum SettingId {
   SET_COUNT
 } SettingId;
 
-typedef enum SettingType { SETTING_STRING, SETTING_PATH, SETTING_BOOL, SETTING_INT, SETTING_NUMBER, SETTING_CHOICE } SettingType;
+typedef enum SettingType {
+  SETTING_STRING,
+  SETTING_PATH,
+  SETTING_BOOL,
+  SETTING_INT,
+  SETTING_NUMBER,
+  SETTING_CHOICE,
+} SettingType;
 
 typedef struct SettingInfo {
   SettingId id;

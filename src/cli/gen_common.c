@@ -85,7 +85,8 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
   Opt opts[GEN_MAX_OPTS];
   const char *pos = NULL;
   CmdSpec spec = {cmd,
-                  chat ? "[MODEL] [options]" : "[MODEL] (--prompt TEXT | -f FILE | --prompt-tokens 1,2,3 | < FILE) [options]",
+                  chat ? "[MODEL] [options]"
+                       : "[MODEL] (--prompt TEXT | -f FILE | --prompt-tokens 1,2,3 | < FILE) [options]",
                   chat ? "An interactive multi-turn chat with the model's chat template (messages from standard input)."
                        : "Complete a prompt with a model, streaming the text to stdout.",
                   opts, gen_options(a, &seed, chat, opts), "MODEL", &pos, chat ? CHAT_NOTES : GEN_NOTES};
@@ -133,12 +134,13 @@ static int apply_generation_config(GenArgs *a, const char *path) {
 
 void gen_print_sampling(const GenArgs *a) {
   const SamplerOptions *s = &a->gen.sampling;
+  int from_model = strcmp(a->sampling_from, "lathe") != 0;
   if (sampler_is_greedy(s)) {
-    fprintf(stderr, "lathe: sampling: greedy%s\n", strcmp(a->sampling_from, "lathe") ? " (generation_config.json)" : "");
+    fprintf(stderr, "lathe: sampling: greedy%s\n", from_model ? " (generation_config.json)" : "");
     return;
   }
-  fprintf(stderr, "lathe: sampling: temperature %g, top-k %d, top-p %g (%s), seed %llu%s\n",
-          s->temperature, s->top_k, s->top_p, strcmp(a->sampling_from, "lathe") ? "from generation_config.json" : "lathe's defaults", (unsigned long long)s->seed,
+  fprintf(stderr, "lathe: sampling: temperature %g, top-k %d, top-p %g (%s), seed %llu%s\n", s->temperature, s->top_k,
+          s->top_p, from_model ? "from generation_config.json" : "lathe's defaults", (unsigned long long)s->seed,
           a->seed_given ? "" : " (random: pass --seed to repeat)");
 }
 

@@ -22,7 +22,7 @@ expect_out() {
 }
 
 # ---- Help ------------------------------------------------------------------------------------------
-for cmd in generate chat bench compile run env; do
+for cmd in generate chat bench compile run env pull list; do
   expect_out "help_$cmd" "^usage: lathe $cmd " -- $cmd --help
   expect_out "help_short_$cmd" "^usage: lathe $cmd " -- $cmd -h
 done
@@ -40,7 +40,8 @@ expect_out help_bench_reps '--reps N .*\(default: 3\)' -- bench --help
 expect_out help_run_iters '--iters N .*\(default: 50\)' -- run --help
 expect_out help_compile_ir '--ir STAGE .*\(default: code\)' -- compile --help
 expect_out help_top_commands '^  generate ' -- --help
-expect_error err_unknown_command_names "unknown command 'frobnicate' \(commands: generate, chat, bench, compile, run, env" -- frobnicate
+expect_error err_unknown_command_names "unknown command 'frobnicate' \(commands: generate, chat, bench, compile, run, pull, list, env" -- frobnicate
+expect_error err_pull_flag_near "did you mean --revision\?" -- pull org/name --revison main
 expect_error err_unknown_command_near "did you mean generate\?" -- generat
 expect_error err_unknown_flag_near "unknown option '--promt' for generate \(did you mean --prompt\?" -- generate --promt hi
 expect_error err_unknown_flag_near_run "did you mean --check\?" -- run -e "$P" --chek
@@ -92,13 +93,17 @@ fi
 
 # ---- Settings: lathe env, lathe --help, the table is the only reader ---------------------------------
 for v in LATHE_MODEL LATHE_CACHE_DIR LATHE_CC LATHE_CUDA_DEVICE LATHE_PROFILE LATHE_CUDA_GRAPHS LATHE_PDL \
-         LATHE_CUBLASLT LATHE_CUBLASLT_TUNE LATHE_FLASH_DECODE LATHE_NVRTC_UNITS LATHE_CPU_BANDWIDTH CUDA_HOME \
+         LATHE_CUBLASLT LATHE_CUBLASLT_TUNE LATHE_FLASH_DECODE LATHE_NVRTC_UNITS LATHE_CPU_BANDWIDTH LATHE_HF_ENDPOINT \
+         HF_TOKEN CUDA_HOME \
          XDG_CACHE_HOME HOME; do
   expect_out "env_lists_$v" "^$v=" -- env
   expect_out "help_lists_$v" "^  $v " -- --help
   if grep -q -E "^- \`$v\`" README.md; then pass "readme_lists_$v"; else fail "readme_lists_$v" "README.md has no '- \`$v\`' line"; fi
 done
 LATHE_CC=my-cc expect_out env_current_value '^LATHE_CC=my-cc$' -- env
+HF_TOKEN=hf_secret123 expect_out env_token_hidden '^HF_TOKEN=\(set, not shown\)$' -- env
+if HF_TOKEN=hf_secret123 "$LATHE" env --json | grep -q hf_secret123; then fail env_token_hidden_json "the token is printed"
+else pass env_token_hidden_json; fi
 expect_out env_man '^\.B LATHE_CUDA_DEVICE$' -- env --man
 if LATHE_CUDA_DEVICE=3 run_lathe env_json env --json; then
   json_ok env_json "j['LATHE_CUDA_DEVICE']['value'] == '3' and j['LATHE_CC']['value'] is None and j['LATHE_CC']['default'] == 'cc'"

@@ -19,6 +19,8 @@ typedef enum SettingId {
   SET_CUBLASLT_TUNE,  /* LATHE_CUBLASLT_TUNE */
   SET_FLASH_DECODE,   /* LATHE_FLASH_DECODE */
   SET_NVRTC_UNITS,    /* LATHE_NVRTC_UNITS */
+  SET_HF_ENDPOINT,    /* LATHE_HF_ENDPOINT */
+  SET_HF_TOKEN,       /* HF_TOKEN */
   SET_CUDA_HOME,      /* CUDA_HOME */
   SET_XDG_CACHE_HOME, /* XDG_CACHE_HOME */
   SET_HOME,           /* HOME */
@@ -41,6 +43,7 @@ typedef struct SettingInfo {
   const char *def;      /* the default, as text ("" when it has none or is derived, see def_doc) */
   const char *def_doc;  /* how the default is found, for the listing (NULL: def itself) */
   const char *doc;      /* one line */
+  int secret;           /* the value is never printed (a token) */
 } SettingInfo;
 
 const SettingInfo *setting_info(SettingId id);

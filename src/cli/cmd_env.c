@@ -41,6 +41,7 @@ int cmd_env(int argc, char **argv) {
     for (int i = 0; i < SET_COUNT; i++) {
       const SettingInfo *s = setting_info((SettingId)i);
       const char *v = setting_str(s->id);
+      if (v && s->secret) v = "(set, not shown)";
       json_object_set_new(o, s->name, json_pack("{s:o, s:s, s:s, s:s, s:s}", "value", v ? json_string(v) : json_null(),
                                                  "source", setting_source(s->id), "default", default_of(s), "type",
                                                  setting_type_name(s->type), "doc", s->doc));
@@ -68,6 +69,7 @@ int cmd_env(int argc, char **argv) {
   for (int i = 0; i < SET_COUNT; i++) {
     const SettingInfo *s = setting_info((SettingId)i);
     const char *v = setting_str(s->id);
+    if (v && s->secret) v = "(set, not shown)";
     printf("%s=%s\n    %s (%s; %s%s)\n", s->name, v ? v : "", s->doc, setting_type_name(s->type),
            v ? "default: " : "unset, default: ", default_of(s));
   }

@@ -145,7 +145,7 @@ void gen_print_sampling(const GenArgs *a) {
 }
 
 Model *gen_open_model(GenArgs *a, Backend **be) {
-  const char *path = a->model ? a->model : default_model_path();
+  const char *path = a->model ? model_arg_resolve(a->model) : default_model_path();
   struct stat st;
   if (stat(path, &st) != 0) {
     if (a->model && !is_model_path(path) && !strchr(path, '/'))

@@ -20,6 +20,8 @@ static const Command commands[] = {
     {"bench", cmd_bench, "prefill ms, decode tok/s, % of the bandwidth floor, compile times, memory"},
     {"compile", cmd_compile, "print one stage of a program's or a model's compilation"},
     {"run", cmd_run, "run a program on random inputs; --check compares with a float64 reference"},
+    {"pull", cmd_pull, "download a Hugging Face model (or one GGUF file of it) into the model cache"},
+    {"list", cmd_list, "the cached models; each NAME works as MODEL"},
     {"env", cmd_env, "the environment variables lathe reads, with their current values"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
@@ -32,8 +34,8 @@ static void usage(FILE *f) {
   for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(f, "  %-10s %s\n", "help", "this text (help COMMAND: that command's options)");
   fprintf(f, "  %-10s %s\n", "--version", "print the version");
-  fputs("\nMODEL (generate, chat, bench) is a Hugging Face model directory or a .gguf file; the default is the\n"
-        "model `make model` installs ($LATHE_MODEL overrides).\n"
+  fputs("\nMODEL (generate, chat, bench) is a Hugging Face model directory, a .gguf file or a cached model's name\n"
+        "(lathe list); the default is the model `make model` installs ($LATHE_MODEL overrides).\n"
         "\nenvironment (lathe env shows the current values):\n",
         f);
   for (int i = 0; i < SET_COUNT; i++) {

@@ -132,7 +132,7 @@ static void help_from_the_table(void **state) {
   assert_contains(buf, "usage: lathe demo [FILE] [options]");
   assert_contains(buf, "-F, --flag");
   assert_contains(buf, "-n, --count N");
-  assert_contains(buf, "a count (default: 7)");   /* read from the destination's initial value */
+  assert_contains(buf, "a count (default: 7)"); /* read from the destination's initial value */
   assert_contains(buf, "a ratio (default: 0.5)");
   assert_contains(buf, "the prompt (default: none given)"); /* the declared text */
   assert_contains(buf, "-h, --help");

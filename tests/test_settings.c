@@ -157,9 +157,9 @@ static void floor_counts_bytes_read(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(table_is_complete),       cmocka_unit_test(values_env_and_override),
-      cmocka_unit_test(typed_values),            cmocka_unit_test(cache_root_precedence),
-      cmocka_unit_test(notices_reach_the_sink),  cmocka_unit_test(floor_counts_bytes_read),
+      cmocka_unit_test(table_is_complete),      cmocka_unit_test(values_env_and_override),
+      cmocka_unit_test(typed_values),           cmocka_unit_test(cache_root_precedence),
+      cmocka_unit_test(notices_reach_the_sink), cmocka_unit_test(floor_counts_bytes_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

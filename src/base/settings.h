@@ -38,12 +38,12 @@ typedef enum SettingType {
 
 typedef struct SettingInfo {
   SettingId id;
-  const char *name;     /* the environment variable */
+  const char *name; /* the environment variable */
   SettingType type;
-  const char *def;      /* the default, as text ("" when it has none or is derived, see def_doc) */
-  const char *def_doc;  /* how the default is found, for the listing (NULL: def itself) */
-  const char *doc;      /* one line */
-  int secret;           /* the value is never printed (a token) */
+  const char *def;     /* the default, as text ("" when it has none or is derived, see def_doc) */
+  const char *def_doc; /* how the default is found, for the listing (NULL: def itself) */
+  const char *doc;     /* one line */
+  int secret;          /* the value is never printed (a token) */
 } SettingInfo;
 
 const SettingInfo *setting_info(SettingId id);

@@ -26,10 +26,15 @@ int cmd_env(int argc, char **argv) {
       {"--man", NULL, OPT_FLAG, NULL, "print the table as a man page's ENVIRONMENT section (roff)", &man},
       {"--json", NULL, OPT_FLAG, NULL, "print one JSON object: name -> {value, default, type, doc}", &json},
   };
-  CmdSpec spec = {"env", "[--man | --json]",
+  CmdSpec spec = {"env",
+                  "[--man | --json]",
                   "The environment variables lathe reads: each with its current value (or its default), its type\n"
                   "and what it does.",
-                  opts, 2, NULL, NULL, NULL};
+                  opts,
+                  2,
+                  NULL,
+                  NULL,
+                  NULL};
   int r = opts_parse(&spec, argc, argv);
   if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
   if (man && json) {
@@ -42,9 +47,10 @@ int cmd_env(int argc, char **argv) {
       const SettingInfo *s = setting_info((SettingId)i);
       const char *v = setting_str(s->id);
       if (v && s->secret) v = "(set, not shown)";
-      json_object_set_new(o, s->name, json_pack("{s:o, s:s, s:s, s:s, s:s}", "value", v ? json_string(v) : json_null(),
-                                                 "source", setting_source(s->id), "default", default_of(s), "type",
-                                                 setting_type_name(s->type), "doc", s->doc));
+      json_object_set_new(o, s->name,
+                          json_pack("{s:o, s:s, s:s, s:s, s:s}", "value", v ? json_string(v) : json_null(), "source",
+                                    setting_source(s->id), "default", default_of(s), "type", setting_type_name(s->type),
+                                    "doc", s->doc));
     }
     char *text = json_dumps(o, JSON_COMPACT);
     puts(text ? text : "{}");

@@ -115,10 +115,11 @@ int opts_parse(CmdSpec *c, int argc, char **argv) {
         continue;
       }
       if (c->positional)
-        report_msg("unexpected argument '%s': %s takes one %s (already '%s'); quote text that has spaces", w,
-                   c->name, c->positional, *c->pos);
-      else report_msg("unexpected argument '%s': %s takes no positional arguments (see lathe %s --help)", w, c->name,
-                      c->name);
+        report_msg("unexpected argument '%s': %s takes one %s (already '%s'); quote text that has spaces", w, c->name,
+                   c->positional, *c->pos);
+      else
+        report_msg("unexpected argument '%s': %s takes no positional arguments (see lathe %s --help)", w, c->name,
+                   c->name);
       return OPTS_ERROR;
     }
     const char *eq = !strncmp(w, "--", 2) ? strchr(w, '=') : NULL;

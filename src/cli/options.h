@@ -19,16 +19,16 @@ typedef struct Opt {
   const char *arg;  /* the argument's name in help ("TEXT"); NULL for a flag */
   const char *help; /* one line (may be longer: wrapped by the terminal) */
   void *dest;
-  double lo, hi;    /* OPT_INT and OPT_NUM */
-  const char *def;  /* the default as help shows it; NULL: read from *dest, "" shows none */
+  double lo, hi;   /* OPT_INT and OPT_NUM */
+  const char *def; /* the default as help shows it; NULL: read from *dest, "" shows none */
   int (*call)(void *dest, const char *name, const char *arg); /* OPT_CALL; returns 0 after reporting */
-  int seen;         /* set by the parser: how many times it was given */
+  int seen;                                                   /* set by the parser: how many times it was given */
 } Opt;
 
 typedef struct CmdSpec {
-  const char *name;       /* "generate" */
-  const char *usage;      /* after "lathe NAME ": "[MODEL] --prompt TEXT [options]" */
-  const char *summary;    /* what the command does, one or more lines */
+  const char *name;    /* "generate" */
+  const char *usage;   /* after "lathe NAME ": "[MODEL] --prompt TEXT [options]" */
+  const char *summary; /* what the command does, one or more lines */
   Opt *opts;
   int nopts;
   const char *positional; /* "MODEL", or NULL when the command takes none */

@@ -13,7 +13,7 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_CACHE_DIR, "LATHE_CACHE_DIR", SETTING_PATH, "", "$XDG_CACHE_HOME/lathe, else ~/.cache/lathe",
      "where compiled kernels (CPU .so files, CUDA cubins) are cached"},
     {SET_CC, "LATHE_CC", SETTING_STRING, "cc", NULL, "the C compiler the CPU backend runs on generated C"},
-    {SET_CPU_BANDWIDTH, "LATHE_CPU_BANDWIDTH", SETTING_NUMBER, "", "unset: no floor on the CPU",
+    {SET_CPU_BANDWIDTH, "LATHE_CPU_BANDWIDTH", SETTING_NUMBER, "", "none: no floor on the CPU",
      "this machine's memory bandwidth in GB/s, for bench's decode floor on the CPU"},
     {SET_PROFILE, "LATHE_PROFILE", SETTING_CHOICE, "0", NULL,
      "1: device time per kernel function at exit; steps: where a decode step's time goes"},

@@ -17,8 +17,8 @@ typedef struct GenArgs {
   char *prompt_owned;        /* a prompt read from a file or standard input */
 } GenArgs;
 
-/* Parses the options of `cmd` ("generate" or "chat"); returns 0 after reporting a usage error, 2 after
- * printing the help (the caller exits 0), 1 to go on. */
+/* Parses the options of `cmd` ("generate" or "chat"); returns 0 after reporting a usage error, 1 to go on.
+ * -h / --help prints the command's help and exits 0 (nothing is held yet). */
 int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd);
 /* Opens the backend and loads the model (or reports why not); applies the model's generation_config.json
  * to the sampling options the command line left unset. */

@@ -5,7 +5,7 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initializers
 CUDA    ?= /usr/local/cuda
 CFLAGS  ?= -O2 -g
-LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc
+LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc -lcurl -lcrypto
 
 LIB_SRC := $(sort $(wildcard src/*/*.c))
 LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
@@ -49,6 +49,12 @@ build/asan/lathe: $(SAN_OBJ) $(SAN_CLI)
 build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h tests/kernel_testutil.h tests/model_testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Isrc -o $@ $< $(SAN_OBJ) -lcmocka $(LDLIBS)
+
+# Unit tests of the command line's own code (tests/test_cli_*.c) also link the CLI objects but its main.
+SAN_CLI_LIB := $(filter-out build/asan/cli/main.o,$(SAN_CLI))
+build/tests/test_cli_%: tests/test_cli_%.c $(SAN_OBJ) $(SAN_CLI_LIB) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Isrc -o $@ $< $(SAN_OBJ) $(SAN_CLI_LIB) -lcmocka $(LDLIBS)
 
 # Every CPU test: unit tests, differential tests against the float64 reference (CPU backend,
 # CUDA C through NVRTC), CLI and bad-input tests. Ends with "N passed, M failed".

@@ -1,6 +1,7 @@
 /* Shared pieces of the `lathe` command line. */
 #ifndef LATHE_CLI_H
 #define LATHE_CLI_H
+#include <stdio.h>
 #include "../base/diag.h"
 #include "../driver/pipeline.h"
 
@@ -16,6 +17,10 @@ typedef struct ProgramArg {
 /* Reads the program named by -e TEXT or a FILE argument. */
 int program_arg_load(ProgramArg *p, const char *inline_text, const char *path);
 void program_arg_free(ProgramArg *p);
+/* All of f as a NUL-terminated string (malloc'ed), or NULL after reporting (what names f). */
+char *read_all(FILE *f, const char *what);
+/* Installs the notice sink that prints the library's warnings, profiles and progress on stderr. */
+void cli_install_notice_sink(void);
 /* Prints "lathe: FILE:LINE:COL: error: MSG" to stderr. */
 void report(const Diag *d, const char *file);
 void report_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -28,6 +33,9 @@ struct Backend *open_backend(const char *name, Target *t, Diag *d);
 const char *default_model_path(void);
 /* A .gguf file or a directory (a Hugging Face model) rather than a program. */
 int is_model_path(const char *path);
+/* MODEL as the user gave it: a path, or a cached model's name (ORG/NAME, ORG/NAME:FILE, FILE.gguf; see
+ * `lathe list`) turned into its path. Returns arg itself when it names no cached model. */
+const char *model_arg_resolve(const char *arg);
 /* --weights NAME (auto, f32, bf16 or f16; NULL = auto) into the load options; reports and returns 0
  * for anything else. */
 struct ModelLoadOptions;
@@ -40,4 +48,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_env(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 #endif

@@ -52,7 +52,9 @@ const LaunchTable *code_launch_table(const KProgram *kp, Arena *a) {
   for (int i = 0; i < lp->nbufs; i++) {
     const LBuf *b = &lp->bufs[i];
     bufs[i] = (LaunchBuf){b->name, b->dtype, b->shape,
-                          b->kind == BUF_INPUT ? LB_INPUT : b->kind == BUF_OUTPUT ? LB_OUTPUT : LB_TEMP};
+                          b->kind == BUF_INPUT    ? LB_INPUT
+                          : b->kind == BUF_OUTPUT ? LB_OUTPUT
+                                                  : LB_TEMP};
   }
   t->bufs = bufs;
   t->nbufs = lp->nbufs;

@@ -40,25 +40,25 @@ typedef struct LaunchGemmLib {
   int64_t w_rows[2];
   int64_t k;
   int a_parts;
-  Expr *m; /* rows of A */
+  Expr *m;           /* rows of A */
   int64_t planes_at; /* byte offset of A's planes in the scratch (the products follow them) */
   const LaunchKernel *epilogue;
 } LaunchGemmLib;
 
 struct LaunchKernel {
-  const char *name; /* the kernel's own name (profiles, messages) */
-  const char *fn;   /* the source's function to launch: its own, or an identical kernel's */
+  const char *name;                      /* the kernel's own name (profiles, messages) */
+  const char *fn;                        /* the source's function to launch: its own, or an identical kernel's */
   LaunchParam params[LAUNCH_MAX_PARAMS]; /* buffer arguments, in call order */
   int nparams;
   const char *syms[LAUNCH_MAX_SYMS]; /* symbols passed by value after the buffers (targets whose kernels
                                         do not read the symbol table from memory) */
   int nsyms;
-  Expr *grid; /* blocks */
-  int block;  /* threads per block */
-  int skip;   /* launches nothing: a later kernel's variant computes its result under the same condition */
-  Expr *scratch; /* device scratch bytes passed after the symbol table, NULL = none */
-  const LaunchKernel *pre;  /* launched right before, with the same arguments and scratch */
-  const LaunchKernel *alt;  /* launched instead when alt_when is non-zero */
+  Expr *grid;              /* blocks */
+  int block;               /* threads per block */
+  int skip;                /* launches nothing: a later kernel's variant computes its result under the same condition */
+  Expr *scratch;           /* device scratch bytes passed after the symbol table, NULL = none */
+  const LaunchKernel *pre; /* launched right before, with the same arguments and scratch */
+  const LaunchKernel *alt; /* launched instead when alt_when is non-zero */
   Expr *alt_when;
   const LaunchGemmLib *lib; /* the library form, where the kernel has one */
   int tensor_cores;         /* needs bf16 mma (sm_80 or newer) */

@@ -231,8 +231,8 @@ static int assemble(Fixpoint *f, LProgram *lp, int nregular) {
     const TNode *n = &t->nodes[i];
     if (b->node_buf[i] != vbuf_temp(b, i)) continue;
     to[b->node_buf[i]] = lp->nbufs;
-    add_buf(lp, n->name ? arena_printf(lp->arena, "%s_t%d", n->name, i) : arena_printf(lp->arena, "t%d", i),
-            n->dtype, &n->shape, BUF_TEMP);
+    add_buf(lp, n->name ? arena_printf(lp->arena, "%s_t%d", n->name, i) : arena_printf(lp->arena, "t%d", i), n->dtype,
+            &n->shape, BUF_TEMP);
   }
   lp->kernels = ARENA_ARRAY(lp->arena, LKernel, nregular + t->noutputs + 1);
   for (int j = 0; j < nregular; j++) {
@@ -274,8 +274,10 @@ static int check_updates(const TProgram *t, Diag *d) {
       for (int s = 0; s < t->nodes[j].nsrc; s++) readers += t->nodes[j].src[s] == n->src[0];
     for (int j = 0; j < t->noutputs; j++) readers += t->outputs[j] == n->src[0];
     if (t->nodes[n->src[0]].kind != T_INPUT || readers > 1) {
-      diag_error(d, 0, 0, "cache_write: the cache '%s' is read or written elsewhere; read the result of cache_write "
-                 "instead (it is updated in place)", t->nodes[n->src[0]].name ? t->nodes[n->src[0]].name : "?");
+      diag_error(d, 0, 0,
+                 "cache_write: the cache '%s' is read or written elsewhere; read the result of cache_write "
+                 "instead (it is updated in place)",
+                 t->nodes[n->src[0]].name ? t->nodes[n->src[0]].name : "?");
       return 0;
     }
   }

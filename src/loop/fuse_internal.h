@@ -32,11 +32,11 @@ typedef struct Builder {
   const TProgram *t;
   ExprPool *pool;
   const FusionPolicy *pol;
-  char *realized;     /* per tensor node */
-  int *node_buf;      /* per tensor node: virtual buffer holding its value, or -1 */
+  char *realized;         /* per tensor node */
+  int *node_buf;          /* per tensor node: virtual buffer holding its value, or -1 */
   const DType *buf_dtype; /* per virtual buffer */
-  int temp_base;      /* virtual id of node 0's temporary (inputs + outputs) */
-  int *expanded_by;   /* per tensor node: the kernel that inlined its reduction-bearing value, or -1 */
+  int temp_base;          /* virtual id of node 0's temporary (inputs + outputs) */
+  int *expanded_by;       /* per tensor node: the kernel that inlined its reduction-bearing value, or -1 */
   int cur_kernel;
   /* the kernel being built */
   LKernel *k;
@@ -59,13 +59,13 @@ typedef struct Builder {
   unsigned memo_cap, memo_used, stamp;
   /* What the build depends on, for reusing it in later attempts: every node it reached (whose
    * realization it read) and every node it marked in expanded_by. */
-  unsigned *seen;     /* per tensor node: the stamp of the last build that reached it */
+  unsigned *seen; /* per tensor node: the stamp of the last build that reached it */
   int *reached, nreached, capreached;
   int *tracked, ntracked, captracked;
-  int depth;          /* nodes being expanded (recursion depth of expand) */
-  long builds;        /* kernel builds done (statistics for tests and benchmarks) */
-  int want_realize;   /* node to realize before retrying, or -1 */
-  int fail;           /* set with the diag on hard errors */
+  int depth;        /* nodes being expanded (recursion depth of expand) */
+  long builds;      /* kernel builds done (statistics for tests and benchmarks) */
+  int want_realize; /* node to realize before retrying, or -1 */
+  int fail;         /* set with the diag on hard errors */
   Diag *d;
 } Builder;
 

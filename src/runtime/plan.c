@@ -2,6 +2,7 @@
  * table, code/launch.h) for given symbol values, allocating every buffer of the table on the backend. */
 #include "plan_internal.h"
 #include "../base/clock.h"
+#include "../base/settings.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
   p->lt = lt;
   p->b = b;
   p->source = source;
-  const char *prof = getenv("LATHE_PROFILE");
+  const char *prof = setting_str(SET_PROFILE);
   if (prof && !strcmp(prof, "steps")) p->step_profile = 1;
   else if (prof && *prof && strcmp(prof, "0")) {
     size_t n = (size_t)(lt->nkernels ? lt->nkernels : 1) * PROF_PARTS;

@@ -61,17 +61,31 @@ static void names_free(NameSet *ns) {
   memset(ns, 0, sizeof *ns);
 }
 
-/* Words the generated code itself uses or the languages reserve. */
+/* Names. The generated code's own names are in a namespace no name of the program can enter:
+ *  - every name the renderers write literally (locals and helpers of the preamble and of the template
+ *    kernels: lt_tid, lt_acc, lt_f32_to_bf16, lt_bufs, ...) begins with "lt_";
+ *  - every other name (buffers, symbols, loop variables, temporaries, shared arrays, CSE values) comes
+ *    from unique_name, which never returns a name beginning with "lt_" or "_" (the implementation's,
+ *    and NVRTC's) or without a lower-case letter (macros of the C headers: NAN, M_PI, INT64_MAX), and
+ *    never one of the words below: the languages' keywords and the types, functions and built-ins the
+ *    generated expressions name, a fixed list of the languages, not of the generated code. */
 static const char *const reserved[] = {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
-    "bool", "true", "false", "class", "new", "delete", "this", "template", "typename", "namespace", "using",
-    "operator", "private", "public", "protected", "friend", "virtual", "asm", "try", "catch", "throw", "main",
-    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "bufs", "syms", "i64", "int64_t", "int32_t",
-    "uint16_t", "uint8_t", "uint32_t", "INFINITY", "NAN", "expf", "logf", "sqrtf", "tanhf", "erff", "sinf",
-    "cosf", "powf", "fmaxf", "fminf", "fabsf", "lt_off", "lt_f16_to_f32", "lt_f32_to_f16", "lt_bf16_to_f32",
-    "lt_f32_to_bf16", "lt_f16_round", "lt_bf16_round", "lt_maxi", "lt_mini", "lt_absi", "lt_q", "lt_u2", "lt_u4", NULL};
+    /* C and C++ keywords (C++ because CUDA C is C++), including C++'s alternative operator spellings */
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+    "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
+    "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "main",
+    /* types: <stdint.h>'s and the CUDA preamble's */
+    "i64", "int64_t", "int32_t", "int16_t", "int8_t", "uint64_t", "uint32_t", "uint16_t", "uint8_t", "uintptr_t",
+    /* functions the generated expressions call, and CUDA's built-in variables and functions */
+    "expf", "logf", "sqrtf", "tanhf", "erff", "sinf", "cosf", "powf", "fmaxf", "fminf", "fabsf", "max", "min",
+    "math_errhandling", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "atomicAdd", "atomicMax",
+    "atomicMin", "atomicExch", "atomicCAS", NULL};
 
 int rc_is_identifier(const char *s) {
   if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return 0;
@@ -80,16 +94,32 @@ int rc_is_identifier(const char *s) {
   return 1;
 }
 
-/* A C identifier close to `base`, not used before in this kernel. */
+/* Whether a C identifier may name something of the program: see the comment on reserved[]. */
+static int outside_generated_namespace(const char *s) {
+  if (s[0] == '_' || (s[0] == 'l' && s[1] == 't' && (s[2] == '_' || !s[2]))) return 0;
+  for (; *s; s++)
+    if (islower((unsigned char)*s)) return 1;
+  return 0;
+}
+
+/* A C identifier close to `base`, not used before in this kernel and outside the generated namespace
+ * (a program's lt_M becomes u_lt_M, _x u_x, NAN u_NAN). The "_k" suffix of a repeated name cannot
+ * move a name into it: "u_" or the name's first characters stay in front. */
 static const char *unique_name(Render *R, const char *base);
 const char *rc_unique_name(Render *R, const char *base) { return unique_name(R, base); }
 static const char *unique_name(Render *R, const char *base) {
-  char buf[96];
+  char buf[96], raw[64];
   size_t n = 0;
   if (!base || !*base) base = "x";
-  if (isdigit((unsigned char)base[0])) buf[n++] = '_';
-  for (const char *c = base; *c && n < 60; c++) buf[n++] = isalnum((unsigned char)*c) ? *c : '_';
-  buf[n] = 0;
+  for (const char *c = base; *c && n < 60; c++) raw[n++] = isalnum((unsigned char)*c) ? *c : '_';
+  raw[n] = 0;
+  n = 0;
+  if (!outside_generated_namespace(raw) || isdigit((unsigned char)raw[0])) {
+    buf[n++] = 'u';
+    if (raw[0] != '_') buf[n++] = '_';
+  }
+  memcpy(buf + n, raw, strlen(raw) + 1);
+  n += strlen(raw);
   if (!names_has(&R->names, buf)) return names_add(&R->names, buf);
   for (int k = 1;; k++) {
     snprintf(buf + n, sizeof buf - n, "_%d", k);

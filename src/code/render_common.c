@@ -301,6 +301,15 @@ void rc_put_assign(Render *R, int level, const char *lhs, Expr *value) {
   rc_cse_end(R);
 }
 
+void rc_put_return(Render *R, int level, Expr *value) {
+  Expr *roots[1] = {value};
+  rc_cse_begin(R, roots, 1, level);
+  sb_indent(R->out, level);
+  sb_puts(R->out, "return ");
+  rc_put_ref(R, R->out, roots[0]);
+  sb_puts(R->out, ";\n");
+  rc_cse_end(R);
+}
 
 static void put_warp_reduce(Render *R, const KStmt *s, int level) {
   if (!R->cuda) {

@@ -55,6 +55,8 @@ int rc_is_identifier(const char *s);
 void rc_put_stmt(Render *R, const KStmt *s, int level);
 /* `lhs = value;` at `level`, with value's repeated subexpressions named first. */
 void rc_put_assign(Render *R, int level, const char *lhs, Expr *value);
+/* `return value;` at `level`, likewise (the body of a template kernel's expression function). */
+void rc_put_return(Render *R, int level, Expr *value);
 /* render_expr.c: the row-major flat index of buffer b at idx[0..n); a use of e (its CSE name when it
  * has one); a load as a computed value; e as float. */
 Expr *rc_flat_index(Render *R, const LBuf *b, int n, Expr *const *idx);

@@ -89,6 +89,7 @@ static void causal_gqa_is_one_kernel(void **state) {
   const char *code = sb_str(&c->code);
   assert_contains(code, "attention_2_flash(");
   assert_contains(code, "lt_ldsm_x4_trans(");
+  assert_contains(code, "lt_flash<"); /* the flash template, instantiated */
   assert_null(strstr(code, "_skip")); /* nothing to compile for the skipping variants */
   nvrtc_compiles(c);
   free(kern);

@@ -14,6 +14,53 @@ static const struct {
 } uses[] = {
     {"preamble.cuh", ""},
     {"sampler.cuh", ""},
+    {"mma.cuh",
+     /* one weight with hi + lo planes, bk 32 and split k; two weights sharing A, one plane, bk 16; the
+      * pre-pass and the library epilogue at both */
+     "extern \"C\" __global__ void g1(float *y, const unsigned short *w, i64 n, unsigned int *lt_scratch) {\n"
+     "  auto fw = [&](i64 nn, i64 k) -> const unsigned short * { return w + nn * 256 + k; };\n"
+     "  auto fst = [&](i64 m, i64 nn, float a0, float a1) { y[m * 512 + nn] = a0; };\n"
+     "  lt_mma<1, 2, 32, 2, 256LL, 512LL, true, 1024>(n, lt_scratch, fw, fw, fst);\n"
+     "}\n"
+     "extern \"C\" __global__ void g2(float *y, const unsigned short *wa, const unsigned short *wb, i64 n,\n"
+     "                              unsigned int *lt_scratch) {\n"
+     "  auto fa = [&](i64 nn, i64 k) -> const unsigned short * { return wa + nn * 64 + k; };\n"
+     "  auto fb = [&](i64 nn, i64 k) -> const unsigned short * { return wb + nn * 64 + k; };\n"
+     "  auto fst = [&](i64 m, i64 nn, float a0, float a1) { y[m * 96 + nn] = a0 * a1; };\n"
+     "  lt_mma<2, 1, 16, 4, 64LL, 96LL, false, 1024>(n, lt_scratch, fa, fb, fst);\n"
+     "}\n"
+     "extern \"C\" __global__ void p1(const float *x, i64 n, unsigned int *lt_scratch) {\n"
+     "  auto fa = [&](i64 m, i64 k) -> float { return x[m * 256 + k] * 2.0f; };\n"
+     "  lt_mma_pack<2, 256LL, 1024>(n, lt_scratch, fa);\n"
+     "  lt_mma_pack<1, 256LL, 1024>(n, lt_scratch, fa);\n"
+     "}\n"
+     "extern \"C\" __global__ void e1(float *y, i64 n, unsigned int *lt_scratch) {\n"
+     "  auto r0 = [&](i64 nn) -> i64 { return nn; };\n"
+     "  auto r1 = [&](i64 nn) -> i64 { return nn / 2; };\n"
+     "  auto fst = [&](i64 m, i64 nn, float a0, float a1) { y[m * 96 + nn] = a0 + a1; };\n"
+     "  lt_mma_epilogue<1, 2, 64LL, 96LL, 1024, 0LL, 96LL, 0LL, 0LL>(n, lt_scratch, r0, r0, fst);\n"
+     "  lt_mma_epilogue<2, 1, 64LL, 96LL, 1024, 0LL, 96LL, 96LL, 48LL>(n, lt_scratch, r0, r1, fst);\n"
+     "}\n"},
+    {"flash.cuh",
+     /* hi + lo planes with a causal end, head dimension 128; one plane, no mask, width 16 */
+     "extern \"C\" __global__ void k1(float *y, const float *q, const float *k, const float *v, i64 n) {\n"
+     "  auto fq = [&](i64 gi, i64 m, i64 d) -> float { return q[(gi * n + m) * 128 + d]; };\n"
+     "  auto fk = [&](i64 gi, i64 t, i64 d) -> float { return k[(gi / 2 * n + t) * 128 + d]; };\n"
+     "  auto fv = [&](i64 gi, i64 t, i64 cc) -> float { return v[(gi / 2 * n + t) * 128 + cc]; };\n"
+     "  auto ftl = [&](i64 gi, i64 m) -> i64 { return m; };\n"
+     "  auto fs = [&](i64 gi, i64 m, i64 t, float s) -> float { return t > m ? -__int_as_float(0x7f800000) : s; };\n"
+     "  auto fst = [&](i64 gi, i64 m, i64 cc, float o) { y[(gi * n + m) * 128 + cc] = o; };\n"
+     "  lt_flash<2, 128, 128, 4LL, true>(n, n, fq, fk, fv, ftl, fs, fst);\n"
+     "}\n"
+     "extern \"C\" __global__ void k2(float *y, const float *q, const float *k, const float *v, i64 n) {\n"
+     "  auto fq = [&](i64 gi, i64 m, i64 d) -> float { return q[m * 32 + d]; };\n"
+     "  auto fk = [&](i64 gi, i64 t, i64 d) -> float { return k[t * 32 + d]; };\n"
+     "  auto fv = [&](i64 gi, i64 t, i64 cc) -> float { return v[t * 16 + cc]; };\n"
+     "  auto ftl = [&](i64 gi, i64 m) -> i64 { return 0; };\n"
+     "  auto fs = [&](i64 gi, i64 m, i64 t, float s) -> float { return s * 0.5f; };\n"
+     "  auto fst = [&](i64 gi, i64 m, i64 cc, float o) { y[m * 16 + cc] = o; };\n"
+     "  lt_flash<1, 32, 16, 1LL, false>(n, n, fq, fk, fv, ftl, fs, fst);\n"
+     "}\n"},
     {"flash_decode.cuh",
      /* several heads per block, chunks merged (lt_C > 1 at run time), a causal end, phases of P x V;
       * and one head, no mask, head and value widths that are no power of two */

@@ -69,7 +69,7 @@ int render_c(StrBuf *out, const KProgram *kp, Diag *d) {
   R.out = out;
   R.kp = kp;
   R.d = d;
-  R.cuda = 0;
+  R.dl = &rc_dialect_c;
   sb_puts(out, c_preamble);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];

@@ -14,7 +14,7 @@ void rc_fail(Render *R, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    diag_error(R->d, 0, 0, "%s: kernel %s: %s", R->cuda ? "render_cuda" : "render_c", R->kk ? R->kk->name : "?", msg);
+    diag_error(R->d, 0, 0, "%s: kernel %s: %s", R->dl->renderer, R->kk ? R->kk->name : "?", msg);
   }
   R->failed = 1;
 }
@@ -201,31 +201,49 @@ void rc_kernel_end(Render *R) {
   names_free(&R->names);
 }
 
+/* ---- dialects ---- */
+
+const Dialect rc_dialect_c = {
+    .renderer = "render_c", .target = "CPU", .i64 = "int64_t", .i32 = "int32_t", .u16 = "uint16_t", .u8 = "uint8_t",
+    .bool_compute = "int", .nan = "NAN", .inf = "INFINITY",
+    .parallel_for = "#pragma omp parallel for schedule(static)",
+};
+
+const Dialect rc_dialect_cuda = {
+    .renderer = "render_cuda", .target = "CUDA", .i64 = "i64", .i32 = "int", .u16 = "unsigned short",
+    .u8 = "unsigned char", .bool_compute = "bool", .nan = "__int_as_float(0x7fffffff)",
+    .inf = "__int_as_float(0x7f800000)",
+    .hw = {"((i64)threadIdx.x)", "((i64)blockIdx.x)", "((i64)(threadIdx.x & 31u))", "((i64)(threadIdx.x >> 5))",
+           "((i64)blockDim.x)"},
+    .shared = "__shared__", .barrier = "__syncthreads();", .shuffle_xor = "__shfl_xor_sync(0xffffffffu, %s, %s)",
+    .bits_to_float = "__uint_as_float", .vec2 = "lt_u2", .vec4 = "lt_u4", .templates = 1,
+};
+
 /* ---- types ---- */
 
 const char *rc_compute_type(const Render *R, DType t) {
   if (dtype_is_float(t)) return "float";
-  if (t == DT_BOOL) return R->cuda ? "bool" : "int";
-  return R->cuda ? "i64" : "int64_t";
+  if (t == DT_BOOL) return R->dl->bool_compute;
+  return R->dl->i64;
 }
 
 const char *rc_storage_type(const Render *R, DType t) {
   switch (t) {
   case DT_F32: return "float";
-  case DT_F16: case DT_BF16: return R->cuda ? "unsigned short" : "uint16_t";
-  case DT_I32: return R->cuda ? "int" : "int32_t";
-  case DT_I64: return R->cuda ? "i64" : "int64_t";
-  case DT_BOOL: return R->cuda ? "unsigned char" : "uint8_t";
+  case DT_F16: case DT_BF16: return R->dl->u16;
+  case DT_I32: return R->dl->i32;
+  case DT_I64: return R->dl->i64;
+  case DT_BOOL: return R->dl->u8;
   default: return "void";
   }
 }
 
-static const char *i64_name(const Render *R) { return R->cuda ? "i64" : "int64_t"; }
+static const char *i64_name(const Render *R) { return R->dl->i64; }
 
 /* ---- statements ---- */
 
 static void refuse(Render *R, const char *what) {
-  rc_fail(R, "uses %s, which the %s target does not have", what, R->cuda ? "CUDA" : "CPU");
+  rc_fail(R, "uses %s, which the %s target does not have", what, R->dl->target);
 }
 
 static void put_store(Render *R, const KStmt *s, int level) {
@@ -234,7 +252,7 @@ static void put_store(Render *R, const KStmt *s, int level) {
   DType bt;
   Expr *roots[2] = {NULL, s->value};
   if (s->space == MEM_SHARED) {
-    if (!R->cuda) {
+    if (!R->dl->shared) {
       refuse(R, "shared memory");
       return;
     }
@@ -312,7 +330,7 @@ void rc_put_return(Render *R, int level, Expr *value) {
 }
 
 static void put_warp_reduce(Render *R, const KStmt *s, int level) {
-  if (!R->cuda) {
+  if (!R->dl->shuffle_xor) {
       refuse(R, "warp shuffles");
       return;
     }
@@ -323,7 +341,7 @@ static void put_warp_reduce(Render *R, const KStmt *s, int level) {
   const char *t = R->tmp_name[s->tmp];
   int fl = dtype_is_float(R->kk->tmp_dtype[s->tmp]);
   char shfl[160];
-  snprintf(shfl, sizeof shfl, "__shfl_xor_sync(0xffffffffu, %s, lt_off)", t);
+  snprintf(shfl, sizeof shfl, R->dl->shuffle_xor, t, "lt_off");
   StrBuf *o = R->out;
   sb_indent(o, level);
   sb_puts(o, "#pragma unroll\n");
@@ -351,7 +369,7 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   sb_printf(o, "%s ", rc_compute_type(R, s->dtype));
   for (int i = 0; i < s->count; i++) sb_printf(o, "%s%s", i ? ", " : "", R->tmp_name[s->tmp + i]);
   sb_puts(o, ";\n");
-  if (!R->cuda) {
+  if (!R->dl->bits_to_float) {
     for (int i = 0; i < s->count; i++) {
       Expr *at = ex_add(R->pool, roots[0], ex_int(R->pool, i));
       sb_indent(o, level);
@@ -364,7 +382,7 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   }
   int per = (int)(16 / size) < s->count ? (int)(16 / size) : s->count; /* elements per vector */
   int words = per * (int)size / 4;
-  const char *vt = words == 1 ? "unsigned int" : words == 2 ? "lt_u2" : "lt_u4";
+  const char *vt = words == 1 ? "unsigned int" : words == 2 ? R->dl->vec2 : R->dl->vec4;
   for (int c = 0; c < s->count; c += per) {
     sb_indent(o, level);
     sb_printf(o, "{\n");
@@ -381,8 +399,8 @@ static void put_vload(Render *R, const KStmt *s, int level) {
       sb_indent(o, level + 1);
       sb_printf(o, "%s = ", R->tmp_name[s->tmp + c + e]);
       switch (s->dtype) {
-      case DT_F32: sb_printf(o, "__uint_as_float(%s);\n", word); break;
-      case DT_I32: sb_printf(o, "(i64)(int)%s;\n", word); break;
+      case DT_F32: sb_printf(o, "%s(%s);\n", R->dl->bits_to_float, word); break;
+      case DT_I32: sb_printf(o, "(%s)(%s)%s;\n", R->dl->i64, R->dl->i32, word); break;
       case DT_F16: sb_printf(o, "lt_f16_to_f32(%s);\n", half); break;
       default: sb_printf(o, "lt_bf16_to_f32(%s);\n", half); break;
       }
@@ -400,7 +418,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     put_children(R, s, level);
     return;
   case KS_FOR: case KS_PARFOR: {
-    if (s->kind == KS_PARFOR && R->cuda) {
+    if (s->kind == KS_PARFOR && !R->dl->parallel_for) {
       refuse(R, "parallel-for");
       return;
     }
@@ -415,7 +433,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     }
     if (s->kind == KS_PARFOR) {
       sb_indent(o, level);
-      sb_puts(o, "#pragma omp parallel for schedule(static)\n");
+      sb_printf(o, "%s\n", R->dl->parallel_for);
     }
     sb_indent(o, level);
     sb_printf(o, "for (%s %s = ", i64_name(R), v);
@@ -464,32 +482,32 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
   }
   case KS_STORE: put_store(R, s, level); return;
   case KS_SMEM:
-    if (!R->cuda) {
+    if (!R->dl->shared) {
       refuse(R, "shared memory");
       return;
     }
     sb_indent(o, level);
-    sb_printf(o, "__shared__ %s %s[%d];\n", rc_compute_type(R, s->dtype), R->smem_name[s->buf], s->count);
+    sb_printf(o, "%s %s %s[%d];\n", R->dl->shared, rc_compute_type(R, s->dtype), R->smem_name[s->buf], s->count);
     return;
   case KS_BARRIER:
-    if (!R->cuda) {
+    if (!R->dl->barrier) {
       refuse(R, "barriers");
       return;
     }
     sb_indent(o, level);
-    sb_puts(o, "__syncthreads();\n");
+    sb_printf(o, "%s\n", R->dl->barrier);
     return;
   case KS_WARP_REDUCE: put_warp_reduce(R, s, level); return;
   case KS_VLOAD: put_vload(R, s, level); return;
   case KS_MMA:
-    if (!R->cuda) {
+    if (!R->dl->templates) {
       refuse(R, "tensor-core matrix multiply");
       return;
     }
     rc_put_mma(R, s, level);
     return;
   case KS_FLASH:
-    if (!R->cuda) {
+    if (!R->dl->templates) {
       refuse(R, "flash attention");
       return;
     }
@@ -534,9 +552,9 @@ int code_dedupe(KProgram *kp, Diag *d) {
     R.out = &t;
     R.kp = kp;
     R.d = d;
-    R.cuda = kp->target == TARGET_CUDA;
+    R.dl = kp->target == TARGET_CUDA ? &rc_dialect_cuda : &rc_dialect_c;
     R.canonical = 1;
-    (R.cuda ? rc_cuda_kernel : rc_c_kernel)(&R, kk);
+    (kp->target == TARGET_CUDA ? rc_cuda_kernel : rc_c_kernel)(&R, kk);
     if (R.failed) {
       ok = 0;
       sb_free(&t);
@@ -589,15 +607,4 @@ void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int
             (long long)ext[i]);
     stride *= ext[i];
   }
-}
-
-void rc_put_arrive(Render *R, int level, const char *counter, const char *total) {
-  rc_line(R, level, "__threadfence();");
-  rc_line(R, level, "__syncthreads();");
-  rc_line(R, level, "__shared__ int lt_arrived_last;");
-  rc_line(R, level, "if (lt_tid == 0) {");
-  rc_line(R, level + 1, "lt_arrived_last = atomicAdd(&lt_scratch[%s], 1u) == (unsigned int)%s - 1;", counter, total);
-  rc_line(R, level + 1, "if (lt_arrived_last) lt_scratch[%s] = 0;", counter);
-  rc_line(R, level, "}");
-  rc_line(R, level, "__syncthreads();");
 }

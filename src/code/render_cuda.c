@@ -43,10 +43,11 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
 int code_symbols_in_memory(Target t) { return t == TARGET_CUDA; }
 
 /* Which template kernels (TPL_ bits) the statement tree s uses. */
-enum { TPL_FLASH_DECODE = 1 };
+enum { TPL_FLASH_DECODE = 1, TPL_FLASH = 2, TPL_MMA = 4 };
 static int stmt_templates(const KStmt *s) {
   if (!s) return 0;
-  int t = s->kind == KS_FLASH && s->flash && s->flash->decode ? TPL_FLASH_DECODE : 0;
+  int t = s->kind == KS_FLASH && s->flash ? (s->flash->decode ? TPL_FLASH_DECODE : TPL_FLASH) : 0;
+  if (s->kind == KS_MMA) t |= TPL_MMA;
   for (int i = 0; i < s->nbody; i++) t |= stmt_templates(s->body[i]);
   return t;
 }
@@ -55,6 +56,7 @@ static int kernel_templates(const KKernel *kk) {
   if (!kk) return 0;
   int t = stmt_templates(kk->body);
   if (kk->alt) t |= kernel_templates(kk->alt) | kernel_templates(kk->alt->pre);
+  if (kk->lib) t |= kernel_templates(kk->lib->epilogue);
   return t;
 }
 
@@ -63,11 +65,13 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   R.out = out;
   R.kp = kp;
   R.d = d;
-  R.cuda = 1;
+  R.dl = &rc_dialect_cuda;
   sb_puts(out, cuda_preamble);
   /* the template kernels the program instantiates, before the first unit mark: every unit may call them */
   int tpl = 0;
   for (int i = 0; i < kp->nkernels; i++) tpl |= kernel_templates(&kp->kernels[i]);
+  if (tpl & TPL_MMA) sb_puts(out, lt_embed_mma);
+  if (tpl & TPL_FLASH) sb_puts(out, lt_embed_flash);
   if (tpl & TPL_FLASH_DECODE) sb_puts(out, lt_embed_flash_decode);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];

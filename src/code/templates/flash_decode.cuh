@@ -23,7 +23,7 @@
 #define LT_FD_TILE 32       /* keys per tile: one per lane in the softmax step */
 #define LT_FD_MAX_CHUNKS 64 /* chunks per row (kernel/lower_flash.c): two per lane in the merge */
 
-static constexpr int lt_pow2_at_least(int n) {
+static constexpr __host__ __device__ int lt_pow2_at_least(int n) {
   int p = 1;
   while (p < n) p <<= 1;
   return p;

@@ -56,7 +56,7 @@ expect_error err_target "unknown target" -- compile -e "$P" --target tpu
 expect_error err_no_file "cannot open" -- compile "$tmp/nonexistent.lt"
 expect_error err_no_program "no program" -- compile --ir graph
 expect_error err_command "unknown command" -- frobnicate
-expect_error err_option "unknown or incomplete option" -- run -e "$P" --frob
+expect_error err_option "unknown option '--frob' for run" -- run -e "$P" --frob
 expect_error err_no_output "no output" -- compile -e 'x: f32[4]'
 head -c 3000 /dev/urandom >"$tmp/garbage.lt"
 "$LATHE" compile "$tmp/garbage.lt" >"$tmp/out" 2>"$tmp/err"; rc=$?
@@ -169,16 +169,17 @@ expect_error err_prompt_too_long_json 'context' -- generate "$FIX/llama" --promp
 expect_error err_token_out_of_vocab 'token id 999.*vocabulary' -- generate "$FIX/llama" --prompt-tokens 1,2,999 -q
 expect_error err_token_not_a_number 'prompt-tokens' -- generate "$FIX/llama" --prompt-tokens 1,x,3
 expect_error err_prompt_both 'exactly one of --prompt' -- generate "$FIX/llama" --prompt hi --prompt-tokens 1,2
-expect_error err_prompt_neither 'exactly one of --prompt' -- generate "$FIX/llama"
+# (with a non-terminal standard input lathe reads the prompt from it: here empty)
+expect_error err_prompt_neither 'exactly one of --prompt|prompt from standard input is empty' -- generate "$FIX/llama"
 expect_error err_prompt_no_tokenizer 'tokenizer' -- generate "$FIX/llama" --prompt hi -q
 expect_error err_chat_no_tokenizer 'tokenizer' -- chat "$FIX/llama" -q
 expect_error err_temperature "--temperature expects a number.*'abc'" -- generate "$FIX/llama" --prompt-tokens $PT --temperature abc
 expect_error err_top_p "--top-p expects a number in \[0, 1\].*'2'" -- generate "$FIX/llama" --prompt-tokens $PT --top-p 2
 expect_error err_max_tokens "--max-tokens" -- generate "$FIX/llama" --prompt-tokens $PT --max-tokens -3
-expect_error err_gen_option "unknown or incomplete option '--frob'" -- generate "$FIX/llama" --prompt-tokens $PT --frob
+expect_error err_gen_option "unknown option '--frob' for generate" -- generate "$FIX/llama" --prompt-tokens $PT --frob
 
 # lathe bench: on the CPU with a fixture model and with a built-in config, and its errors.
-if out=$("$LATHE" bench tests/fixtures/models/llama --target cpu --dtype f32 --prompt-len 4 --gen-len 4 --prefill-len 8 --json 2>"$tmp/err") &&
+if out=$("$LATHE" bench tests/fixtures/models/llama --target cpu --prompt-len 4 --gen-len 4 --prefill-len 8 --json 2>"$tmp/err") &&
    echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode_tok_s"] > 0 and d["prefill_ms"] > 0 and d["weights_dtype"] == "f32" and d["kernels"] > 10, d' 2>/dev/null &&
    ! grep -q -E 'Sanitizer|runtime error' "$tmp/err"; then
   pass bench_fixture_json

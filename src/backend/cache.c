@@ -1,5 +1,6 @@
 /* On-disk compile cache location and entry names. */
 #include "cache.h"
+#include "../base/settings.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,19 +26,7 @@ static int mkdir_p(char *path) {
 const char *cache_dir(void) {
   /* Per thread, recomputed on every call so a changed environment (tests) is honoured. */
   static _Thread_local char dir[4096];
-  const char *env = getenv("LATHE_CACHE_DIR");
-  int n;
-  if (env && *env) {
-    n = snprintf(dir, sizeof dir, "%s", env);
-  } else if ((env = getenv("XDG_CACHE_HOME")) && *env) {
-    n = snprintf(dir, sizeof dir, "%s/lathe", env);
-  } else if ((env = getenv("HOME")) && *env) {
-    n = snprintf(dir, sizeof dir, "%s/.cache/lathe", env);
-  } else {
-    return NULL;
-  }
-  if (n < 0 || (size_t)n >= sizeof dir) return NULL;
-  while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+  if (!settings_cache_root(dir, sizeof dir)) return NULL;
   return mkdir_p(dir) ? dir : NULL;
 }
 

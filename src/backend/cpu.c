@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../base/hash.h"
+#include "../base/settings.h"
 #include "backend.h"
 #include "cache.h"
 
@@ -456,8 +457,22 @@ static void cpu_destroy(Backend *b) {
   free(b);
 }
 
+/* MemAvailable of /proc/meminfo: what allocations can take without swapping. */
+static size_t cpu_memory_free(Backend *b) {
+  (void)b;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  fclose(f);
+  return (size_t)kb * 1024;
+}
+
 static const BackendOps cpu_ops = {
     .name = "cpu",
+    .memory_free = cpu_memory_free,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
@@ -484,8 +499,8 @@ Backend *backend_cpu_new(Diag *d) {
     diag_error(d, 0, 0, "cpu: out of memory");
     return NULL;
   }
-  const char *cc = getenv("LATHE_CC");
-  snprintf(c->cc, sizeof c->cc, "%s", cc && *cc ? cc : "cc");
+  const char *cc = setting_str(SET_CC);
+  snprintf(c->cc, sizeof c->cc, "%s", cc ? cc : setting_info(SET_CC)->def);
   b->ops = &cpu_ops;
   b->impl = c;
   return b;

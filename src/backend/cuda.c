@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "../base/hash.h"
+#include "../base/settings.h"
+#include "../base/notice.h"
 #include "backend.h"
 #include "cache.h"
 #include "cublaslt.h"
@@ -256,8 +258,7 @@ static void *compile_unit(void *arg) {
 }
 
 static int unit_count(void) {
-  const char *e = getenv("LATHE_NVRTC_UNITS");
-  int n = e && *e ? atoi(e) : CUDA_MAX_UNITS;
+  int n = (int)setting_int(SET_NVRTC_UNITS, CUDA_MAX_UNITS, NULL);
   return n < 1 ? 1 : n > CUDA_MAX_UNITS ? CUDA_MAX_UNITS : n;
 }
 
@@ -572,8 +573,7 @@ static int cuda_gemm_available(Backend *b) {
   CudaImpl *c = impl_of(b);
   if (c->lt_tried) return c->lt != NULL;
   c->lt_tried = 1;
-  const char *env = getenv("LATHE_CUBLASLT");
-  if (env && !strcmp(env, "0")) return 0;
+  if (!setting_bool(SET_CUBLASLT, 1)) return 0;
   if (!c->drv.dl) return 0; /* a driver table filled by hand (tests): cuBLASLt would go to the real one */
   Diag d = {0};
   if (!make_current(c, &d) || !check(c, &d, c->drv.cuMemAlloc(&c->lt_ws, CUBLASLT_WORKSPACE), "cuMemAlloc", "cuBLASLt workspace")) {
@@ -582,7 +582,7 @@ static int cuda_gemm_available(Backend *b) {
     c->drv.cuMemFree(c->lt_ws);
     c->lt_ws = 0;
   }
-  if (!c->lt) fprintf(stderr, "lathe: %s; prefill GEMMs run as lathe's own tensor-core kernels\n", d.msg);
+  if (!c->lt) notice(NOTICE_WARNING, "%s; prefill GEMMs run as lathe's own tensor-core kernels", d.msg);
   return c->lt != NULL;
 }
 
@@ -595,9 +595,8 @@ static int choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const 
   int chosen = -1, count = cublaslt_candidates(c->lt, m, n, k, &chosen, d);
   if (!count) return 0;
   if (chosen >= 0) return 1;
-  const char *env = getenv("LATHE_CUBLASLT_TUNE");
   CUevent ev[2] = {0};
-  if (count == 1 || (env && !strcmp(env, "0")) || c->drv.cuEventCreate(&ev[0], 0) != CUDA_SUCCESS ||
+  if (count == 1 || !setting_bool(SET_CUBLASLT_TUNE, 1) || c->drv.cuEventCreate(&ev[0], 0) != CUDA_SUCCESS ||
       c->drv.cuEventCreate(&ev[1], 0) != CUDA_SUCCESS) {
     if (ev[0]) c->drv.cuEventDestroy(ev[0]);
     cublaslt_choose(c->lt, m, n, k, 0);
@@ -619,9 +618,8 @@ static int choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const 
   c->drv.cuEventDestroy(ev[0]);
   c->drv.cuEventDestroy(ev[1]);
   cublaslt_choose(c->lt, m, n, k, best);
-  const char *prof = getenv("LATHE_PROFILE");
-  if (prof && *prof && strcmp(prof, "0"))
-    fprintf(stderr, "lathe: cuBLASLt %lld x %lld x %lld: candidate %d of %d, %.4f ms (the heuristic's first %.4f ms)\n",
+  if (setting_bool(SET_PROFILE, 0))
+    notice(NOTICE_PROFILE, "lathe: cuBLASLt %lld x %lld x %lld: candidate %d of %d, %.4f ms (the heuristic's first %.4f ms)",
             (long long)m, (long long)n, (long long)k, best + 1, count, best_ms, first_ms);
   return 1;
 }
@@ -662,8 +660,18 @@ static void cuda_destroy(Backend *b) {
   free(b);
 }
 
+static size_t cuda_memory_free(Backend *b) {
+  CudaImpl *c = impl_of(b);
+  size_t free_bytes = 0, total = 0;
+  Diag d = {0};
+  if (!c->drv.cuMemGetInfo || !make_current(c, &d) || c->drv.cuMemGetInfo(&free_bytes, &total) != CUDA_SUCCESS)
+    return 0;
+  return free_bytes;
+}
+
 static const BackendOps cuda_ops = {
     .name = "cuda",
+    .memory_free = cuda_memory_free,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,
@@ -701,8 +709,8 @@ static int open_device(CudaImpl *c, Diag *d) {
     return 0;
   }
   int ordinal = 0;
-  const char *env = getenv("LATHE_CUDA_DEVICE");
-  if (env && *env) {
+  const char *env = setting_str(SET_CUDA_DEVICE);
+  if (env) {
     char *end;
     long v = strtol(env, &end, 10);
     if (*end || v < 0 || v >= count) {
@@ -723,8 +731,7 @@ static int open_device(CudaImpl *c, Diag *d) {
              "cuDeviceGetAttribute", "max threads per block"))
     return 0;
   snprintf(c->arch, sizeof c->arch, "sm_%d%d", major, minor);
-  const char *pdl = getenv("LATHE_PDL");
-  c->pdl = major >= 9 && drv->cuGraphAddDependencies_v2 && !(pdl && !strcmp(pdl, "0"));
+  c->pdl = major >= 9 && drv->cuGraphAddDependencies_v2 && setting_bool(SET_PDL, 1);
   if (!check(c, d, drv->cuDeviceGetName(c->dev_name, (int)sizeof c->dev_name, c->dev), "cuDeviceGetName", what))
     return 0;
   c->dev_name[sizeof c->dev_name - 1] = '\0';

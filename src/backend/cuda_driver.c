@@ -26,6 +26,7 @@ static const DriverSym driver_syms[] = {
     SYM(cuCtxSynchronize, "cuCtxSynchronize"),
     SYM(cuMemAlloc, "cuMemAlloc_v2"),
     SYM(cuMemFree, "cuMemFree_v2"),
+    SYM(cuMemGetInfo, "cuMemGetInfo_v2"),
     SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
     SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
     SYM(cuModuleLoadData, "cuModuleLoadData"),

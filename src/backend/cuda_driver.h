@@ -60,6 +60,7 @@ typedef struct CudaDriver {
   CUresult (*cuCtxSynchronize)(void);
   CUresult (*cuMemAlloc)(CUdeviceptr *ptr, size_t bytes);
   CUresult (*cuMemFree)(CUdeviceptr ptr);
+  CUresult (*cuMemGetInfo)(size_t *free_bytes, size_t *total_bytes);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);
   CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);
   CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);

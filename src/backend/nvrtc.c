@@ -1,6 +1,7 @@
 /* NVRTC through dlopen/dlsym: the prototypes are declared here, so building lathe needs no CUDA
  * headers and a machine without the toolkit still starts (nvrtc_available() says 0). */
 #include "nvrtc.h"
+#include "../base/settings.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -37,8 +38,8 @@ static void load_api(void) {
   static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2",
                                       "libnvrtc.so.11", NULL};
   char home_lib[900] = "";
-  const char *home = getenv("CUDA_HOME");
-  if (home && *home) snprintf(home_lib, sizeof home_lib, "%s/lib64", home);
+  const char *home = setting_str(SET_CUDA_HOME);
+  if (home) snprintf(home_lib, sizeof home_lib, "%s/lib64", home);
   const char *dirs[] = {NULL, home_lib[0] ? home_lib : NULL, "/usr/local/cuda/lib64"};
   void *lib = NULL;
   for (int d = 0; d < 3 && !lib; d++) {

@@ -1,6 +1,7 @@
 /* Shared pieces of the `lathe` command line. */
 #ifndef LATHE_CLI_H
 #define LATHE_CLI_H
+#include <stdio.h>
 #include "../base/diag.h"
 #include "../driver/pipeline.h"
 
@@ -16,6 +17,10 @@ typedef struct ProgramArg {
 /* Reads the program named by -e TEXT or a FILE argument. */
 int program_arg_load(ProgramArg *p, const char *inline_text, const char *path);
 void program_arg_free(ProgramArg *p);
+/* All of f as a NUL-terminated string (malloc'ed), or NULL after reporting (what names f). */
+char *read_all(FILE *f, const char *what);
+/* Installs the notice sink that prints the library's warnings, profiles and progress on stderr. */
+void cli_install_notice_sink(void);
 /* Prints "lathe: FILE:LINE:COL: error: MSG" to stderr. */
 void report(const Diag *d, const char *file);
 void report_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -43,6 +48,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_env(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 #endif

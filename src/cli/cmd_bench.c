@@ -12,7 +12,9 @@
 #include "../generate/model.h"
 #include "../generate/sampler.h"
 #include "../model/presets.h"
+#include "../base/settings.h"
 #include "cli.h"
+#include "options.h"
 
 typedef struct BenchArgs {
   const char *model, *config, *target, *dtype, *weights, *matmul;
@@ -21,53 +23,49 @@ typedef struct BenchArgs {
 } BenchArgs;
 
 
-static int int_arg(const char *opt, const char *s, int lo, int hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) {
-    report_msg("%s expects an integer in [%d, %d], got '%s'", opt, lo, hi, s);
-    return 0;
-  }
-  *out = (int)v;
-  return 1;
-}
-
+/* 1 to go on, 0 after a usage error, 2 after printing the help */
 static int parse(int argc, char **argv, BenchArgs *a) {
   *a = (BenchArgs){.target = "auto", .dtype = "bf16", .prompt_len = 128, .gen_len = 256, .prefill_len = 512,
-                   .bandwidth_gbs = 4130, .reps = 3};
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    int has = i + 1 < argc;
-    if (!strcmp(o, "--config") && has) a->config = argv[++i];
-    else if (!strcmp(o, "--random-weights")) a->random_weights = 1;
-    else if (!strcmp(o, "--target") && has) a->target = argv[++i];
-    else if (!strcmp(o, "--dtype") && has) a->dtype = argv[++i];
-    else if (!strcmp(o, "--weights") && has) a->weights = argv[++i];
-    else if (!strcmp(o, "--matmul-precision") && has) a->matmul = argv[++i];
-    else if (!strcmp(o, "--json")) a->json = 1;
-    else if (!strcmp(o, "--fuse-recompute")) a->fuse_recompute = 1;
-    else if (!strcmp(o, "--prompt-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->prompt_len)) return 0; }
-    else if (!strcmp(o, "--gen-len") && has) { if (!int_arg(o, argv[++i], 1, 1 << 20, &a->gen_len)) return 0; }
-    else if (!strcmp(o, "--prefill-len") && has) { if (!int_arg(o, argv[++i], 0, 1 << 20, &a->prefill_len)) return 0; }
-    else if (!strcmp(o, "--ctx") && has) { if (!int_arg(o, argv[++i], 8, 1 << 22, &a->ctx)) return 0; }
-    else if (!strcmp(o, "--reps") && has) { if (!int_arg(o, argv[++i], 1, 100, &a->reps)) return 0; }
-    else if (!strcmp(o, "--bandwidth") && has) {
-      a->bandwidth_gbs = atof(argv[++i]);
-      a->bandwidth_given = 1;
-      if (!(a->bandwidth_gbs > 0)) {
-        report_msg("--bandwidth expects GB/s > 0");
-        return 0;
-      }
-    } else if (o[0] == '-' && o[1]) {
-      report_msg("unknown or incomplete option '%s' for bench (see lathe --help)", o);
-      return 0;
-    } else if (!a->model) a->model = o;
-    else {
-      report_msg("unexpected argument '%s'", o);
-      return 0;
-    }
+                   .bandwidth_gbs = 0, .reps = 3};
+  const char *pos = NULL;
+  Opt opts[] = {
+      {"--model", "-m", OPT_STR, "MODEL", "the model (as the positional MODEL)", &a->model,
+       .def = "the default model, see lathe env"},
+      {"--config", NULL, OPT_STR, "NAME", "a built-in architecture instead of a model: qwen3-0.6b, llama-3.2-1b, "
+       "qwen3-8b or smollm2-135m (with --random-weights)", &a->config},
+      {"--random-weights", NULL, OPT_FLAG, NULL, "random weights for --config", &a->random_weights},
+      {"--dtype", NULL, OPT_STR, "f32|f16|bf16", "the weights' type with --config", &a->dtype},
+      {"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target},
+      {"--prompt-len", NULL, OPT_INT, "N", "prompt tokens before the timed decode steps", &a->prompt_len, 1, 1 << 20},
+      {"--gen-len", NULL, OPT_INT, "N", "timed decode steps", &a->gen_len, 1, 1 << 20},
+      {"--prefill-len", NULL, OPT_INT, "N", "tokens of the timed prefill step (0: none)", &a->prefill_len, 0, 1 << 20},
+      {"--reps", NULL, OPT_INT, "N", "timed prefill runs (the median is reported)", &a->reps, 1, 100},
+      {"--ctx", "-c", OPT_INT, "N", "the context (KV cache positions)", &a->ctx, 8, 1 << 22,
+       .def = "what the lengths need, + 8"},
+      {"--bandwidth", NULL, OPT_NUM, "GB/s", "memory bandwidth of the decode floor", &a->bandwidth_gbs, 1e-3, 1e6,
+       .def = "CUDA: 4130, an H200's copy bandwidth; CPU: $LATHE_CPU_BANDWIDTH, else no floor"},
+      {"--weights", NULL, OPT_STR, "auto|f32|bf16|f16", "weight storage (see lathe generate --help)", &a->weights,
+       .def = "auto"},
+      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "CUDA prefill GEMMs (see lathe generate --help)",
+       &a->matmul, .def = "high"},
+      {"--fuse-recompute", NULL, OPT_FLAG, NULL, "the fusion policy that recomputes a reduction in its consumers",
+       &a->fuse_recompute},
+      {"--json", NULL, OPT_FLAG, NULL, "print one JSON object", &a->json},
+  };
+  CmdSpec spec = {"bench", "[MODEL | --config NAME --random-weights] [options]",
+                  "Prefill time, decode tokens/s, % of the memory-bandwidth floor, cold and warm compile time and\n"
+                  "memory, for a model or a built-in architecture with random weights.",
+                  opts, sizeof opts / sizeof opts[0], "MODEL", &pos,
+                  "The floor is the decode speed at which a step only reads the bytes it needs (the weights, one\n"
+                  "row of an untied embedding table) at the given bandwidth."};
+  int r = opts_parse(&spec, argc, argv);
+  if (r != OPTS_OK) return r == OPTS_HELP ? 2 : 0;
+  if (pos && a->model) {
+    report_msg("unexpected argument '%s': the model is already given with --model %s", pos, a->model);
+    return 0;
   }
+  if (pos) a->model = pos;
+  a->bandwidth_given = opts_seen(&spec, "--bandwidth") > 0;
   if (a->model && a->config) {
     report_msg("give a MODEL path or --config NAME --random-weights, not both (configs: %s)", model_preset_names());
     return 0;
@@ -76,6 +74,11 @@ static int parse(int argc, char **argv, BenchArgs *a) {
   else if (a->model) a->model = model_arg_resolve(a->model);
   if (a->config && !a->random_weights) {
     report_msg("--config runs with random weights; add --random-weights");
+    return 0;
+  }
+  if (!a->config && (a->random_weights || opts_seen(&spec, "--dtype"))) {
+    report_msg("%s applies to --config only (a model's weights keep their own type; see --weights)",
+               a->random_weights ? "--random-weights" : "--dtype");
     return 0;
   }
   return 1;
@@ -103,7 +106,8 @@ static int cmp_double(const void *x, const void *y) {
 
 int cmd_bench(int argc, char **argv) {
   BenchArgs a;
-  if (!parse(argc, argv, &a)) return EXIT_ERROR;
+  int parsed = parse(argc, argv, &a);
+  if (parsed != 1) return parsed == 2 ? EXIT_OK : EXIT_ERROR;
   DType wdt;
   if (!dtype_parse(a.dtype, &wdt) || !dtype_is_float(wdt)) {
     report_msg("--dtype expects f32, f16 or bf16, got '%s'", a.dtype);
@@ -121,6 +125,15 @@ int cmd_bench(int argc, char **argv) {
     report(&d, NULL);
     return EXIT_ERROR;
   }
+  /* the floor's bandwidth: a CPU's is unknown unless given; CUDA's default is the H200's */
+  double bw = a.bandwidth_gbs;
+  int bw_ok = 1;
+  if (!a.bandwidth_given) bw = t == TARGET_CUDA ? 4130 : setting_number(SET_CPU_BANDWIDTH, 0, &bw_ok);
+  if (!bw_ok || bw < 0) {
+    report_msg("LATHE_CPU_BANDWIDTH=%s: expected GB/s, a number > 0", setting_str(SET_CPU_BANDWIDTH));
+    be->ops->destroy(be);
+    return EXIT_ERROR;
+  }
   int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
   ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
   lo.fuse_recompute = a.fuse_recompute;
@@ -130,10 +143,8 @@ int cmd_bench(int argc, char **argv) {
   }
   /* cold compile: an empty cache directory */
   char cold_dir[] = "/tmp/lathe-bench-XXXXXX";
-  const char *old_cache = getenv("LATHE_CACHE_DIR");
-  char *saved = old_cache ? strdup(old_cache) : NULL;
   int have_tmp = mkdtemp(cold_dir) != NULL;
-  if (have_tmp) setenv("LATHE_CACHE_DIR", cold_dir, 1);
+  if (have_tmp) setting_set(SET_CACHE_DIR, cold_dir);
   Model *m = a.config ? model_new_random(&cfg, wdt, be, &lo, &d) : model_load(a.model, be, &lo, &d);
   int rc = EXIT_ERROR;
   int32_t *ids = NULL;
@@ -202,16 +213,19 @@ int cmd_bench(int argc, char **argv) {
   if (!ok) goto fail;
   size_t wb, kb, ws;
   model_memory(m, &wb, &kb, &ws);
-  double floor_tok_s = a.bandwidth_gbs * 1e9 / (double)wb;
+  size_t read_bytes = model_step_read_bytes(&m->cfg, wb, m->weight_dtype);
+  double floor_tok_s = bw > 0 ? bw * 1e9 / (double)read_bytes : 0;
   const char *name = a.config ? a.config : a.model;
   if (a.json) {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I}", "model",
-                          name, "target", target_name(t), "weights_dtype", dtype_name(m->weight_dtype), "prompt_len",
-                          a.prompt_len, "gen_len", a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms,
-                          "decode_tok_s", tok_s, "floor_tok_s", floor_tok_s, "pct_of_floor",
-                          100 * tok_s / floor_tok_s, "cold_compile_ms", cold_ms, "warm_compile_ms", warm_ms,
-                          "bandwidth_gbs", a.bandwidth_gbs, "weight_bytes", (json_int_t)wb, "kv_cache_bytes",
-                          (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}",
+                          "model", name, "target", target_name(t), "weights_dtype", dtype_name(m->weight_dtype),
+                          "prompt_len", a.prompt_len, "gen_len", a.gen_len, "prefill_len", a.prefill_len,
+                          "prefill_ms", prefill_ms, "decode_tok_s", tok_s, "floor_tok_s",
+                          bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
+                          bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms,
+                          "warm_compile_ms", warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(),
+                          "weight_bytes", (json_int_t)wb, "step_read_bytes", (json_int_t)read_bytes,
+                          "kv_cache_bytes", (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
     json_object_set_new(o, "sampled_decode_tok_s", json_real(sampled_tok_s));
     json_object_set_new(o, "fuse_recompute", json_boolean(lo.fuse_recompute));
@@ -236,11 +250,12 @@ int cmd_bench(int argc, char **argv) {
            decode_ms / a.gen_len);
     printf("  decode sampled (temperature %.1f, top-k %d, top-p %.1f, %s): %.1f tok/s\n", so.temperature, so.top_k,
            so.top_p, t == TARGET_CUDA ? "on the device" : "on the host", sampled_tok_s);
-    if (t == TARGET_CPU && !a.bandwidth_given) /* the default is the H200's; a CPU's is unknown here */
-      printf("  floor: pass --bandwidth GB/s (this machine's memory bandwidth) to compare with it\n");
+    if (!(bw > 0)) /* a CPU's bandwidth is unknown here */
+      printf("  floor: pass --bandwidth GB/s or set LATHE_CPU_BANDWIDTH (this machine's memory bandwidth) to "
+             "compare with it\n");
     else
-      printf("  floor: %.1f tok/s (%.2f GB of weights at %.0f GB/s) -> %.1f%% of floor\n", floor_tok_s, wb / 1e9,
-             a.bandwidth_gbs, 100 * tok_s / floor_tok_s);
+      printf("  floor: %.1f tok/s (%.2f GB read per step at %.0f GB/s) -> %.1f%% of floor\n", floor_tok_s,
+             read_bytes / 1e9, bw, 100 * tok_s / floor_tok_s);
     printf("  compile: cold %.0f ms, warm %.0f ms\n", cold_ms, warm_ms);
     printf("  device memory held: weights %.1f MB, KV cache %.1f MB, workspace %.1f MB (%.1f%% over weights+KV)\n",
            wb / 1e6, kb / 1e6, ws / 1e6, 100.0 * (double)ws / (double)(wb + kb));
@@ -255,9 +270,7 @@ done:
   be->ops->destroy(be);
   if (have_tmp) {
     remove_dir(cold_dir);
-    if (saved) setenv("LATHE_CACHE_DIR", saved, 1);
-    else unsetenv("LATHE_CACHE_DIR");
+    setting_set(SET_CACHE_DIR, NULL);
   }
-  free(saved);
   return rc;
 }

@@ -5,43 +5,43 @@
 #include "../model/presets.h"
 #include "../model/weights.h"
 #include "cli.h"
+#include "options.h"
 
 int cmd_compile(int argc, char **argv) {
-  const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL;
+  const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *stage_name = "code",
+             *target_name_arg = "cpu", *matmul_name = NULL;
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   int fuse_recompute = 0, no_fuse = 0;
   MatmulPrecision matmul = MM_HIGH;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has_next = i + 1 < argc;
-    if (!strcmp(a, "-e") && has_next) inline_text = argv[++i];
-    else if (!strcmp(a, "--ir") && has_next) {
-      if (!stage_parse(argv[++i], &stage)) {
-        report_msg("unknown stage '%s' for --ir (expected graph, tensor, loop, tile, kernel or code)", argv[i]);
-        return EXIT_ERROR;
-      }
-    } else if (!strcmp(a, "--target") && has_next) {
-      if (!target_parse(argv[++i], &target)) {
-        report_msg("unknown target '%s' (expected cpu or cuda)", argv[i]);
-        return EXIT_ERROR;
-      }
-    } else if (!strcmp(a, "-o") && has_next) out_path = argv[++i];
-    else if (!strcmp(a, "--config") && has_next) config = argv[++i];
-    else if (!strcmp(a, "--fuse-recompute")) fuse_recompute = 1;
-    else if (!strcmp(a, "--matmul-precision") && has_next) {
-      if (!matmul_option(argv[++i], &matmul)) return EXIT_ERROR;
-    }
-    else if (!strcmp(a, "--no-fuse")) no_fuse = 1;
-    else if (a[0] == '-' && a[1]) {
-      report_msg("unknown or incomplete option '%s' for compile (see lathe --help)", a);
-      return EXIT_ERROR;
-    } else if (!path) path = a;
-    else {
-      report_msg("unexpected argument '%s'", a);
-      return EXIT_ERROR;
-    }
+  Opt opts[] = {
+      {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
+      {"--config", NULL, OPT_STR, "NAME", "a built-in model architecture with bf16 weights: qwen3-0.6b, "
+       "llama-3.2-1b, qwen3-8b or smollm2-135m", &config},
+      {"--ir", NULL, OPT_STR, "STAGE", "the stage to print: graph, tensor, loop, tile, kernel or code", &stage_name},
+      {"--target", NULL, OPT_STR, "cpu|cuda", "the backend to compile for", &target_name_arg},
+      {"--output", "-o", OPT_STR, "OUT", "write to OUT instead of stdout", &out_path},
+      {"--fuse-recompute", NULL, OPT_FLAG, NULL, "allow fusions that recompute a reduction (norm -> linear "
+       "prologue)", &fuse_recompute},
+      {"--no-fuse", NULL, OPT_FLAG, NULL, "one kernel per reduction (no reduction fusion)", &no_fuse},
+      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "tensor-core GEMMs on CUDA (see lathe generate "
+       "--help)", &matmul_name, .def = "high"},
+  };
+  CmdSpec spec = {"compile", "(-e PROGRAM | FILE.lt | MODEL | --config NAME) [options]",
+                  "Compile a tensor program, a model's forward step (MODEL: a .gguf file or a Hugging Face\n"
+                  "directory; its weights are not read) or a built-in architecture, and print one stage.",
+                  opts, sizeof opts / sizeof opts[0], "FILE", &path, NULL};
+  int r = opts_parse(&spec, argc, argv);
+  if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
+  if (!stage_parse(stage_name, &stage)) {
+    report_msg("unknown stage '%s' for --ir (expected graph, tensor, loop, tile, kernel or code)", stage_name);
+    return EXIT_ERROR;
   }
+  if (!target_parse(target_name_arg, &target)) {
+    report_msg("unknown target '%s' (expected cpu or cuda)", target_name_arg);
+    return EXIT_ERROR;
+  }
+  if (!matmul_option(matmul_name, &matmul)) return EXIT_ERROR;
   ProgramArg prog = {0};
   ModelConfig preset;
   if (config && (inline_text || path)) {

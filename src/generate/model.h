@@ -49,6 +49,13 @@ Model *model_new_random(const ModelConfig *cfg, DType wdt, Backend *b, const Mod
 /* Bytes of device memory the model's plan holds: weights, KV caches, and the activation workspace. */
 void model_memory(const Model *m, size_t *weights, size_t *kv_cache, size_t *workspace);
 void model_free(Model *m);
+/* The parameters of a configuration's weights (embedding, layers, final norm, an untied lm_head). */
+int64_t model_param_count(const ModelConfig *cfg);
+/* KV cache bytes per context position (f32 caches: k and v of every layer). */
+size_t model_kv_bytes_per_position(const ModelConfig *cfg);
+/* The weight bytes one decode step reads, of weight_bytes held in dtype wdt: all of them, except that an
+ * untied embedding table is gathered one row per token rather than read whole. */
+size_t model_step_read_bytes(const ModelConfig *cfg, size_t weight_bytes, DType wdt);
 /* Runs n tokens (positions past .. past+n-1) through the model, updating the KV cache; fills
  * m->logits with the logits of the last of them. past + n must not exceed max_ctx. */
 int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d);

@@ -6,14 +6,15 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include "hub.h"
+#include "../base/settings.h"
 
 #define MANIFEST ".lathe-pull.json"
 
 const char *hub_models_dir(void) {
   static char buf[4096];
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (xdg && *xdg) snprintf(buf, sizeof buf, "%s/lathe/models", xdg);
-  else snprintf(buf, sizeof buf, "%s/.cache/lathe/models", home && *home ? home : ".");
+  const char *xdg = setting_str(SET_XDG_CACHE_HOME), *home = setting_str(SET_HOME);
+  if (xdg) snprintf(buf, sizeof buf, "%s/lathe/models", xdg);
+  else snprintf(buf, sizeof buf, "%s/.cache/lathe/models", home ? home : ".");
   return buf;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "hub_internal.h"
+#include "../base/settings.h"
 
 #define DEFAULT_ENDPOINT "https://huggingface.co"
 #define MANIFEST ".lathe-pull.json"
@@ -210,9 +211,9 @@ int hub_pull(const HubRef *ref, const HubPullOptions *opts, const HubProgress *p
              Diag *d) {
   HubPullOptions o = opts ? *opts : (HubPullOptions){0};
   if (!o.revision) o.revision = "main";
-  if (!o.endpoint) o.endpoint = getenv("LATHE_HF_ENDPOINT");
+  if (!o.endpoint) o.endpoint = setting_str(SET_HF_ENDPOINT);
   if (!o.endpoint || !*o.endpoint) o.endpoint = DEFAULT_ENDPOINT;
-  if (!o.token) o.token = getenv("HF_TOKEN");
+  if (!o.token) o.token = setting_str(SET_HF_TOKEN);
   if (o.retries <= 0) o.retries = 3;
   char endpoint[1024];
   snprintf(endpoint, sizeof endpoint, "%s", o.endpoint);

@@ -2,6 +2,7 @@
  * symbol values, allocating every buffer of the program's table on the backend. */
 #include "plan_internal.h"
 #include "../base/clock.h"
+#include "../base/settings.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ Plan *plan_new(const KProgram *kp, Backend *b, Diag *d) {
   p->kp = kp;
   p->b = b;
   p->source = source;
-  const char *prof = getenv("LATHE_PROFILE");
+  const char *prof = setting_str(SET_PROFILE);
   if (prof && !strcmp(prof, "steps")) p->step_profile = 1;
   else if (prof && *prof && strcmp(prof, "0")) {
     size_t n = (size_t)(kp->nkernels ? kp->nkernels : 1) * PROF_PARTS;

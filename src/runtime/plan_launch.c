@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/clock.h"
+#include "../base/notice.h"
 #include "plan_internal.h"
 
 static int graph_applicable(const Plan *p, const RunState *s) {
@@ -131,7 +132,7 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
     Diag gd = {0};
     if (graph_run(p, s, &gd)) return 1;
     /* No replay after all (an old driver, a refused update): launch one by one from now on. */
-    fprintf(stderr, "lathe: graph replay failed (%s); launching kernels one by one\n", gd.msg);
+    notice(NOTICE_WARNING, "graph replay failed (%s); launching kernels one by one\n", gd.msg);
     p->graph_failed = 1;
     if (p->graph) p->b->ops->graph_free(p->b, p->graph);
     p->graph = NULL;
@@ -195,11 +196,11 @@ void plan_print_profile(const Plan *p, const char *what) {
   prof_ms = fn_ms;
   qsort(order, (size_t)nf, sizeof(int), by_time_desc);
   double runs = p->runs ? p->runs : 1;
-  fprintf(stderr, "lathe profile%s%s: %d runs, %.3f ms per run in %d kernels (%d functions):\n", *what ? " of " : "",
+  notice(NOTICE_PROFILE, "lathe profile%s%s: %d runs, %.3f ms per run in %d kernels (%d functions):", *what ? " of " : "",
           what, p->runs, total / runs, p->kp->nkernels, nf);
   for (int i = 0; i < nf; i++) {
     int f = order[i];
-    fprintf(stderr, "  %8.3f ms/run %5.1f%%  %3d x %-32s %.4f ms each\n", fn_ms[f] / runs, total > 0 ? 100 * fn_ms[f] / total : 0,
+    notice(NOTICE_PROFILE, "  %8.3f ms/run %5.1f%%  %3d x %-32s %.4f ms each", fn_ms[f] / runs, total > 0 ? 100 * fn_ms[f] / total : 0,
             count[f], fn[f], fn_ms[f] / runs / count[f]);
   }
   for (int f = 0; f < nf; f++) free(fn[f]);
@@ -211,9 +212,9 @@ void plan_print_profile(const Plan *p, const char *what) {
 
 void plan_print_step_profile(const Plan *p) {
   double n = p->step_runs;
-  fprintf(stderr,
+  notice(NOTICE_PROFILE,
           "lathe step profile: %d graph replays; per replay: host prep %.3f ms, %.1f node updates %.3f ms, launch "
-          "%.3f ms, wait %.3f ms (graph on device %.3f ms), outputs %.3f ms\n",
+          "%.3f ms, wait %.3f ms (graph on device %.3f ms), outputs %.3f ms",
           p->step_runs, p->step_prep_ms / n, p->step_updates / n, p->step_update_ms / n, p->step_launch_ms / n,
           p->step_wait_ms / n, p->step_gpu_ms / n, p->step_out_ms / n);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tile.h"
+#include "../base/settings.h"
 
 const char *target_name(Target t) { return t == TARGET_CUDA ? "cuda" : "cpu"; }
 
@@ -217,8 +218,7 @@ TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fus
   tp->matmul = mm;
   tp->nkernels = p->nkernels;
   tp->kernels = ARENA_ARRAY(p->arena, TileKernel, p->nkernels ? p->nkernels : 1);
-  const char *fd = getenv("LATHE_FLASH_DECODE");
-  int flash_decode_off = fd && !strcmp(fd, "0");
+  int flash_decode_off = !setting_bool(SET_FLASH_DECODE, 1);
   for (int i = 0; i < p->nkernels; i++) {
     tp->kernels[i].k = &p->kernels[i];
     tp->kernels[i].s = schedule_default(p, &p->kernels[i], t);

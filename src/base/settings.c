@@ -1,0 +1,128 @@
+/* The settings table: one entry per environment variable lathe reads. Adding one is a new SettingId and a
+ * row here; `lathe env` lists it from then on. */
+#include "settings.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const SettingInfo table[SET_COUNT] = {
+    {SET_MODEL, "LATHE_MODEL", SETTING_PATH, "", "$XDG_CACHE_HOME/lathe/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+     "the model generate, chat and bench use when none is given"},
+    {SET_CACHE_DIR, "LATHE_CACHE_DIR", SETTING_PATH, "", "$XDG_CACHE_HOME/lathe, else ~/.cache/lathe",
+     "where compiled kernels (CPU .so files, CUDA cubins) are cached"},
+    {SET_CC, "LATHE_CC", SETTING_STRING, "cc", NULL, "the C compiler the CPU backend runs on generated C"},
+    {SET_CPU_BANDWIDTH, "LATHE_CPU_BANDWIDTH", SETTING_NUMBER, "", "none: no floor on the CPU",
+     "this machine's memory bandwidth in GB/s, for bench's decode floor on the CPU"},
+    {SET_PROFILE, "LATHE_PROFILE", SETTING_CHOICE, "0", NULL,
+     "1: device time per kernel function at exit; steps: where a decode step's time goes"},
+    {SET_CUDA_DEVICE, "LATHE_CUDA_DEVICE", SETTING_INT, "0", NULL, "the ordinal of the GPU to run on"},
+    {SET_CUDA_GRAPHS, "LATHE_CUDA_GRAPHS", SETTING_BOOL, "1", NULL,
+     "0: decode steps launch kernels one by one, not as a CUDA graph"},
+    {SET_PDL, "LATHE_PDL", SETTING_BOOL, "1", NULL, "0: no programmatic dependent launch in the decode graph (sm_90)"},
+    {SET_CUBLASLT, "LATHE_CUBLASLT", SETTING_BOOL, "1", NULL,
+     "0: prefill GEMMs run as lathe's own kernels, not cuBLASLt"},
+    {SET_CUBLASLT_TUNE, "LATHE_CUBLASLT_TUNE", SETTING_BOOL, "1", NULL,
+     "0: take cuBLASLt's heuristic first algorithm instead of measuring the candidates"},
+    {SET_FLASH_DECODE, "LATHE_FLASH_DECODE", SETTING_BOOL, "1", NULL,
+     "0: decode attention as three kernels instead of one flash-decoding kernel"},
+    {SET_NVRTC_UNITS, "LATHE_NVRTC_UNITS", SETTING_INT, "16", NULL,
+     "at most this many CUDA translation units compiled in parallel (1: one unit)"},
+    {SET_HF_ENDPOINT, "LATHE_HF_ENDPOINT", SETTING_STRING, "https://huggingface.co", NULL,
+     "the Hugging Face hub (or a mirror) lathe pull downloads from"},
+    {SET_HF_TOKEN, "HF_TOKEN", SETTING_STRING, "", "unset", "the token lathe pull sends for gated models", 1},
+    {SET_CUDA_HOME, "CUDA_HOME", SETTING_PATH, "/usr/local/cuda", NULL,
+     "the CUDA toolkit; NVRTC is loaded from its lib64"},
+    {SET_XDG_CACHE_HOME, "XDG_CACHE_HOME", SETTING_PATH, "", "~/.cache", "the base of the cache and model directories"},
+    {SET_HOME, "HOME", SETTING_PATH, "", "the home directory", "where ~/.cache is, when XDG_CACHE_HOME is unset"},
+};
+
+/* Overrides: owned copies, set by setting_set. */
+static char *override[SET_COUNT];
+static int overridden[SET_COUNT];
+
+const SettingInfo *setting_info(SettingId id) { return id >= 0 && id < SET_COUNT ? &table[id] : NULL; }
+
+const SettingInfo *setting_find(const char *name) {
+  for (int i = 0; i < SET_COUNT; i++)
+    if (!strcmp(table[i].name, name)) return &table[i];
+  return NULL;
+}
+
+const char *setting_type_name(SettingType t) {
+  switch (t) {
+  case SETTING_STRING: return "string";
+  case SETTING_PATH: return "path";
+  case SETTING_BOOL: return "bool";
+  case SETTING_INT: return "integer";
+  case SETTING_NUMBER: return "number";
+  case SETTING_CHOICE: return "choice";
+  }
+  return "?";
+}
+
+const char *setting_str(SettingId id) {
+  if (id < 0 || id >= SET_COUNT) return NULL;
+  const char *v = overridden[id] ? override[id] : getenv(table[id].name);
+  return v && *v ? v : NULL;
+}
+
+const char *setting_source(SettingId id) {
+  if (id < 0 || id >= SET_COUNT) return "default";
+  if (overridden[id]) return override[id] && *override[id] ? "set" : "default";
+  return setting_str(id) ? "env" : "default";
+}
+
+int setting_bool(SettingId id, int def) {
+  const char *v = setting_str(id);
+  if (!v) return def;
+  return !(!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"));
+}
+
+double setting_number(SettingId id, double def, int *ok) {
+  const char *v = setting_str(id);
+  if (ok) *ok = 1;
+  if (!v) return def;
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end) {
+    if (ok) *ok = 0;
+    return def;
+  }
+  return x;
+}
+
+long setting_int(SettingId id, long def, int *ok) {
+  const char *v = setting_str(id);
+  if (ok) *ok = 1;
+  if (!v) return def;
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end) {
+    if (ok) *ok = 0;
+    return def;
+  }
+  return x;
+}
+
+void setting_set(SettingId id, const char *value) {
+  if (id < 0 || id >= SET_COUNT) return;
+  free(override[id]);
+  override[id] = value ? strdup(value) : NULL;
+  overridden[id] = value != NULL;
+}
+
+int settings_cache_root(char *out, size_t n) {
+  const char *v;
+  int len;
+  if ((v = setting_str(SET_CACHE_DIR))) len = snprintf(out, n, "%s", v);
+  else if ((v = setting_str(SET_XDG_CACHE_HOME))) len = snprintf(out, n, "%s/lathe", v);
+  else if ((v = setting_str(SET_HOME))) len = snprintf(out, n, "%s/.cache/lathe", v);
+  else return 0;
+  if (len < 0 || (size_t)len >= n) return 0;
+  while (len > 1 && out[len - 1] == '/') out[--len] = '\0';
+  return 1;
+}

@@ -12,12 +12,16 @@ LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 
+# Kernel templates (CUDA source, src/code/templates/*.cuh), embedded in the binary as C arrays by
+# scripts/embed.c (built first with $(CC): no xxd needed) into build/gen/templates.c.
+TEMPLATES := $(sort $(wildcard src/code/templates/*.cuh))
+
 # Release build
-OBJ     := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRC))
+OBJ     := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRC)) build/obj/gen/templates.o
 CLI_OBJ := $(patsubst src/%.c,build/obj/%.o,$(CLI_SRC))
 # Sanitized build for tests
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-SAN_OBJ  := $(patsubst src/%.c,build/asan/%.o,$(LIB_SRC))
+SAN_OBJ  := $(patsubst src/%.c,build/asan/%.o,$(LIB_SRC)) build/asan/gen/templates.o
 SAN_CLI  := $(patsubst src/%.c,build/asan/%.o,$(CLI_SRC))
 TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
@@ -42,6 +46,22 @@ build/obj/%.o: src/%.c | $(DEPS_STAMP)
 build/asan/%.o: src/%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -MMD -MP -c $< -o $@
+
+build/tools/embed: scripts/embed.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -o $@ $<
+
+build/gen/templates.c: $(TEMPLATES) build/tools/embed
+	@mkdir -p $(dir $@)
+	build/tools/embed $(TEMPLATES) >$@.tmp && mv $@.tmp $@
+
+build/obj/gen/templates.o: build/gen/templates.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -c $< -o $@
+
+build/asan/gen/templates.o: build/gen/templates.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -c $< -o $@
 
 build/asan/lathe: $(SAN_OBJ) $(SAN_CLI)
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS)

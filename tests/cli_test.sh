@@ -14,7 +14,7 @@ expect compile_cuda_global 0 '__global__' -- compile -e "$P" --ir code --target 
 # out of kernel temporaries)
 expect compile_fuse_recompute_model 0 'recomputed per point' -- compile --config llama-3.2-1b --fuse-recompute --ir loop --target cuda
 expect compile_fuse_recompute_code 0 '__global__' -- compile --config llama-3.2-1b --fuse-recompute --ir code --target cuda
-expect compile_c_entry 0 'void rms_norm_0\(void \*const \*bufs' -- compile -e "$P" --ir code --target cpu
+expect compile_c_entry 0 'void rms_norm_0\(void \*const \*lt_bufs' -- compile -e "$P" --ir code --target cpu
 printf '# a program in a file\nx: f32[4, 8]\nw: f32[8]\n\ny = softmax(x * w, -1)\n' >"$tmp/prog.lt"
 expect compile_file 0 'for ' -- compile "$tmp/prog.lt" --ir loop
 if "$LATHE" compile "$tmp/prog.lt" -o "$tmp/out.c" >"$tmp/out" 2>&1 && [ ! -s "$tmp/out" ] && grep -q 'void softmax_0' "$tmp/out.c"; then

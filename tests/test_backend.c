@@ -305,7 +305,7 @@ static void test_plan_run_add(void **state) {
   Backend *b = backend_cpu_new(&d);
   Plan *p = plan_new(ap->lt, sb_str(&ap->src), b, &d);
   if (!p) fail_msg("plan_new: %s", d.msg);
-  assert_contains(plan_source(p), "void add_0(void *const *bufs, const int64_t *syms)");
+  assert_contains(plan_source(p), "void add_0(void *const *lt_bufs, const int64_t *lt_syms)");
 
   float a[37], bb[37], out[37];
   for (int i = 0; i < 37; i++) a[i] = (float)i, bb[i] = 100.0f - (float)i, out[i] = -1.0f;

@@ -339,12 +339,12 @@ static void test_c_text(void **state) {
   assert_true(render_c(&src, kp, &d));
   const char *s = sb_str(&src);
   assert_contains(s, "#include <stdint.h>");
-  assert_contains(s, "void add_0(void *const *bufs, const int64_t *syms) {");
-  assert_contains(s, "float *restrict y = (float *)bufs[0];");
-  assert_contains(s, "const float *restrict a = (const float *)bufs[1];");
-  assert_contains(s, "const int64_t seq = syms[0];");
+  assert_contains(s, "void add_0(void *const *lt_bufs, const int64_t *lt_syms) {");
+  assert_contains(s, "float *restrict y = (float *)lt_bufs[0];");
+  assert_contains(s, "const float *restrict a = (const float *)lt_bufs[1];");
+  assert_contains(s, "const int64_t seq = lt_syms[0];");
   assert_contains(s, "#pragma omp parallel for schedule(static)");
-  assert_contains(s, "uint16_t *restrict y = (uint16_t *)bufs[0];");
+  assert_contains(s, "uint16_t *restrict y = (uint16_t *)lt_bufs[0];");
   assert_contains(s, "(-INFINITY)");
   assert_contains(s, "9.99999975e-06f"); /* eps = 1e-5 to f32, round-tripping digits */
   assert_contains(s, "lt_maxi(");

@@ -14,6 +14,7 @@ typedef struct Case {
   char *src;     /* malloc'ed */
   char dims[64]; /* "seq=7,kv=9" */
   FusionPolicy fusion;
+  const char *cuda_has; /* text the CUDA C must contain (the template kernel the case is for), or NULL */
 } Case;
 
 static Case cases[1024];
@@ -81,6 +82,8 @@ static void run_case(void **state) {
   if (!nvrtc_compile(sb_str(&g->code), "sm_90", &cubin, &size, &d))
     fail_msg("%s: NVRTC failed: %s\n%s", tc->name, d.msg, sb_str(&g->code));
   assert_true(size > 0);
+  if (tc->cuda_has && !strstr(sb_str(&g->code), tc->cuda_has))
+    fail_msg("%s: the CUDA C has no %s", tc->name, tc->cuda_has);
   free(cubin);
   compilation_free(g);
 }
@@ -257,6 +260,35 @@ static void build_cases(void) {
              "o = reshape(permute(a, [0, 2, 1, 3]), [1, seq, 64])\n"
              "y = x + linear(o, wo)");
   }
+  /* Names: a program's inputs, intermediates and dimensions named like the generated code's own names
+   * (the lt_ locals of the template kernels and helpers, the loop variables i0 / j0 / r0, temporaries
+   * acc0 / ld0_0 / s / o, CSE values v0, shared arrays smem0, C's lt_bufs / lt_syms, header macros
+   * like NAN, names of the implementation like _x, keywords of C++ only): each must stay a name of its
+   * own. On CUDA: the tensor-core GEMM (issue 13's program), flash attention, flash-decoding, a
+   * reduction with warp shuffles. */
+  add_case("names_linear_issue13", "seq=37", 0, "lt_M: f32[seq,256]; w: bf16[512,256]; y = linear(lt_M, w)");
+  cases[ncases - 1].cuda_has = "linear_0_mma(";
+  add_case("names_gemm", "lt_seq=130", 0,
+           "lt_M: f32[1, lt_seq, 64]; lt_nw: bf16[64]; lt_acc: bf16[96, 64]; lt_c: bf16[96, 64]; acc0: bf16[64, 96]; "
+           "lt_A: bf16[64, 64]\n"
+           "lt_tid = rms_norm(lt_M, lt_nw, 1e-6)\nlt_v = silu(linear(lt_tid, lt_acc)) * linear(lt_tid, lt_c)\n"
+           "lt_scratch = lt_M + linear(lt_v, acc0)\nlt_planes = linear(lt_tid, lt_A)\nreturn lt_scratch, lt_planes");
+  cases[ncases - 1].cuda_has = "lt_mma_bf16(lt_c[lt_mt][lt_j]";
+  add_case("names_flash", "lt_t=130", 0,
+           "lt_q: f32[1,4,lt_t,32]; lt_k: f32[1,2,lt_t,32]; lt_sk: f32[1,2,lt_t,32]\n"
+           "lt_s = attention(lt_q, lt_k, lt_sk, true)\nlt_o = reshape(permute(lt_s, [0, 2, 1, 3]), [1, lt_t, 128])\n"
+           "return lt_o");
+  cases[ncases - 1].cuda_has = "_flash(";
+  add_case("names_flash_decode", "lt_tend=300", 0,
+           "lt_q: f32[1,6,1,32]; lt_C: f32[1,3,lt_tend,32]; lt_acc: f32[1,3,lt_tend,32]\n"
+           "s = attention(lt_q, lt_C, lt_acc, true)\no = s * 2\nreturn o, s");
+  cases[ncases - 1].cuda_has = "lt_salpha";
+  add_case("names_reduce", "lt_off=127", 0,
+           "lt_off: f32[3, lt_off]; v0: f32[lt_off]; NAN: f32[3, 1]; _x: f32[lt_off]\n"
+           "i0 = sum(lt_off * v0, -1)\nr0 = softmax(lt_off + NAN, -1)\nsmem0 = argmax(lt_off, -1)\n"
+           "ld0_0 = max(lt_off, 0) + _x\nor = rms_norm(lt_off, _x, 1e-6)\nlt_bufs = mean(lt_off, -1)\n"
+           "lt_syms = lt_off - NAN\nreturn i0, r0, smem0, ld0_0, or, lt_bufs, lt_syms");
+  cases[ncases - 1].cuda_has = "lt_off";
   add_case("return_input", NULL, 0, "x: f32[3]; y: f32[3]\nz = x + y\nreturn x, z, z");
 }
 

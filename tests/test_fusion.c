@@ -18,7 +18,7 @@ static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
     distinct += kk->alt && kk->alt->pre && kk->alt->pre->code_name == NULL; /* its tensor-core pre-pass */
   }
   /* The code stage has exactly one entry point per distinct kernel or variant. */
-  const char *code = sb_str(&c->code), *needle = t == TARGET_CUDA ? "__global__" : "(void *const *bufs";
+  const char *code = sb_str(&c->code), *needle = t == TARGET_CUDA ? "__global__" : "(void *const *lt_bufs";
   int found = 0;
   for (const char *p = code; (p = strstr(p, needle)); p++) found++;
   assert_int_equal(found, distinct);

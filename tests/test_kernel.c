@@ -348,10 +348,10 @@ static void mma_variant(int parts) {
   assert_contains(shown, "after its pre-pass:\nkernel gemm_bf16_mma_pack(");
   assert_contains(shown, parts == 2 ? "pack A into 2 bf16 planes of scratch" : "pack A into 1 bf16 plane of scratch");
   free(shown);
-  assert_true((strstr(code, "lt_planes[lt_M * 32LL + lt_p] =") != NULL) == (parts == 2));
-  assert_contains(code, parts == 2 ? "unsigned short lt_sa[2][2][64][40];" : "unsigned short lt_sa[3][1][64][40];");
-  assert_contains(code, "lt_mma_bf16(lt_c[lt_mt][lt_j], lt_a[lt_s][lt_mt], lt_b[lt_j][0], lt_b[lt_j][1]);");
-  assert_contains(code, "lt_cp_async16(lt_smem_u32(&lt_sb[lt_nbuf][lt_row][lt_kc]), w + lt_wi);");
+  /* the templates' constants (mma.cuh): planes, k = 64, one weight, bk 32, ring buffers, no split */
+  assert_contains(code, parts == 2 ? "lt_mma_pack<2, 64LL, 1024>(" : "lt_mma_pack<1, 64LL, 1024>(");
+  assert_contains(code, parts == 2 ? "lt_mma<1, 2, 32, 2, 64LL, " : "lt_mma<1, 1, 32, 3, 64LL, ");
+  assert_contains(code, "return w + lt_wi;"); /* the weight's element address */
   sb_free(&src);
   StrBuf c = {0};
   assert_false(render_c(&c, kp, &d)); /* the CPU has no tensor cores */
@@ -412,9 +412,7 @@ static void test_mma_split_k(void **state) {
   Diag d = {0};
   assert_true(render_cuda(&src, kp, &d));
   const char *code = sb_str(&src);
-  assert_contains(code, "const int lt_S = (int)((i64)gridDim.x / lt_tiles), lt_split = (int)((i64)blockIdx.x / lt_tiles);");
-  assert_contains(code, "atomicAdd(&lt_scratch[lt_tile], 1u)");
-  assert_contains(code, "if (lt_arrived_last) lt_scratch[lt_tile] = 0;");
+  assert_contains(code, "lt_mma<1, 2, 32, 2, 1568LL, 96LL, true, 1024>("); /* split k (mma.cuh) */
   char *shown = printed(kp);
   assert_contains(shown, "sum over r0 < 1568 (split over up to 8 blocks) of ");
   free(shown);
@@ -427,8 +425,7 @@ static void test_mma_split_k(void **state) {
   assert_int_equal(eval_grid(kp->kernels[0].alt, 37), 1);
   src = (StrBuf){0};
   assert_true(render_cuda(&src, kp, &d));
-  assert_contains(sb_str(&src), "const int lt_S = 1, lt_split = 0;");
-  assert_null(strstr(sb_str(&src), "atomicAdd"));
+  assert_contains(sb_str(&src), "lt_mma<1, 2, 32, 2, 1568LL, 96LL, false, 1024>("); /* no split, no counter */
   sb_free(&src);
   arena_free(z.a);
 
@@ -475,10 +472,9 @@ static void test_mma_library_form(void **state) {
   assert_true(render_cuda(&src, kp, &d));
   const char *code = sb_str(&src);
   assert_contains(code, "gemm_mma_epilogue(");
-  assert_contains(code, "const float *lt_prod = (const float *)(lt_scratch + 1024 + lt_M * 1568LL);");
-  assert_contains(code, "lt_row0 = lt_wi / 1568LL;");
-  /* the hi plane's product and the lo plane's, M rows below (one GEMM of 2M rows) */
-  assert_contains(code, "lt_prod[lt_M * 0LL + i0 * 96LL + lt_row0] + lt_prod[lt_M * 96LL + i0 * 96LL + lt_row0]");
+  /* two planes, k = 1568, 96 columns, the product at 0 with 96 rows (the lo plane's M rows below it) */
+  assert_contains(code, "lt_mma_epilogue<1, 2, 1568LL, 96LL, 1024, 0LL, 96LL, 0LL, 0LL>(");
+  assert_contains(code, "return lt_wi / 1568LL;");
   char *shown = printed(kp);
   assert_contains(shown, "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with w [96, 1568], then:");
   assert_contains(shown, "each sum read from the products in the scratch");

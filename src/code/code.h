@@ -1,8 +1,8 @@
 /* Code stage: source text for one target from the kernel stage.
  *
  * ABI of generated code (the backends rely on it):
- *  - C (cpu): per kernel, `void NAME(void *const *bufs, const int64_t *syms)` with external linkage;
- *    bufs[i] is the i-th KParam's buffer, syms[j] the value of KKernel.syms[j].
+ *  - C (cpu): per kernel, `void NAME(void *const *lt_bufs, const int64_t *lt_syms)` with external linkage;
+ *    lt_bufs[i] is the i-th KParam's buffer, lt_syms[j] the value of KKernel.syms[j].
  *  - CUDA: per kernel, `extern "C" __global__ void NAME(T0 *b0, ..., const long long *lt_syms)` with
  *    the buffer parameters in KParam order, then, if the kernel uses symbols, a device pointer to the
  *    program's symbol table (LProgram.symbols order) from which it reads their values; launched with

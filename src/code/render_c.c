@@ -51,14 +51,14 @@ void rc_c_kernel(Render *R, const KKernel *kk) {
     rc_kernel_end(R);
     return;
   }
-  sb_printf(o, "\nvoid %s(void *const *bufs, const int64_t *syms) {\n", kk->name);
-  sb_puts(o, "  (void)bufs;\n  (void)syms;\n");
+  sb_printf(o, "\nvoid %s(void *const *lt_bufs, const int64_t *lt_syms) {\n", kk->name);
+  sb_puts(o, "  (void)lt_bufs;\n  (void)lt_syms;\n");
   for (int i = 0; i < kk->nparams; i++) {
     const KParam *p = &kk->params[i];
     const char *t = rc_storage_type(R, R->lp->bufs[p->buf].dtype), *c = p->is_output ? "" : "const ";
-    sb_printf(o, "  %s%s *restrict %s = (%s%s *)bufs[%d];\n", c, t, R->buf_name[p->buf], c, t, i);
+    sb_printf(o, "  %s%s *restrict %s = (%s%s *)lt_bufs[%d];\n", c, t, R->buf_name[p->buf], c, t, i);
   }
-  for (int i = 0; i < kk->nsyms; i++) sb_printf(o, "  const int64_t %s = syms[%d];\n", R->sym_name[i], i);
+  for (int i = 0; i < kk->nsyms; i++) sb_printf(o, "  const int64_t %s = lt_syms[%d];\n", R->sym_name[i], i);
   rc_body(R, 1);
   sb_puts(o, "}\n");
   rc_kernel_end(R);
@@ -69,7 +69,7 @@ int render_c(StrBuf *out, const KProgram *kp, Diag *d) {
   R.out = out;
   R.kp = kp;
   R.d = d;
-  R.cuda = 0;
+  R.dl = &rc_dialect_c;
   sb_puts(out, c_preamble);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];

@@ -14,7 +14,7 @@ void rc_fail(Render *R, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    diag_error(R->d, 0, 0, "%s: kernel %s: %s", R->cuda ? "render_cuda" : "render_c", R->kk ? R->kk->name : "?", msg);
+    diag_error(R->d, 0, 0, "%s: kernel %s: %s", R->dl->renderer, R->kk ? R->kk->name : "?", msg);
   }
   R->failed = 1;
 }
@@ -61,17 +61,31 @@ static void names_free(NameSet *ns) {
   memset(ns, 0, sizeof *ns);
 }
 
-/* Words the generated code itself uses or the languages reserve. */
+/* Names. The generated code's own names are in a namespace no name of the program can enter:
+ *  - every name the renderers write literally (locals and helpers of the preamble and of the template
+ *    kernels: lt_tid, lt_acc, lt_f32_to_bf16, lt_bufs, ...) begins with "lt_";
+ *  - every other name (buffers, symbols, loop variables, temporaries, shared arrays, CSE values) comes
+ *    from unique_name, which never returns a name beginning with "lt_" or "_" (the implementation's,
+ *    and NVRTC's) or without a lower-case letter (macros of the C headers: NAN, M_PI, INT64_MAX), and
+ *    never one of the words below: the languages' keywords and the types, functions and built-ins the
+ *    generated expressions name, a fixed list of the languages, not of the generated code. */
 static const char *const reserved[] = {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
-    "bool", "true", "false", "class", "new", "delete", "this", "template", "typename", "namespace", "using",
-    "operator", "private", "public", "protected", "friend", "virtual", "asm", "try", "catch", "throw", "main",
-    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "bufs", "syms", "i64", "int64_t", "int32_t",
-    "uint16_t", "uint8_t", "uint32_t", "INFINITY", "NAN", "expf", "logf", "sqrtf", "tanhf", "erff", "sinf",
-    "cosf", "powf", "fmaxf", "fminf", "fabsf", "lt_off", "lt_f16_to_f32", "lt_f32_to_f16", "lt_bf16_to_f32",
-    "lt_f32_to_bf16", "lt_f16_round", "lt_bf16_round", "lt_maxi", "lt_mini", "lt_absi", "lt_q", "lt_u2", "lt_u4", NULL};
+    /* C and C++ keywords (C++ because CUDA C is C++), including C++'s alternative operator spellings */
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+    "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
+    "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "main",
+    /* types: <stdint.h>'s and the CUDA preamble's */
+    "i64", "int64_t", "int32_t", "int16_t", "int8_t", "uint64_t", "uint32_t", "uint16_t", "uint8_t", "uintptr_t",
+    /* functions the generated expressions call, and CUDA's built-in variables and functions */
+    "expf", "logf", "sqrtf", "tanhf", "erff", "sinf", "cosf", "powf", "fmaxf", "fminf", "fabsf", "max", "min",
+    "math_errhandling", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "atomicAdd", "atomicMax",
+    "atomicMin", "atomicExch", "atomicCAS", NULL};
 
 int rc_is_identifier(const char *s) {
   if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return 0;
@@ -80,16 +94,32 @@ int rc_is_identifier(const char *s) {
   return 1;
 }
 
-/* A C identifier close to `base`, not used before in this kernel. */
+/* Whether a C identifier may name something of the program: see the comment on reserved[]. */
+static int outside_generated_namespace(const char *s) {
+  if (s[0] == '_' || (s[0] == 'l' && s[1] == 't' && (s[2] == '_' || !s[2]))) return 0;
+  for (; *s; s++)
+    if (islower((unsigned char)*s)) return 1;
+  return 0;
+}
+
+/* A C identifier close to `base`, not used before in this kernel and outside the generated namespace
+ * (a program's lt_M becomes u_lt_M, _x u_x, NAN u_NAN). The "_k" suffix of a repeated name cannot
+ * move a name into it: "u_" or the name's first characters stay in front. */
 static const char *unique_name(Render *R, const char *base);
 const char *rc_unique_name(Render *R, const char *base) { return unique_name(R, base); }
 static const char *unique_name(Render *R, const char *base) {
-  char buf[96];
+  char buf[96], raw[64];
   size_t n = 0;
   if (!base || !*base) base = "x";
-  if (isdigit((unsigned char)base[0])) buf[n++] = '_';
-  for (const char *c = base; *c && n < 60; c++) buf[n++] = isalnum((unsigned char)*c) ? *c : '_';
-  buf[n] = 0;
+  for (const char *c = base; *c && n < 60; c++) raw[n++] = isalnum((unsigned char)*c) ? *c : '_';
+  raw[n] = 0;
+  n = 0;
+  if (!outside_generated_namespace(raw) || isdigit((unsigned char)raw[0])) {
+    buf[n++] = 'u';
+    if (raw[0] != '_') buf[n++] = '_';
+  }
+  memcpy(buf + n, raw, strlen(raw) + 1);
+  n += strlen(raw);
   if (!names_has(&R->names, buf)) return names_add(&R->names, buf);
   for (int k = 1;; k++) {
     snprintf(buf + n, sizeof buf - n, "_%d", k);
@@ -171,31 +201,49 @@ void rc_kernel_end(Render *R) {
   names_free(&R->names);
 }
 
+/* ---- dialects ---- */
+
+const Dialect rc_dialect_c = {
+    .renderer = "render_c", .target = "CPU", .i64 = "int64_t", .i32 = "int32_t", .u16 = "uint16_t", .u8 = "uint8_t",
+    .bool_compute = "int", .nan = "NAN", .inf = "INFINITY",
+    .parallel_for = "#pragma omp parallel for schedule(static)",
+};
+
+const Dialect rc_dialect_cuda = {
+    .renderer = "render_cuda", .target = "CUDA", .i64 = "i64", .i32 = "int", .u16 = "unsigned short",
+    .u8 = "unsigned char", .bool_compute = "bool", .nan = "__int_as_float(0x7fffffff)",
+    .inf = "__int_as_float(0x7f800000)",
+    .hw = {"((i64)threadIdx.x)", "((i64)blockIdx.x)", "((i64)(threadIdx.x & 31u))", "((i64)(threadIdx.x >> 5))",
+           "((i64)blockDim.x)"},
+    .shared = "__shared__", .barrier = "__syncthreads();", .shuffle_xor = "__shfl_xor_sync(0xffffffffu, %s, %s)",
+    .bits_to_float = "__uint_as_float", .vec2 = "lt_u2", .vec4 = "lt_u4", .templates = 1,
+};
+
 /* ---- types ---- */
 
 const char *rc_compute_type(const Render *R, DType t) {
   if (dtype_is_float(t)) return "float";
-  if (t == DT_BOOL) return R->cuda ? "bool" : "int";
-  return R->cuda ? "i64" : "int64_t";
+  if (t == DT_BOOL) return R->dl->bool_compute;
+  return R->dl->i64;
 }
 
 const char *rc_storage_type(const Render *R, DType t) {
   switch (t) {
   case DT_F32: return "float";
-  case DT_F16: case DT_BF16: return R->cuda ? "unsigned short" : "uint16_t";
-  case DT_I32: return R->cuda ? "int" : "int32_t";
-  case DT_I64: return R->cuda ? "i64" : "int64_t";
-  case DT_BOOL: return R->cuda ? "unsigned char" : "uint8_t";
+  case DT_F16: case DT_BF16: return R->dl->u16;
+  case DT_I32: return R->dl->i32;
+  case DT_I64: return R->dl->i64;
+  case DT_BOOL: return R->dl->u8;
   default: return "void";
   }
 }
 
-static const char *i64_name(const Render *R) { return R->cuda ? "i64" : "int64_t"; }
+static const char *i64_name(const Render *R) { return R->dl->i64; }
 
 /* ---- statements ---- */
 
 static void refuse(Render *R, const char *what) {
-  rc_fail(R, "uses %s, which the %s target does not have", what, R->cuda ? "CUDA" : "CPU");
+  rc_fail(R, "uses %s, which the %s target does not have", what, R->dl->target);
 }
 
 static void put_store(Render *R, const KStmt *s, int level) {
@@ -204,7 +252,7 @@ static void put_store(Render *R, const KStmt *s, int level) {
   DType bt;
   Expr *roots[2] = {NULL, s->value};
   if (s->space == MEM_SHARED) {
-    if (!R->cuda) {
+    if (!R->dl->shared) {
       refuse(R, "shared memory");
       return;
     }
@@ -271,9 +319,18 @@ void rc_put_assign(Render *R, int level, const char *lhs, Expr *value) {
   rc_cse_end(R);
 }
 
+void rc_put_return(Render *R, int level, Expr *value) {
+  Expr *roots[1] = {value};
+  rc_cse_begin(R, roots, 1, level);
+  sb_indent(R->out, level);
+  sb_puts(R->out, "return ");
+  rc_put_ref(R, R->out, roots[0]);
+  sb_puts(R->out, ";\n");
+  rc_cse_end(R);
+}
 
 static void put_warp_reduce(Render *R, const KStmt *s, int level) {
-  if (!R->cuda) {
+  if (!R->dl->shuffle_xor) {
       refuse(R, "warp shuffles");
       return;
     }
@@ -284,7 +341,7 @@ static void put_warp_reduce(Render *R, const KStmt *s, int level) {
   const char *t = R->tmp_name[s->tmp];
   int fl = dtype_is_float(R->kk->tmp_dtype[s->tmp]);
   char shfl[160];
-  snprintf(shfl, sizeof shfl, "__shfl_xor_sync(0xffffffffu, %s, lt_off)", t);
+  snprintf(shfl, sizeof shfl, R->dl->shuffle_xor, t, "lt_off");
   StrBuf *o = R->out;
   sb_indent(o, level);
   sb_puts(o, "#pragma unroll\n");
@@ -312,7 +369,7 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   sb_printf(o, "%s ", rc_compute_type(R, s->dtype));
   for (int i = 0; i < s->count; i++) sb_printf(o, "%s%s", i ? ", " : "", R->tmp_name[s->tmp + i]);
   sb_puts(o, ";\n");
-  if (!R->cuda) {
+  if (!R->dl->bits_to_float) {
     for (int i = 0; i < s->count; i++) {
       Expr *at = ex_add(R->pool, roots[0], ex_int(R->pool, i));
       sb_indent(o, level);
@@ -325,7 +382,7 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   }
   int per = (int)(16 / size) < s->count ? (int)(16 / size) : s->count; /* elements per vector */
   int words = per * (int)size / 4;
-  const char *vt = words == 1 ? "unsigned int" : words == 2 ? "lt_u2" : "lt_u4";
+  const char *vt = words == 1 ? "unsigned int" : words == 2 ? R->dl->vec2 : R->dl->vec4;
   for (int c = 0; c < s->count; c += per) {
     sb_indent(o, level);
     sb_printf(o, "{\n");
@@ -342,8 +399,8 @@ static void put_vload(Render *R, const KStmt *s, int level) {
       sb_indent(o, level + 1);
       sb_printf(o, "%s = ", R->tmp_name[s->tmp + c + e]);
       switch (s->dtype) {
-      case DT_F32: sb_printf(o, "__uint_as_float(%s);\n", word); break;
-      case DT_I32: sb_printf(o, "(i64)(int)%s;\n", word); break;
+      case DT_F32: sb_printf(o, "%s(%s);\n", R->dl->bits_to_float, word); break;
+      case DT_I32: sb_printf(o, "(%s)(%s)%s;\n", R->dl->i64, R->dl->i32, word); break;
       case DT_F16: sb_printf(o, "lt_f16_to_f32(%s);\n", half); break;
       default: sb_printf(o, "lt_bf16_to_f32(%s);\n", half); break;
       }
@@ -361,7 +418,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     put_children(R, s, level);
     return;
   case KS_FOR: case KS_PARFOR: {
-    if (s->kind == KS_PARFOR && R->cuda) {
+    if (s->kind == KS_PARFOR && !R->dl->parallel_for) {
       refuse(R, "parallel-for");
       return;
     }
@@ -376,7 +433,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     }
     if (s->kind == KS_PARFOR) {
       sb_indent(o, level);
-      sb_puts(o, "#pragma omp parallel for schedule(static)\n");
+      sb_printf(o, "%s\n", R->dl->parallel_for);
     }
     sb_indent(o, level);
     sb_printf(o, "for (%s %s = ", i64_name(R), v);
@@ -425,32 +482,32 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
   }
   case KS_STORE: put_store(R, s, level); return;
   case KS_SMEM:
-    if (!R->cuda) {
+    if (!R->dl->shared) {
       refuse(R, "shared memory");
       return;
     }
     sb_indent(o, level);
-    sb_printf(o, "__shared__ %s %s[%d];\n", rc_compute_type(R, s->dtype), R->smem_name[s->buf], s->count);
+    sb_printf(o, "%s %s %s[%d];\n", R->dl->shared, rc_compute_type(R, s->dtype), R->smem_name[s->buf], s->count);
     return;
   case KS_BARRIER:
-    if (!R->cuda) {
+    if (!R->dl->barrier) {
       refuse(R, "barriers");
       return;
     }
     sb_indent(o, level);
-    sb_puts(o, "__syncthreads();\n");
+    sb_printf(o, "%s\n", R->dl->barrier);
     return;
   case KS_WARP_REDUCE: put_warp_reduce(R, s, level); return;
   case KS_VLOAD: put_vload(R, s, level); return;
   case KS_MMA:
-    if (!R->cuda) {
+    if (!R->dl->templates) {
       refuse(R, "tensor-core matrix multiply");
       return;
     }
     rc_put_mma(R, s, level);
     return;
   case KS_FLASH:
-    if (!R->cuda) {
+    if (!R->dl->templates) {
       refuse(R, "flash attention");
       return;
     }
@@ -495,9 +552,9 @@ int code_dedupe(KProgram *kp, Diag *d) {
     R.out = &t;
     R.kp = kp;
     R.d = d;
-    R.cuda = kp->target == TARGET_CUDA;
+    R.dl = kp->target == TARGET_CUDA ? &rc_dialect_cuda : &rc_dialect_c;
     R.canonical = 1;
-    (R.cuda ? rc_cuda_kernel : rc_c_kernel)(&R, kk);
+    (kp->target == TARGET_CUDA ? rc_cuda_kernel : rc_c_kernel)(&R, kk);
     if (R.failed) {
       ok = 0;
       sb_free(&t);
@@ -550,15 +607,4 @@ void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int
             (long long)ext[i]);
     stride *= ext[i];
   }
-}
-
-void rc_put_arrive(Render *R, int level, const char *counter, const char *total) {
-  rc_line(R, level, "__threadfence();");
-  rc_line(R, level, "__syncthreads();");
-  rc_line(R, level, "__shared__ int lt_arrived_last;");
-  rc_line(R, level, "if (lt_tid == 0) {");
-  rc_line(R, level + 1, "lt_arrived_last = atomicAdd(&lt_scratch[%s], 1u) == (unsigned int)%s - 1;", counter, total);
-  rc_line(R, level + 1, "if (lt_arrived_last) lt_scratch[%s] = 0;", counter);
-  rc_line(R, level, "}");
-  rc_line(R, level, "__syncthreads();");
 }

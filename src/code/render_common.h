@@ -14,6 +14,26 @@ typedef struct NameSet {
 
 typedef struct CseMap CseMap;
 
+/* What the renderers write for one target language: the shared walker (render_common.c,
+ * render_expr.c) reads these instead of testing for a target, so another C-like language (OpenCL C,
+ * say) is one more table, a preamble and its kernel signature. NULL: the language lacks the feature,
+ * and a kernel that needs it fails to render with a clear error. */
+typedef struct Dialect {
+  const char *renderer, *target;       /* "render_cuda", "CUDA": error messages */
+  const char *i64, *i32, *u16, *u8;   /* integer types (u16: f16/bf16 storage, u8: bool storage) */
+  const char *bool_compute;           /* a bool value inside a kernel */
+  const char *nan, *inf;              /* float constants */
+  const char *hw[5];                  /* HwIndex order: thread, block, lane, warp, block size */
+  const char *shared;                 /* qualifier of block-shared arrays */
+  const char *barrier;                /* the statement that synchronises a block */
+  const char *shuffle_xor;            /* printf format of (value, lane mask): value exchanged in a warp */
+  const char *bits_to_float;          /* reinterprets 32 bits as a float (vector loads; NULL: element loads) */
+  const char *vec2, *vec4;            /* 8- and 16-byte vector types of 32-bit words */
+  const char *parallel_for;           /* the line before a KS_PARFOR loop */
+  int templates;                      /* the template kernels (templates/ *.cuh: KS_MMA, KS_FLASH) */
+} Dialect;
+extern const Dialect rc_dialect_c, rc_dialect_cuda;
+
 typedef struct Render {
   StrBuf *out;
   const KProgram *kp;
@@ -21,7 +41,7 @@ typedef struct Render {
   const KKernel *kk;
   ExprPool *pool;
   Diag *d;
-  int cuda; /* 1: CUDA C, 0: C */
+  const Dialect *dl; /* the target language */
   int failed;
   const char **buf_name; /* by LBuf id; NULL for buffers that are not parameters of this kernel */
   const char *sym_name[16];
@@ -55,6 +75,8 @@ int rc_is_identifier(const char *s);
 void rc_put_stmt(Render *R, const KStmt *s, int level);
 /* `lhs = value;` at `level`, with value's repeated subexpressions named first. */
 void rc_put_assign(Render *R, int level, const char *lhs, Expr *value);
+/* `return value;` at `level`, likewise (the body of a template kernel's expression function). */
+void rc_put_return(Render *R, int level, Expr *value);
 /* render_expr.c: the row-major flat index of buffer b at idx[0..n); a use of e (its CSE name when it
  * has one); a load as a computed value; e as float. */
 Expr *rc_flat_index(Render *R, const LBuf *b, int n, Expr *const *idx);
@@ -72,10 +94,6 @@ const char *rc_unique_name(Render *R, const char *base);
 void rc_line(Render *R, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Declares axis variables vars[] (extents ext[], last fastest) from the flat index `flat`. */
 void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int n, const char *flat);
-/* CUDA: after this block stored its part, counts it on counter `counter` of the scratch (kernel.h)
- * of `total` parts: lt_arrived_last is then 1 in the block that arrived last, which has reset the
- * counter and, after a __threadfence(), sees every part. */
-void rc_put_arrive(Render *R, int level, const char *counter, const char *total);
 /* CUDA: a KS_MMA statement (render_mma.c). */
 void rc_put_mma(Render *R, const KStmt *s, int level);
 /* CUDA: a KS_FLASH statement (render_flash.c; flash-decoding: render_flash_decode.c). */

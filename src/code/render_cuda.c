@@ -3,108 +3,10 @@
 #include <string.h>
 #include "../backend/source_units.h"
 #include "render_common.h"
+#include "templates.h"
 
-static const char cuda_preamble[] =
-    "typedef long long i64;\n"
-    "struct alignas(8) lt_u2 { unsigned int x, y; };\n"
-    "struct alignas(16) lt_u4 { unsigned int x, y, z, w; };\n"
-    "\n"
-    "static __device__ __forceinline__ float lt_f16_to_f32(unsigned short h) {\n"
-    "  float f;\n"
-    "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
-    "  return f;\n"
-    "}\n"
-    "static __device__ __forceinline__ unsigned short lt_f32_to_f16(float f) {\n"
-    "  unsigned short h;\n"
-    "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
-    "  return h;\n"
-    "}\n"
-    "static __device__ __forceinline__ float lt_bf16_to_f32(unsigned short h) {\n"
-    "  return __uint_as_float(((unsigned int)h) << 16);\n"
-    "}\n"
-    "static __device__ __forceinline__ unsigned short lt_f32_to_bf16(float f) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "  unsigned short h;\n"
-    "  asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
-    "  return h;\n"
-    "#else\n"
-    "  unsigned int x = __float_as_uint(f);\n"
-    "  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);\n"
-    "  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
-    "#endif\n"
-    "}\n"
-    "static __device__ __forceinline__ float lt_f16_round(float f) { return lt_f16_to_f32(lt_f32_to_f16(f)); }\n"
-    "static __device__ __forceinline__ float lt_bf16_round(float f) { return lt_bf16_to_f32(lt_f32_to_bf16(f)); }\n"
-    "static __device__ __forceinline__ i64 lt_maxi(i64 a, i64 b) { return a > b ? a : b; }\n"
-    "static __device__ __forceinline__ i64 lt_mini(i64 a, i64 b) { return a < b ? a : b; }\n"
-    "static __device__ __forceinline__ i64 lt_absi(i64 a) { return a < 0 ? -a : a; }\n"
-    "/* c += a (16x16 bf16) * b (16x8 bf16) on tensor cores; only tensor-core kernels (KS_MMA) call it */\n"
-    "static __device__ __forceinline__ void lt_mma_bf16(float *c, const unsigned int *a, unsigned int b0, unsigned int b1) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, \"\n"
-    "               \"{%0,%1,%2,%3};\" : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
-    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
-    "#else\n"
-    "  __trap(); /* bf16 mma needs sm_80 */\n"
-    "#endif\n"
-    "}\n"
-    "/* Programmatic dependent launch (sm_90): every kernel lets the next one be scheduled, then waits\n"
-    "   until the kernel before it has completed and its writes are visible. Without a programmatic\n"
-    "   edge (ordinary launches, older GPUs) both are no-ops. */\n"
-    "static __device__ __forceinline__ void lt_pdl(void) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
-    "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
-    "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
-    "#endif\n"
-    "}\n"
-    "/* shared-memory staging of tensor-core kernels: addresses, 16-byte asynchronous copies, ldmatrix */\n"
-    "static __device__ __forceinline__ unsigned int lt_smem_u32(const void *p) {\n"
-    "  unsigned int r;\n"
-    "  asm(\"{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\" : \"=r\"(r) : \"l\"(p));\n"
-    "  return r;\n"
-    "}\n"
-    "static __device__ __forceinline__ void lt_cp_async16(unsigned int dst, const void *src) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"(dst), \"l\"(src) : \"memory\");\n"
-    "#else\n"
-    "  __trap();\n"
-    "#endif\n"
-    "}\n"
-    "static __device__ __forceinline__ void lt_cp_async_commit(void) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "  asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
-    "#endif\n"
-    "}\n"
-    "template <int N> static __device__ __forceinline__ void lt_cp_async_wait_group(void) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "  asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(N) : \"memory\");\n"
-    "#endif\n"
-    "}\n"
-    "static __device__ __forceinline__ void lt_ldsm_x4(unsigned int *r, unsigned int addr) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
-    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
-    "#else\n"
-    "  __trap();\n"
-    "#endif\n"
-    "}\n"
-    "static __device__ __forceinline__ void lt_ldsm_x4_trans(unsigned int *r, unsigned int addr) {\n"
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
-    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
-    "#else\n"
-    "  __trap();\n"
-    "#endif\n"
-    "}\n"
-    "/* two f32 values as a bf16 pair (the first in the low half), rounded, or split into hi + lo pairs */\n"
-    "static __device__ __forceinline__ unsigned int lt_pack_bf16x2(float a, float b) {\n"
-    "  return (unsigned int)lt_f32_to_bf16(a) | ((unsigned int)lt_f32_to_bf16(b) << 16);\n"
-    "}\n"
-    "static __device__ __forceinline__ void lt_split_bf16x2(float a, float b, unsigned int *hi, unsigned int *lo) {\n"
-    "  const unsigned short ha = lt_f32_to_bf16(a), hb = lt_f32_to_bf16(b);\n"
-    "  *hi = (unsigned int)ha | ((unsigned int)hb << 16);\n"
-    "  *lo = lt_pack_bf16x2(a - lt_bf16_to_f32(ha), b - lt_bf16_to_f32(hb));\n"
-    "}\n";
+/* The helpers every kernel may call: src/code/templates/preamble.cuh, embedded at build time. */
+#define cuda_preamble lt_embed_preamble
 
 void rc_cuda_kernel(Render *R, const KKernel *kk) {
   StrBuf *o = R->out;
@@ -140,13 +42,37 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
 
 int code_symbols_in_memory(Target t) { return t == TARGET_CUDA; }
 
+/* Which template kernels (TPL_ bits) the statement tree s uses. */
+enum { TPL_FLASH_DECODE = 1, TPL_FLASH = 2, TPL_MMA = 4 };
+static int stmt_templates(const KStmt *s) {
+  if (!s) return 0;
+  int t = s->kind == KS_FLASH && s->flash ? (s->flash->decode ? TPL_FLASH_DECODE : TPL_FLASH) : 0;
+  if (s->kind == KS_MMA) t |= TPL_MMA;
+  for (int i = 0; i < s->nbody; i++) t |= stmt_templates(s->body[i]);
+  return t;
+}
+
+static int kernel_templates(const KKernel *kk) {
+  if (!kk) return 0;
+  int t = stmt_templates(kk->body);
+  if (kk->alt) t |= kernel_templates(kk->alt) | kernel_templates(kk->alt->pre);
+  if (kk->lib) t |= kernel_templates(kk->lib->epilogue);
+  return t;
+}
+
 int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   Render R = {0};
   R.out = out;
   R.kp = kp;
   R.d = d;
-  R.cuda = 1;
+  R.dl = &rc_dialect_cuda;
   sb_puts(out, cuda_preamble);
+  /* the template kernels the program instantiates, before the first unit mark: every unit may call them */
+  int tpl = 0;
+  for (int i = 0; i < kp->nkernels; i++) tpl |= kernel_templates(&kp->kernels[i]);
+  if (tpl & TPL_MMA) sb_puts(out, lt_embed_mma);
+  if (tpl & TPL_FLASH) sb_puts(out, lt_embed_flash);
+  if (tpl & TPL_FLASH_DECODE) sb_puts(out, lt_embed_flash_decode);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];
     if (!kk->code_name && !kk->skip) rc_cuda_kernel(&R, kk);

@@ -116,11 +116,11 @@ static Expr *flatten_fn(void *ctx, ExprPool *p, Expr *e) {
 
 static void put_float(Render *R, StrBuf *b, double v) {
   if (isnan(v)) {
-    sb_puts(b, R->cuda ? "__int_as_float(0x7fffffff)" : "NAN");
+    sb_puts(b, R->dl->nan);
     return;
   }
   if (isinf(v)) {
-    const char *inf = R->cuda ? "__int_as_float(0x7f800000)" : "INFINITY";
+    const char *inf = R->dl->inf;
     if (v < 0) sb_printf(b, "(-%s)", inf);
     else sb_puts(b, inf);
     return;
@@ -138,7 +138,7 @@ static void put_int(StrBuf *b, int64_t v) {
   else sb_printf(b, "%lld%s", (long long)v, v > INT32_MAX ? "LL" : "");
 }
 
-static const char *i64_name(const Render *R) { return R->cuda ? "i64" : "int64_t"; }
+static const char *i64_name(const Render *R) { return R->dl->i64; }
 
 void rc_put_as_float(Render *R, StrBuf *b, const Expr *e) {
   if (dtype_is_float(e->dtype)) rc_put_ref(R, b, e);
@@ -161,7 +161,7 @@ static void put_cast(Render *R, StrBuf *b, DType t, const Expr *x) {
     sb_puts(b, " != 0)");
   } else {
     sb_printf(b, "((%s)", i64_name(R));
-    if (t == DT_I32) sb_printf(b, "(%s)", R->cuda ? "int" : "int32_t");
+    if (t == DT_I32) sb_printf(b, "(%s)", R->dl->i32);
     sb_putc(b, '(');
     rc_put_ref(R, b, x);
     sb_puts(b, "))");
@@ -172,7 +172,7 @@ void rc_put_load(Render *R, StrBuf *b, const Expr *e) {
   const char *name;
   DType t = e->dtype;
   if (e->aux == MEM_SHARED) {
-    if (R->cuda == 0) rc_fail(R, "shared memory, which the CPU target does not have");
+    if (!R->dl->shared) rc_fail(R, "shared memory, which the %s target does not have", R->dl->target);
     name = e->ival >= 0 && e->ival < RC_MAX_SMEM ? R->smem_name[e->ival] : NULL;
     if (!name) {
       rc_fail(R, "shared array %lld is not declared", (long long)e->ival);
@@ -187,10 +187,12 @@ void rc_put_load(Render *R, StrBuf *b, const Expr *e) {
     }
   }
   const char *pre = "", *post = "";
+  char widen[32];
+  snprintf(widen, sizeof widen, "((%s)", R->dl->i64);
   switch (t) {
   case DT_F16: pre = "lt_f16_to_f32("; post = ")"; break;
   case DT_BF16: pre = "lt_bf16_to_f32("; post = ")"; break;
-  case DT_I32: pre = R->cuda ? "((i64)" : "((int64_t)"; post = ")"; break;
+  case DT_I32: pre = widen; post = ")"; break;
   case DT_BOOL: pre = "("; post = " != 0)"; break;
   default: break;
   }
@@ -232,17 +234,12 @@ static const char *infix(ExprOp op) {
 }
 
 static void put_hw(Render *R, StrBuf *b, HwIndex h) {
-  if (!R->cuda) {
-    rc_fail(R, "hardware thread indices, which the CPU target does not have");
+  const char *v = (int)h >= 0 && (int)h < 5 ? R->dl->hw[h] : NULL;
+  if (!v) {
+    rc_fail(R, "hardware thread indices, which the %s target does not have", R->dl->target);
     return;
   }
-  switch (h) {
-  case HW_THREAD: sb_puts(b, "((i64)threadIdx.x)"); break;
-  case HW_BLOCK: sb_puts(b, "((i64)blockIdx.x)"); break;
-  case HW_LANE: sb_puts(b, "((i64)(threadIdx.x & 31u))"); break;
-  case HW_WARP: sb_puts(b, "((i64)(threadIdx.x >> 5))"); break;
-  case HW_BLOCK_DIM: sb_puts(b, "((i64)blockDim.x)"); break;
-  }
+  sb_puts(b, v);
 }
 
 /* The node itself (never its CSE name). */

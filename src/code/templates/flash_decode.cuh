@@ -1,0 +1,216 @@
+/* Flash-decoding on CUDA cores (f32): one KS_FLASH statement with decode = 1 (render_flash_decode.c).
+ *
+ * A block of 4 warps takes one query row, RW heads that read the same keys and values (a grouped-query
+ * attention's group; KFlash.share) and one chunk of the keys, which it walks in tiles of 32. Per tile:
+ * each thread first loads the values it will need for P x V (so they are in flight with the keys); the
+ * warps score the keys, a key's dot product spread over LK lanes (coalesced loads of a key row, the
+ * row's q held in registers) and summed with shuffles, each key read once for all the block's heads; a
+ * warp per head folds the tile into an online softmax (running maximum, sum, and the factor that
+ * rescales the outputs); then each thread adds its keys' p x v to its column's outputs. A block with the
+ * row's only chunk divides and stores. Otherwise it leaves (max, sum, outputs) per head in the scratch
+ * and counts itself on the row's counter; the last block to arrive resets the counter and merges the
+ * chunks: a warp per head turns the chunks' maxima and sums into weights, then each column adds the
+ * chunks' weighted outputs in chunk order (the same sums whichever block is last), several chunks'
+ * loads in flight.
+ *
+ * Constants: D the head dimension (<= 128), W the value width (<= 128), RW heads per block (<= 8), GB
+ * blocks of heads per row, COUNTER_WORDS the words of row counters at the start of the scratch,
+ * HAS_TLAST whether keys end at a causal mask. The kernel's expressions, as device functions of the
+ * block's row-and-heads index rb (= blockIdx.x / chunks), the head r of the block, key t, element d,
+ * value column cc:
+ *   q(rb, r, d), k(rb, t, d), v(rb, cc, t) -> float; tlast(rb) -> i64, the last key row rb sees;
+ *   score(rb, r, t, s) -> float, the score of dot product s; store(rb, r, cc, o) stores output o. */
+#define LT_FD_TILE 32       /* keys per tile: one per lane in the softmax step */
+#define LT_FD_MAX_CHUNKS 64 /* chunks per row (kernel/lower_flash.c): two per lane in the merge */
+
+static constexpr __host__ __device__ int lt_pow2_at_least(int n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, class Q, class K, class V, class TL,
+          class S, class ST>
+static __device__ __forceinline__ void lt_flash_decode(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch,
+                                                       const Q &lt_fq, const K &lt_fk, const V &lt_fv,
+                                                       const TL &lt_ftlast, const S &lt_fscore, const ST &lt_fstore) {
+  constexpr int LK = lt_pow2_at_least((D + 3) / 4 < 32 ? (D + 3) / 4 : 32); /* lanes per key */
+  constexpr int DJ = (D + LK - 1) / LK, KPW = 32 / LK;                      /* q per lane, keys per warp */
+  constexpr int NPH = 128 / W, VPT = (LT_FD_TILE + NPH - 1) / NPH; /* P x V: threads per column, keys per thread */
+  constexpr int STRIDE = RW * (W + 2);                              /* floats of one block's partial state */
+  const float lt_ninf = -__int_as_float(0x7f800000);
+  const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;
+  const int lt_sub = lt_lane / LK, lt_dl = lt_lane % LK;
+  const i64 lt_C = (i64)gridDim.x / (lt_M * GB); /* key chunks per row */
+  const i64 lt_rb = (i64)blockIdx.x / lt_C, lt_c = (i64)blockIdx.x % lt_C;
+  __shared__ float lt_s[RW][LT_FD_TILE];
+  __shared__ float lt_smax[RW], lt_ssum[RW], lt_salpha[RW];
+  const i64 lt_per = ((lt_T + LT_FD_TILE - 1) / LT_FD_TILE + lt_C - 1) / lt_C * LT_FD_TILE;
+  const i64 lt_t0 = lt_c * lt_per;
+  i64 lt_t1 = lt_mini(lt_t0 + lt_per, lt_T);
+  if constexpr (HAS_TLAST) lt_t1 = lt_mini(lt_t1, lt_ftlast(lt_rb) + 1);
+  /* q of the block's heads: lane dl holds elements dl, dl + lk, ... */
+  float lt_q[RW][DJ];
+#pragma unroll
+  for (int lt_r = 0; lt_r < RW; lt_r++) {
+#pragma unroll
+    for (int lt_j = 0; lt_j < DJ; lt_j++) {
+      const i64 lt_d = lt_dl + lt_j * LK;
+      lt_q[lt_r][lt_j] = 0.0f;
+      if (lt_d < D) lt_q[lt_r][lt_j] = lt_fq(lt_rb, lt_r, lt_d);
+    }
+  }
+  if (lt_tid < RW) {
+    lt_smax[lt_tid] = lt_ninf;
+    lt_ssum[lt_tid] = 0.0f;
+  }
+  __syncthreads();
+  const int lt_col = lt_tid % W, lt_ph = lt_tid / W; /* P x V: column, key phase */
+  float lt_o[RW];
+#pragma unroll
+  for (int lt_r = 0; lt_r < RW; lt_r++) lt_o[lt_r] = 0.0f;
+  for (i64 lt_k0 = lt_t0; lt_k0 < lt_t1; lt_k0 += LT_FD_TILE) {
+    /* this thread's values of the tile */
+    float lt_vr[VPT];
+#pragma unroll
+    for (int lt_i = 0; lt_i < VPT; lt_i++) {
+      const int lt_kk = lt_ph + lt_i * NPH;
+      const i64 lt_t = lt_k0 + lt_kk;
+      lt_vr[lt_i] = 0.0f;
+      if (lt_ph < NPH && lt_kk < LT_FD_TILE && lt_t < lt_t1) lt_vr[lt_i] = lt_fv(lt_rb, (i64)lt_col, lt_t);
+    }
+    /* scores: key lt_kk of the tile on lanes lt_sub * lk .. + lk of its warp */
+#pragma unroll
+    for (int lt_i = 0; lt_i < LT_FD_TILE / (4 * KPW); lt_i++) {
+      const int lt_kk = lt_i * (4 * KPW) + lt_warp * KPW + lt_sub;
+      const i64 lt_tk = lt_k0 + lt_kk;
+      float lt_a[RW];
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_a[lt_r] = 0.0f;
+      if (lt_tk < lt_t1) {
+#pragma unroll
+        for (int lt_j = 0; lt_j < DJ; lt_j++) {
+          const i64 lt_d = lt_dl + lt_j * LK;
+          if (lt_d < D) {
+            const float lt_kv = lt_fk(lt_rb, lt_tk, lt_d);
+#pragma unroll
+            for (int lt_r = 0; lt_r < RW; lt_r++) lt_a[lt_r] += lt_q[lt_r][lt_j] * lt_kv;
+          }
+        }
+      }
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++)
+#pragma unroll
+        for (int lt_x = LK / 2; lt_x > 0; lt_x >>= 1) lt_a[lt_r] += __shfl_xor_sync(0xffffffffu, lt_a[lt_r], lt_x);
+      if (lt_dl == 0) {
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) {
+          float lt_sc = lt_ninf;
+          if (lt_tk < lt_t1) lt_sc = lt_fscore(lt_rb, lt_r, lt_tk, lt_a[lt_r]);
+          lt_s[lt_r][lt_kk] = lt_sc;
+        }
+      }
+    }
+    __syncthreads();
+    /* online softmax: a warp per head; p replaces the score in lt_s */
+    for (int lt_r = lt_warp; lt_r < RW; lt_r += 4) {
+      const float lt_sv = lt_s[lt_r][lt_lane];
+      float lt_bm = lt_sv;
+#pragma unroll
+      for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_bm = fmaxf(lt_bm, __shfl_xor_sync(0xffffffffu, lt_bm, lt_x));
+      const float lt_mold = lt_smax[lt_r], lt_mnew = fmaxf(lt_mold, lt_bm);
+      const float lt_base = lt_mnew == lt_ninf ? 0.0f : lt_mnew; /* no key seen yet */
+      const float lt_p = expf(lt_sv - lt_base);
+      lt_s[lt_r][lt_lane] = lt_p;
+      float lt_ps = lt_p;
+#pragma unroll
+      for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_ps += __shfl_xor_sync(0xffffffffu, lt_ps, lt_x);
+      if (lt_lane == 0) {
+        const float lt_al = expf(lt_mold - lt_base);
+        lt_salpha[lt_r] = lt_al;
+        lt_ssum[lt_r] = lt_ssum[lt_r] * lt_al + lt_ps;
+        lt_smax[lt_r] = lt_mnew;
+      }
+    }
+    __syncthreads();
+    /* P x V */
+#pragma unroll
+    for (int lt_r = 0; lt_r < RW; lt_r++) lt_o[lt_r] *= lt_salpha[lt_r];
+#pragma unroll
+    for (int lt_i = 0; lt_i < VPT; lt_i++) {
+      const int lt_kk = lt_ph + lt_i * NPH;
+      if (lt_kk < LT_FD_TILE) {
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) lt_o[lt_r] += lt_s[lt_r][lt_kk] * lt_vr[lt_i];
+      }
+    }
+    __syncthreads(); /* before the next tile's scores */
+  }
+  /* the key phases of each column into phase 0 */
+  if constexpr (NPH > 1) {
+    __shared__ float lt_red[NPH > 1 ? NPH - 1 : 1][RW][W];
+    if (lt_ph > 0 && lt_ph < NPH)
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_red[lt_ph - 1][lt_r][lt_col] = lt_o[lt_r];
+    __syncthreads();
+    if (lt_ph == 0)
+      for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) lt_o[lt_r] += lt_red[lt_x][lt_r][lt_col];
+  }
+  if (lt_C == 1) {
+    if (lt_tid < W) {
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_tid, lt_o[lt_r] / lt_ssum[lt_r]);
+    }
+  } else {
+    float *lt_part = (float *)(lt_scratch + COUNTER_WORDS); /* after the row counters */
+    float *lt_mine = lt_part + (i64)blockIdx.x * STRIDE;
+    if (lt_tid < W)
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) __stcg(&lt_mine[lt_r * (W + 2) + 2 + lt_tid], lt_o[lt_r]);
+    if (lt_tid < RW) {
+      __stcg(&lt_mine[lt_tid * (W + 2)], lt_smax[lt_tid]);
+      __stcg(&lt_mine[lt_tid * (W + 2) + 1], lt_ssum[lt_tid]);
+    }
+    if (lt_arrive_last(lt_scratch, lt_rb, lt_C)) {
+      __threadfence();
+      const float *lt_row = lt_part + lt_rb * lt_C * STRIDE;
+      /* each chunk's weight per head, exp(max_k - max) / sum: a warp per head, a lane per chunk */
+      __shared__ float lt_w[LT_FD_MAX_CHUNKS][RW];
+      for (int lt_r = lt_warp; lt_r < RW; lt_r += 4) {
+        float lt_m[2] = {lt_ninf, lt_ninf}, lt_sm[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int lt_h = 0; lt_h < 2; lt_h++)
+          if (lt_lane + 32 * lt_h < lt_C) {
+            lt_m[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2)]);
+            lt_sm[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2) + 1]);
+          }
+        float lt_mx = fmaxf(lt_m[0], lt_m[1]);
+#pragma unroll
+        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_mx = fmaxf(lt_mx, __shfl_xor_sync(0xffffffffu, lt_mx, lt_x));
+        const float lt_base = lt_mx == lt_ninf ? 0.0f : lt_mx;
+        const float lt_a0 = expf(lt_m[0] - lt_base), lt_a1 = expf(lt_m[1] - lt_base);
+        float lt_l = lt_sm[0] * lt_a0 + lt_sm[1] * lt_a1;
+#pragma unroll
+        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_l += __shfl_xor_sync(0xffffffffu, lt_l, lt_x);
+        if (lt_lane < lt_C) lt_w[lt_lane][lt_r] = lt_a0 / lt_l;
+        if (lt_lane + 32 < lt_C) lt_w[lt_lane + 32][lt_r] = lt_a1 / lt_l;
+      }
+      __syncthreads();
+      /* the weighted sum of the chunks' outputs, several chunks' loads in flight */
+      if (lt_tid < W) {
+        float lt_acc[RW];
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] = 0.0f;
+#pragma unroll 4
+        for (int lt_k = 0; lt_k < (int)lt_C; lt_k++)
+#pragma unroll
+          for (int lt_r = 0; lt_r < RW; lt_r++)
+            lt_acc[lt_r] += lt_w[lt_k][lt_r] * __ldcg(&lt_row[lt_k * STRIDE + lt_r * (W + 2) + 2 + lt_tid]);
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_tid, lt_acc[lt_r]);
+      }
+    }
+  }
+}

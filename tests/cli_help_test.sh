@@ -40,7 +40,7 @@ expect_out help_bench_reps '--reps N .*\(default: 3\)' -- bench --help
 expect_out help_run_iters '--iters N .*\(default: 50\)' -- run --help
 expect_out help_compile_ir '--ir STAGE .*\(default: code\)' -- compile --help
 expect_out help_top_commands '^  generate ' -- --help
-expect_error err_unknown_command_names "unknown command 'frobnicate' \(commands: generate, chat, bench, compile, run, pull, list, env" -- frobnicate
+expect_error err_unknown_command_names "unknown command 'frobnicate' \(commands: generate, chat, bench, compile, run, pull, quantize, list, env" -- frobnicate
 expect_error err_pull_flag_near "did you mean --revision\?" -- pull org/name --revison main
 expect_error err_unknown_command_near "did you mean generate\?" -- generat
 expect_error err_unknown_flag_near "unknown option '--promt' for generate \(did you mean --prompt\?" -- generate --promt hi

@@ -587,7 +587,9 @@ static void test_dequant_errors(void **state) {
   assert_true(ggml_type_block(GGML_Q6_K, &be, &bb));
   assert_int_equal(be, 256);
   assert_int_equal(bb, 210);
-  assert_false(ggml_type_block(7, &be, &bb));
+  assert_true(ggml_type_block(GGML_Q5_1, &be, &bb));
+  assert_int_equal(bb, 24);
+  assert_false(ggml_type_block(10, &be, &bb)); /* q2_k */
   assert_string_equal(ggml_type_name(GGML_Q4_1), "q4_1");
   assert_string_equal(ggml_type_name(4), "unknown");
 }

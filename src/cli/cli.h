@@ -51,4 +51,5 @@ int cmd_run(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_list(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 #endif

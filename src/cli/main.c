@@ -21,6 +21,7 @@ static const Command commands[] = {
     {"compile", cmd_compile, "print one stage of a program's or a model's compilation"},
     {"run", cmd_run, "run a program on random inputs; --check compares with a float64 reference"},
     {"pull", cmd_pull, "download a Hugging Face model (or one GGUF file of it) into the model cache"},
+    {"quantize", cmd_quantize, "write a model as a GGUF of q8_0, q4_0, q4_1, q4_k_m, q5_k_m or q6_k blocks"},
     {"list", cmd_list, "the cached models; each NAME works as MODEL"},
     {"env", cmd_env, "the environment variables lathe reads, with their current values"},
 };

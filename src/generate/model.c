@@ -116,8 +116,12 @@ Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag 
   m->backend = b;
   double t0 = now_ms();
   if (!(m->weights = weights_open(path, &m->cfg, d))) goto fail;
+  const char *tok_model;
   if (weights_gguf(m->weights)) {
-    if (!(m->tok = tokenizer_from_gguf(weights_gguf(m->weights), d))) goto fail;
+    /* A GGUF without tokenizer.ggml.* (lathe quantize from a directory without tokenizer.json) runs on
+     * token ids, as such a directory does. */
+    if (gguf_get_str(weights_gguf(m->weights), "tokenizer.ggml.model", &tok_model) &&
+        !(m->tok = tokenizer_from_gguf(weights_gguf(m->weights), d))) goto fail;
   } else {
     /* A directory without tokenizer.json still runs on token ids (--prompt-tokens). */
     char tj[4096];

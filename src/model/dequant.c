@@ -5,8 +5,12 @@
  *   q4_1: f16 d, f16 m, 16 bytes as q4_0                     x = q*d + m
  *   q4_k: 256 elements = 8 sub-blocks of 32: f16 d, f16 dmin, 12 bytes of packed 6-bit (scale, min)
  *         pairs, 128 bytes of nibbles; x = d*sc*q - dmin*mn
+ *   q5_0: f16 d, 4 bytes of high bits (bit i: element i), 16 bytes as q4_0   x = (q-16)*d
+ *   q5_1: f16 d, f16 m, high bits and nibbles as q5_0                       x = q*d + m
+ *   q5_k: as q4_k plus 32 bytes of high bits before the nibbles (bit j of byte l: sub-block j, element l)
  *   q6_k: 256 elements = 16 sub-blocks of 16: 128 bytes low nibbles, 64 bytes high 2-bit pairs,
  *         16 x int8 scales, f16 d; x = d*sc*(q-32) */
+#include <stdint.h>
 #include <string.h>
 #include "../ir/dtype.h"
 #include "gguf.h"
@@ -31,7 +35,10 @@ int ggml_type_block(int type, int *block_elems, size_t *block_bytes) {
   case GGML_Q8_0: be = 32, bb = 2 + 32; break;
   case GGML_Q4_0: be = 32, bb = 2 + 16; break;
   case GGML_Q4_1: be = 32, bb = 2 + 2 + 16; break;
+  case GGML_Q5_0: be = 32, bb = 2 + 4 + 16; break;
+  case GGML_Q5_1: be = 32, bb = 2 + 2 + 4 + 16; break;
   case GGML_Q4_K: be = 256, bb = 2 + 2 + 12 + 128; break;
+  case GGML_Q5_K: be = 256, bb = 2 + 2 + 12 + 32 + 128; break;
   case GGML_Q6_K: be = 256, bb = 128 + 64 + 16 + 2; break;
   default: return 0;
   }
@@ -70,6 +77,28 @@ static void block_q4_1(const unsigned char *b, float *y) {
   }
 }
 
+static void block_q5_0(const unsigned char *b, float *y) {
+  float d = half_at(b);
+  uint32_t qh;
+  memcpy(&qh, b + 2, 4);
+  const unsigned char *q = b + 6;
+  for (int i = 0; i < 16; i++) {
+    y[i] = (float)((int)((q[i] & 0xF) | ((qh >> i) & 1) << 4) - 16) * d;
+    y[i + 16] = (float)((int)((q[i] >> 4) | ((qh >> (i + 16)) & 1) << 4) - 16) * d;
+  }
+}
+
+static void block_q5_1(const unsigned char *b, float *y) {
+  float d = half_at(b), m = half_at(b + 2);
+  uint32_t qh;
+  memcpy(&qh, b + 4, 4);
+  const unsigned char *q = b + 8;
+  for (int i = 0; i < 16; i++) {
+    y[i] = (float)((q[i] & 0xF) | ((qh >> i) & 1) << 4) * d + m;
+    y[i + 16] = (float)((q[i] >> 4) | ((qh >> (i + 16)) & 1) << 4) * d + m;
+  }
+}
+
 /* q4_k packs 8 (scale, min) pairs of 6 bits into 12 bytes: pairs 0..3 sit in the low 6 bits of
  * bytes 0..3 (scale) and 4..7 (min); pairs 4..7 take their low 4 bits from bytes 8..11 (scale in the
  * low nibble, min in the high) and their top 2 bits from the spare top bits of bytes 0..3 / 4..7. */
@@ -95,6 +124,23 @@ static void block_q4_k(const unsigned char *b, float *y) {
     for (int l = 0; l < 32; l++) {
       y[l] = d0 * (float)(q[l] & 0xF) - m0;
       y[l + 32] = d1 * (float)(q[l] >> 4) - m1;
+    }
+    y += 64;
+    q += 32;
+  }
+}
+
+static void block_q5_k(const unsigned char *b, float *y) {
+  float d = half_at(b), dmin = half_at(b + 2);
+  const unsigned char *scales = b + 4, *qh = b + 16, *q = b + 48;
+  for (int pair = 0; pair < 4; pair++) {
+    int sc0, mn0, sc1, mn1, j0 = 2 * pair, j1 = 2 * pair + 1;
+    q4k_scale_min(scales, j0, &sc0, &mn0);
+    q4k_scale_min(scales, j1, &sc1, &mn1);
+    float d0 = d * (float)sc0, m0 = dmin * (float)mn0, d1 = d * (float)sc1, m1 = dmin * (float)mn1;
+    for (int l = 0; l < 32; l++) {
+      y[l] = d0 * (float)((q[l] & 0xF) | ((qh[l] >> j0) & 1) << 4) - m0;
+      y[l + 32] = d1 * (float)((q[l] >> 4) | ((qh[l] >> j1) & 1) << 4) - m1;
     }
     y += 64;
     q += 32;
@@ -157,7 +203,10 @@ int ggml_dequantize(int type, const void *src, float *dst, int64_t n, Diag *d) {
   void (*block)(const unsigned char *, float *) = type == GGML_Q8_0   ? block_q8_0
                                                   : type == GGML_Q4_0 ? block_q4_0
                                                   : type == GGML_Q4_1 ? block_q4_1
+                                                  : type == GGML_Q5_0 ? block_q5_0
+                                                  : type == GGML_Q5_1 ? block_q5_1
                                                   : type == GGML_Q4_K ? block_q4_k
+                                                  : type == GGML_Q5_K ? block_q5_k
                                                                       : block_q6_k;
   for (int64_t i = 0; i < n / be; i++)
     block(s + (size_t)i * bb, dst + i * be);

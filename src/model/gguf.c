@@ -22,6 +22,8 @@ typedef struct GgufKV {
   uint64_t n;
   const uint8_t *raw; /* arrays of scalars: first element, inside the file image */
   const char **strs;  /* arrays of strings: NUL-terminated copies */
+  const uint8_t *value; /* the value's bytes as stored (gguf_kv_raw) */
+  size_t value_len;
 } GgufKV;
 
 struct GgufFile {
@@ -272,7 +274,10 @@ static int read_kvs(Reader *r, GgufFile *f, uint64_t n_kv) {
       fail(r, "duplicate metadata key '%s'", kv->key);
       break;
     }
+    size_t at = r->pos;
     read_value(r, f->im.arena, kv);
+    kv->value = r->p + at;
+    kv->value_len = r->pos - at;
     f->n_kv = i + 1;
   }
   return !r->failed;
@@ -310,7 +315,7 @@ static int read_tensor_infos(Reader *r, GgufFile *f, uint64_t n_tensors, uint64_
     if (!ggml_type_block((int)type, &blk, &bbytes)) {
       fail(r,
            "tensor '%s' has ggml type %u (%s), which lathe does not read (supported: f32, f16, bf16, q8_0, q4_0, q4_1, "
-           "q4_k, q6_k)",
+           "q5_0, q5_1, q4_k, q5_k, q6_k)",
            t->name, type, ggml_type_name((int)type));
       break;
     }
@@ -462,6 +467,18 @@ double gguf_arr_float(const GgufFile *f, const char *key, size_t i) {
   const GgufKV *kv = find_kv(f, key);
   if (!kv || kv->type != GGUF_ARRAY || !kv->raw || kv->elem_type == GGUF_BOOL || i >= kv->n) return 0;
   return scalar_float(kv->elem_type, kv->raw + i * scalar_size(kv->elem_type));
+}
+
+size_t gguf_kv_count(const GgufFile *f) { return f->n_kv; }
+
+const char *gguf_kv_key(const GgufFile *f, size_t i) { return i < f->n_kv ? f->kv[i].key : NULL; }
+
+int gguf_kv_raw(const GgufFile *f, size_t i, GgufValueType *type, const void **bytes, size_t *len) {
+  if (i >= f->n_kv) return 0;
+  *type = (GgufValueType)f->kv[i].type;
+  *bytes = f->kv[i].value;
+  *len = f->kv[i].value_len;
+  return 1;
 }
 
 int gguf_tensor_count(const GgufFile *f) { return f->n_tensors; }

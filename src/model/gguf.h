@@ -9,8 +9,8 @@
 
 /* ggml tensor types this reader knows (numbering as in the GGUF spec). */
 typedef enum GgmlType {
-  GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8,
-  GGML_Q4_K = 12, GGML_Q6_K = 14, GGML_BF16 = 30
+  GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7, GGML_Q8_0 = 8,
+  GGML_Q4_K = 12, GGML_Q5_K = 13, GGML_Q6_K = 14, GGML_BF16 = 30
 } GgmlType;
 const char *ggml_type_name(int type); /* "q4_1", ... or "unknown" */
 
@@ -47,6 +47,12 @@ int gguf_get_arr(const GgufFile *f, const char *key, GgufValueType *elem_type, s
 const char *gguf_arr_str(const GgufFile *f, const char *key, size_t i);   /* NULL if not a string array */
 int64_t gguf_arr_int(const GgufFile *f, const char *key, size_t i);       /* 0 if not an int array */
 double gguf_arr_float(const GgufFile *f, const char *key, size_t i);
+
+/* Metadata pairs in file order, for copying them into another file: the key, the value type and the
+ * value's bytes exactly as stored (for an array: element type, count, elements). */
+size_t gguf_kv_count(const GgufFile *f);
+const char *gguf_kv_key(const GgufFile *f, size_t i);
+int gguf_kv_raw(const GgufFile *f, size_t i, GgufValueType *type, const void **bytes, size_t *len);
 
 int gguf_tensor_count(const GgufFile *f);
 const GgufTensor *gguf_tensor_at(const GgufFile *f, int i);

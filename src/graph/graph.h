@@ -3,38 +3,15 @@
  * with the source position of the op, so later stages can assume a well-formed graph. */
 #ifndef LATHE_GRAPH_H
 #define LATHE_GRAPH_H
+#include <stddef.h>
 #include "../base/diag.h"
 #include "../ir/expr.h"
 
+/* Every op is declared once, in ops.def (name, arity, parameters, shape rule, reference, lowering). */
 typedef enum GOp {
-  G_INPUT,    /* name: dtype[dims] */
-  G_CONST,    /* scalar literal, shape [], attr.value; dtype is "weak" (adopts the other operand's) */
-  /* elementwise unary */
-  G_NEG, G_EXP, G_LOG, G_SQRT, G_RSQRT, G_TANH, G_SIGMOID, G_SILU, G_GELU, G_RELU, G_ABS,
-  /* elementwise binary, NumPy broadcasting */
-  G_ADD, G_SUB, G_MUL, G_DIV, G_POW, G_MAXIMUM, G_MINIMUM,
-  /* reductions over attr.axes (normalised to non-negative, sorted), attr.keepdim */
-  G_SUM, G_MEAN, G_MAX, G_MIN,
-  G_ARGMAX,     /* one axis (attr.axes[0]), attr.keepdim; i64 index of the first maximum (NaNs are skipped;
-                   all NaN: 0) */
-  G_SOFTMAX,    /* in[0], attr.axis */
-  G_RMS_NORM,   /* x, w, attr.eps; normalises the last axis */
-  G_LAYER_NORM, /* x, w, b, attr.eps; normalises the last axis */
-  G_MATMUL,     /* a [..., m, k] @ b [..., k, n], batch dims broadcast; 1-D operands as in torch.matmul */
-  G_LINEAR,     /* x [..., in], w [out, in], optional b [out] */
-  G_EMBEDDING,  /* ids (int) [...], table [vocab, dim] -> [..., dim] */
-  G_ROPE,       /* x [..., seq, head_dim], pos (int) [seq], attr.theta; rotate-half (Llama). With a third
-                   input freqs f32[head_dim/2], those inverse frequencies replace theta^(-2i/d) (Llama 3
-                   rope scaling). */
-  G_ATTENTION,  /* q [b, h, s, d], k/v [b, kvh, kvs, d]; h % kvh == 0; attr.causal; scale 1/sqrt(d) */
-  G_RESHAPE,    /* target shape in node->shape; element counts must match */
-  G_PERMUTE,    /* attr.perm */
-  G_SLICE,      /* attr.axis, attr.start, attr.end (end exclusive, already resolved to expressions) */
-  G_CONCAT,     /* in[0], in[1] along attr.axis */
-  G_CAST,       /* to node->dtype */
-  G_CACHE_WRITE, /* cache (a graph input holding persistent state), x, attr.axis, attr.start: the cache with
-                    positions [start, start + x.dim[axis]) along axis replaced by x. Compiled in place, so the
-                    cache input may have no other consumer. */
+#define OP(ENUM, ...) G_##ENUM,
+#include "ops.def"
+#undef OP
   G_OP_COUNT
 } GOp;
 
@@ -89,6 +66,33 @@ int graph_add_output(Graph *g, int node);
 Expr *graph_symbol(Graph *g, const char *name);
 
 const char *gop_name(GOp op); /* the language's spelling: "rms_norm", "add", ... */
+
+/* An op's parameters in the language, from ops.def (see the macros there). */
+typedef enum GParamKind {
+  GP_TENSOR, GP_AXES, GP_AXIS, GP_PERM, GP_NUM, GP_FLAG, GP_INDEX, GP_POSITION, GP_SHAPE, GP_DTYPE,
+  GP_SWAP /* parser sugar (transpose): two axes of operand 0 exchanged -> attr.axes as a permutation */
+} GParamKind;
+/* printer: leave a false flag out; leave the attribute out when the node has every operand (rope: freqs) */
+enum { GPF_OMIT_FALSE = 1, GPF_OMIT_AT_MAX_IN = 2, GPF_REQUIRED = 4, GPF_OPTIONAL = 8 };
+typedef struct GParam {
+  const char *name;
+  GParamKind kind;
+  size_t offset;    /* of the attribute in GAttr (not GP_TENSOR) */
+  double dflt;      /* GP_NUM, GP_AXIS: value when not given */
+  unsigned flags;   /* GPF_* */
+} GParam;
+#define GOP_MAX_PARAMS 4
+typedef struct GOpInfo {
+  const char *name;
+  int min_in, max_in; /* operands graph_op accepts */
+  int nparams;
+  GParam params[GOP_MAX_PARAMS];
+} GOpInfo;
+const GOpInfo *gop_info(GOp op); /* NULL for an op outside the table */
+/* Whether parameter i must be given in a call (the required ones come first). */
+int gparam_required(const GOpInfo *info, int i);
+/* op's attributes with every parameter at its default (what graph_op assumes for attr == NULL). */
+GAttr gop_default_attr(GOp op);
 /* Printer for `--ir graph`:  t3 = rms_norm(x, w, eps=1e-06) : f32[1,32,2048] */
 void graph_print(StrBuf *b, const Graph *g);
 #endif

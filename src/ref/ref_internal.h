@@ -12,6 +12,8 @@ typedef struct RefOp {
   RefTensor *out;
   const SymEnv *env;
   Diag *d;
+  const Graph *g;           /* ref_input: the graph inputs' order */
+  const RefTensor *inputs;  /* ref_input: their values */
 } RefOp;
 
 /* Records "fmt..." at the node's source position; returns 0 so callers can `return ref_fail(...)`. */
@@ -28,6 +30,9 @@ int ref_eval_dim(const RefOp *op, const Expr *e, int64_t *out);
 double ref_round(DType t, double v);
 int64_t ref_to_i64(double v);
 
+/* One function per op (the REF column of ops.def). */
+int ref_input(const RefOp *op);
+int ref_const(const RefOp *op);
 int ref_unary(const RefOp *op);
 int ref_binary(const RefOp *op);
 int ref_cast(const RefOp *op);

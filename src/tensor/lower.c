@@ -82,26 +82,22 @@ int lw_softmax(Lower *L, int x, unsigned axes, DType dt) {
   return lw_map(L, ex_bin(L->x, X_DIV, lw_arg(L, 0, ex), lw_arg(L, 1, sum)), dt, &s, es, 2);
 }
 
+int lower_input(Lower *L, const GNode *n) { return t_input(L->p, n->name, n->dtype, &n->shape); }
+int lower_const(Lower *L, const GNode *n) { return -2; } /* folded into consumers; materialised only on demand */
+int lower_embedding(Lower *L, const GNode *n) { return t_gather(L->p, lw_node(L, n->in[1]), lw_node(L, n->in[0])); }
+
+/* The lowering of each op, from the op table. */
+typedef int (*LowerFn)(Lower *L, const GNode *n);
+static const LowerFn lower_fns[G_OP_COUNT] = {
+#define OP(E, NAME, LO, HI, INFER, REF, LOWER, ...) [G_##E] = LOWER,
+#include "../graph/ops.def"
+#undef OP
+};
+
 static int lower_op(Lower *L, const GNode *n) {
-  switch (n->op) {
-  case G_INPUT: return t_input(L->p, n->name, n->dtype, &n->shape);
-  case G_CONST: return -2; /* folded into consumers; materialised only on demand */
-  case G_NEG: case G_EXP: case G_LOG: case G_SQRT: case G_RSQRT: case G_TANH: case G_SIGMOID: case G_SILU:
-  case G_GELU: case G_RELU: case G_ABS: case G_ADD: case G_SUB: case G_MUL: case G_DIV: case G_POW:
-  case G_MAXIMUM: case G_MINIMUM: case G_CAST:
-    return lower_elementwise(L, n);
-  case G_SUM: case G_MEAN: case G_MAX: case G_MIN: return lower_reduce(L, n);
-  case G_ARGMAX: return lower_argmax(L, n);
-  case G_SOFTMAX: case G_RMS_NORM: case G_LAYER_NORM: return lower_norm(L, n);
-  case G_MATMUL: return lower_matmul(L, n);
-  case G_LINEAR: return lower_linear(L, n);
-  case G_EMBEDDING: return t_gather(L->p, lw_node(L, n->in[1]), lw_node(L, n->in[0]));
-  case G_ROPE: return lower_rope(L, n);
-  case G_CACHE_WRITE: return lower_cache_write(L, n);
-  case G_ATTENTION: return lower_attention(L, n);
-  case G_RESHAPE: case G_PERMUTE: case G_SLICE: case G_CONCAT: return lower_shape_op(L, n);
-  default: return lw_fail(L, n, "op %d is not supported by the tensor stage", (int)n->op);
-  }
+  if ((unsigned)n->op >= G_OP_COUNT || !lower_fns[n->op])
+    return lw_fail(L, n, "op %d is not supported by the tensor stage", (int)n->op);
+  return lower_fns[n->op](L, n);
 }
 
 TProgram *tensor_from_graph(const Graph *g, Diag *d) {

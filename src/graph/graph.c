@@ -621,6 +621,27 @@ static int infer_cast(Ctx *c, GNode *nd, GNode *const *in) {
   return 0;
 }
 
+/* A cache updated in place by cache_write may have no other reader: the old state is gone once the
+ * kernel writes it. Checked as the graph is built, so the message points at the second use. */
+static int check_cache_use(Ctx *c, const GNode *nd, GNode *const *in) {
+  for (int i = 0; i < nd->nin; i++) {
+    const GNode *s = in[i];
+    if (s->op != G_INPUT) continue;
+    const char *name = s->name ? s->name : "?";
+    if (s->writer) {
+      const GNode *w = &c->g->nodes[s->writer];
+      return FAIL(c, "%s: the cache '%s' is updated in place by the cache_write at line %d, column %d; read the "
+                  "result of cache_write instead", c->op, name, w->line, w->col);
+    }
+    if (nd->op == G_CACHE_WRITE && i == 0 && s->first_use) {
+      const GNode *u = &c->g->nodes[s->first_use];
+      return FAIL(c, "cache_write: the cache '%s' is also read by the %s at line %d, column %d; read the result of "
+                  "cache_write instead (it is updated in place)", name, gop_name(u->op), u->line, u->col);
+    }
+  }
+  return 0;
+}
+
 /* The shape rules, from the op table. */
 typedef int (*InferFn)(Ctx *c, GNode *nd, GNode *const *in);
 static const InferFn infer_fns[G_OP_COUNT] = {
@@ -651,10 +672,15 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
   tmp.nin = nin;
   for (int i = 0; i < nin; i++) tmp.in[i] = in[i];
   tmp.attr = attr ? *attr : gop_default_attr(op);
-  if (infer_fns[op](&c, &tmp, x)) return -1;
+  if (infer_fns[op](&c, &tmp, x) || check_cache_use(&c, &tmp, x)) return -1;
   GNode *nd = new_node(g, op, line, col);
   int id = nd->id;
   *nd = tmp;
   nd->id = id;
+  for (int i = 0; i < nin; i++) {
+    GNode *src = &g->nodes[in[i]];
+    if (!src->first_use) src->first_use = id;
+    if (op == G_CACHE_WRITE && i == 0) src->writer = id;
+  }
   return id;
 }

@@ -39,6 +39,8 @@ typedef struct GNode {
   GAttr attr;
   const char *name; /* input name, or the name it was assigned to; may be NULL */
   int line, col;    /* where in the source it came from (0 if built by code) */
+  int first_use;    /* id of the first node that reads this one (0: none yet; a reader's id is never 0) */
+  int writer;       /* inputs: id of the cache_write that updates it in place (0: none) */
 } GNode;
 
 typedef struct Graph {

@@ -125,7 +125,11 @@ TProgram *tensor_from_graph(const Graph *g, Diag *d) {
     /* Every op ends in the graph node's dtype (intermediates compute in f32 / i64). */
     if (n->op != G_INPUT) r = lw_cast(&L, r, n->dtype);
     const char *origin = n->op == G_INPUT ? NULL : gop_name(n->op);
-    for (int t = first; t < p->n; t++) p->nodes[t].origin = origin;
+    for (int t = first; t < p->n; t++) {
+      p->nodes[t].origin = origin;
+      p->nodes[t].line = n->line;
+      p->nodes[t].col = n->col;
+    }
     /* Name only a node this op created: an op that reuses its source (identity view) must not
      * rename that source. */
     if (r >= first && n->name) p->nodes[r].name = n->name;

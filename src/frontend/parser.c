@@ -120,7 +120,7 @@ static int to_tensor(Parser *p, Value *v, const char *what) {
   switch (v->kind) {
   case V_TENSOR: return 0;
   case V_NUM: {
-    int id = graph_const(p->g, v->is_int ? (double)v->ival : v->fval, v->line, v->col);
+    int id = v->is_int ? graph_const_int(p->g, v->ival, v->line, v->col) : graph_const(p->g, v->fval, v->line, v->col);
     p->g->nodes[id].dtype = v->is_int ? DT_I64 : DT_F32;
     v->kind = V_TENSOR;
     v->node = id;

@@ -106,6 +106,15 @@ int graph_const(Graph *g, double value, int line, int col) {
   /* Integral values are integer literals; the parser marks float literals such as `2.0` as f32. */
   nd->dtype = (isfinite(value) && value == floor(value) && fabs(value) < 9.2e18) ? DT_I64 : DT_F32;
   nd->attr.value = value;
+  if (nd->dtype == DT_I64) nd->attr.ivalue = (int64_t)value;
+  return nd->id;
+}
+
+int graph_const_int(Graph *g, int64_t value, int line, int col) {
+  GNode *nd = new_node(g, G_CONST, line, col);
+  nd->dtype = DT_I64;
+  nd->attr.value = (double)value;
+  nd->attr.ivalue = value;
   return nd->id;
 }
 
@@ -272,6 +281,12 @@ static int infer_binary(Ctx *c, GNode *nd, GNode *const *in) {
     const GNode *lit = ca ? a : b, *ten = ca ? b : a;
     t = ten->dtype;
     if (!dtype_is_float(t) && dtype_is_float(lit->dtype)) t = DT_F32;
+    if (t == DT_I32 && !dtype_is_float(lit->dtype) && (lit->attr.ivalue < INT32_MIN || lit->attr.ivalue > INT32_MAX)) {
+      diag_error(c->d, lit->line ? lit->line : c->line, lit->line ? lit->col : c->col,
+                 "integer literal %lld does not fit the i32 operand of %s (range -2147483648 to 2147483647)",
+                 (long long)lit->attr.ivalue, c->op);
+      return -1;
+    }
   } else {
     t = dtype_promote(a->dtype, b->dtype);
   }

@@ -16,7 +16,8 @@ typedef enum GOp {
 } GOp;
 
 typedef struct GAttr {
-  double value;      /* G_CONST */
+  double value;      /* G_CONST: the literal (a float literal, or an integer one as a double) */
+  int64_t ivalue;    /* G_CONST of an integer dtype: the exact integer literal */
   double eps;        /* norms */
   double theta;      /* rope */
   int axis;          /* softmax, slice, concat (non-negative after validation) */
@@ -58,6 +59,7 @@ Graph *graph_new(Arena *arena, ExprPool *pool);
 /* Adds an input. Fails (returns -1, diag set) on a duplicate name or bad dims. */
 int graph_input(Graph *g, const char *name, DType t, const Shape *shape, int line, int col, Diag *d);
 int graph_const(Graph *g, double value, int line, int col);
+int graph_const_int(Graph *g, int64_t value, int line, int col); /* an exact integer literal (i64, weak) */
 /* Adds an op after checking arity, dtypes and shapes; fills in shape and dtype.
  * attr may be NULL for ops without attributes. Returns the node id or -1 with diag set
  * (message names the op and the offending shapes, position = line/col). */

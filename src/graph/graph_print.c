@@ -20,8 +20,7 @@ static void put_ref(StrBuf *b, const Graph *g, int id) {
   const GNode *n = &g->nodes[id];
   if (n->op == G_CONST) {
     if (!dtype_is_float(n->dtype)) {
-      if (fabs(n->attr.value) < 9e18) sb_printf(b, "%lld", (long long)n->attr.value);
-      else sb_printf(b, "%.0f", n->attr.value); /* beyond long long: no undefined conversion */
+      sb_printf(b, "%lld", (long long)n->attr.ivalue);
       return;
     }
     size_t start = b->len;

@@ -62,7 +62,11 @@ typedef struct ExprPool ExprPool;
 ExprPool *expr_pool_new(Arena *arena); /* lives in (and is freed with) the arena */
 
 Expr *ex_int(ExprPool *p, int64_t v);            /* i64 constant */
-Expr *ex_const(ExprPool *p, DType t, double v);  /* constant of any type (ints truncated) */
+Expr *ex_const(ExprPool *p, DType t, double v);  /* constant of any type (ints: ex_float_to_int) */
+Expr *ex_const_int(ExprPool *p, DType t, int64_t v); /* exact integer constant (wraps to i32; floats round) */
+/* Float -> integer conversion as every backend and the reference do it: NaN -> 0, out of range -> the
+ * nearest end of t's range (i32 or i64), otherwise truncation toward zero. */
+int64_t ex_float_to_int(DType t, double v);
 Expr *ex_bool(ExprPool *p, int v);
 Expr *ex_sym(ExprPool *p, const char *name);
 Expr *ex_var(ExprPool *p, int v);

@@ -113,7 +113,8 @@ int ref_input(const RefOp *op) {
 int ref_const(const RefOp *op) {
   /* A literal enters every kernel as a compute-type constant (f32 / i64), never as a stored f16. */
   const GNode *n = op->node;
-  for (int64_t i = 0; i < op->out->numel; i++) op->out->data[i] = ref_round(dtype_compute(n->dtype), n->attr.value);
+  double v = dtype_is_float(n->dtype) ? n->attr.value : (double)n->attr.ivalue;
+  for (int64_t i = 0; i < op->out->numel; i++) op->out->data[i] = ref_round(dtype_compute(n->dtype), v);
   return 1;
 }
 

@@ -2,6 +2,7 @@
  * is added, so later stages can assume a well-formed graph. Attributes are normalised here
  * (non-negative sorted axes, resolved slice bounds and reshape targets). */
 #include "graph.h"
+#include "../base/checked.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,17 @@ static int dim_ok(const Expr *e) {
   return !dtype_is_float(e->dtype) && !(e->flags & (EXF_LOAD | EXF_ACC | EXF_ARG | EXF_TMP | EXF_HW));
 }
 
+/* Whether the constant factors of s's element count fit LT_MAX_NUMEL (symbols count as 1 here; their
+ * values are checked at run time by graph_check_sizes). */
+static int numel_fits(const Shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) {
+    const Expr *e = s->dim[i];
+    if (e->op == X_CONST && !dtype_is_float(e->dtype) && (!ck_mul(n, e->ival, &n) || n > LT_MAX_NUMEL)) return 0;
+  }
+  return 1;
+}
+
 int graph_input(Graph *g, const char *name, DType t, const Shape *shape, int line, int col, Diag *d) {
   if (!name || !*name) {
     diag_error(d, line, col, "input needs a name");
@@ -93,6 +105,13 @@ int graph_input(Graph *g, const char *name, DType t, const Shape *shape, int lin
                  name, i);
       return -1;
     }
+  if (!numel_fits(shape)) {
+    StrBuf b = {0};
+    shape_print(&b, shape);
+    diag_error(d, line, col, "input '%s': %s%s has more than 2^56 elements", name, dtype_name(t), sb_str(&b));
+    sb_free(&b);
+    return -1;
+  }
   GNode *nd = new_node(g, G_INPUT, line, col);
   nd->dtype = t;
   nd->shape = *shape;
@@ -688,6 +707,9 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
   for (int i = 0; i < nin; i++) tmp.in[i] = in[i];
   tmp.attr = attr ? *attr : gop_default_attr(op);
   if (infer_fns[op](&c, &tmp, x) || check_cache_use(&c, &tmp, x)) return -1;
+  if (!numel_fits(&tmp.shape))
+    return FAIL(&c, "%s: the result %s%s has more than 2^56 elements", c.op, dtype_name(tmp.dtype),
+                shape_str(g, &tmp.shape));
   GNode *nd = new_node(g, op, line, col);
   int id = nd->id;
   *nd = tmp;

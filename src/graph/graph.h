@@ -99,4 +99,7 @@ int gparam_required(const GOpInfo *info, int i);
 GAttr gop_default_attr(GOp op);
 /* Printer for `--ir graph`:  t3 = rms_norm(x, w, eps=1e-06) : f32[1,32,2048] */
 void graph_print(StrBuf *b, const Graph *g);
+/* With the symbols' values: every node's sizes evaluate without overflow, element counts stay within
+ * LT_MAX_NUMEL, argmax has a non-empty axis and attention has keys. 0 with diag (node's position). */
+int graph_check_sizes(const Graph *g, const SymEnv *env, Diag *d);
 #endif

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/checked.h"
 #include "../base/hash.h"
 
 struct ExprPool {
@@ -469,16 +470,16 @@ int ex_eval_int(const Expr *e, const SymEnv *env, int64_t *out) {
   case X_CONST: *out = dtype_is_float(e->dtype) ? ex_float_to_int(DT_I64, e->fval) : e->ival; return 1;
   case X_SYM: return symenv_get(env, e->name, out);
   case X_CAST: return ex_eval_int(e->a[0], env, out);
-  case X_NEG: if (!ex_eval_int(e->a[0], env, &x)) return 0; *out = -x; return 1;
+  case X_NEG: return ex_eval_int(e->a[0], env, &x) && ck_sub(0, x, out);
   default: break;
   }
   if (e->n != 2 || !ex_eval_int(e->a[0], env, &x) || !ex_eval_int(e->a[1], env, &y)) return 0;
   switch (e->op) {
-  case X_ADD: *out = x + y; return 1;
-  case X_SUB: *out = x - y; return 1;
-  case X_MUL: *out = x * y; return 1;
-  case X_DIV: case X_IDIV: if (!y) return 0; *out = x / y; return 1;
-  case X_MOD: if (!y) return 0; *out = x % y; return 1;
+  case X_ADD: return ck_add(x, y, out); /* sizes that overflow are an error, never a wrapped size */
+  case X_SUB: return ck_sub(x, y, out);
+  case X_MUL: return ck_mul(x, y, out);
+  case X_DIV: case X_IDIV: if (!y || (y == -1 && x == INT64_MIN)) return 0; *out = x / y; return 1;
+  case X_MOD: if (!y || y == -1) { *out = 0; return y != 0; } *out = x % y; return 1;
   case X_MAX: *out = x > y ? x : y; return 1;
   case X_MIN: *out = x < y ? x : y; return 1;
   case X_LT: *out = x < y; return 1;
@@ -642,7 +643,6 @@ int shape_eval(const Shape *s, const SymEnv *env, int64_t *dims) {
 
 int64_t shape_numel_eval(const Shape *s, const SymEnv *env) {
   int64_t d[LT_MAX_RANK], n = 1;
-  if (!shape_eval(s, env, d)) return -1;
-  for (int i = 0; i < s->rank; i++) n *= d[i];
+  if (!shape_eval(s, env, d) || !ck_numel(s->rank, d, &n)) return -1;
   return n;
 }

@@ -112,7 +112,8 @@ typedef struct SymEnv {
 } SymEnv;
 int symenv_get(const SymEnv *env, const char *name, int64_t *out);
 void symenv_set(SymEnv *env, const char *name, int64_t v);
-/* Evaluates an integer expression of constants, symbols and arithmetic. 0 if something is unbound. */
+/* Evaluates an integer expression of constants, symbols and arithmetic. 0 if something is unbound, a
+ * division by zero, or an intermediate result overflows int64. */
 int ex_eval_int(const Expr *e, const SymEnv *env, int64_t *out);
 
 /* Printing. Callbacks may be NULL: then defaults like i3, buf2, acc1, a0 are used. */
@@ -139,5 +140,5 @@ int shape_equal(const Shape *a, const Shape *b);
 Expr *shape_numel(ExprPool *p, const Shape *s);
 void shape_print(StrBuf *b, const Shape *s); /* [1,32,seq] */
 int shape_eval(const Shape *s, const SymEnv *env, int64_t *dims); /* 0 if a symbol is unbound */
-int64_t shape_numel_eval(const Shape *s, const SymEnv *env);     /* -1 if a symbol is unbound */
+int64_t shape_numel_eval(const Shape *s, const SymEnv *env); /* -1: a symbol is unbound, or > LT_MAX_NUMEL */
 #endif

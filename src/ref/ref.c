@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ref_internal.h"
+#include "../base/checked.h"
 
 void ref_tensor_free(RefTensor *t) {
   if (!t) return;
@@ -148,8 +149,9 @@ static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *
     if (!ref_eval_dim(&op, n->shape.dim[k], &out->dims[k])) return 0;
     if (out->dims[k] < 0)
       return ref_fail(&op, "%s: dimension %d evaluates to %lld", ref_op_name(n->op), k, (long long)out->dims[k]);
-    out->numel *= out->dims[k];
   }
+  if (!ck_numel(out->rank, out->dims, &out->numel))
+    return ref_fail(&op, "%s: more than 2^56 elements at these sizes", ref_op_name(n->op));
   out->data = calloc((size_t)(out->numel ? out->numel : 1), sizeof(double));
   if (!out->data) return ref_fail(&op, "%s: out of memory for %lld elements", ref_op_name(n->op), (long long)out->numel);
   if (!ref_fns[n->op](&op)) return 0;

@@ -44,8 +44,13 @@ int ref_unary(const RefOp *op) {
 int ref_cast(const RefOp *op) {
   const RefTensor *x = op->in[0];
   if (!same_dims(x, op->out)) return shape_mismatch(op, x);
-  /* The conversion itself (truncation toward zero for ints, f16 rounding) is the driver's final rounding. */
-  for (int64_t i = 0; i < x->numel; i++) op->out->data[i] = x->data[i];
+  /* Float -> integer saturates (NaN -> 0, out of range -> the nearest end of the range, else truncation
+   * toward zero): the rule of every backend, ex_float_to_int. Other conversions (integer wrap-around,
+   * f16 rounding) are the driver's final rounding. */
+  DType to = op->node->dtype, from = op->g->nodes[op->node->in[0]].dtype;
+  int saturate = dtype_is_float(from) && (to == DT_I32 || to == DT_I64);
+  for (int64_t i = 0; i < x->numel; i++)
+    op->out->data[i] = saturate ? (double)ex_float_to_int(to, x->data[i]) : x->data[i];
   return 1;
 }
 

@@ -141,6 +141,7 @@ int ref_attention(const RefOp *op) {
   int64_t B = q->dims[0], H = q->dims[1], S = q->dims[2], D = q->dims[3];
   int64_t KH = k->dims[1], T = k->dims[2], DV = v->dims[3], group = H / KH;
   if (op->out->numel != B * H * S * DV) return numel_mismatch(op, B * H * S * DV);
+  if (T == 0 && op->out->numel > 0) return ref_fail(op, "attention: no keys (k and v have 0 positions)");
   double scale = 1.0 / sqrt((double)D), *p = malloc((size_t)(T ? T : 1) * sizeof(double));
   if (!p) return ref_fail(op, "attention: out of memory");
   for (int64_t b = 0; b < B; b++)

@@ -71,6 +71,7 @@ int ref_argmax(const RefOp *op) {
   int64_t outer = 1, inner = 1, n = x->dims[a];
   for (int i = 0; i < a; i++) outer *= x->dims[i];
   for (int i = a + 1; i < x->rank; i++) inner *= x->dims[i];
+  if (n == 0 && outer * inner > 0) return ref_fail(op, "argmax: axis %d is empty (argmax of no elements is undefined)", a);
   if (o->numel != outer * inner) return ref_fail(op, "argmax: result has %lld elements, expected %lld", (long long)o->numel, (long long)(outer * inner));
   for (int64_t i = 0; i < outer; i++)
     for (int64_t j = 0; j < inner; j++) {

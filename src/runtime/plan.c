@@ -1,6 +1,7 @@
 /* Plan runtime: renders and compiles a KProgram once, then runs its kernels in order for given
  * symbol values, allocating every buffer of the program's table on the backend. */
 #include "plan_internal.h"
+#include "../base/checked.h"
 #include "../base/clock.h"
 
 #include <stdio.h>
@@ -124,7 +125,7 @@ static int eval_or_diag(const Expr *e, const SymEnv *env, const char *what, int6
   if (s.name)
     diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", s.name, s.name);
   else
-    diag_error(d, 0, 0, "%s cannot be evaluated (division by zero or a non-integer expression)", what);
+    diag_error(d, 0, 0, "%s cannot be evaluated (it overflows int64, divides by zero or is not an integer)", what);
   return 0;
 }
 
@@ -237,7 +238,7 @@ sized:
   for (int i = 0; i < lp->nbufs; i++) {
     const LBuf *buf = &lp->bufs[i];
     if (!stale(p->dep_buf[i], changed)) continue;
-    int64_t numel = 1;
+    int64_t numel, dims[LT_MAX_RANK];
     for (int k = 0; k < buf->shape.rank; k++) {
       int64_t dim;
       if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) return 0;
@@ -246,9 +247,12 @@ sized:
                    (long long)dim);
         return 0;
       }
-      numel *= dim;
+      dims[k] = dim;
     }
-    s->bytes[i] = (size_t)numel * dtype_size(buf->dtype);
+    if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &s->bytes[i])) {
+      diag_error(d, 0, 0, "buffer '%s' would have more than 2^56 elements at these sizes", buf->name);
+      return 0;
+    }
   }
   for (int i = 0; p->bound && i < lp->ninputs; i++) {
     int bi = lp->inputs[i];

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "lower_internal.h"
+#include "../base/checked.h"
 
 int lw_fail(Lower *L, const GNode *n, const char *fmt, ...) {
   char msg[400];
@@ -101,6 +102,14 @@ static int lower_op(Lower *L, const GNode *n) {
   return lower_fns[n->op](L, n);
 }
 
+/* The constant factors of s's element count fit LT_MAX_NUMEL (symbols are checked at run time). */
+static int const_numel_fits(const Shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++)
+    if (s->dim[i]->op == X_CONST && (!ck_mul(n, s->dim[i]->ival, &n) || n > LT_MAX_NUMEL)) return 0;
+  return 1;
+}
+
 TProgram *tensor_from_graph(const Graph *g, Diag *d) {
   TProgram *p = tprog_new(g->arena, g->pool);
   Lower L = {g, p, g->pool, d, NULL};
@@ -126,6 +135,15 @@ TProgram *tensor_from_graph(const Graph *g, Diag *d) {
     /* Every op ends in the graph node's dtype (intermediates compute in f32 / i64). */
     if (n->op != G_INPUT) r = lw_cast(&L, r, n->dtype);
     const char *origin = n->op == G_INPUT ? NULL : gop_name(n->op);
+    for (int t = first; t < p->n; t++)
+      if (!const_numel_fits(&p->nodes[t].shape)) {
+        StrBuf b = {0};
+        shape_print(&b, &p->nodes[t].shape);
+        lw_fail(&L, n, "an intermediate %s of this op has more than 2^56 elements", sb_str(&b));
+        sb_free(&b);
+        free(L.tid);
+        return NULL;
+      }
     for (int t = first; t < p->n; t++) {
       p->nodes[t].origin = origin;
       p->nodes[t].line = n->line;

@@ -23,6 +23,10 @@ expect int_literal_2p53_graph 0 'y = add\(x, 9007199254740993\) : i64\[2\]' \
 expect int_literal_2p53_code 0 '9007199254740993LL' -- compile -e 'x: i64[2]; y = x + 9007199254740993' --target cpu --ir code
 expect int_literal_min 0 '^y: i64\[1\] = \[-9223372036854775808\]$' \
   -- run -e 'x: i64[1]; y = x * 0 - 9223372036854775807 - 1' --target cpu
+expect int_literal_min_literal 0 '^y: i64\[1\] = \[-9223372036854775808\]$' \
+  -- run -e 'x: i64[1]; y = x * 0 + -9223372036854775808' --target cpu
+expect_error int_literal_2p63 "^lathe: <-e>:1:24: error: integer literal '9223372036854775808' is too large" \
+  -- compile -e 'x: i64[1]; y = x * 0 + 9223372036854775808'
 expect_error int_literal_i32 '^lathe: <-e>:1:24: error: integer literal 3000000000 does not fit the i32 operand of add' \
   -- run -e 'x: i32[2]; y = x * 0 + 3000000000'
 expect_error int_literal_i32_left '^lathe: <-e>:1:16: error: integer literal -2147483649 does not fit the i32 operand of mul' \

@@ -422,6 +422,7 @@ static int parse_primary(Parser *p, Value *out) {
   memset(out, 0, sizeof *out);
   out->line = t->line;
   out->col = t->col;
+  if (t->kind == TK_INT && t->int64_min) return ERR(p, t, "integer literal '%s' is too large", t->text);
   if (t->kind == TK_INT || t->kind == TK_FLOAT) {
     next(p);
     out->kind = V_NUM;
@@ -461,7 +462,19 @@ static int parse_unary(Parser *p, Value *out) {
   if (++p->depth > MAX_DEPTH) return ERR(p, peek(p), "expression nested too deeply (at most %d levels)", MAX_DEPTH);
   int rc;
   Token *t = peek(p);
-  if (is_punct(t, '-')) {
+  if (is_punct(t, '-') && peek2(p)->kind == TK_INT && peek2(p)->int64_min) {
+    /* -9223372036854775808: the one literal whose magnitude is not an int64 */
+    next(p);
+    next(p);
+    memset(out, 0, sizeof *out);
+    out->kind = V_NUM;
+    out->is_int = 1;
+    out->ival = INT64_MIN;
+    out->fval = (double)INT64_MIN;
+    out->line = t->line;
+    out->col = t->col;
+    rc = 0;
+  } else if (is_punct(t, '-')) {
     next(p);
     rc = parse_unary(p, out);
     if (!rc && out->kind == V_NUM) {

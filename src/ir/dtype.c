@@ -110,7 +110,8 @@ double dtype_round(DType t, double v) {
     return v >= 2147483647.0 ? 2147483647.0 : v <= -2147483648.0 ? -2147483648.0 : (double)(int32_t)v;
   case DT_I64:
     if (v != v) return 0;
-    if (v >= 9223372036854775807.0 || v <= -9223372036854775808.0) return v > 0 ? 9223372036854775807.0 : -9223372036854775808.0;
+    if (v >= 9223372036854775807.0) return 9223372036854775807.0;
+    if (v <= -9223372036854775808.0) return -9223372036854775808.0;
     return (double)(int64_t)v;
   case DT_BOOL: return v != 0;
   default: return v;

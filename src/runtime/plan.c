@@ -466,13 +466,15 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
     }
   }
   const LBuf *buf = &lp->bufs[lp->inputs[input]];
-  int64_t numel = 1;
-  for (int k = 0; k < buf->shape.rank; k++) {
-    int64_t dim;
-    if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) return 0;
-    numel *= dim;
+  int64_t numel, dims[LT_MAX_RANK];
+  for (int k = 0; k < buf->shape.rank; k++)
+    if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dims[k], d)) return 0;
+  size_t bytes;
+  if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &bytes)) {
+    diag_error(d, 0, 0, "input '%s' would have more than 2^56 elements (or a negative size) at these sizes",
+               buf->name);
+    return 0;
   }
-  size_t bytes = (size_t)numel * dtype_size(buf->dtype);
   if (p->bound[input] && p->bound_bytes[input] != bytes) {
     p->b->ops->free(p->b, p->bound[input]);
     p->bound[input] = NULL;

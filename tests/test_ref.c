@@ -557,6 +557,27 @@ static void test_cast_saturates(void **state) {
   EXPECT(&f->out[1], 0, 9223372036854775807.0, -9223372036854775808.0, 0, -2, 3e9);
 }
 
+/* Integer results are exact 64-bit integers (ival), also beyond 2^53 where doubles are not. */
+static void test_exact_integers(void **state) {
+  Fixture *f = *state;
+  Graph *g = f->g;
+  static const double x[2] = {1, -1};
+  int a = add_input(f, "x", DT_I64, SH(g, 2), x);
+  int c = add_node(g, G_CONST, DT_I64, SCALAR, 0, NULL, AT(.value = 9007199254740992.0, .ivalue = 9007199254740992LL));
+  int s = OP(g, G_ADD, DT_I64, SH(g, 2), NULL, a, c);
+  output(f, s);
+  output(f, OP(g, G_SUM, DT_I64, SHAPE(0, {0}), AT(.naxes = 1, .axes = {0}), OP(g, G_ADD, DT_I64, SH(g, 2), NULL, s, s)));
+  int m = add_node(g, G_CONST, DT_I64, SCALAR, 0, NULL, AT(.value = 9.2e18, .ivalue = INT64_MAX));
+  output(f, OP(g, G_ADD, DT_I64, SH(g, 2), NULL, a, m)); /* wraps */
+  run_ok(f);
+  assert_non_null(f->out[0].ival);
+  assert_int_equal(f->out[0].ival[0], 9007199254740993LL);
+  assert_int_equal(f->out[0].ival[1], 9007199254740991LL);
+  assert_int_equal(f->out[1].ival[0], 4 * 9007199254740992LL);
+  assert_int_equal(f->out[2].ival[0], INT64_MIN);
+  assert_int_equal(f->out[2].ival[1], INT64_MAX - 1);
+}
+
 /* argmax of no elements and attention without keys are errors, at the op's position. */
 static void test_empty_argmax_and_attention(void **state) {
   Fixture *f = *state;
@@ -614,6 +635,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_input_dims_mismatch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_broadcast_and_reshape, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cast_saturates, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_exact_integers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_empty_argmax_and_attention, setup, teardown),
       cmocka_unit_test_setup_teardown(test_attention_no_keys, setup, teardown),
   };

@@ -260,7 +260,8 @@ static int get_ints(Parser *p, Call *c, int i, int rank, int single, int *out, i
                 single ? "an integer or a list of integers" : "a list of integers", kind_desc(p, a));
   for (int k = 0; k < a->nitems; k++) {
     ListItem *it = &a->items[k];
-    if (it->sym) return ERR(p, it, "%s: expected an integer in '%s', got '%s'", c->spec->name, param_name(c->spec, i), it->sym);
+    if (it->sym)
+      return ERR(p, it, "%s: expected an integer in '%s', got '%s'", c->spec->name, param_name(c->spec, i), it->sym);
     if (it->v < -rank || it->v >= rank)
       return ERR(p, it, "%s: axis %lld out of range for a tensor of rank %d", c->spec->name, (long long)it->v, rank);
     out[k] = (int)it->v;

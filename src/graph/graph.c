@@ -649,7 +649,8 @@ static int infer_softmax(Ctx *c, GNode *nd, GNode *const *in) {
 }
 
 static int infer_cast(Ctx *c, GNode *nd, GNode *const *in) {
-  if ((unsigned)nd->attr.dtype >= DT_COUNT || nd->attr.dtype == DT_BOOL) return FAIL(c, "cast: unsupported target dtype");
+  if ((unsigned)nd->attr.dtype >= DT_COUNT || nd->attr.dtype == DT_BOOL)
+    return FAIL(c, "cast: unsupported target dtype");
   nd->shape = in[0]->shape;
   nd->dtype = nd->attr.dtype;
   return 0;

@@ -11,7 +11,9 @@
 void ref_tensor_free(RefTensor *t) {
   if (!t) return;
   free(t->data);
+  free(t->ival);
   t->data = NULL;
+  t->ival = NULL;
   t->numel = 0;
 }
 
@@ -116,6 +118,10 @@ int ref_const(const RefOp *op) {
   const GNode *n = op->node;
   double v = dtype_is_float(n->dtype) ? n->attr.value : (double)n->attr.ivalue;
   for (int64_t i = 0; i < op->out->numel; i++) op->out->data[i] = ref_round(dtype_compute(n->dtype), v);
+  if (op->out->ival) {
+    for (int64_t i = 0; i < op->out->numel; i++) op->out->ival[i] = n->attr.ivalue;
+    *op->exact = 1;
+  }
   return 1;
 }
 
@@ -130,7 +136,8 @@ static const RefFn ref_fns[G_OP_COUNT] = {
 static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *inputs, RefTensor *vals, Diag *d) {
   const GNode *n = &g->nodes[i];
   RefTensor *out = &vals[i];
-  RefOp op = {n, {NULL, NULL, NULL}, out, env, d, g, inputs};
+  int exact = 0;
+  RefOp op = {n, {NULL, NULL, NULL}, out, env, d, &exact, g, inputs};
   const GOpInfo *info = gop_info(n->op);
   if (!info || !ref_fns[n->op]) return ref_fail(&op, "reference interpreter: unknown op %d", (int)n->op);
   if (n->nin < info->min_in || n->nin > info->max_in)
@@ -154,9 +161,20 @@ static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *
     return ref_fail(&op, "%s: more than 2^56 elements at these sizes", ref_op_name(n->op));
   out->data = calloc((size_t)(out->numel ? out->numel : 1), sizeof(double));
   if (!out->data) return ref_fail(&op, "%s: out of memory for %lld elements", ref_op_name(n->op), (long long)out->numel);
+  int is_int = n->dtype == DT_I32 || n->dtype == DT_I64;
+  if (is_int && !(out->ival = calloc((size_t)(out->numel ? out->numel : 1), sizeof(int64_t))))
+    return ref_fail(&op, "%s: out of memory for %lld elements", ref_op_name(n->op), (long long)out->numel);
   if (!ref_fns[n->op](&op)) return 0;
-  if (n->op != G_CONST)
+  if (is_int) { /* integers: exact, wrapped to the dtype; data follows */
+    for (int64_t k = 0; k < out->numel; k++) {
+      int64_t v = exact ? out->ival[k] : ref_to_i64(out->data[k]);
+      if (n->dtype == DT_I32) v = (int32_t)(uint32_t)(uint64_t)v;
+      out->ival[k] = v;
+      out->data[k] = (double)v;
+    }
+  } else if (n->op != G_CONST) {
     for (int64_t k = 0; k < out->numel; k++) out->data[k] = ref_round(n->dtype, out->data[k]);
+  }
   return 1;
 }
 
@@ -180,6 +198,10 @@ int ref_eval(const Graph *g, const SymEnv *env, const RefTensor *inputs, RefTens
     *o = vals[id];
     o->data = malloc((size_t)(o->numel ? o->numel : 1) * sizeof(double));
     if (o->numel) memcpy(o->data, vals[id].data, (size_t)o->numel * sizeof(double));
+    if (vals[id].ival) {
+      o->ival = malloc((size_t)(o->numel ? o->numel : 1) * sizeof(int64_t));
+      if (o->ival && o->numel) memcpy(o->ival, vals[id].ival, (size_t)o->numel * sizeof(int64_t));
+    }
   }
   if (!ok)
     for (int j = 0; j < g->noutputs; j++) ref_tensor_free(&outputs[j]);

@@ -84,6 +84,7 @@ int ref_embedding(const RefOp *op) {
     return ref_fail(op, "embedding: table has shape %s, expected [vocab, dim]", ref_dims_str(s1, sizeof s1, table->rank, table->dims));
   int64_t vocab = table->dims[0], dim = table->dims[1];
   if (op->out->numel != ids->numel * dim) return numel_mismatch(op, ids->numel * dim);
+  if (op->out->ival) *op->exact = 1;
   for (int64_t i = 0; i < ids->numel; i++) {
     double v = ids->data[i];
     if (!(v >= 0 && v < (double)vocab)) {
@@ -91,7 +92,10 @@ int ref_embedding(const RefOp *op) {
       return ref_fail(op, "embedding: id %lld out of range [0, %lld)", (long long)ref_to_i64(v), (long long)vocab);
     }
     int64_t id = (int64_t)v;
-    for (int64_t j = 0; j < dim; j++) op->out->data[i * dim + j] = table->data[id * dim + j];
+    for (int64_t j = 0; j < dim; j++) {
+      op->out->data[i * dim + j] = table->data[id * dim + j];
+      if (op->out->ival) op->out->ival[i * dim + j] = ref_ival(table, id * dim + j);
+    }
   }
   return 1;
 }

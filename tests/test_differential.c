@@ -290,6 +290,15 @@ static void build_cases(void) {
            "lt_syms = lt_off - NAN\nreturn i0, r0, smem0, ld0_0, or, lt_bufs, lt_syms");
   cases[ncases - 1].cuda_has = "lt_off";
   add_case("return_input", NULL, 0, "x: f32[3]; y: f32[3]\nz = x + y\nreturn x, z, z");
+  /* Float -> integer casts saturate (NaN -> 0, out of range -> the end of the range) in every backend
+   * and the reference: x * 1e30 leaves both ends of i32 and i64, sqrt(x - 2) is NaN. */
+  for (int t = 0; t < 3; t++) {
+    char name[64];
+    snprintf(name, sizeof name, "cast_saturate_%s", FLOATS[t]);
+    add_case(name, NULL, 0,
+             "x: %s[127]\na = cast(x * 1e30, i32)\nb = cast(x * 1e30, i64)\nc = cast(sqrt(x - 2.0), i32)\n"
+             "d = cast(x * 3e9, i32)\nreturn a, b, c, d", FLOATS[t]);
+  }
 }
 
 int main(void) {

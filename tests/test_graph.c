@@ -110,6 +110,36 @@ static void test_gop_names(void **state) {
   assert_string_equal(gop_name(G_OP_COUNT), "?");
 }
 
+/* The op table (ops.def) is consistent: every op has a name, its language parameters give at least
+ * its required operands and at most its maximum, the required parameters come first, and the
+ * defaults graph_op assumes come from it. */
+static void test_op_table(void **state) {
+  for (int o = 0; o < G_OP_COUNT; o++) {
+    const GOpInfo *info = gop_info((GOp)o);
+    assert_non_null(info);
+    assert_non_null(info->name);
+    assert_true(info->min_in <= info->max_in && info->max_in <= 3);
+    assert_true(info->nparams <= GOP_MAX_PARAMS);
+    int tensors = 0, optional_seen = 0;
+    for (int i = 0; i < info->nparams; i++) {
+      tensors += info->params[i].kind == GP_TENSOR;
+      if (!gparam_required(info, i)) optional_seen = 1;
+      else assert_false(optional_seen); /* required parameters are a prefix */
+    }
+    if (o != G_INPUT && o != G_CONST) {
+      assert_true(tensors >= info->min_in && tensors <= info->max_in);
+      assert_true(info->nparams > 0);
+    }
+  }
+  assert_null(gop_info(G_OP_COUNT));
+  GAttr a = gop_default_attr(G_RMS_NORM);
+  assert_true(a.eps == 1e-6);
+  assert_true(gop_default_attr(G_LAYER_NORM).eps == 1e-5);
+  assert_true(gop_default_attr(G_ROPE).theta == 10000.0);
+  assert_int_equal(gop_default_attr(G_SOFTMAX).axis, -1);
+  assert_int_equal(gop_default_attr(G_CONCAT).axis, 0);
+}
+
 static void test_weak_literals(void **state) {
   Env *e = *state;
   int h = input(e, "h", DT_F16, SHAPE(e, "4"));
@@ -290,6 +320,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_slice_exprs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_attention_and_permute, setup, teardown),
       cmocka_unit_test_setup_teardown(test_print_unnamed_and_consts, setup, teardown),
+      cmocka_unit_test(test_op_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -544,6 +544,67 @@ static void test_bad_broadcast_and_reshape(void **state) {
   assert_contains(f->d.msg, "reshape: cannot reshape [2,3] (6 elements) into [4,2] (8 elements)");
 }
 
+/* Float -> integer casts saturate: NaN -> 0, out of range -> the end of the range (issue 14). */
+static void test_cast_saturates(void **state) {
+  Fixture *f = *state;
+  Graph *g = f->g;
+  static const double x[5] = {1e30, -1e30, NAN, -2.75, 3e9};
+  int a = add_input(f, "x", DT_F32, SH(g, 5), x);
+  output(f, OP(g, G_CAST, DT_I32, SH(g, 5), AT(.dtype = DT_I32), a));
+  output(f, OP(g, G_CAST, DT_I64, SH(g, 5), AT(.dtype = DT_I64), a));
+  run_ok(f);
+  EXPECT(&f->out[0], 0, 2147483647.0, -2147483648.0, 0, -2, 2147483647.0);
+  EXPECT(&f->out[1], 0, 9223372036854775807.0, -9223372036854775808.0, 0, -2, 3e9);
+}
+
+/* Integer results are exact 64-bit integers (ival), also beyond 2^53 where doubles are not. */
+static void test_exact_integers(void **state) {
+  Fixture *f = *state;
+  Graph *g = f->g;
+  static const double x[2] = {1, -1};
+  int a = add_input(f, "x", DT_I64, SH(g, 2), x);
+  int c = add_node(g, G_CONST, DT_I64, SCALAR, 0, NULL, AT(.value = 9007199254740992.0, .ivalue = 9007199254740992LL));
+  int s = OP(g, G_ADD, DT_I64, SH(g, 2), NULL, a, c);
+  output(f, s);
+  output(f, OP(g, G_SUM, DT_I64, SHAPE(0, {0}), AT(.naxes = 1, .axes = {0}), OP(g, G_ADD, DT_I64, SH(g, 2), NULL, s, s)));
+  int m = add_node(g, G_CONST, DT_I64, SCALAR, 0, NULL, AT(.value = 9.2e18, .ivalue = INT64_MAX));
+  output(f, OP(g, G_ADD, DT_I64, SH(g, 2), NULL, a, m)); /* wraps */
+  run_ok(f);
+  assert_non_null(f->out[0].ival);
+  assert_int_equal(f->out[0].ival[0], 9007199254740993LL);
+  assert_int_equal(f->out[0].ival[1], 9007199254740991LL);
+  assert_int_equal(f->out[1].ival[0], 4 * 9007199254740992LL);
+  assert_int_equal(f->out[2].ival[0], INT64_MIN);
+  assert_int_equal(f->out[2].ival[1], INT64_MAX - 1);
+}
+
+/* argmax of no elements and attention without keys are errors, at the op's position. */
+static void test_empty_argmax_and_attention(void **state) {
+  Fixture *f = *state;
+  Graph *g = f->g;
+  symenv_set(&f->env, "k", 0);
+  Expr *k = ex_sym(g->pool, "k");
+  int x = add_input(f, "x", DT_F32, SHAPE(2, {ex_int(g->pool, 3), k}), NULL);
+  output(f, OP(g, G_ARGMAX, DT_I64, SH(g, 3), AT(.naxes = 1, .axes = {1}), x));
+  assert_false(ref_eval(g, &f->env, f->in, f->out, &f->d));
+  assert_string_equal(f->d.msg, "argmax: axis 1 is empty (argmax of no elements is undefined)");
+  assert_int_equal(f->d.col, 2);
+}
+
+static void test_attention_no_keys(void **state) {
+  Fixture *f = *state;
+  Graph *g = f->g;
+  symenv_set(&f->env, "t", 0);
+  Expr *t = ex_sym(g->pool, "t"), *one = ex_int(g->pool, 1), *two = ex_int(g->pool, 2);
+  static const double qd[2] = {1, 2};
+  int q = add_input(f, "q", DT_F32, SH(g, 1, 1, 1, 2), qd);
+  int k = add_input(f, "k", DT_F32, SHAPE(4, {one, one, t, two}), NULL);
+  int v = add_input(f, "v", DT_F32, SHAPE(4, {one, one, t, two}), NULL);
+  output(f, OP(g, G_ATTENTION, DT_F32, SH(g, 1, 1, 1, 2), NULL, q, k, v));
+  assert_false(ref_eval(g, &f->env, f->in, f->out, &f->d));
+  assert_string_equal(f->d.msg, "attention: no keys (k and v have 0 positions)");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_unary, setup, teardown),
@@ -573,6 +634,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unbound_symbol, setup, teardown),
       cmocka_unit_test_setup_teardown(test_input_dims_mismatch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_broadcast_and_reshape, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cast_saturates, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_exact_integers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_empty_argmax_and_attention, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_attention_no_keys, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

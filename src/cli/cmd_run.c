@@ -110,7 +110,12 @@ static void print_output(const char *name, const HostTensor *t) {
   for (int i = 0; i < t->rank; i++) printf("%s%lld", i ? "," : "", (long long)t->dims[i]);
   printf("] = [");
   int64_t n = t->numel < 8 ? t->numel : 8;
-  for (int64_t i = 0; i < n; i++) printf("%s%.6g", i ? ", " : "", host_get(t, i));
+  for (int64_t i = 0; i < n; i++) {
+    /* integers exactly (a double holds only 53 bits) */
+    if (t->dtype == DT_I64) printf("%s%lld", i ? ", " : "", (long long)((const int64_t *)t->data)[i]);
+    else if (t->dtype == DT_I32) printf("%s%d", i ? ", " : "", ((const int32_t *)t->data)[i]);
+    else printf("%s%.6g", i ? ", " : "", host_get(t, i));
+  }
   printf("%s]\n", t->numel > n ? ", ..." : "");
 }
 

@@ -159,6 +159,23 @@ static void put_cast(Render *R, StrBuf *b, DType t, const Expr *x) {
     sb_puts(b, "(");
     rc_put_ref(R, b, x);
     sb_puts(b, " != 0)");
+  } else if (dtype_is_float(x->dtype)) {
+    /* Saturating, as ex_float_to_int and the reference: NaN -> 0, out of range -> the nearest end of the
+     * range (a plain C conversion is undefined there; CUDA's cvt.rzi happens to agree). */
+    const char *hi = t == DT_I32 ? "2147483648.0f" : "9223372036854775808.0f";
+    const char *max = t == DT_I32 ? "2147483647LL" : "9223372036854775807LL";
+    const char *min = t == DT_I32 ? "(-2147483647LL - 1)" : "(-9223372036854775807LL - 1)";
+    sb_printf(b, "((%s)(", i64_name(R));
+    rc_put_ref(R, b, x);
+    sb_puts(b, " != ");
+    rc_put_ref(R, b, x);
+    sb_puts(b, " ? 0 : ");
+    rc_put_ref(R, b, x);
+    sb_printf(b, " >= %s ? %s : ", hi, max);
+    rc_put_ref(R, b, x);
+    sb_printf(b, " <= -%s ? %s : (%s)(", hi, min, i64_name(R));
+    rc_put_ref(R, b, x);
+    sb_puts(b, ")))");
   } else {
     sb_printf(b, "((%s)", i64_name(R));
     if (t == DT_I32) sb_printf(b, "(%s)", R->dl->i32);

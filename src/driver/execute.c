@@ -3,6 +3,12 @@
 
 int execute_program(const Compilation *c, Backend *be, const SymEnv *env, uint64_t seed, Execution *x, Diag *d) {
   memset(x, 0, sizeof *x);
+  if (!graph_check_sizes(c->graph, env, d)) return 0; /* before compiling: sizes that overflow, empty argmax */
+  for (int i = 0; i < c->loop->nbufs; i++) /* intermediates too (attention's scores), before any allocation */
+    if (shape_numel_eval(&c->loop->bufs[i].shape, env) < 0) {
+      diag_error(d, 0, 0, "buffer '%s' would have more than 2^56 elements at these sizes", c->loop->bufs[i].name);
+      return 0;
+    }
   if (!(x->plan = plan_new(c->launch, sb_str((StrBuf *)&c->code), be, d))) return 0;
   if (!make_inputs(c->graph, env, seed, x->in, x->ref_in, d)) return 0;
   x->nin = c->graph->ninputs;

@@ -76,7 +76,10 @@ static int lex_number(Lexer *lx, Diag *d) {
     }
   } else {
     t->ival = strtoll(t->text, NULL, 10);
-    if (errno == ERANGE) {
+    if (errno == ERANGE && !strcmp(t->text, "9223372036854775808")) {
+      t->ival = INT64_MIN; /* 2^63: the parser accepts it only after a unary minus */
+      t->int64_min = 1;
+    } else if (errno == ERANGE) {
       diag_error(d, lx->line, lx->col, "integer literal '%s' is too large", t->text);
       return 0;
     }

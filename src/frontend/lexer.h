@@ -20,6 +20,7 @@ typedef struct Token {
   char punct;       /* TK_PUNCT: the character; TK_NEWLINE: '\n' or ';' */
   const char *text; /* TK_IDENT / numbers: NUL-terminated copy in the arena */
   int64_t ival;     /* TK_INT */
+  int int64_min;    /* TK_INT: the literal is 9223372036854775808, valid only negated (ival = INT64_MIN) */
   double fval;      /* TK_INT and TK_FLOAT */
   int line, col;    /* 1-based */
 } Token;

@@ -135,7 +135,7 @@ static int to_tensor(Parser *p, Value *v, const char *what) {
   switch (v->kind) {
   case V_TENSOR: return 0;
   case V_NUM: {
-    int id = graph_const(p->g, v->is_int ? (double)v->ival : v->fval, v->line, v->col);
+    int id = v->is_int ? graph_const_int(p->g, v->ival, v->line, v->col) : graph_const(p->g, v->fval, v->line, v->col);
     p->g->nodes[id].dtype = v->is_int ? DT_I64 : DT_F32;
     v->kind = V_TENSOR;
     v->node = id;
@@ -179,68 +179,47 @@ static int parse_list(Parser *p, Value *out) {
   return 0;
 }
 
-typedef enum ArgKind { A_TENSOR, A_INT, A_FLOAT, A_BOOL, A_AXES, A_INTLIST, A_SHAPE, A_DTYPE } ArgKind;
-typedef enum CallKind {
-  C_UNARY, C_BINARY, C_REDUCE, C_SOFTMAX, C_RMS, C_LN, C_MATMUL, C_LINEAR, C_EMB, C_ROPE, C_ATTN,
-  C_RESHAPE, C_PERMUTE, C_TRANSPOSE, C_SLICE, C_CONCAT, C_CAST, C_CACHE
-} CallKind;
+/* Calls are ops of the graph's op table (ops.def), plus syntax sugar that builds one of them. */
+static const GOpInfo transpose_info = {
+    "transpose", 1, 1, 3, {{"x", GP_TENSOR, 0, 0, 0}, {"d0", GP_SWAP, 0, 0, 0}, {"d1", GP_SWAP, 0, 0, 0}}};
 
 typedef struct OpSpec {
   const char *name;
   GOp op;
-  CallKind kind;
-  int min, max;
-  const char *params[4];
+  const GOpInfo *info;
+  int min, max; /* arguments in a call */
 } OpSpec;
 
-static const OpSpec ops[] = {
-    {"exp", G_EXP, C_UNARY, 1, 1, {"x"}},         {"log", G_LOG, C_UNARY, 1, 1, {"x"}},
-    {"sqrt", G_SQRT, C_UNARY, 1, 1, {"x"}},       {"rsqrt", G_RSQRT, C_UNARY, 1, 1, {"x"}},
-    {"tanh", G_TANH, C_UNARY, 1, 1, {"x"}},       {"sigmoid", G_SIGMOID, C_UNARY, 1, 1, {"x"}},
-    {"silu", G_SILU, C_UNARY, 1, 1, {"x"}},       {"gelu", G_GELU, C_UNARY, 1, 1, {"x"}},
-    {"relu", G_RELU, C_UNARY, 1, 1, {"x"}},       {"abs", G_ABS, C_UNARY, 1, 1, {"x"}},
-    {"neg", G_NEG, C_UNARY, 1, 1, {"x"}},         {"pow", G_POW, C_BINARY, 2, 2, {"x", "y"}},
-    {"maximum", G_MAXIMUM, C_BINARY, 2, 2, {"a", "b"}}, {"minimum", G_MINIMUM, C_BINARY, 2, 2, {"a", "b"}},
-    {"add", G_ADD, C_BINARY, 2, 2, {"a", "b"}},   {"sub", G_SUB, C_BINARY, 2, 2, {"a", "b"}},
-    {"mul", G_MUL, C_BINARY, 2, 2, {"a", "b"}},   {"div", G_DIV, C_BINARY, 2, 2, {"a", "b"}},
-    {"sum", G_SUM, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
-    {"mean", G_MEAN, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
-    {"max", G_MAX, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
-    {"min", G_MIN, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
-    {"argmax", G_ARGMAX, C_REDUCE, 1, 3, {"x", "axis", "keepdim"}},
-    {"softmax", G_SOFTMAX, C_SOFTMAX, 1, 2, {"x", "axis"}},
-    {"rms_norm", G_RMS_NORM, C_RMS, 2, 3, {"x", "w", "eps"}},
-    {"layer_norm", G_LAYER_NORM, C_LN, 3, 4, {"x", "w", "b", "eps"}},
-    {"matmul", G_MATMUL, C_MATMUL, 2, 2, {"a", "b"}},
-    {"linear", G_LINEAR, C_LINEAR, 2, 3, {"x", "w", "b"}},
-    {"embedding", G_EMBEDDING, C_EMB, 2, 2, {"ids", "table"}},
-    {"rope", G_ROPE, C_ROPE, 2, 3, {"x", "pos", "theta"}},
-    {"attention", G_ATTENTION, C_ATTN, 3, 4, {"q", "k", "v", "causal"}},
-    {"reshape", G_RESHAPE, C_RESHAPE, 2, 2, {"x", "shape"}},
-    {"permute", G_PERMUTE, C_PERMUTE, 2, 2, {"x", "perm"}},
-    {"transpose", G_PERMUTE, C_TRANSPOSE, 3, 3, {"x", "d0", "d1"}},
-    {"slice", G_SLICE, C_SLICE, 3, 4, {"x", "axis", "start", "end"}},
-    {"concat", G_CONCAT, C_CONCAT, 2, 3, {"a", "b", "axis"}},
-    {"cast", G_CAST, C_CAST, 2, 2, {"x", "dtype"}},
-    {"cache_write", G_CACHE_WRITE, C_CACHE, 4, 4, {"cache", "x", "axis", "start"}},
-};
-
-static int nparams(const OpSpec *s) {
-  int n = 0;
-  while (n < 4 && s->params[n]) n++;
-  return n;
+static int find_op(const char *name, OpSpec *s) {
+  const GOpInfo *info = NULL;
+  GOp op = G_OP_COUNT;
+  if (!strcmp(name, transpose_info.name)) info = &transpose_info, op = G_PERMUTE;
+  for (int o = 0; !info && o < G_OP_COUNT; o++) {
+    const GOpInfo *i = gop_info((GOp)o);
+    if (i->nparams && !strcmp(i->name, name)) info = i, op = (GOp)o;
+  }
+  if (!info) return 0;
+  s->name = info->name;
+  s->op = op;
+  s->info = info;
+  s->max = info->nparams;
+  for (s->min = 0; s->min < info->nparams && gparam_required(info, s->min); s->min++) {
+  }
+  return 1;
 }
+
+static const char *param_name(const OpSpec *s, int i) { return s->info->params[i].name; }
 
 typedef struct Call {
   const OpSpec *spec;
   const Token *at; /* the op name */
-  Value args[4];
-  int given[4];
+  Value args[GOP_MAX_PARAMS];
+  int given[GOP_MAX_PARAMS];
 } Call;
 
 static int get_tensor(Parser *p, Call *c, int i, int *node) {
   char what[64];
-  snprintf(what, sizeof what, "%s: argument '%s'", c->spec->name, c->spec->params[i]);
+  snprintf(what, sizeof what, "%s: argument '%s'", c->spec->name, param_name(c->spec, i));
   if (to_tensor(p, &c->args[i], what)) return -1;
   *node = c->args[i].node;
   return 0;
@@ -249,7 +228,7 @@ static int get_tensor(Parser *p, Call *c, int i, int *node) {
 static int get_int(Parser *p, Call *c, int i, int64_t *v) {
   Value *a = &c->args[i];
   if (a->kind != V_NUM || !a->is_int)
-    return ERRV(p, a, "%s: argument '%s' must be an integer, got %s", c->spec->name, c->spec->params[i],
+    return ERRV(p, a, "%s: argument '%s' must be an integer, got %s", c->spec->name, param_name(c->spec, i),
                 kind_desc(p, a));
   *v = a->ival;
   return 0;
@@ -269,7 +248,7 @@ static int get_axis(Parser *p, Call *c, int i, int rank, int *axis) {
 static int get_float(Parser *p, Call *c, int i, double *v) {
   Value *a = &c->args[i];
   if (a->kind != V_NUM)
-    return ERRV(p, a, "%s: argument '%s' must be a number, got %s", c->spec->name, c->spec->params[i],
+    return ERRV(p, a, "%s: argument '%s' must be a number, got %s", c->spec->name, param_name(c->spec, i),
                 kind_desc(p, a));
   *v = a->is_int ? (double)a->ival : a->fval;
   return 0;
@@ -278,7 +257,7 @@ static int get_float(Parser *p, Call *c, int i, double *v) {
 static int get_bool(Parser *p, Call *c, int i, int *v) {
   Value *a = &c->args[i];
   if (a->kind != V_BOOL)
-    return ERRV(p, a, "%s: argument '%s' must be true or false, got %s", c->spec->name, c->spec->params[i],
+    return ERRV(p, a, "%s: argument '%s' must be true or false, got %s", c->spec->name, param_name(c->spec, i),
                 kind_desc(p, a));
   *v = (int)a->ival;
   return 0;
@@ -292,11 +271,12 @@ static int get_ints(Parser *p, Call *c, int i, int rank, int single, int *out, i
     return get_axis(p, c, i, rank, &out[0]);
   }
   if (a->kind != V_LIST)
-    return ERRV(p, a, "%s: argument '%s' must be %s, got %s", c->spec->name, c->spec->params[i],
+    return ERRV(p, a, "%s: argument '%s' must be %s, got %s", c->spec->name, param_name(c->spec, i),
                 single ? "an integer or a list of integers" : "a list of integers", kind_desc(p, a));
   for (int k = 0; k < a->nitems; k++) {
     ListItem *it = &a->items[k];
-    if (it->sym) return ERR(p, it, "%s: expected an integer in '%s', got '%s'", c->spec->name, c->spec->params[i], it->sym);
+    if (it->sym)
+      return ERR(p, it, "%s: expected an integer in '%s', got '%s'", c->spec->name, param_name(c->spec, i), it->sym);
     if (it->v < -rank || it->v >= rank)
       return ERR(p, it, "%s: axis %lld out of range for a tensor of rank %d", c->spec->name, (long long)it->v, rank);
     out[k] = (int)it->v;
@@ -310,13 +290,13 @@ static int get_dtype(Parser *p, Call *c, int i, DType *t) {
   if (a->name && is_dtype_name(a->name, t)) return 0;
   if (a->kind == V_NAME) return ERRV(p, a, "unknown dtype '%s' (" DTYPES_EXPECTED ")", a->name);
   return ERRV(p, a, "%s: argument '%s' must be a dtype (" DTYPES_EXPECTED "), got %s", c->spec->name,
-              c->spec->params[i], a->name ? arena_printf(p->arena, "'%s'", a->name) : kind_desc(p, a));
+              param_name(c->spec, i), a->name ? arena_printf(p->arena, "'%s'", a->name) : kind_desc(p, a));
 }
 
 static int get_shape(Parser *p, Call *c, int i, Shape *s) {
   Value *a = &c->args[i];
   if (a->kind != V_LIST)
-    return ERRV(p, a, "%s: argument '%s' must be a list of sizes, got %s", c->spec->name, c->spec->params[i],
+    return ERRV(p, a, "%s: argument '%s' must be a list of sizes, got %s", c->spec->name, param_name(c->spec, i),
                 kind_desc(p, a));
   s->rank = a->nitems;
   for (int k = 0; k < a->nitems; k++) {
@@ -337,115 +317,57 @@ static int get_shape(Parser *p, Call *c, int i, Shape *s) {
 
 static int rank_of(Parser *p, int node) { return p->g->nodes[node].shape.rank; }
 
-/* Builds the node of a call whose arguments are bound to c->args. */
+/* Binds argument i of a call to the attribute its parameter names. in[0] is already a tensor. */
+static int bind_param(Parser *p, Call *c, int i, const int *in, GAttr *at, int *swap, int *nswap) {
+  const GParam *prm = &c->spec->info->params[i];
+  void *field = (char *)at + prm->offset;
+  switch (prm->kind) {
+  case GP_TENSOR: return 0;
+  case GP_AXES:
+    if (get_ints(p, c, i, rank_of(p, in[0]), 1, at->axes, &at->naxes)) return -1;
+    if (at->naxes == 0) return ERRV(p, &c->args[i], "%s: axis list is empty", c->spec->name);
+    return 0;
+  case GP_PERM: return get_ints(p, c, i, rank_of(p, in[0]), 0, at->axes, &at->naxes);
+  case GP_AXIS: return get_axis(p, c, i, rank_of(p, in[0]), (int *)field);
+  case GP_SWAP: return get_axis(p, c, i, rank_of(p, in[0]), &swap[(*nswap)++]);
+  case GP_NUM: return get_float(p, c, i, (double *)field);
+  case GP_FLAG: return get_bool(p, c, i, (int *)field);
+  case GP_SHAPE: return get_shape(p, c, i, (Shape *)field);
+  case GP_DTYPE: return get_dtype(p, c, i, (DType *)field);
+  case GP_POSITION:
+    /* an integer, or the name of a symbolic size (e.g. the number of positions already cached) */
+    if (c->args[i].kind == V_NAME) {
+      *(Expr **)field = graph_symbol(p->g, c->args[i].name);
+      return 0;
+    }
+    /* fall through */
+  case GP_INDEX: {
+    int64_t v;
+    if (get_int(p, c, i, &v)) return -1;
+    *(Expr **)field = ex_int(p->g->pool, v);
+    return 0;
+  }
+  }
+  return -1;
+}
+
+/* Builds the node of a call whose arguments are bound to c->args: operands first (in order), then
+ * every given attribute over the op's defaults. */
 static int build_call(Parser *p, Call *c, Value *out) {
   const OpSpec *s = c->spec;
-  GAttr at = {0};
-  int in[3], nin = 0, line = c->at->line, col = c->at->col;
-  switch (s->kind) {
-  case C_UNARY: case C_MATMUL: case C_EMB: case C_BINARY:
-    nin = s->kind == C_UNARY ? 1 : 2;
-    for (int i = 0; i < nin; i++)
-      if (get_tensor(p, c, i, &in[i])) return -1;
-    break;
-  case C_REDUCE:
-    if (get_tensor(p, c, 0, &in[0])) return -1;
-    nin = 1;
-    if (c->given[1] && get_ints(p, c, 1, rank_of(p, in[0]), 1, at.axes, &at.naxes)) return -1;
-    if (c->given[1] && at.naxes == 0) return ERRV(p, &c->args[1], "%s: axis list is empty", s->name);
-    if (c->given[2] && get_bool(p, c, 2, &at.keepdim)) return -1;
-    break;
-  case C_SOFTMAX:
-    if (get_tensor(p, c, 0, &in[0])) return -1;
-    nin = 1;
-    at.axis = -1;
-    if (c->given[1] && get_axis(p, c, 1, rank_of(p, in[0]), &at.axis)) return -1;
-    break;
-  case C_RMS: case C_LN: {
-    nin = s->kind == C_RMS ? 2 : 3;
-    for (int i = 0; i < nin; i++)
-      if (get_tensor(p, c, i, &in[i])) return -1;
-    at.eps = s->kind == C_RMS ? 1e-6 : 1e-5;
-    if (c->given[nin] && get_float(p, c, nin, &at.eps)) return -1;
-    break;
-  }
-  case C_LINEAR:
-    nin = c->given[2] ? 3 : 2;
-    for (int i = 0; i < nin; i++)
-      if (get_tensor(p, c, i, &in[i])) return -1;
-    break;
-  case C_ROPE:
-    nin = 2;
-    for (int i = 0; i < nin; i++)
-      if (get_tensor(p, c, i, &in[i])) return -1;
-    at.theta = 10000.0;
-    if (c->given[2] && get_float(p, c, 2, &at.theta)) return -1;
-    break;
-  case C_ATTN:
-    nin = 3;
-    for (int i = 0; i < nin; i++)
-      if (get_tensor(p, c, i, &in[i])) return -1;
-    if (c->given[3] && get_bool(p, c, 3, &at.causal)) return -1;
-    break;
-  case C_RESHAPE:
-    if (get_tensor(p, c, 0, &in[0]) || get_shape(p, c, 1, &at.shape)) return -1;
-    nin = 1;
-    break;
-  case C_PERMUTE:
-    if (get_tensor(p, c, 0, &in[0]) || get_ints(p, c, 1, rank_of(p, in[0]), 0, at.axes, &at.naxes)) return -1;
-    nin = 1;
-    break;
-  case C_TRANSPOSE: {
-    int d0, d1, r;
-    if (get_tensor(p, c, 0, &in[0])) return -1;
-    r = rank_of(p, in[0]);
-    if (get_axis(p, c, 1, r, &d0) || get_axis(p, c, 2, r, &d1)) return -1;
-    d0 = d0 < 0 ? d0 + r : d0;
-    d1 = d1 < 0 ? d1 + r : d1;
+  GAttr at = gop_default_attr(s->op);
+  int in[3], nin = 0, line = c->at->line, col = c->at->col, swap[2], nswap = 0;
+  for (int i = 0; i < s->max; i++)
+    if (c->given[i] && s->info->params[i].kind == GP_TENSOR && get_tensor(p, c, i, &in[nin++])) return -1;
+  for (int i = 0; i < s->max; i++)
+    if (c->given[i] && bind_param(p, c, i, in, &at, swap, &nswap)) return -1;
+  if (nswap == 2) { /* transpose: the identity permutation with two axes exchanged */
+    int r = rank_of(p, in[0]);
     at.naxes = r;
     for (int i = 0; i < r; i++) at.axes[i] = i;
-    at.axes[d0] = d1;
-    at.axes[d1] = d0;
-    nin = 1;
-    break;
-  }
-  case C_SLICE: {
-    int64_t st, en;
-    if (get_tensor(p, c, 0, &in[0]) || get_axis(p, c, 1, rank_of(p, in[0]), &at.axis) || get_int(p, c, 2, &st))
-      return -1;
-    at.start = ex_int(p->g->pool, st);
-    if (c->given[3]) {
-      if (get_int(p, c, 3, &en)) return -1;
-      at.end = ex_int(p->g->pool, en);
-    }
-    nin = 1;
-    break;
-  }
-  case C_CONCAT:
-    nin = 2;
-    for (int i = 0; i < nin; i++)
-      if (get_tensor(p, c, i, &in[i])) return -1;
-    if (c->given[2] && get_axis(p, c, 2, rank_of(p, in[0]), &at.axis)) return -1;
-    break;
-  case C_CAST:
-    if (get_tensor(p, c, 0, &in[0]) || get_dtype(p, c, 1, &at.dtype)) return -1;
-    nin = 1;
-    break;
-  case C_CACHE: {
-    /* start: an integer, or the name of a symbolic size (the number of positions already cached) */
-    nin = 2;
-    for (int i = 0; i < nin; i++)
-      if (get_tensor(p, c, i, &in[i])) return -1;
-    if (get_axis(p, c, 2, rank_of(p, in[0]), &at.axis)) return -1;
-    if (c->args[3].kind == V_NAME) {
-      at.start = graph_symbol(p->g, c->args[3].name);
-    } else {
-      int64_t st;
-      if (get_int(p, c, 3, &st)) return -1;
-      at.start = ex_int(p->g->pool, st);
-    }
-    break;
-  }
+    for (int k = 0; k < 2; k++) swap[k] = swap[k] < 0 ? swap[k] + r : swap[k];
+    at.axes[swap[0]] = swap[1];
+    at.axes[swap[1]] = swap[0];
   }
   int id = graph_op(p->g, s->op, in, nin, &at, line, col, p->d);
   if (id < 0) return -1;
@@ -464,25 +386,24 @@ static const char *count_desc(Parser *p, const OpSpec *s) {
 }
 
 static const char *param_list(Parser *p, const OpSpec *s) {
-  const char *r = s->params[0];
-  for (int i = 1; i < nparams(s); i++) r = arena_printf(p->arena, "%s, %s", r, s->params[i]);
+  const char *r = param_name(s, 0);
+  for (int i = 1; i < s->max; i++) r = arena_printf(p->arena, "%s, %s", r, param_name(s, i));
   return r;
 }
 
 static int parse_call(Parser *p, Value *out) {
   Token *name = next(p);
-  const OpSpec *spec = NULL;
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (!strcmp(ops[i].name, name->text)) spec = &ops[i];
-  if (!spec) return ERR(p, name, "unknown op '%s'", name->text);
+  OpSpec spec_buf;
+  if (!find_op(name->text, &spec_buf)) return ERR(p, name, "unknown op '%s'", name->text);
+  const OpSpec *spec = &spec_buf;
   next(p); /* ( */
   Call c = {spec, name, {{0}}, {0}};
-  int np = nparams(spec), count = 0, seen_kw = 0;
+  int np = spec->max, count = 0, seen_kw = 0;
   while (!is_punct(peek(p), ')')) {
     Token *t = peek(p);
     int slot;
     if (t->kind == TK_IDENT && is_punct(peek2(p), '=')) {
-      for (slot = 0; slot < np && strcmp(spec->params[slot], t->text); slot++) {
+      for (slot = 0; slot < np && strcmp(param_name(spec, slot), t->text); slot++) {
       }
       if (slot == np)
         return ERR(p, t, "%s has no argument '%s' (arguments: %s)", spec->name, t->text, param_list(p, spec));
@@ -508,7 +429,7 @@ static int parse_call(Parser *p, Value *out) {
   if (count < spec->min || count > spec->max)
     return ERR(p, name, "%s takes %s (%s), got %d", spec->name, count_desc(p, spec), param_list(p, spec), count);
   for (int i = 0; i < spec->min; i++)
-    if (!c.given[i]) return ERR(p, name, "%s: missing argument '%s'", spec->name, spec->params[i]);
+    if (!c.given[i]) return ERR(p, name, "%s: missing argument '%s'", spec->name, param_name(spec, i));
   return build_call(p, &c, out);
 }
 
@@ -517,6 +438,7 @@ static int parse_primary(Parser *p, Value *out) {
   memset(out, 0, sizeof *out);
   out->line = t->line;
   out->col = t->col;
+  if (t->kind == TK_INT && t->int64_min) return ERR(p, t, "integer literal '%s' is too large", t->text);
   if (t->kind == TK_INT || t->kind == TK_FLOAT) {
     next(p);
     out->kind = V_NUM;
@@ -556,7 +478,19 @@ static int parse_unary(Parser *p, Value *out) {
   if (++p->depth > MAX_DEPTH) return ERR(p, peek(p), "expression nested too deeply (at most %d levels)", MAX_DEPTH);
   int rc;
   Token *t = peek(p);
-  if (is_punct(t, '-')) {
+  if (is_punct(t, '-') && peek2(p)->kind == TK_INT && peek2(p)->int64_min) {
+    /* -9223372036854775808: the one literal whose magnitude is not an int64 */
+    next(p);
+    next(p);
+    memset(out, 0, sizeof *out);
+    out->kind = V_NUM;
+    out->is_int = 1;
+    out->ival = INT64_MIN;
+    out->fval = (double)INT64_MIN;
+    out->line = t->line;
+    out->col = t->col;
+    rc = 0;
+  } else if (is_punct(t, '-')) {
     next(p);
     rc = parse_unary(p, out);
     if (!rc && out->kind == V_NUM) {

@@ -57,6 +57,10 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     if (pi < 0) continue; /* not used by the compiled program */
     if (!strcmp(name, "ids") || !strcmp(name, "pos")) continue;
     int64_t numel = shape_numel_eval(&n->shape, env);
+    if (numel < 0) {
+      diag_error(d, 0, 0, "model input '%s' would have more than 2^56 elements", name);
+      goto fail;
+    }
     size_t bytes = (size_t)numel * dtype_size(n->dtype);
     if (!strncmp(name, "cache.", 6)) {
       if (!plan_bind_input(m->plan, pi, NULL, env, d)) goto fail;

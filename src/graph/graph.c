@@ -2,26 +2,10 @@
  * is added, so later stages can assume a well-formed graph. Attributes are normalised here
  * (non-negative sorted axes, resolved slice bounds and reshape targets). */
 #include "graph.h"
+#include "../base/checked.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *op_names[G_OP_COUNT] = {
-    [G_INPUT] = "input",       [G_CONST] = "const",         [G_NEG] = "neg",         [G_EXP] = "exp",
-    [G_LOG] = "log",           [G_SQRT] = "sqrt",           [G_RSQRT] = "rsqrt",     [G_TANH] = "tanh",
-    [G_SIGMOID] = "sigmoid",   [G_SILU] = "silu",           [G_GELU] = "gelu",       [G_RELU] = "relu",
-    [G_ABS] = "abs",           [G_ADD] = "add",             [G_SUB] = "sub",         [G_MUL] = "mul",
-    [G_DIV] = "div",           [G_POW] = "pow",             [G_MAXIMUM] = "maximum", [G_MINIMUM] = "minimum",
-    [G_SUM] = "sum",           [G_MEAN] = "mean",           [G_MAX] = "max",         [G_MIN] = "min",
-    [G_ARGMAX] = "argmax",
-    [G_SOFTMAX] = "softmax",   [G_RMS_NORM] = "rms_norm",   [G_LAYER_NORM] = "layer_norm",
-    [G_MATMUL] = "matmul",     [G_LINEAR] = "linear",       [G_EMBEDDING] = "embedding",
-    [G_ROPE] = "rope",         [G_ATTENTION] = "attention", [G_RESHAPE] = "reshape",
-    [G_PERMUTE] = "permute",   [G_SLICE] = "slice",         [G_CONCAT] = "concat",   [G_CAST] = "cast",
-    [G_CACHE_WRITE] = "cache_write",
-};
-
-const char *gop_name(GOp op) { return (unsigned)op < G_OP_COUNT && op_names[op] ? op_names[op] : "?"; }
 
 Graph *graph_new(Arena *arena, ExprPool *pool) {
   Graph *g = ARENA_NEW(arena, Graph);
@@ -82,6 +66,17 @@ static int dim_ok(const Expr *e) {
   return !dtype_is_float(e->dtype) && !(e->flags & (EXF_LOAD | EXF_ACC | EXF_ARG | EXF_TMP | EXF_HW));
 }
 
+/* Whether the constant factors of s's element count fit LT_MAX_NUMEL (symbols count as 1 here; their
+ * values are checked at run time by graph_check_sizes). */
+static int numel_fits(const Shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) {
+    const Expr *e = s->dim[i];
+    if (e->op == X_CONST && !dtype_is_float(e->dtype) && (!ck_mul(n, e->ival, &n) || n > LT_MAX_NUMEL)) return 0;
+  }
+  return 1;
+}
+
 int graph_input(Graph *g, const char *name, DType t, const Shape *shape, int line, int col, Diag *d) {
   if (!name || !*name) {
     diag_error(d, line, col, "input needs a name");
@@ -110,6 +105,13 @@ int graph_input(Graph *g, const char *name, DType t, const Shape *shape, int lin
                  name, i);
       return -1;
     }
+  if (!numel_fits(shape)) {
+    StrBuf b = {0};
+    shape_print(&b, shape);
+    diag_error(d, line, col, "input '%s': %s%s has more than 2^56 elements", name, dtype_name(t), sb_str(&b));
+    sb_free(&b);
+    return -1;
+  }
   GNode *nd = new_node(g, G_INPUT, line, col);
   nd->dtype = t;
   nd->shape = *shape;
@@ -123,6 +125,15 @@ int graph_const(Graph *g, double value, int line, int col) {
   /* Integral values are integer literals; the parser marks float literals such as `2.0` as f32. */
   nd->dtype = (isfinite(value) && value == floor(value) && fabs(value) < 9.2e18) ? DT_I64 : DT_F32;
   nd->attr.value = value;
+  if (nd->dtype == DT_I64) nd->attr.ivalue = (int64_t)value;
+  return nd->id;
+}
+
+int graph_const_int(Graph *g, int64_t value, int line, int col) {
+  GNode *nd = new_node(g, G_CONST, line, col);
+  nd->dtype = DT_I64;
+  nd->attr.value = (double)value;
+  nd->attr.ivalue = value;
   return nd->id;
 }
 
@@ -268,7 +279,8 @@ fallback: {
 
 /* ---- per-op inference ---- */
 
-static int infer_unary(Ctx *c, GNode *nd, const GNode *x) {
+static int infer_unary(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *x = in[0];
   nd->shape = x->shape;
   nd->dtype = x->dtype;
   int keeps_int = nd->op == G_NEG || nd->op == G_ABS || nd->op == G_RELU;
@@ -276,7 +288,8 @@ static int infer_unary(Ctx *c, GNode *nd, const GNode *x) {
   return 0;
 }
 
-static int infer_binary(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
+static int infer_binary(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *a = in[0], *b = in[1];
   if (!broadcast(&a->shape, &b->shape, &nd->shape))
     return FAIL(c, "%s: shapes %s and %s do not broadcast", c->op, shape_str(c->g, &a->shape),
                 shape_str(c->g, &b->shape));
@@ -287,6 +300,12 @@ static int infer_binary(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
     const GNode *lit = ca ? a : b, *ten = ca ? b : a;
     t = ten->dtype;
     if (!dtype_is_float(t) && dtype_is_float(lit->dtype)) t = DT_F32;
+    if (t == DT_I32 && !dtype_is_float(lit->dtype) && (lit->attr.ivalue < INT32_MIN || lit->attr.ivalue > INT32_MAX)) {
+      diag_error(c->d, lit->line ? lit->line : c->line, lit->line ? lit->col : c->col,
+                 "integer literal %lld does not fit the i32 operand of %s (range -2147483648 to 2147483647)",
+                 (long long)lit->attr.ivalue, c->op);
+      return -1;
+    }
   } else {
     t = dtype_promote(a->dtype, b->dtype);
   }
@@ -297,7 +316,8 @@ static int infer_binary(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
 
 static int cmp_int(const void *x, const void *y) { return *(const int *)x - *(const int *)y; }
 
-static int infer_reduce(Ctx *c, GNode *nd, const GNode *x) {
+static int infer_reduce(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *x = in[0];
   const Shape *s = &x->shape;
   GAttr *at = &nd->attr;
   if (at->naxes < 0 || at->naxes > LT_MAX_RANK) return FAIL(c, "%s: bad number of axes %d", c->op, at->naxes);
@@ -345,7 +365,8 @@ static int infer_norm(Ctx *c, GNode *nd, GNode *const *in) {
   return 0;
 }
 
-static int infer_matmul(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
+static int infer_matmul(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *a = in[0], *b = in[1];
   const Shape *A = &a->shape, *B = &b->shape;
   if (A->rank < 1 || B->rank < 1)
     return FAIL(c, "matmul: operands must have at least 1 dimension: %s @ %s", shape_str(c->g, A), shape_str(c->g, B));
@@ -365,7 +386,8 @@ static int infer_matmul(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
   return 0;
 }
 
-static int infer_linear(Ctx *c, GNode *nd, GNode *const *in, int nin) {
+static int infer_linear(Ctx *c, GNode *nd, GNode *const *in) {
+  int nin = nd->nin;
   const GNode *x = in[0], *w = in[1];
   if (need_rank(c, x, "x", 1)) return -1;
   if (w->shape.rank != 2)
@@ -387,7 +409,8 @@ static int infer_linear(Ctx *c, GNode *nd, GNode *const *in, int nin) {
   return 0;
 }
 
-static int infer_embedding(Ctx *c, GNode *nd, const GNode *ids, const GNode *tab) {
+static int infer_embedding(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *ids = in[0], *tab = in[1];
   if (need_int(c, ids, "ids")) return -1;
   if (tab->shape.rank != 2)
     return FAIL(c, "embedding: table must be 2-D [vocab, dim], got %s", shape_str(c->g, &tab->shape));
@@ -398,7 +421,8 @@ static int infer_embedding(Ctx *c, GNode *nd, const GNode *ids, const GNode *tab
   return 0;
 }
 
-static int infer_rope(Ctx *c, GNode *nd, const GNode *x, const GNode *pos, const GNode *freqs) {
+static int infer_rope(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *x = in[0], *pos = in[1], *freqs = nd->nin == 3 ? in[2] : NULL;
   if (need_float(c, x, "x") || need_rank(c, x, "x", 2) || need_int(c, pos, "pos")) return -1;
   const Shape *s = &x->shape;
   int64_t hd;
@@ -451,7 +475,8 @@ static int infer_attention(Ctx *c, GNode *nd, GNode *const *in) {
   return 0;
 }
 
-static int infer_reshape(Ctx *c, GNode *nd, const GNode *x) {
+static int infer_reshape(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *x = in[0];
   Shape t = nd->attr.shape;
   Graph *g = c->g;
   if (t.rank < 0 || t.rank > LT_MAX_RANK) return FAIL(c, "reshape: target rank must be between 0 and %d", LT_MAX_RANK);
@@ -492,7 +517,8 @@ static int infer_reshape(Ctx *c, GNode *nd, const GNode *x) {
   return 0;
 }
 
-static int infer_permute(Ctx *c, GNode *nd, const GNode *x) {
+static int infer_permute(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *x = in[0];
   GAttr *at = &nd->attr;
   int r = x->shape.rank, seen[LT_MAX_RANK] = {0};
   if (at->naxes != r)
@@ -526,7 +552,8 @@ static Bound resolve_bound(ExprPool *p, Expr *b, Expr *dim) {
   return r;
 }
 
-static int infer_slice(Ctx *c, GNode *nd, const GNode *x) {
+static int infer_slice(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *x = in[0];
   GAttr *at = &nd->attr;
   ExprPool *p = c->g->pool;
   if (norm_axis(c, at->axis, &x->shape, &at->axis)) return -1;
@@ -567,7 +594,8 @@ static int infer_slice(Ctx *c, GNode *nd, const GNode *x) {
   return 0;
 }
 
-static int infer_concat(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
+static int infer_concat(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *a = in[0], *b = in[1];
   const Shape *A = &a->shape, *B = &b->shape;
   if (A->rank != B->rank || A->rank == 0)
     return FAIL(c, "concat: shapes %s and %s must have the same non-zero rank", shape_str(c->g, A), shape_str(c->g, B));
@@ -585,7 +613,8 @@ static int infer_concat(Ctx *c, GNode *nd, const GNode *a, const GNode *b) {
   return 0;
 }
 
-static int infer_cache_write(Ctx *c, GNode *nd, const GNode *cache, const GNode *x) {
+static int infer_cache_write(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *cache = in[0], *x = in[1];
   if (cache->op != G_INPUT)
     return FAIL(c, "cache_write: the cache must be a program input (persistent state), not a computed value");
   const Shape *C = &cache->shape, *X = &x->shape;
@@ -604,25 +633,64 @@ static int infer_cache_write(Ctx *c, GNode *nd, const GNode *cache, const GNode 
   return 0;
 }
 
-/* Number of inputs each op takes: [lo, hi]. */
-static void arity(GOp op, int *lo, int *hi) {
-  *lo = *hi = 1;
-  if (op >= G_ADD && op <= G_MINIMUM) *lo = *hi = 2;
-  switch (op) {
-  case G_RMS_NORM: case G_MATMUL: case G_EMBEDDING: case G_CONCAT: case G_CACHE_WRITE: *lo = *hi = 2; break;
-  case G_ROPE: *lo = 2, *hi = 3; break;
-  case G_LAYER_NORM: case G_ATTENTION: *lo = *hi = 3; break;
-  case G_LINEAR: *lo = 2, *hi = 3; break;
-  default: break;
-  }
+static int infer_argmax(Ctx *c, GNode *nd, GNode *const *in) {
+  if (nd->attr.naxes != 1)
+    return FAIL(c, "argmax: give exactly one axis (got %d)", nd->attr.naxes == 0 ? in[0]->shape.rank : nd->attr.naxes);
+  if (infer_reduce(c, nd, in)) return -1;
+  nd->dtype = DT_I64;
+  return 0;
 }
+
+static int infer_softmax(Ctx *c, GNode *nd, GNode *const *in) {
+  if (need_float(c, in[0], "x") || norm_axis(c, nd->attr.axis, &in[0]->shape, &nd->attr.axis)) return -1;
+  nd->shape = in[0]->shape;
+  nd->dtype = in[0]->dtype;
+  return 0;
+}
+
+static int infer_cast(Ctx *c, GNode *nd, GNode *const *in) {
+  if ((unsigned)nd->attr.dtype >= DT_COUNT || nd->attr.dtype == DT_BOOL)
+    return FAIL(c, "cast: unsupported target dtype");
+  nd->shape = in[0]->shape;
+  nd->dtype = nd->attr.dtype;
+  return 0;
+}
+
+/* A cache updated in place by cache_write may have no other reader: the old state is gone once the
+ * kernel writes it. Checked as the graph is built, so the message points at the second use. */
+static int check_cache_use(Ctx *c, const GNode *nd, GNode *const *in) {
+  for (int i = 0; i < nd->nin; i++) {
+    const GNode *s = in[i];
+    if (s->op != G_INPUT) continue;
+    const char *name = s->name ? s->name : "?";
+    if (s->writer) {
+      const GNode *w = &c->g->nodes[s->writer];
+      return FAIL(c, "%s: the cache '%s' is updated in place by the cache_write at line %d, column %d; read the "
+                  "result of cache_write instead", c->op, name, w->line, w->col);
+    }
+    if (nd->op == G_CACHE_WRITE && i == 0 && s->first_use) {
+      const GNode *u = &c->g->nodes[s->first_use];
+      return FAIL(c, "cache_write: the cache '%s' is also read by the %s at line %d, column %d; read the result of "
+                  "cache_write instead (it is updated in place)", name, gop_name(u->op), u->line, u->col);
+    }
+  }
+  return 0;
+}
+
+/* The shape rules, from the op table. */
+typedef int (*InferFn)(Ctx *c, GNode *nd, GNode *const *in);
+static const InferFn infer_fns[G_OP_COUNT] = {
+#define OP(E, NAME, LO, HI, INFER, ...) [G_##E] = INFER,
+#include "ops.def"
+#undef OP
+};
 
 int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int line, int col, Diag *d) {
   Ctx c = {g, d, line, col, gop_name(op)};
-  if ((unsigned)op >= G_OP_COUNT || op == G_INPUT || op == G_CONST)
+  if ((unsigned)op >= G_OP_COUNT || !infer_fns[op])
     return FAIL(&c, "graph_op: %s nodes are made with graph_input/graph_const", gop_name(op));
-  int lo, hi;
-  arity(op, &lo, &hi);
+  const GOpInfo *info = gop_info(op);
+  int lo = info->min_in, hi = info->max_in;
   if (nin < lo || nin > hi || (nin && !in)) {
     if (lo == hi) return FAIL(&c, "%s: expected %d input%s, got %d", c.op, lo, lo == 1 ? "" : "s", nin);
     return FAIL(&c, "%s: expected %d to %d inputs, got %d", c.op, lo, hi, nin);
@@ -638,56 +706,25 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
   tmp.col = col;
   tmp.nin = nin;
   for (int i = 0; i < nin; i++) tmp.in[i] = in[i];
-  if (attr) tmp.attr = *attr;
-  else {
-    tmp.attr.eps = op == G_LAYER_NORM ? 1e-5 : 1e-6;
-    tmp.attr.theta = 10000.0;
-    tmp.attr.axis = op == G_SOFTMAX ? -1 : 0;
-  }
-  int rc;
-  switch (op) {
-  case G_NEG: case G_EXP: case G_LOG: case G_SQRT: case G_RSQRT: case G_TANH: case G_SIGMOID: case G_SILU:
-  case G_GELU: case G_RELU: case G_ABS: rc = infer_unary(&c, &tmp, x[0]); break;
-  case G_ADD: case G_SUB: case G_MUL: case G_DIV: case G_POW: case G_MAXIMUM: case G_MINIMUM:
-    rc = infer_binary(&c, &tmp, x[0], x[1]);
-    break;
-  case G_SUM: case G_MEAN: case G_MAX: case G_MIN: rc = infer_reduce(&c, &tmp, x[0]); break;
-  case G_ARGMAX:
-    if (tmp.attr.naxes != 1) rc = FAIL(&c, "argmax: give exactly one axis (got %d)", tmp.attr.naxes == 0 ? x[0]->shape.rank : tmp.attr.naxes);
-    else if (!(rc = infer_reduce(&c, &tmp, x[0]))) tmp.dtype = DT_I64;
-    break;
-  case G_SOFTMAX:
-    rc = need_float(&c, x[0], "x") || norm_axis(&c, tmp.attr.axis, &x[0]->shape, &tmp.attr.axis) ? -1 : 0;
-    tmp.shape = x[0]->shape;
-    tmp.dtype = x[0]->dtype;
-    break;
-  case G_RMS_NORM: case G_LAYER_NORM: rc = infer_norm(&c, &tmp, x); break;
-  case G_MATMUL: rc = infer_matmul(&c, &tmp, x[0], x[1]); break;
-  case G_LINEAR: rc = infer_linear(&c, &tmp, x, nin); break;
-  case G_EMBEDDING: rc = infer_embedding(&c, &tmp, x[0], x[1]); break;
-  case G_ROPE: rc = infer_rope(&c, &tmp, x[0], x[1], nin == 3 ? x[2] : NULL); break;
-  case G_CACHE_WRITE: rc = infer_cache_write(&c, &tmp, x[0], x[1]); break;
-  case G_ATTENTION: rc = infer_attention(&c, &tmp, x); break;
-  case G_RESHAPE: rc = infer_reshape(&c, &tmp, x[0]); break;
-  case G_PERMUTE: rc = infer_permute(&c, &tmp, x[0]); break;
-  case G_SLICE: rc = infer_slice(&c, &tmp, x[0]); break;
-  case G_CONCAT: rc = infer_concat(&c, &tmp, x[0], x[1]); break;
-  case G_CAST:
-    if ((unsigned)tmp.attr.dtype >= DT_COUNT || tmp.attr.dtype == DT_BOOL) rc = FAIL(&c, "cast: unsupported target dtype");
-    else rc = 0, tmp.shape = x[0]->shape, tmp.dtype = tmp.attr.dtype;
-    break;
-  default: rc = FAIL(&c, "%s: not a graph op", c.op); break;
-  }
-  if (rc) return -1;
+  tmp.attr = attr ? *attr : gop_default_attr(op);
+  if (infer_fns[op](&c, &tmp, x) || check_cache_use(&c, &tmp, x)) return -1;
   /* Every stage walks size expressions recursively: their depth is bounded here, where it grows (a
    * long chain of concats of a run-time size). */
   for (int i = 0; i < tmp.shape.rank; i++)
     if (tmp.shape.dim[i]->depth > GRAPH_MAX_SIZE_DEPTH)
       return FAIL(&c, "%s: the size of dimension %d is an expression of more than %d nested terms", c.op, i,
                   GRAPH_MAX_SIZE_DEPTH);
+  if (!numel_fits(&tmp.shape))
+    return FAIL(&c, "%s: the result %s%s has more than 2^56 elements", c.op, dtype_name(tmp.dtype),
+                shape_str(g, &tmp.shape));
   GNode *nd = new_node(g, op, line, col);
   int id = nd->id;
   *nd = tmp;
   nd->id = id;
+  for (int i = 0; i < nin; i++) {
+    GNode *src = &g->nodes[in[i]];
+    if (!src->first_use) src->first_use = id;
+    if (op == G_CACHE_WRITE && i == 0) src->writer = id;
+  }
   return id;
 }

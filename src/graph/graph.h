@@ -3,46 +3,24 @@
  * with the source position of the op, so later stages can assume a well-formed graph. */
 #ifndef LATHE_GRAPH_H
 #define LATHE_GRAPH_H
+#include <stddef.h>
 #include "../base/diag.h"
 #include "../ir/expr.h"
 
 /* Deepest size expression a node may have (a shape dimension such as `seq*2 + seq`). */
 #define GRAPH_MAX_SIZE_DEPTH 64
 
+/* Every op is declared once, in ops.def (name, arity, parameters, shape rule, reference, lowering). */
 typedef enum GOp {
-  G_INPUT,    /* name: dtype[dims] */
-  G_CONST,    /* scalar literal, shape [], attr.value; dtype is "weak" (adopts the other operand's) */
-  /* elementwise unary */
-  G_NEG, G_EXP, G_LOG, G_SQRT, G_RSQRT, G_TANH, G_SIGMOID, G_SILU, G_GELU, G_RELU, G_ABS,
-  /* elementwise binary, NumPy broadcasting */
-  G_ADD, G_SUB, G_MUL, G_DIV, G_POW, G_MAXIMUM, G_MINIMUM,
-  /* reductions over attr.axes (normalised to non-negative, sorted), attr.keepdim */
-  G_SUM, G_MEAN, G_MAX, G_MIN,
-  G_ARGMAX,     /* one axis (attr.axes[0]), attr.keepdim; i64 index of the first maximum (NaNs are skipped;
-                   all NaN: 0) */
-  G_SOFTMAX,    /* in[0], attr.axis */
-  G_RMS_NORM,   /* x, w, attr.eps; normalises the last axis */
-  G_LAYER_NORM, /* x, w, b, attr.eps; normalises the last axis */
-  G_MATMUL,     /* a [..., m, k] @ b [..., k, n], batch dims broadcast; 1-D operands as in torch.matmul */
-  G_LINEAR,     /* x [..., in], w [out, in], optional b [out] */
-  G_EMBEDDING,  /* ids (int) [...], table [vocab, dim] -> [..., dim] */
-  G_ROPE,       /* x [..., seq, head_dim], pos (int) [seq], attr.theta; rotate-half (Llama). With a third
-                   input freqs f32[head_dim/2], those inverse frequencies replace theta^(-2i/d) (Llama 3
-                   rope scaling). */
-  G_ATTENTION,  /* q [b, h, s, d], k/v [b, kvh, kvs, d]; h % kvh == 0; attr.causal; scale 1/sqrt(d) */
-  G_RESHAPE,    /* target shape in node->shape; element counts must match */
-  G_PERMUTE,    /* attr.perm */
-  G_SLICE,      /* attr.axis, attr.start, attr.end (end exclusive, already resolved to expressions) */
-  G_CONCAT,     /* in[0], in[1] along attr.axis */
-  G_CAST,       /* to node->dtype */
-  G_CACHE_WRITE, /* cache (a graph input holding persistent state), x, attr.axis, attr.start: the cache with
-                    positions [start, start + x.dim[axis]) along axis replaced by x. Compiled in place, so the
-                    cache input may have no other consumer. */
+#define OP(ENUM, ...) G_##ENUM,
+#include "ops.def"
+#undef OP
   G_OP_COUNT
 } GOp;
 
 typedef struct GAttr {
-  double value;      /* G_CONST */
+  double value;      /* G_CONST: the literal (a float literal, or an integer one as a double) */
+  int64_t ivalue;    /* G_CONST of an integer dtype: the exact integer literal */
   double eps;        /* norms */
   double theta;      /* rope */
   int axis;          /* softmax, slice, concat (non-negative after validation) */
@@ -65,6 +43,8 @@ typedef struct GNode {
   GAttr attr;
   const char *name; /* input name, or the name it was assigned to; may be NULL */
   int line, col;    /* where in the source it came from (0 if built by code) */
+  int first_use;    /* id of the first node that reads this one (0: none yet; a reader's id is never 0) */
+  int writer;       /* inputs: id of the cache_write that updates it in place (0: none) */
 } GNode;
 
 typedef struct Graph {
@@ -82,6 +62,7 @@ Graph *graph_new(Arena *arena, ExprPool *pool);
 /* Adds an input. Fails (returns -1, diag set) on a duplicate name or bad dims. */
 int graph_input(Graph *g, const char *name, DType t, const Shape *shape, int line, int col, Diag *d);
 int graph_const(Graph *g, double value, int line, int col);
+int graph_const_int(Graph *g, int64_t value, int line, int col); /* an exact integer literal (i64, weak) */
 /* Adds an op after checking arity, dtypes and shapes; fills in shape and dtype.
  * attr may be NULL for ops without attributes. Returns the node id or -1 with diag set
  * (message names the op and the offending shapes, position = line/col). */
@@ -92,6 +73,36 @@ int graph_add_output(Graph *g, int node);
 Expr *graph_symbol(Graph *g, const char *name);
 
 const char *gop_name(GOp op); /* the language's spelling: "rms_norm", "add", ... */
+
+/* An op's parameters in the language, from ops.def (see the macros there). */
+typedef enum GParamKind {
+  GP_TENSOR, GP_AXES, GP_AXIS, GP_PERM, GP_NUM, GP_FLAG, GP_INDEX, GP_POSITION, GP_SHAPE, GP_DTYPE,
+  GP_SWAP /* parser sugar (transpose): two axes of operand 0 exchanged -> attr.axes as a permutation */
+} GParamKind;
+/* printer: leave a false flag out; leave the attribute out when the node has every operand (rope: freqs) */
+enum { GPF_OMIT_FALSE = 1, GPF_OMIT_AT_MAX_IN = 2, GPF_REQUIRED = 4, GPF_OPTIONAL = 8 };
+typedef struct GParam {
+  const char *name;
+  GParamKind kind;
+  size_t offset;    /* of the attribute in GAttr (not GP_TENSOR) */
+  double dflt;      /* GP_NUM, GP_AXIS: value when not given */
+  unsigned flags;   /* GPF_* */
+} GParam;
+#define GOP_MAX_PARAMS 4
+typedef struct GOpInfo {
+  const char *name;
+  int min_in, max_in; /* operands graph_op accepts */
+  int nparams;
+  GParam params[GOP_MAX_PARAMS];
+} GOpInfo;
+const GOpInfo *gop_info(GOp op); /* NULL for an op outside the table */
+/* Whether parameter i must be given in a call (the required ones come first). */
+int gparam_required(const GOpInfo *info, int i);
+/* op's attributes with every parameter at its default (what graph_op assumes for attr == NULL). */
+GAttr gop_default_attr(GOp op);
 /* Printer for `--ir graph`:  t3 = rms_norm(x, w, eps=1e-06) : f32[1,32,2048] */
 void graph_print(StrBuf *b, const Graph *g);
+/* With the symbols' values: every node's sizes evaluate without overflow, element counts stay within
+ * LT_MAX_NUMEL, argmax has a non-empty axis and attention has keys. 0 with diag (node's position). */
+int graph_check_sizes(const Graph *g, const SymEnv *env, Diag *d);
 #endif

@@ -20,8 +20,7 @@ static void put_ref(StrBuf *b, const Graph *g, int id) {
   const GNode *n = &g->nodes[id];
   if (n->op == G_CONST) {
     if (!dtype_is_float(n->dtype)) {
-      if (fabs(n->attr.value) < 9e18) sb_printf(b, "%lld", (long long)n->attr.value);
-      else sb_printf(b, "%.0f", n->attr.value); /* beyond long long: no undefined conversion */
+      sb_printf(b, "%lld", (long long)n->attr.ivalue);
       return;
     }
     size_t start = b->len;
@@ -40,35 +39,31 @@ static void put_ints(StrBuf *b, const int *v, int n) {
   sb_putc(b, ']');
 }
 
+/* The op's attributes as keyword arguments, in the order of its parameters in ops.def. */
 static void put_attrs(StrBuf *b, const GNode *n) {
   const GAttr *a = &n->attr;
-  switch (n->op) {
-  case G_SUM: case G_MEAN: case G_MAX: case G_MIN: case G_ARGMAX:
-    sb_puts(b, ", axis=");
-    if (a->naxes == 1) sb_printf(b, "%d", a->axes[0]);
-    else put_ints(b, a->axes, a->naxes);
-    if (a->keepdim) sb_puts(b, ", keepdim=true");
-    break;
-  case G_SOFTMAX: case G_CONCAT: sb_printf(b, ", axis=%d", a->axis); break;
-  case G_RMS_NORM: case G_LAYER_NORM: sb_puts(b, ", eps="); put_double(b, a->eps); break;
-  case G_ROPE:
-    if (n->nin == 2) sb_puts(b, ", theta="), put_double(b, a->theta);
-    break;
-  case G_CACHE_WRITE:
-    sb_printf(b, ", axis=%d, start=", a->axis);
-    ex_print(b, a->start, NULL);
-    break;
-  case G_ATTENTION: sb_printf(b, ", causal=%s", a->causal ? "true" : "false"); break;
-  case G_PERMUTE: sb_puts(b, ", perm="); put_ints(b, a->axes, a->naxes); break;
-  case G_RESHAPE: sb_puts(b, ", shape="); shape_print(b, &n->shape); break;
-  case G_SLICE:
-    sb_printf(b, ", axis=%d, start=", a->axis);
-    ex_print(b, a->start, NULL);
-    sb_puts(b, ", end=");
-    ex_print(b, a->end, NULL);
-    break;
-  case G_CAST: sb_printf(b, ", dtype=%s", dtype_name(n->dtype)); break;
-  default: break;
+  const GOpInfo *info = gop_info(n->op);
+  for (int i = 0; info && i < info->nparams; i++) {
+    const GParam *p = &info->params[i];
+    const void *field = (const char *)a + p->offset;
+    if (p->kind == GP_TENSOR) continue;
+    if ((p->flags & GPF_OMIT_AT_MAX_IN) && n->nin == info->max_in) continue;
+    if (p->kind == GP_FLAG && (p->flags & GPF_OMIT_FALSE) && !*(const int *)field) continue;
+    sb_printf(b, ", %s=", p->name);
+    switch (p->kind) {
+    case GP_AXES:
+      if (a->naxes == 1) sb_printf(b, "%d", a->axes[0]);
+      else put_ints(b, a->axes, a->naxes);
+      break;
+    case GP_PERM: put_ints(b, a->axes, a->naxes); break;
+    case GP_AXIS: sb_printf(b, "%d", *(const int *)field); break;
+    case GP_NUM: put_double(b, *(const double *)field); break;
+    case GP_FLAG: sb_puts(b, *(const int *)field ? "true" : "false"); break;
+    case GP_INDEX: case GP_POSITION: ex_print(b, *(Expr *const *)field, NULL); break;
+    case GP_SHAPE: shape_print(b, &n->shape); break;
+    case GP_DTYPE: sb_puts(b, dtype_name(n->dtype)); break;
+    case GP_TENSOR: case GP_SWAP: break;
+    }
   }
 }
 

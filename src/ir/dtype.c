@@ -104,8 +104,15 @@ double dtype_round(DType t, double v) {
   case DT_F32: return (double)(float)v;
   case DT_F16: return f16_to_f32(f32_to_f16((float)v));
   case DT_BF16: return bf16_to_f32(f32_to_bf16((float)v));
-  case DT_I32: return (double)(int32_t)v;
-  case DT_I64: return (double)(int64_t)v;
+  /* saturating, NaN -> 0 (a plain conversion is undefined out of range), as ex_float_to_int */
+  case DT_I32:
+    if (v != v) return 0;
+    return v >= 2147483647.0 ? 2147483647.0 : v <= -2147483648.0 ? -2147483648.0 : (double)(int32_t)v;
+  case DT_I64:
+    if (v != v) return 0;
+    if (v >= 9223372036854775807.0) return 9223372036854775807.0;
+    if (v <= -9223372036854775808.0) return -9223372036854775808.0;
+    return (double)(int64_t)v;
   case DT_BOOL: return v != 0;
   default: return v;
   }

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/checked.h"
 #include "../base/hash.h"
 
 struct ExprPool {
@@ -110,10 +111,32 @@ static Expr *mk(ExprPool *p, ExprOp op, DType t, int n, int aux, int64_t ival, d
   return e;
 }
 
+/* Float -> integer conversion as every backend does it: NaN -> 0, out of range -> the nearest end of the
+ * target's range, otherwise truncation toward zero. */
+int64_t ex_float_to_int(DType t, double v) {
+  double lo = t == DT_I32 ? -2147483648.0 : -9223372036854775808.0;
+  double hi = t == DT_I32 ? 2147483648.0 : 9223372036854775808.0; /* first value past the top */
+  if (isnan(v)) return 0;
+  if (v <= lo) return t == DT_I32 ? INT32_MIN : INT64_MIN;
+  if (v >= hi) return t == DT_I32 ? INT32_MAX : INT64_MAX;
+  return (int64_t)v;
+}
+
+/* Integer -> narrower integer wraps (two's complement), as the generated code's conversions do. */
+static int64_t wrap_int(DType t, int64_t v) { return t == DT_I32 ? (int32_t)(uint32_t)(uint64_t)v : v; }
+static int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static int64_t wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+
 Expr *ex_const(ExprPool *p, DType t, double v) {
   if (dtype_is_float(t)) return mk(p, X_CONST, t, 0, 0, 0, dtype_round(t, v), NULL, NULL);
   if (t == DT_BOOL) return mk(p, X_CONST, t, 0, 0, v != 0, 0, NULL, NULL);
-  return mk(p, X_CONST, t, 0, 0, (int64_t)v, 0, NULL, NULL);
+  return mk(p, X_CONST, t, 0, 0, ex_float_to_int(t, v), 0, NULL, NULL);
+}
+Expr *ex_const_int(ExprPool *p, DType t, int64_t v) {
+  if (dtype_is_float(t)) return mk(p, X_CONST, t, 0, 0, 0, dtype_round(t, (double)v), NULL, NULL);
+  if (t == DT_BOOL) return mk(p, X_CONST, t, 0, 0, v != 0, 0, NULL, NULL);
+  return mk(p, X_CONST, t, 0, 0, wrap_int(t, v), 0, NULL, NULL);
 }
 Expr *ex_int(ExprPool *p, int64_t v) { return mk(p, X_CONST, DT_I64, 0, 0, v, 0, NULL, NULL); }
 Expr *ex_bool(ExprPool *p, int v) { return mk(p, X_CONST, DT_BOOL, 0, 0, v != 0, 0, NULL, NULL); }
@@ -137,6 +160,7 @@ static int is_one(const Expr *e) { return e->op == X_CONST && cval(e) == 1; }
 
 Expr *ex_cast(ExprPool *p, DType t, Expr *a) {
   if (a->dtype == t) return a;
+  if (a->op == X_CONST && !dtype_is_float(a->dtype)) return ex_const_int(p, t, a->ival); /* exact */
   if (a->op == X_CONST) return ex_const(p, t, cval(a));
   return mk(p, X_CAST, t, 1, 0, 0, 0, NULL, &a);
 }
@@ -166,6 +190,8 @@ Expr *ex_un(ExprPool *p, ExprOp op, Expr *a) {
   DType t = op == X_NOT ? DT_BOOL : dtype_compute(a->dtype);
   if (op != X_NOT && is_float_fn(op) && !dtype_is_float(t)) t = DT_F32;
   a = ex_cast(p, op == X_NOT ? DT_BOOL : t, a);
+  if (a->op == X_CONST && !dtype_is_float(t) && (op == X_NEG || op == X_ABS)) /* integers stay exact */
+    return ex_const_int(p, t, op == X_NEG || a->ival < 0 ? wsub(0, a->ival) : a->ival);
   if (a->op == X_CONST) return ex_const(p, t, fold_un(op, cval(a)));
   if (op == X_NEG && a->op == X_NEG) return a->a[0];
   return mk(p, op, t, 1, 0, 0, 0, NULL, &a);
@@ -197,6 +223,29 @@ static double fold_bin(ExprOp op, double x, double y, int is_int) {
   }
 }
 
+/* Integer constant folding; 0 where the op is undefined (division by zero). */
+static int fold_int(ExprOp op, int64_t x, int64_t y, int64_t *r) {
+  switch (op) {
+  case X_ADD: *r = wadd(x, y); return 1;
+  case X_SUB: *r = wsub(x, y); return 1;
+  case X_MUL: *r = wmul(x, y); return 1;
+  case X_DIV: case X_IDIV: case X_MOD:
+    if (y == 0) return 0;
+    if (y == -1) *r = op == X_MOD ? 0 : wsub(0, x); /* INT64_MIN / -1 wraps */
+    else *r = op == X_MOD ? x % y : x / y;
+    return 1;
+  case X_MAX: *r = x > y ? x : y; return 1;
+  case X_MIN: *r = x < y ? x : y; return 1;
+  case X_LT: *r = x < y; return 1;
+  case X_LE: *r = x <= y; return 1;
+  case X_EQ: *r = x == y; return 1;
+  case X_NE: *r = x != y; return 1;
+  case X_AND: *r = x && y; return 1;
+  case X_OR: *r = x || y; return 1;
+  default: return 0;
+  }
+}
+
 Expr *ex_bin(ExprPool *p, ExprOp op, Expr *a, Expr *b) {
   DType ct = dtype_compute(dtype_promote(a->dtype, b->dtype));
   if (op == X_AND || op == X_OR) ct = DT_BOOL;
@@ -207,12 +256,9 @@ Expr *ex_bin(ExprPool *p, ExprOp op, Expr *a, Expr *b) {
   DType rt = (op >= X_LT && op <= X_OR) ? DT_BOOL : ct;
   int is_int = !dtype_is_float(ct);
   if (a->op == X_CONST && b->op == X_CONST) {
-    if (is_int && (op == X_ADD || op == X_SUB || op == X_MUL)) {
-      int64_t x = a->ival, y = b->ival;
-      return ex_const(p, rt, (double)(op == X_ADD ? x + y : op == X_SUB ? x - y : x * y));
-    }
-    if (is_int && (op == X_IDIV || op == X_MOD || op == X_DIV)) {
-      if (b->ival != 0) return mk(p, X_CONST, rt, 0, 0, op == X_MOD ? a->ival % b->ival : a->ival / b->ival, 0, NULL, NULL);
+    if (is_int) { /* in int64, wrapping, never through a double */
+      int64_t r;
+      if (fold_int(op, a->ival, b->ival, &r)) return ex_const_int(p, rt, r);
     } else {
       return ex_const(p, rt, fold_bin(op, cval(a), cval(b), is_int));
     }
@@ -227,26 +273,26 @@ Expr *ex_bin(ExprPool *p, ExprOp op, Expr *a, Expr *b) {
     if (is_zero(b)) return a;
     /* (x + c1) + c2 -> x + (c1 + c2) */
     if (is_int && b->op == X_CONST && a->op == X_ADD && a->a[1]->op == X_CONST)
-      return ex_bin(p, X_ADD, a->a[0], ex_int(p, a->a[1]->ival + b->ival));
+      return ex_bin(p, X_ADD, a->a[0], ex_int(p, wadd(a->a[1]->ival, b->ival)));
     break;
   case X_SUB:
     if (is_zero(b)) return a;
     if (is_int && a == b) return ex_int(p, 0);
-    if (is_int && b->op == X_CONST) return ex_bin(p, X_ADD, a, ex_int(p, -b->ival));
+    if (is_int && b->op == X_CONST) return ex_bin(p, X_ADD, a, ex_int(p, wsub(0, b->ival)));
     /* x - (x + c) -> -c, (x + c) - x -> c, (x + c1) - (x + c2) -> c1 - c2: a slice of the last
      * position, seq - (seq - 1), is 1 */
     if (is_int) {
       int ba = b->op == X_ADD && b->a[1]->op == X_CONST, aa = a->op == X_ADD && a->a[1]->op == X_CONST;
-      if (ba && b->a[0] == a) return ex_int(p, -b->a[1]->ival);
+      if (ba && b->a[0] == a) return ex_int(p, wsub(0, b->a[1]->ival));
       if (aa && a->a[0] == b) return a->a[1];
-      if (aa && ba && a->a[0] == b->a[0]) return ex_int(p, a->a[1]->ival - b->a[1]->ival);
+      if (aa && ba && a->a[0] == b->a[0]) return ex_int(p, wsub(a->a[1]->ival, b->a[1]->ival));
     }
     break;
   case X_MUL:
     if (is_one(b)) return a;
     if (is_int && is_zero(b)) return b;
     if (is_int && b->op == X_CONST && a->op == X_MUL && a->a[1]->op == X_CONST)
-      return ex_bin(p, X_MUL, a->a[0], ex_int(p, a->a[1]->ival * b->ival));
+      return ex_bin(p, X_MUL, a->a[0], ex_int(p, wmul(a->a[1]->ival, b->ival)));
     break;
   case X_DIV:
     if (is_one(b)) return a;
@@ -259,7 +305,7 @@ Expr *ex_bin(ExprPool *p, ExprOp op, Expr *a, Expr *b) {
       return ex_mul(p, a->a[0], ex_int(p, a->a[1]->ival / b->ival));
     /* (x / c1) / c2 -> x / (c1*c2) */
     if (b->op == X_CONST && b->ival > 0 && a->op == X_IDIV && a->a[1]->op == X_CONST && a->a[1]->ival > 0)
-      return ex_bin(p, X_IDIV, a->a[0], ex_int(p, a->a[1]->ival * b->ival));
+      return ex_bin(p, X_IDIV, a->a[0], ex_int(p, wmul(a->a[1]->ival, b->ival)));
     break;
   case X_MOD:
     if (is_one(b)) return ex_int(p, 0);
@@ -423,19 +469,19 @@ void symenv_set(SymEnv *env, const char *name, int64_t v) {
 int ex_eval_int(const Expr *e, const SymEnv *env, int64_t *out) {
   int64_t x = 0, y = 0;
   switch (e->op) {
-  case X_CONST: *out = dtype_is_float(e->dtype) ? (int64_t)e->fval : e->ival; return 1;
+  case X_CONST: *out = dtype_is_float(e->dtype) ? ex_float_to_int(DT_I64, e->fval) : e->ival; return 1;
   case X_SYM: return symenv_get(env, e->name, out);
   case X_CAST: return ex_eval_int(e->a[0], env, out);
-  case X_NEG: if (!ex_eval_int(e->a[0], env, &x)) return 0; *out = -x; return 1;
+  case X_NEG: return ex_eval_int(e->a[0], env, &x) && ck_sub(0, x, out);
   default: break;
   }
   if (e->n != 2 || !ex_eval_int(e->a[0], env, &x) || !ex_eval_int(e->a[1], env, &y)) return 0;
   switch (e->op) {
-  case X_ADD: *out = x + y; return 1;
-  case X_SUB: *out = x - y; return 1;
-  case X_MUL: *out = x * y; return 1;
-  case X_DIV: case X_IDIV: if (!y) return 0; *out = x / y; return 1;
-  case X_MOD: if (!y) return 0; *out = x % y; return 1;
+  case X_ADD: return ck_add(x, y, out); /* sizes that overflow are an error, never a wrapped size */
+  case X_SUB: return ck_sub(x, y, out);
+  case X_MUL: return ck_mul(x, y, out);
+  case X_DIV: case X_IDIV: if (!y || (y == -1 && x == INT64_MIN)) return 0; *out = x / y; return 1;
+  case X_MOD: if (!y || y == -1) { *out = 0; return y != 0; } *out = x % y; return 1;
   case X_MAX: *out = x > y ? x : y; return 1;
   case X_MIN: *out = x < y ? x : y; return 1;
   case X_LT: *out = x < y; return 1;
@@ -599,7 +645,6 @@ int shape_eval(const Shape *s, const SymEnv *env, int64_t *dims) {
 
 int64_t shape_numel_eval(const Shape *s, const SymEnv *env) {
   int64_t d[LT_MAX_RANK], n = 1;
-  if (!shape_eval(s, env, d)) return -1;
-  for (int i = 0; i < s->rank; i++) n *= d[i];
+  if (!shape_eval(s, env, d) || !ck_numel(s->rank, d, &n)) return -1;
   return n;
 }

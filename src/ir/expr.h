@@ -63,7 +63,11 @@ typedef struct ExprPool ExprPool;
 ExprPool *expr_pool_new(Arena *arena); /* lives in (and is freed with) the arena */
 
 Expr *ex_int(ExprPool *p, int64_t v);            /* i64 constant */
-Expr *ex_const(ExprPool *p, DType t, double v);  /* constant of any type (ints truncated) */
+Expr *ex_const(ExprPool *p, DType t, double v);  /* constant of any type (ints: ex_float_to_int) */
+Expr *ex_const_int(ExprPool *p, DType t, int64_t v); /* exact integer constant (wraps to i32; floats round) */
+/* Float -> integer conversion as every backend and the reference do it: NaN -> 0, out of range -> the
+ * nearest end of t's range (i32 or i64), otherwise truncation toward zero. */
+int64_t ex_float_to_int(DType t, double v);
 Expr *ex_bool(ExprPool *p, int v);
 Expr *ex_sym(ExprPool *p, const char *name);
 Expr *ex_var(ExprPool *p, int v);
@@ -109,7 +113,8 @@ typedef struct SymEnv {
 } SymEnv;
 int symenv_get(const SymEnv *env, const char *name, int64_t *out);
 void symenv_set(SymEnv *env, const char *name, int64_t v);
-/* Evaluates an integer expression of constants, symbols and arithmetic. 0 if something is unbound. */
+/* Evaluates an integer expression of constants, symbols and arithmetic. 0 if something is unbound, a
+ * division by zero, or an intermediate result overflows int64. */
 int ex_eval_int(const Expr *e, const SymEnv *env, int64_t *out);
 
 /* Printing. Callbacks may be NULL: then defaults like i3, buf2, acc1, a0 are used. */
@@ -136,5 +141,5 @@ int shape_equal(const Shape *a, const Shape *b);
 Expr *shape_numel(ExprPool *p, const Shape *s);
 void shape_print(StrBuf *b, const Shape *s); /* [1,32,seq] */
 int shape_eval(const Shape *s, const SymEnv *env, int64_t *dims); /* 0 if a symbol is unbound */
-int64_t shape_numel_eval(const Shape *s, const SymEnv *env);     /* -1 if a symbol is unbound */
+int64_t shape_numel_eval(const Shape *s, const SymEnv *env); /* -1: a symbol is unbound, or > LT_MAX_NUMEL */
 #endif

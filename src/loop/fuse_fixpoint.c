@@ -274,7 +274,7 @@ static int check_updates(const TProgram *t, Diag *d) {
       for (int s = 0; s < t->nodes[j].nsrc; s++) readers += t->nodes[j].src[s] == n->src[0];
     for (int j = 0; j < t->noutputs; j++) readers += t->outputs[j] == n->src[0];
     if (t->nodes[n->src[0]].kind != T_INPUT || readers > 1) {
-      diag_error(d, 0, 0,
+      diag_error(d, n->line, n->col,
                  "cache_write: the cache '%s' is read or written elsewhere; read the result of cache_write "
                  "instead (it is updated in place)",
                  t->nodes[n->src[0]].name ? t->nodes[n->src[0]].name : "?");

@@ -6,11 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ref_internal.h"
+#include "../base/checked.h"
 
 void ref_tensor_free(RefTensor *t) {
   if (!t) return;
   free(t->data);
+  free(t->ival);
   t->data = NULL;
+  t->ival = NULL;
   t->numel = 0;
 }
 
@@ -89,7 +92,9 @@ double ref_round(DType t, double v) {
   }
 }
 
-static int eval_input(const RefOp *op, const Graph *g, const RefTensor *inputs) {
+int ref_input(const RefOp *op) {
+  const Graph *g = op->g;
+  const RefTensor *inputs = op->inputs;
   int k = 0;
   while (k < g->ninputs && g->inputs[k] != op->node->id) k++;
   const char *name = op->node->name ? op->node->name : "?";
@@ -108,58 +113,35 @@ static int eval_input(const RefOp *op, const Graph *g, const RefTensor *inputs) 
   return 1;
 }
 
-static int dispatch(const RefOp *op, const Graph *g, const RefTensor *inputs) {
+int ref_const(const RefOp *op) {
+  /* A literal enters every kernel as a compute-type constant (f32 / i64), never as a stored f16. */
   const GNode *n = op->node;
-  switch (n->op) {
-  case G_INPUT: return eval_input(op, g, inputs);
-  case G_CONST:
-    /* A literal enters every kernel as a compute-type constant (f32 / i64), never as a stored f16. */
-    for (int64_t i = 0; i < op->out->numel; i++) op->out->data[i] = ref_round(dtype_compute(n->dtype), n->attr.value);
-    return 1;
-  case G_NEG: case G_EXP: case G_LOG: case G_SQRT: case G_RSQRT: case G_TANH: case G_SIGMOID:
-  case G_SILU: case G_GELU: case G_RELU: case G_ABS:
-    return ref_unary(op);
-  case G_ADD: case G_SUB: case G_MUL: case G_DIV: case G_POW: case G_MAXIMUM: case G_MINIMUM:
-    return ref_binary(op);
-  case G_SUM: case G_MEAN: case G_MAX: case G_MIN: return ref_reduce(op);
-  case G_ARGMAX: return ref_argmax(op);
-  case G_SOFTMAX: return ref_softmax(op);
-  case G_RMS_NORM: return ref_rms_norm(op);
-  case G_LAYER_NORM: return ref_layer_norm(op);
-  case G_MATMUL: return ref_matmul(op);
-  case G_LINEAR: return ref_linear(op);
-  case G_EMBEDDING: return ref_embedding(op);
-  case G_ROPE: return ref_rope(op);
-  case G_ATTENTION: return ref_attention(op);
-  case G_RESHAPE: return ref_reshape(op);
-  case G_PERMUTE: return ref_permute(op);
-  case G_SLICE: return ref_slice(op);
-  case G_CONCAT: return ref_concat(op);
-  case G_CAST: return ref_cast(op);
-  case G_CACHE_WRITE: return ref_cache_write(op);
-  default: return ref_fail(op, "reference interpreter: unknown op %d", (int)n->op);
+  double v = dtype_is_float(n->dtype) ? n->attr.value : (double)n->attr.ivalue;
+  for (int64_t i = 0; i < op->out->numel; i++) op->out->data[i] = ref_round(dtype_compute(n->dtype), v);
+  if (op->out->ival) {
+    for (int64_t i = 0; i < op->out->numel; i++) op->out->ival[i] = n->attr.ivalue;
+    *op->exact = 1;
   }
+  return 1;
 }
 
-/* Arity each op needs, so a malformed node fails cleanly instead of reading a missing operand. */
-static int min_inputs(GOp op) {
-  switch (op) {
-  case G_INPUT: case G_CONST: return 0;
-  case G_ADD: case G_SUB: case G_MUL: case G_DIV: case G_POW: case G_MAXIMUM: case G_MINIMUM:
-  case G_RMS_NORM: case G_LAYER_NORM: case G_MATMUL: case G_LINEAR: case G_EMBEDDING: case G_ROPE:
-  case G_CONCAT: case G_CACHE_WRITE:
-    return 2;
-  case G_ATTENTION: return 3;
-  default: return 1;
-  }
-}
+/* The reference of each op, from the op table. */
+typedef int (*RefFn)(const RefOp *op);
+static const RefFn ref_fns[G_OP_COUNT] = {
+#define OP(E, NAME, LO, HI, INFER, REF, ...) [G_##E] = REF,
+#include "../graph/ops.def"
+#undef OP
+};
 
 static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *inputs, RefTensor *vals, Diag *d) {
   const GNode *n = &g->nodes[i];
   RefTensor *out = &vals[i];
-  RefOp op = {n, {NULL, NULL, NULL}, out, env, d};
-  if (n->nin < min_inputs(n->op) || n->nin > 3)
-    return ref_fail(&op, "%s: expects %d operands, node has %d", ref_op_name(n->op), min_inputs(n->op), n->nin);
+  int exact = 0;
+  RefOp op = {n, {NULL, NULL, NULL}, out, env, d, &exact, g, inputs};
+  const GOpInfo *info = gop_info(n->op);
+  if (!info || !ref_fns[n->op]) return ref_fail(&op, "reference interpreter: unknown op %d", (int)n->op);
+  if (n->nin < info->min_in || n->nin > info->max_in)
+    return ref_fail(&op, "%s: expects %d operands, node has %d", ref_op_name(n->op), info->min_in, n->nin);
   for (int k = 0; k < n->nin; k++) {
     if (n->in[k] < 0 || n->in[k] >= i)
       return ref_fail(&op, "%s: operand %d refers to node %d, which is not evaluated before node %d",
@@ -174,13 +156,25 @@ static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *
     if (!ref_eval_dim(&op, n->shape.dim[k], &out->dims[k])) return 0;
     if (out->dims[k] < 0)
       return ref_fail(&op, "%s: dimension %d evaluates to %lld", ref_op_name(n->op), k, (long long)out->dims[k]);
-    out->numel *= out->dims[k];
   }
+  if (!ck_numel(out->rank, out->dims, &out->numel))
+    return ref_fail(&op, "%s: more than 2^56 elements at these sizes", ref_op_name(n->op));
   out->data = calloc((size_t)(out->numel ? out->numel : 1), sizeof(double));
   if (!out->data) return ref_fail(&op, "%s: out of memory for %lld elements", ref_op_name(n->op), (long long)out->numel);
-  if (!dispatch(&op, g, inputs)) return 0;
-  if (n->op != G_CONST)
+  int is_int = n->dtype == DT_I32 || n->dtype == DT_I64;
+  if (is_int && !(out->ival = calloc((size_t)(out->numel ? out->numel : 1), sizeof(int64_t))))
+    return ref_fail(&op, "%s: out of memory for %lld elements", ref_op_name(n->op), (long long)out->numel);
+  if (!ref_fns[n->op](&op)) return 0;
+  if (is_int) { /* integers: exact, wrapped to the dtype; data follows */
+    for (int64_t k = 0; k < out->numel; k++) {
+      int64_t v = exact ? out->ival[k] : ref_to_i64(out->data[k]);
+      if (n->dtype == DT_I32) v = (int32_t)(uint32_t)(uint64_t)v;
+      out->ival[k] = v;
+      out->data[k] = (double)v;
+    }
+  } else if (n->op != G_CONST) {
     for (int64_t k = 0; k < out->numel; k++) out->data[k] = ref_round(n->dtype, out->data[k]);
+  }
   return 1;
 }
 
@@ -204,6 +198,10 @@ int ref_eval(const Graph *g, const SymEnv *env, const RefTensor *inputs, RefTens
     *o = vals[id];
     o->data = malloc((size_t)(o->numel ? o->numel : 1) * sizeof(double));
     if (o->numel) memcpy(o->data, vals[id].data, (size_t)o->numel * sizeof(double));
+    if (vals[id].ival) {
+      o->ival = malloc((size_t)(o->numel ? o->numel : 1) * sizeof(int64_t));
+      if (o->ival && o->numel) memcpy(o->ival, vals[id].ival, (size_t)o->numel * sizeof(int64_t));
+    }
   }
   if (!ok)
     for (int j = 0; j < g->noutputs; j++) ref_tensor_free(&outputs[j]);

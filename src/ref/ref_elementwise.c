@@ -36,16 +36,35 @@ static int shape_mismatch(const RefOp *op, const RefTensor *x) {
 
 int ref_unary(const RefOp *op) {
   const RefTensor *x = op->in[0];
+  GOp o = op->node->op;
   if (!same_dims(x, op->out)) return shape_mismatch(op, x);
-  for (int64_t i = 0; i < x->numel; i++) op->out->data[i] = unary(op->node->op, x->data[i]);
+  for (int64_t i = 0; i < x->numel; i++) op->out->data[i] = unary(o, x->data[i]);
+  if (op->out->ival && (o == G_NEG || o == G_ABS || o == G_RELU)) { /* integers exactly (two's complement) */
+    for (int64_t i = 0; i < x->numel; i++) {
+      int64_t v = ref_ival(x, i);
+      int neg = o == G_NEG || (o == G_ABS && v < 0);
+      op->out->ival[i] = o == G_RELU && v < 0 ? 0 : neg ? (int64_t)(0 - (uint64_t)v) : v;
+    }
+    *op->exact = 1;
+  }
   return 1;
 }
 
 int ref_cast(const RefOp *op) {
   const RefTensor *x = op->in[0];
   if (!same_dims(x, op->out)) return shape_mismatch(op, x);
-  /* The conversion itself (truncation toward zero for ints, f16 rounding) is the driver's final rounding. */
-  for (int64_t i = 0; i < x->numel; i++) op->out->data[i] = x->data[i];
+  /* Float -> integer saturates (NaN -> 0, out of range -> the nearest end of the range, else truncation
+   * toward zero): the rule of every backend, ex_float_to_int. Other conversions (integer wrap-around,
+   * f16 rounding) are the driver's final rounding. */
+  DType to = op->node->dtype, from = op->g->nodes[op->node->in[0]].dtype;
+  int saturate = dtype_is_float(from) && (to == DT_I32 || to == DT_I64);
+  for (int64_t i = 0; i < x->numel; i++)
+    op->out->data[i] = saturate ? (double)ex_float_to_int(to, x->data[i]) : x->data[i];
+  if (op->out->ival) { /* integer results exactly (the driver wraps them to i32) */
+    for (int64_t i = 0; i < x->numel; i++)
+      op->out->ival[i] = saturate ? ex_float_to_int(to, x->data[i]) : ref_ival(x, i);
+    *op->exact = 1;
+  }
   return 1;
 }
 
@@ -65,17 +84,22 @@ static int broadcast_strides(const RefTensor *t, const RefTensor *out, int64_t *
 }
 
 /* Two's-complement wrap-around, as integer tensors in torch (done in unsigned to stay defined). */
-static double int_arith(GOp op, double a, double b) {
-  uint64_t x = (uint64_t)ref_to_i64(a), y = (uint64_t)ref_to_i64(b);
-  uint64_t r = op == G_ADD ? x + y : op == G_SUB ? x - y : x * y;
-  return (double)(int64_t)r;
+static int64_t int_arith(GOp op, int64_t a, int64_t b) {
+  uint64_t x = (uint64_t)a, y = (uint64_t)b;
+  switch (op) {
+  case G_ADD: return (int64_t)(x + y);
+  case G_SUB: return (int64_t)(x - y);
+  case G_MUL: return (int64_t)(x * y);
+  case G_MAXIMUM: return a > b ? a : b;
+  default: return a < b ? a : b; /* G_MINIMUM */
+  }
 }
 
 static double binary(GOp op, int ints, double a, double b) {
   switch (op) {
-  case G_ADD: return ints ? int_arith(op, a, b) : a + b;
-  case G_SUB: return ints ? int_arith(op, a, b) : a - b;
-  case G_MUL: return ints ? int_arith(op, a, b) : a * b;
+  case G_ADD: return ints ? (double)int_arith(op, ref_to_i64(a), ref_to_i64(b)) : a + b;
+  case G_SUB: return ints ? (double)int_arith(op, ref_to_i64(a), ref_to_i64(b)) : a - b;
+  case G_MUL: return ints ? (double)int_arith(op, ref_to_i64(a), ref_to_i64(b)) : a * b;
   case G_DIV: return a / b;
   case G_POW: return pow(a, b);
   case G_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b; /* torch.maximum propagates NaN */
@@ -95,14 +119,18 @@ int ref_binary(const RefOp *op) {
                     ref_dims_str(z, sizeof z, o->rank, o->dims));
   }
   int ints = !dtype_is_float(op->node->dtype) && op->node->dtype != DT_BOOL;
+  GOp g = op->node->op;
+  int exact = ints && o->ival && (g == G_ADD || g == G_SUB || g == G_MUL || g == G_MAXIMUM || g == G_MINIMUM);
   for (int64_t i = 0; i < o->numel; i++) {
     int64_t ia = 0, ib = 0;
     for (int k = 0; k < o->rank; k++) {
       ia += idx[k] * sa[k];
       ib += idx[k] * sb[k];
     }
-    o->data[i] = binary(op->node->op, ints, a->data[ia], b->data[ib]);
+    if (exact) o->ival[i] = int_arith(g, ref_ival(a, ia), ref_ival(b, ib));
+    else o->data[i] = binary(g, ints, a->data[ia], b->data[ib]);
     ref_next_index(o->rank, o->dims, idx);
   }
+  if (exact) *op->exact = 1;
   return 1;
 }

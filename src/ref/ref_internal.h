@@ -12,6 +12,9 @@ typedef struct RefOp {
   RefTensor *out;
   const SymEnv *env;
   Diag *d;
+  int *exact;               /* set by an op that filled out->ival */
+  const Graph *g;           /* ref_input: the graph inputs' order */
+  const RefTensor *inputs;  /* ref_input: their values */
 } RefOp;
 
 /* Records "fmt..." at the node's source position; returns 0 so callers can `return ref_fail(...)`. */
@@ -24,10 +27,18 @@ void ref_strides(int rank, const int64_t *dims, int64_t *strides);
 int ref_next_index(int rank, const int64_t *dims, int64_t *idx);
 /* Evaluates an integer expression, with a diag naming the unbound symbol on failure. */
 int ref_eval_dim(const RefOp *op, const Expr *e, int64_t *out);
+/* Element i of t as an exact integer (its ival when it has one). */
+static inline int64_t ref_ival(const RefTensor *t, int64_t i);
 /* v as a tensor of dtype t would hold it; float->int truncates toward zero, NaN->0, saturating. */
 double ref_round(DType t, double v);
 int64_t ref_to_i64(double v);
+static inline int64_t ref_ival(const RefTensor *t, int64_t i) { return t->ival ? t->ival[i] : ref_to_i64(t->data[i]); }
+/* An op that computes integers exactly writes op->out->ival (allocated for integer results) and sets
+ * *op->exact; otherwise the driver derives the integers from the doubles. */
 
+/* One function per op (the REF column of ops.def). */
+int ref_input(const RefOp *op);
+int ref_const(const RefOp *op);
 int ref_unary(const RefOp *op);
 int ref_binary(const RefOp *op);
 int ref_cast(const RefOp *op);

@@ -84,6 +84,7 @@ int ref_embedding(const RefOp *op) {
     return ref_fail(op, "embedding: table has shape %s, expected [vocab, dim]", ref_dims_str(s1, sizeof s1, table->rank, table->dims));
   int64_t vocab = table->dims[0], dim = table->dims[1];
   if (op->out->numel != ids->numel * dim) return numel_mismatch(op, ids->numel * dim);
+  if (op->out->ival) *op->exact = 1;
   for (int64_t i = 0; i < ids->numel; i++) {
     double v = ids->data[i];
     if (!(v >= 0 && v < (double)vocab)) {
@@ -91,7 +92,10 @@ int ref_embedding(const RefOp *op) {
       return ref_fail(op, "embedding: id %lld out of range [0, %lld)", (long long)ref_to_i64(v), (long long)vocab);
     }
     int64_t id = (int64_t)v;
-    for (int64_t j = 0; j < dim; j++) op->out->data[i * dim + j] = table->data[id * dim + j];
+    for (int64_t j = 0; j < dim; j++) {
+      op->out->data[i * dim + j] = table->data[id * dim + j];
+      if (op->out->ival) op->out->ival[i * dim + j] = ref_ival(table, id * dim + j);
+    }
   }
   return 1;
 }
@@ -141,6 +145,7 @@ int ref_attention(const RefOp *op) {
   int64_t B = q->dims[0], H = q->dims[1], S = q->dims[2], D = q->dims[3];
   int64_t KH = k->dims[1], T = k->dims[2], DV = v->dims[3], group = H / KH;
   if (op->out->numel != B * H * S * DV) return numel_mismatch(op, B * H * S * DV);
+  if (T == 0 && op->out->numel > 0) return ref_fail(op, "attention: no keys (k and v have 0 positions)");
   double scale = 1.0 / sqrt((double)D), *p = malloc((size_t)(T ? T : 1) * sizeof(double));
   if (!p) return ref_fail(op, "attention: out of memory");
   for (int64_t b = 0; b < B; b++)

@@ -58,6 +58,20 @@ int ref_reduce(const RefOp *op) {
   }
   if (kind == G_MEAN)
     for (int64_t i = 0; i < o->numel; i++) o->data[i] /= (double)count; /* empty: 0/0 = NaN like torch */
+  if (o->ival && kind != G_MEAN) { /* integer sums and extrema exactly (sums wrap, two's complement) */
+    int64_t iinit = kind == G_MAX ? INT64_MIN : kind == G_MIN ? INT64_MAX : 0;
+    for (int64_t i = 0; i < o->numel; i++) o->ival[i] = iinit;
+    for (int k = 0; k < x->rank; k++) idx[k] = 0;
+    for (int64_t i = 0; i < x->numel; i++) {
+      int64_t oi = 0;
+      for (int k = 0; k < x->rank; k++) oi += idx[k] * ost[k];
+      int64_t v = ref_ival(x, i), *acc = &o->ival[oi];
+      if (kind == G_SUM) *acc = (int64_t)((uint64_t)*acc + (uint64_t)v);
+      else if (kind == G_MAX ? v > *acc : v < *acc) *acc = v;
+      ref_next_index(x->rank, x->dims, idx);
+    }
+    *op->exact = 1;
+  }
   return 1;
 }
 
@@ -71,6 +85,8 @@ int ref_argmax(const RefOp *op) {
   int64_t outer = 1, inner = 1, n = x->dims[a];
   for (int i = 0; i < a; i++) outer *= x->dims[i];
   for (int i = a + 1; i < x->rank; i++) inner *= x->dims[i];
+  if (n == 0 && outer * inner > 0)
+    return ref_fail(op, "argmax: axis %d is empty (argmax of no elements is undefined)", a);
   if (o->numel != outer * inner) return ref_fail(op, "argmax: result has %lld elements, expected %lld", (long long)o->numel, (long long)(outer * inner));
   for (int64_t i = 0; i < outer; i++)
     for (int64_t j = 0; j < inner; j++) {

@@ -2,6 +2,15 @@
 #include <string.h>
 #include "ref_internal.h"
 
+/* Integer results move exactly: o->ival[oi] = x's element xi (exact when x has one). */
+static void move_int(const RefOp *op, const RefTensor *x, int64_t oi, int64_t xi) {
+  if (op->out->ival) op->out->ival[oi] = ref_ival(x, xi);
+}
+
+static void done_int(const RefOp *op) {
+  if (op->out->ival) *op->exact = 1;
+}
+
 int ref_reshape(const RefOp *op) {
   const RefTensor *x = op->in[0];
   if (x->numel != op->out->numel) {
@@ -11,6 +20,8 @@ int ref_reshape(const RefOp *op) {
                     ref_dims_str(b, sizeof b, op->out->rank, op->out->dims), (long long)op->out->numel);
   }
   if (x->numel) memcpy(op->out->data, x->data, (size_t)x->numel * sizeof(double));
+  for (int64_t i = 0; op->out->ival && i < x->numel; i++) move_int(op, x, i, i);
+  done_int(op);
   return 1;
 }
 
@@ -35,8 +46,10 @@ int ref_permute(const RefOp *op) {
     int64_t off = 0;
     for (int k = 0; k < o->rank; k++) off += idx[k] * st[k];
     o->data[i] = x->data[off];
+    move_int(op, x, i, off);
     ref_next_index(o->rank, o->dims, idx);
   }
+  done_int(op);
   return 1;
 }
 
@@ -71,8 +84,12 @@ int ref_slice(const RefOp *op) {
   split_at(x, axis, &outer, &inner);
   int64_t len = x->dims[axis], n = end - start;
   for (int64_t r = 0; r < outer; r++)
-    if (n > 0 && inner > 0)
+    if (n > 0 && inner > 0) {
       memcpy(o->data + r * n * inner, x->data + (r * len + start) * inner, (size_t)(n * inner) * sizeof(double));
+      for (int64_t j = 0; o->ival && j < n * inner; j++)
+        move_int(op, x, r * n * inner + j, (r * len + start) * inner + j);
+    }
+  done_int(op);
   return 1;
 }
 
@@ -91,7 +108,10 @@ int ref_concat(const RefOp *op) {
   for (int64_t r = 0; r < outer; r++) {
     if (nx) memcpy(o->data + r * (nx + ny), x->data + r * nx, (size_t)nx * sizeof(double));
     if (ny) memcpy(o->data + r * (nx + ny) + nx, y->data + r * ny, (size_t)ny * sizeof(double));
+    for (int64_t j = 0; o->ival && j < nx; j++) move_int(op, x, r * (nx + ny) + j, r * nx + j);
+    for (int64_t j = 0; o->ival && j < ny; j++) move_int(op, y, r * (nx + ny) + nx + j, r * ny + j);
   }
+  done_int(op);
   return 1;
 }
 
@@ -106,7 +126,11 @@ int ref_cache_write(const RefOp *op) {
     return ref_fail(op, "cache_write: %s written at %lld along axis %d does not fit in cache %s",
                     ref_dims_str(s1, sizeof s1, x->rank, x->dims), (long long)start, axis,
                     ref_dims_str(s2, sizeof s2, c->rank, c->dims));
-  for (int64_t i = 0; i < c->numel; i++) op->out->data[i] = c->data[i];
+  for (int64_t i = 0; i < c->numel; i++) {
+    op->out->data[i] = c->data[i];
+    move_int(op, c, i, i);
+  }
+  done_int(op);
   int64_t cs[LT_MAX_RANK], idx[LT_MAX_RANK] = {0};
   ref_strides(c->rank, c->dims, cs);
   if (!x->numel) return 1;
@@ -114,7 +138,9 @@ int ref_cache_write(const RefOp *op) {
   do {
     int64_t off = 0;
     for (int d = 0; d < x->rank; d++) off += (idx[d] + (d == axis ? start : 0)) * cs[d];
-    op->out->data[off] = ref_round(op->node->dtype, x->data[i++]);
+    op->out->data[off] = ref_round(op->node->dtype, x->data[i]);
+    move_int(op, x, off, i); /* the driver wraps it to the cache's dtype */
+    i++;
   } while (ref_next_index(x->rank, x->dims, idx));
   return 1;
 }

@@ -1,6 +1,7 @@
 /* Plan runtime: compiles the code stage's source once, then runs its kernels in order (by the launch
  * table, code/launch.h) for given symbol values, allocating every buffer of the table on the backend. */
 #include "plan_internal.h"
+#include "../base/checked.h"
 #include "../base/clock.h"
 #include "../base/settings.h"
 
@@ -118,7 +119,7 @@ static int eval_or_diag(const Expr *e, const SymEnv *env, const char *what, int6
   if (s.name)
     diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", s.name, s.name);
   else
-    diag_error(d, 0, 0, "%s cannot be evaluated (division by zero or a non-integer expression)", what);
+    diag_error(d, 0, 0, "%s cannot be evaluated (it overflows int64, divides by zero or is not an integer)", what);
   return 0;
 }
 
@@ -218,7 +219,7 @@ sized:
   for (int i = 0; i < lp->nbufs; i++) {
     const LaunchBuf *buf = &lp->bufs[i];
     if (!stale(p->dep_buf[i], changed)) continue;
-    int64_t numel = 1;
+    int64_t numel, dims[LT_MAX_RANK];
     for (int k = 0; k < buf->shape.rank; k++) {
       int64_t dim;
       if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) return 0;
@@ -227,9 +228,12 @@ sized:
                    (long long)dim);
         return 0;
       }
-      numel *= dim;
+      dims[k] = dim;
     }
-    s->bytes[i] = (size_t)numel * dtype_size(buf->dtype);
+    if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &s->bytes[i])) {
+      diag_error(d, 0, 0, "buffer '%s' would have more than 2^56 elements at these sizes", buf->name);
+      return 0;
+    }
   }
   for (int i = 0; p->bound && i < lp->ninputs; i++) {
     int bi = lp->inputs[i];
@@ -443,13 +447,15 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
     }
   }
   const LaunchBuf *buf = &lp->bufs[lp->inputs[input]];
-  int64_t numel = 1;
-  for (int k = 0; k < buf->shape.rank; k++) {
-    int64_t dim;
-    if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) return 0;
-    numel *= dim;
+  int64_t numel, dims[LT_MAX_RANK];
+  for (int k = 0; k < buf->shape.rank; k++)
+    if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dims[k], d)) return 0;
+  size_t bytes;
+  if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &bytes)) {
+    diag_error(d, 0, 0, "input '%s' would have more than 2^56 elements (or a negative size) at these sizes",
+               buf->name);
+    return 0;
   }
-  size_t bytes = (size_t)numel * dtype_size(buf->dtype);
   if (p->bound[input] && p->bound_bytes[input] != bytes) {
     p->b->ops->free(p->b, p->bound[input]);
     p->bound[input] = NULL;

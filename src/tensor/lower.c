@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "lower_internal.h"
+#include "../base/checked.h"
 
 int lw_fail(Lower *L, const GNode *n, const char *fmt, ...) {
   char msg[400];
@@ -35,7 +36,9 @@ int lw_node(Lower *L, int gid) {
   Shape scalar = {0};
   /* Only reached when a constant is used where a tensor is needed (e.g. as an output). */
   DType t = n->op == G_CONST ? n->dtype : DT_F32;
-  int id = t_map(L->p, ex_const(L->x, t, n->attr.value), t, &scalar, NULL, 0);
+  Expr *v = n->op == G_CONST && !dtype_is_float(t) ? ex_const_int(L->x, t, n->attr.ivalue)
+                                                   : ex_const(L->x, t, n->attr.value);
+  int id = t_map(L->p, v, t, &scalar, NULL, 0);
   L->p->nodes[id].origin = "const";
   L->tid[gid] = id;
   return id;
@@ -82,26 +85,30 @@ int lw_softmax(Lower *L, int x, unsigned axes, DType dt) {
   return lw_map(L, ex_bin(L->x, X_DIV, lw_arg(L, 0, ex), lw_arg(L, 1, sum)), dt, &s, es, 2);
 }
 
+int lower_input(Lower *L, const GNode *n) { return t_input(L->p, n->name, n->dtype, &n->shape); }
+int lower_const(Lower *L, const GNode *n) { return -2; } /* folded into consumers; materialised only on demand */
+int lower_embedding(Lower *L, const GNode *n) { return t_gather(L->p, lw_node(L, n->in[1]), lw_node(L, n->in[0])); }
+
+/* The lowering of each op, from the op table. */
+typedef int (*LowerFn)(Lower *L, const GNode *n);
+static const LowerFn lower_fns[G_OP_COUNT] = {
+#define OP(E, NAME, LO, HI, INFER, REF, LOWER, ...) [G_##E] = LOWER,
+#include "../graph/ops.def"
+#undef OP
+};
+
 static int lower_op(Lower *L, const GNode *n) {
-  switch (n->op) {
-  case G_INPUT: return t_input(L->p, n->name, n->dtype, &n->shape);
-  case G_CONST: return -2; /* folded into consumers; materialised only on demand */
-  case G_NEG: case G_EXP: case G_LOG: case G_SQRT: case G_RSQRT: case G_TANH: case G_SIGMOID: case G_SILU:
-  case G_GELU: case G_RELU: case G_ABS: case G_ADD: case G_SUB: case G_MUL: case G_DIV: case G_POW:
-  case G_MAXIMUM: case G_MINIMUM: case G_CAST:
-    return lower_elementwise(L, n);
-  case G_SUM: case G_MEAN: case G_MAX: case G_MIN: return lower_reduce(L, n);
-  case G_ARGMAX: return lower_argmax(L, n);
-  case G_SOFTMAX: case G_RMS_NORM: case G_LAYER_NORM: return lower_norm(L, n);
-  case G_MATMUL: return lower_matmul(L, n);
-  case G_LINEAR: return lower_linear(L, n);
-  case G_EMBEDDING: return t_gather(L->p, lw_node(L, n->in[1]), lw_node(L, n->in[0]));
-  case G_ROPE: return lower_rope(L, n);
-  case G_CACHE_WRITE: return lower_cache_write(L, n);
-  case G_ATTENTION: return lower_attention(L, n);
-  case G_RESHAPE: case G_PERMUTE: case G_SLICE: case G_CONCAT: return lower_shape_op(L, n);
-  default: return lw_fail(L, n, "op %d is not supported by the tensor stage", (int)n->op);
-  }
+  if ((unsigned)n->op >= G_OP_COUNT || !lower_fns[n->op])
+    return lw_fail(L, n, "op %d is not supported by the tensor stage", (int)n->op);
+  return lower_fns[n->op](L, n);
+}
+
+/* The constant factors of s's element count fit LT_MAX_NUMEL (symbols are checked at run time). */
+static int const_numel_fits(const Shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++)
+    if (s->dim[i]->op == X_CONST && (!ck_mul(n, s->dim[i]->ival, &n) || n > LT_MAX_NUMEL)) return 0;
+  return 1;
 }
 
 TProgram *tensor_from_graph(const Graph *g, Diag *d) {
@@ -129,7 +136,20 @@ TProgram *tensor_from_graph(const Graph *g, Diag *d) {
     /* Every op ends in the graph node's dtype (intermediates compute in f32 / i64). */
     if (n->op != G_INPUT) r = lw_cast(&L, r, n->dtype);
     const char *origin = n->op == G_INPUT ? NULL : gop_name(n->op);
-    for (int t = first; t < p->n; t++) p->nodes[t].origin = origin;
+    for (int t = first; t < p->n; t++)
+      if (!const_numel_fits(&p->nodes[t].shape)) {
+        StrBuf b = {0};
+        shape_print(&b, &p->nodes[t].shape);
+        lw_fail(&L, n, "an intermediate %s of this op has more than 2^56 elements", sb_str(&b));
+        sb_free(&b);
+        free(L.tid);
+        return NULL;
+      }
+    for (int t = first; t < p->n; t++) {
+      p->nodes[t].origin = origin;
+      p->nodes[t].line = n->line;
+      p->nodes[t].col = n->col;
+    }
     /* Name only a node this op created: an op that reuses its source (identity view) must not
      * rename that source. */
     if (r >= first && n->name) p->nodes[r].name = n->name;

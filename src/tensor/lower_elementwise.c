@@ -8,7 +8,7 @@ static Expr *operand(Lower *L, const GNode *n, int i, int *src, int *nsrc) {
     /* Constants are weakly typed: they take the op's compute type. */
     DType t = dtype_is_float(n->dtype) ? DT_F32 : dtype_compute(n->dtype);
     if (n->op == G_DIV) t = DT_F32;
-    return ex_const(L->x, t, in->attr.value);
+    return dtype_is_float(in->dtype) ? ex_const(L->x, t, in->attr.value) : ex_const_int(L->x, t, in->attr.ivalue);
   }
   int t = lw_node(L, in->id);
   for (int j = 0; j < *nsrc; j++)

@@ -35,8 +35,11 @@ Expr *lw_numel_axes(Lower *L, const Shape *s, unsigned axes);
 int lw_softmax(Lower *L, int t, unsigned axes, DType dt);
 int lw_fail(Lower *L, const GNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Per op family; each returns the tensor node holding the op's result, or -1 with the diag set. */
-int lower_elementwise(Lower *L, const GNode *n);
+/* One function per op (the LOWER column of ops.def), shared by op families; each returns the tensor node holding the op's result, or -1 with the diag set. */
+int lower_input(Lower *L, const GNode *n);
+int lower_const(Lower *L, const GNode *n); /* -2: a literal is folded into its consumers */
+int lower_embedding(Lower *L, const GNode *n);
+int lower_elementwise(Lower *L, const GNode *n); /* unary, binary, cast */
 int lower_reduce(Lower *L, const GNode *n);
 int lower_argmax(Lower *L, const GNode *n);
 int lower_norm(Lower *L, const GNode *n); /* softmax, rms_norm, layer_norm */

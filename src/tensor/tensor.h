@@ -38,6 +38,7 @@ typedef struct TNode {
   Expr *valid;            /* T_VIEW: NULL = always valid */
   const char *name;       /* user-visible name from the graph (input name, assigned name) or NULL */
   const char *origin;     /* graph op this came from, e.g. "rms_norm", for printing and kernel names */
+  int line, col;          /* source position of that graph op (0: none) */
 } TNode;
 
 typedef struct TProgram {

@@ -163,6 +163,7 @@ static inline KProgram *lower(Zoo *z, Target t, Schedule s, Diag *d) {
   TileProgram *tp = ARENA_NEW(z->a, TileProgram);
   tp->loop = z->lp;
   tp->target = t;
+  tp->device = target_default(t);
   tp->nkernels = z->lp->nkernels;
   tp->kernels = ARENA_ARRAY(z->a, TileKernel, tp->nkernels);
   for (int i = 0; i < tp->nkernels; i++) tp->kernels[i] = (TileKernel){&z->lp->kernels[i], s};

@@ -487,6 +487,7 @@ Backend *backend_cpu_new(Diag *d) {
   const char *cc = getenv("LATHE_CC");
   snprintf(c->cc, sizeof c->cc, "%s", cc && *cc ? cc : "cc");
   b->ops = &cpu_ops;
+  target_host(&b->target);
   b->impl = c;
   return b;
 }

@@ -7,9 +7,10 @@
 #include "cli.h"
 
 int cmd_compile(int argc, char **argv) {
-  const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL;
+  const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *device = NULL;
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
+  int target_given = 0;
   int fuse_recompute = 0, no_fuse = 0;
   MatmulPrecision matmul = MM_HIGH;
   for (int i = 1; i < argc; i++) {
@@ -26,7 +27,8 @@ int cmd_compile(int argc, char **argv) {
         report_msg("unknown target '%s' (expected cpu or cuda)", argv[i]);
         return EXIT_ERROR;
       }
-    } else if (!strcmp(a, "-o") && has_next) out_path = argv[++i];
+      target_given = 1;
+    } else if (!strcmp(a, "--device") && has_next) device = argv[++i]; else if (!strcmp(a, "-o") && has_next) out_path = argv[++i];
     else if (!strcmp(a, "--config") && has_next) config = argv[++i];
     else if (!strcmp(a, "--fuse-recompute")) fuse_recompute = 1;
     else if (!strcmp(a, "--matmul-precision") && has_next) {
@@ -54,11 +56,26 @@ int cmd_compile(int argc, char **argv) {
   }
   int model = !inline_text && path && is_model_path(path);
   if (!config && !model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
+  /* the device the schedules are chosen for: a built-in description (no device is opened) */
+  TargetDesc desc = target_default(target);
+  if (device) {
+    if (!target_builtin(device, &desc)) {
+      report_msg("unknown --device '%s' (known: %s for cuda; %s for cpu)", device, target_builtin_names(TARGET_CUDA),
+                 target_builtin_names(TARGET_CPU));
+      return EXIT_ERROR;
+    }
+    if (target_given && desc.kind != target) {
+      report_msg("--device %s is a %s device, not --target %s", device, target_name(desc.kind), target_name(target));
+      return EXIT_ERROR;
+    }
+    target = desc.kind;
+  }
   FusionPolicy fusion = fusion_policy_for(target);
   if (fuse_recompute) fusion.allow_recompute = 1;
   if (no_fuse) fusion.fuse_reductions = 0;
   Compilation *c = compilation_new(target, &fusion);
   c->matmul = matmul;
+  c->device = desc;
   Diag d = {0};
   int rc = EXIT_OK, ok;
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */

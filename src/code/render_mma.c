@@ -224,9 +224,9 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
   const int nb = m->nb, parts = m->a_parts, bk = m->bk;
   const int wcols = 32 / nb; /* output columns per warp */
   const int tiles = 4 / nb;  /* n8 tiles per weight per warp */
-  /* as many ring buffers as fit the 48 KB of static shared memory, at most 4 */
+  /* as many ring buffers as fit the block's static shared memory (48 KB), at most 4 */
   const int stage_bytes = (parts * 64 + 128) * (bk + 8) * 2;
-  int stages = 49152 / stage_bytes;
+  int stages = m->smem_limit / stage_bytes;
   if (stages > 4) stages = 4;
   const long long kt_count = (long long)(m->k_extent / bk);
   const long long nblocks = (long long)((m->n_total + 128 / nb - 1) / (128 / nb));

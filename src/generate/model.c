@@ -155,6 +155,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
   m->comp = model_compilation_new(o);
+  m->comp->device = m->backend->target; /* schedules for the device the plan runs on */
   if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
   if (!compile_graph(m->comp, ST_CODE, d)) return 0;

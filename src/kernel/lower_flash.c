@@ -155,7 +155,8 @@ static Expr *causal_last(const Expr *score, int m, int t) {
 /* Flash-decoding (KFlash.decode): the group axis whose consecutive values read the same k and v
  * (k and v use it only as g // c, or not at all), with the most such values up to 8 (a block's
  * rows), and the launch: a block per query row, row group and key chunk. Chunks of at least 32 keys,
- * as many as keep about two blocks on each of 132 SMs, at most 64 (the merge's shared weights and
+ * as many as keep about Schedule.decode_fill blocks in all (the tile stage's choice: two on each
+ * multiprocessor), at most 64 (the merge's shared weights and
  * two chunks per lane: code/render_flash_decode.c); a row with more than one chunk merges them
  * through the scratch (counters, then rows x (max, sum, width outputs) per block). */
 static void decode_launch(Lower *L, KFlash *f) {
@@ -178,7 +179,7 @@ static void decode_launch(Lower *L, KFlash *f) {
   }
   Expr *row_blocks = ex_mul(P, f->m_extent, ex_int(P, f->groups / f->rows));
   Expr *key_tiles = ex_bin(P, X_IDIV, ex_add(P, f->t_extent, ex_int(P, 31)), ex_int(P, 32));
-  Expr *fill = ex_bin(P, X_MIN, ex_bin(P, X_IDIV, ex_int(P, 264), row_blocks), ex_int(P, 64));
+  Expr *fill = ex_bin(P, X_MIN, ex_bin(P, X_IDIV, ex_int(P, L->s.decode_fill), row_blocks), ex_int(P, 64));
   f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, key_tiles, fill), ex_int(P, 1));
   KKernel *kk = L->kk;
   kk->grid = ex_mul(P, row_blocks, f->chunks);

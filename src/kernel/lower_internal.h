@@ -9,6 +9,7 @@ typedef struct Lower {
   const LKernel *k;
   Schedule s;
   Target target;
+  const TargetDesc *dev; /* the device the tile stage chose for (its limits) */
   ExprPool *pool;
   Arena *arena;
   KKernel *kk;

@@ -109,9 +109,15 @@ static int check_schedule(Lower *L) {
     return 0;
   }
   if (L->target != TARGET_CUDA) return 1;
-  if (s->block_threads < 32 || s->block_threads > 1024 || s->block_threads % 32) {
-    diag_error(L->d, 0, 0, "kernel %s: %d threads per block is not a multiple of 32 in [32, 1024]", L->k->name,
-               s->block_threads);
+  const TargetDesc *dev = L->dev;
+  if (s->block_threads < dev->warp_size || s->block_threads > dev->max_threads_per_block ||
+      s->block_threads % dev->warp_size) {
+    diag_error(L->d, 0, 0, "kernel %s: %d threads per block is not a multiple of %d in [%d, %d]", L->k->name,
+               s->block_threads, dev->warp_size, dev->warp_size, dev->max_threads_per_block);
+    return 0;
+  }
+  if (s->flash_decode && s->decode_fill < 1) {
+    diag_error(L->d, 0, 0, "kernel %s: flash-decoding without a block count to fill (Schedule.decode_fill)", L->k->name);
     return 0;
   }
   return 1;
@@ -145,7 +151,7 @@ static void lower_body(Lower *L) {
     kk->grid = npoints;
     kk->block = B;
   } else {
-    int per_block = L->s.red == RS_WARP ? B / 32 : B;
+    int per_block = L->s.red == RS_WARP ? B / L->dev->warp_size : B;
     Expr *who = L->s.red == RS_WARP ? ex_hw(P, HW_WARP) : ex_hw(P, HW_THREAD);
     Expr *p = kl_decl_tmp(L, root, DT_I64, "p", ex_add(P, ex_mul(P, ex_hw(P, HW_BLOCK), ex_int(P, per_block)), who), NULL);
     KStmt *guard = kl_st_if(L, root, ex_bin(P, X_LT, p, npoints));
@@ -259,6 +265,7 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   L.k = k;
   L.s = s;
   L.target = tp->target;
+  L.dev = &tp->device;
   L.pool = lp->pool;
   L.arena = lp->arena;
   L.kk = kk;
@@ -374,6 +381,7 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
   KProgram *kp = ARENA_NEW(lp->arena, KProgram);
   kp->loop = lp;
   kp->target = tp->target;
+  kp->device = tp->device;
   kp->nkernels = tp->nkernels;
   kp->kernels = ARENA_ARRAY(lp->arena, KKernel, tp->nkernels > 0 ? tp->nkernels : 1);
   for (int i = 0; i < tp->nkernels; i++) {

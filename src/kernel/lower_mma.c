@@ -63,6 +63,7 @@ int kl_mma_body(Lower *L) {
   m->k_extent = kext->ival;
   m->bk = kext->ival % 32 ? 16 : 32;
   m->a_parts = L->s.mma;
+  m->smem_limit = L->dev->smem_per_block;
   for (int i = 0; i < k->nphase; i++) {
     if (ph[i].op != RED_ADD || ph[i].naxes != 1 || ph[i].axes[0].extent != kext || ph[i].acc_dtype != DT_F32) return 0;
     if (ph[i].body->flags & EXF_ACC) return 0;

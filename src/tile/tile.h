@@ -3,10 +3,7 @@
 #ifndef LATHE_TILE_H
 #define LATHE_TILE_H
 #include "../loop/loop.h"
-
-typedef enum Target { TARGET_CPU, TARGET_CUDA } Target;
-const char *target_name(Target t);
-int target_parse(const char *s, Target *out);
+#include "../target/target.h"
 
 typedef enum RedStrategy {
   RS_SERIAL, /* one thread per parallel point; reductions and inner loops run serially in it */
@@ -49,6 +46,9 @@ typedef struct Schedule {
   /* CUDA: tensor-core GEMMs whose weights are plain matrices also get a library form (cuBLASLt),
    * which the plan runs where the library loads (kernel.h, KGemmLib) */
   int gemm_library;
+  /* CUDA flash-decoding: key chunks per row chosen so the grid holds about this many blocks in all
+   * (two on each multiprocessor) */
+  int decode_fill;
 } Schedule;
 
 /* How f32 activations meet bf16 weights in tensor-core GEMMs, named as in PyTorch's
@@ -67,17 +67,19 @@ typedef struct TileKernel {
 typedef struct TileProgram {
   const LProgram *loop;
   Target target;
+  TargetDesc device;   /* what the schedules were chosen for (printed first) */
   FusionPolicy fusion; /* the fusion choices the loop stage was built with, printed with the schedules */
   MatmulPrecision matmul;
   TileKernel *kernels; /* parallel to loop->kernels */
   int nkernels;
 } TileProgram;
 
-/* The default schedule for one kernel on one target (the function the tuner will replace). */
-Schedule schedule_default(const LProgram *p, const LKernel *k, Target t);
-/* Refuses only illegal schedules (e.g. block_threads not a multiple of 32). */
-int schedule_check(const Schedule *s, Target t, Diag *d);
-TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, MatmulPrecision mm, Diag *d);
+/* The default schedule for one kernel on one device (the function the tuner will replace). */
+Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc *dev);
+/* Refuses only illegal schedules (e.g. block_threads not a multiple of the warp size). */
+int schedule_check(const Schedule *s, const TargetDesc *dev, Diag *d);
+TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
+                            Diag *d);
 /* `--ir tile`:  kernel rms_norm_0: i0,i1->grid(32) r0->thread(256) reduce=block-tree vec=1 */
 void tile_print(StrBuf *b, const TileProgram *tp);
 #endif

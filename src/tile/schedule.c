@@ -2,7 +2,7 @@
  * replace these picks with measured ones; nothing below the tile stage makes performance choices. */
 #include <stdlib.h>
 #include <string.h>
-#include "tile.h"
+#include "tile_internal.h"
 
 const char *red_strategy_name(RedStrategy r) {
   switch (r) {
@@ -130,8 +130,9 @@ static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
     }
 }
 
-Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc *dev) {
-  (void)p;
+/* The knobs before the matchers: tensor cores, flash attention and flash-decoding proposed wherever the
+ * nest might take them. */
+static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   Target t = dev->kind;
   Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0, .rows = 1, .row_axis = -1};
   if (k->nphase > 0) choose_rows(k, dev, &s);
@@ -177,23 +178,12 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc 
   return s;
 }
 
-int schedule_check(const Schedule *s, const TargetDesc *dev, Diag *d) {
-  Target t = dev->kind;
-  if (s->vec != 1 && s->vec != 2 && s->vec != 4 && s->vec != 8) {
-    diag_error(d, 0, 0, "schedule: vec must be 1, 2, 4 or 8, got %d", s->vec);
-    return 0;
-  }
-  if (s->rows != 1 && s->rows != 2 && s->rows != 4 && s->rows != 8) {
-    diag_error(d, 0, 0, "schedule: rows must be 1, 2, 4 or 8, got %d", s->rows);
-    return 0;
-  }
-  if (t == TARGET_CUDA && (s->block_threads < dev->warp_size || s->block_threads > dev->max_threads_per_block ||
-                           s->block_threads % dev->warp_size)) {
-    diag_error(d, 0, 0, "schedule: block_threads must be a multiple of %d in [%d, %d] on %s, got %d", dev->warp_size,
-               dev->warp_size, dev->max_threads_per_block, dev->name, s->block_threads);
-    return 0;
-  }
-  return 1;
+Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc *dev) {
+  Schedule s = schedule_propose(k, dev);
+  TileChoice c;
+  Diag ignored = {0};
+  tile_choose_kinds(p, k, dev, &s, &c, 0, &ignored); /* lenient: never refuses */
+  return s;
 }
 
 const char *matmul_precision_name(MatmulPrecision m) {
@@ -213,25 +203,21 @@ int matmul_precision_parse(const char *s, MatmulPrecision *out) {
 TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
                             Diag *d) {
   if (!target_check(dev, d)) return NULL;
-  TileProgram *tp = ARENA_NEW(p->arena, TileProgram);
-  Target t = dev->kind;
-  tp->loop = p;
-  tp->target = t;
-  tp->device = *dev;
-  tp->fusion = *fusion;
-  tp->matmul = mm;
-  tp->nkernels = p->nkernels;
-  tp->kernels = ARENA_ARRAY(p->arena, TileKernel, p->nkernels ? p->nkernels : 1);
+  TileProgram *tp = tile_new(p, dev, fusion, mm);
   const char *fd = getenv("LATHE_FLASH_DECODE");
   int flash_decode_off = fd && !strcmp(fd, "0");
+  const int parts = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
   for (int i = 0; i < p->nkernels; i++) {
-    tp->kernels[i].k = &p->kernels[i];
-    tp->kernels[i].s = schedule_default(p, &p->kernels[i], dev);
+    const LKernel *k = &p->kernels[i];
     Schedule *s = &tp->kernels[i].s;
-    if (s->mma) s->mma = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
-    if (s->flash) s->flash = s->mma;
-    if (flash_decode_off) s->flash_decode = 0;
-    if (!schedule_check(&tp->kernels[i].s, dev, d)) return NULL;
+    tp->kernels[i].k = k;
+    *s = schedule_propose(k, dev);
+    if (s->mma) s->mma = parts;
+    if (s->flash) s->flash = parts;
+    if (flash_decode_off) s->flash_decode = s->decode_fill = 0;
+    /* keep the kinds the matchers accept, and what they found */
+    if (!tile_choose_kinds(p, k, dev, s, &tp->kernels[i].c, 0, d) || !tile_knobs_check(k, dev, s, d)) return NULL;
   }
+  tile_link_attention(tp);
   return tp;
 }

@@ -84,6 +84,21 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->flash) sb_printf(b, " flash-attention=bf16x%d", s->flash);
     if (s->flash_decode) sb_printf(b, " flash-decoding(fill=%d)", s->decode_fill);
     if (s->rows_serial) sb_puts(b, " rows-serial");
+    /* what the kernel stage builds: the kernel itself, its blocked variant, who computes it */
+    const TileChoice *c = &tp->kernels[i].c;
+    KernelKind var = c->variant;
+    if (c->by >= 0 && c->by < tp->nkernels) { /* an attention's flash kernel decides this one's variant */
+      const TileKernel *by = &tp->kernels[c->by];
+      if (!c->by_decode) var = KIND_SKIP; /* under the flash variant's condition */
+      else if (by->c.variant == KIND_NONE || by->c.variant == KIND_FLASH) var = KIND_NONE;
+      else if (!(var != KIND_NONE && s->rows == by->s.rows && k->par[s->row_axis].extent == by->k->par[by->s.row_axis].extent))
+        var = KIND_LOOP; /* its own kernel where the P x V's (CUDA-core) variant runs */
+    }
+    sb_printf(b, " => %s", kernel_kind_name(c->self));
+    if (var != KIND_NONE) sb_printf(b, " + variant %s%s", kernel_kind_name(var), c->library ? "|cublaslt" : "");
+    if (c->by >= 0 && c->by < tp->nkernels)
+      sb_printf(b, " (computed by %s in %s)", tp->kernels[c->by].k->name,
+                c->by_decode && c->by_prefill ? "decode and prefill" : c->by_decode ? "decode" : "prefill");
     sb_putc(b, '\n');
   }
 }

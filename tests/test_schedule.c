@@ -244,8 +244,8 @@ static void legal_schedules_honoured(void **state) {
   kp = kernel_from_tile(tp, &d);
   assert_non_null(kp);
   assert_string_equal(kp->kernels[2].alt->name, "attention_2_rows8");
-  assert_true(kp->kernels[0].skip);        /* decode: flash-decoding computes the scores */
-  assert_non_null(kp->kernels[0].alt);     /* prefill: the scores kernel's own blocked variant runs */
+  assert_true(kp->kernels[0].skip);    /* decode: flash-decoding computes the scores */
+  assert_non_null(kp->kernels[0].alt); /* prefill: the scores kernel's own blocked variant runs */
   assert_false(kp->kernels[0].alt->skip);
   StrBuf b = {0};
   tile_print(&b, tp);

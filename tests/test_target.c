@@ -176,9 +176,9 @@ static void no_bf16_mma_no_tensor_cores(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(builtin_descriptions),     cmocka_unit_test(broken_descriptions_are_refused),
-      cmocka_unit_test(split_k_follows_sms),      cmocka_unit_test(decode_chunks_follow_sms),
-      cmocka_unit_test(threads_follow_sms),       cmocka_unit_test(no_bf16_mma_no_tensor_cores),
+      cmocka_unit_test(builtin_descriptions), cmocka_unit_test(broken_descriptions_are_refused),
+      cmocka_unit_test(split_k_follows_sms),  cmocka_unit_test(decode_chunks_follow_sms),
+      cmocka_unit_test(threads_follow_sms),   cmocka_unit_test(no_bf16_mma_no_tensor_cores),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

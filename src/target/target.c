@@ -18,28 +18,76 @@ int target_parse(const char *s, Target *out) {
 static const TargetDesc builtin_gpus[] = {
     /* H200 SXM: 132 SMs, 228 KB shared per SM (227 KB per block opted in), 50 MB L2, 6144-bit HBM3e
      * at 4.8 TB/s */
-    {.kind = TARGET_CUDA, .name = "h200", .cc_major = 9, .cc_minor = 0, .sms = 132, .warp_size = 32,
-     .max_threads_per_block = 1024, .max_threads_per_sm = 2048, .smem_per_block = 49152,
-     .smem_per_block_optin = 232448, .smem_per_sm = 233472, .regs_per_block = 65536, .regs_per_sm = 65536,
-     .mem_clock_khz = 3125000, .bus_width_bits = 6144, .l2_bytes = 50ll << 20},
+    {.kind = TARGET_CUDA,
+     .name = "h200",
+     .cc_major = 9,
+     .cc_minor = 0,
+     .sms = 132,
+     .warp_size = 32,
+     .max_threads_per_block = 1024,
+     .max_threads_per_sm = 2048,
+     .smem_per_block = 49152,
+     .smem_per_block_optin = 232448,
+     .smem_per_sm = 233472,
+     .regs_per_block = 65536,
+     .regs_per_sm = 65536,
+     .mem_clock_khz = 3125000,
+     .bus_width_bits = 6144,
+     .l2_bytes = 50ll << 20},
     /* A100 SXM4 80 GB: 108 SMs, 164 KB shared per SM (163 KB per block), 40 MB L2, 5120-bit HBM2e at
      * 2.04 TB/s */
-    {.kind = TARGET_CUDA, .name = "a100", .cc_major = 8, .cc_minor = 0, .sms = 108, .warp_size = 32,
-     .max_threads_per_block = 1024, .max_threads_per_sm = 2048, .smem_per_block = 49152,
-     .smem_per_block_optin = 166912, .smem_per_sm = 167936, .regs_per_block = 65536, .regs_per_sm = 65536,
-     .mem_clock_khz = 1593000, .bus_width_bits = 5120, .l2_bytes = 40ll << 20},
+    {.kind = TARGET_CUDA,
+     .name = "a100",
+     .cc_major = 8,
+     .cc_minor = 0,
+     .sms = 108,
+     .warp_size = 32,
+     .max_threads_per_block = 1024,
+     .max_threads_per_sm = 2048,
+     .smem_per_block = 49152,
+     .smem_per_block_optin = 166912,
+     .smem_per_sm = 167936,
+     .regs_per_block = 65536,
+     .regs_per_sm = 65536,
+     .mem_clock_khz = 1593000,
+     .bus_width_bits = 5120,
+     .l2_bytes = 40ll << 20},
     /* L4: 58 SMs (Ada, sm_89), 1536 threads and 100 KB shared per SM (99 KB per block), 48 MB L2,
      * 192-bit GDDR6 at 300 GB/s */
-    {.kind = TARGET_CUDA, .name = "l4", .cc_major = 8, .cc_minor = 9, .sms = 58, .warp_size = 32,
-     .max_threads_per_block = 1024, .max_threads_per_sm = 1536, .smem_per_block = 49152,
-     .smem_per_block_optin = 101376, .smem_per_sm = 102400, .regs_per_block = 65536, .regs_per_sm = 65536,
-     .mem_clock_khz = 6251000, .bus_width_bits = 192, .l2_bytes = 48ll << 20},
+    {.kind = TARGET_CUDA,
+     .name = "l4",
+     .cc_major = 8,
+     .cc_minor = 9,
+     .sms = 58,
+     .warp_size = 32,
+     .max_threads_per_block = 1024,
+     .max_threads_per_sm = 1536,
+     .smem_per_block = 49152,
+     .smem_per_block_optin = 101376,
+     .smem_per_sm = 102400,
+     .regs_per_block = 65536,
+     .regs_per_sm = 65536,
+     .mem_clock_khz = 6251000,
+     .bus_width_bits = 192,
+     .l2_bytes = 48ll << 20},
     /* T4: 40 SMs (Turing, sm_75: no bf16 mma), 1024 threads and 64 KB shared per SM, 4 MB L2,
      * 256-bit GDDR6 at 320 GB/s */
-    {.kind = TARGET_CUDA, .name = "t4", .cc_major = 7, .cc_minor = 5, .sms = 40, .warp_size = 32,
-     .max_threads_per_block = 1024, .max_threads_per_sm = 1024, .smem_per_block = 49152,
-     .smem_per_block_optin = 65536, .smem_per_sm = 65536, .regs_per_block = 65536, .regs_per_sm = 65536,
-     .mem_clock_khz = 5001000, .bus_width_bits = 256, .l2_bytes = 4ll << 20},
+    {.kind = TARGET_CUDA,
+     .name = "t4",
+     .cc_major = 7,
+     .cc_minor = 5,
+     .sms = 40,
+     .warp_size = 32,
+     .max_threads_per_block = 1024,
+     .max_threads_per_sm = 1024,
+     .smem_per_block = 49152,
+     .smem_per_block_optin = 65536,
+     .smem_per_sm = 65536,
+     .regs_per_block = 65536,
+     .regs_per_sm = 65536,
+     .mem_clock_khz = 5001000,
+     .bus_width_bits = 256,
+     .l2_bytes = 4ll << 20},
 };
 #define NBUILTIN (int)(sizeof builtin_gpus / sizeof builtin_gpus[0])
 
@@ -160,7 +208,9 @@ int target_check(const TargetDesc *t, Diag *d) {
 
 int target_has_bf16_mma(const TargetDesc *t) { return t->kind == TARGET_CUDA && t->cc_major >= 8; }
 
-void target_arch(const TargetDesc *t, char *buf, int cap) { snprintf(buf, (size_t)cap, "sm_%d%d", t->cc_major, t->cc_minor); }
+void target_arch(const TargetDesc *t, char *buf, int cap) {
+  snprintf(buf, (size_t)cap, "sm_%d%d", t->cc_major, t->cc_minor);
+}
 
 int target_resident_blocks(const TargetDesc *t, int threads, int regs, int smem) {
   if (threads < 1 || threads > t->max_threads_per_block) return 0;
@@ -191,8 +241,8 @@ void target_print(StrBuf *b, const TargetDesc *t) {
   sb_printf(b,
             "device %s: sm_%d%d, %d SMs, warp %d, %d threads/block, %d threads/SM, shared %d KB/block "
             "(%d KB opt-in) %d KB/SM, %d registers/SM, L2 %lld MB, %.0f GB/s%s",
-            t->name, t->cc_major, t->cc_minor, t->sms, t->warp_size, t->max_threads_per_block,
-            t->max_threads_per_sm, t->smem_per_block >> 10, t->smem_per_block_optin >> 10, t->smem_per_sm >> 10,
-            t->regs_per_sm, (long long)(t->l2_bytes >> 20), target_bandwidth_gbs(t),
+            t->name, t->cc_major, t->cc_minor, t->sms, t->warp_size, t->max_threads_per_block, t->max_threads_per_sm,
+            t->smem_per_block >> 10, t->smem_per_block_optin >> 10, t->smem_per_sm >> 10, t->regs_per_sm,
+            (long long)(t->l2_bytes >> 20), target_bandwidth_gbs(t),
             target_has_bf16_mma(t) ? ", bf16 mma" : ", no bf16 mma");
 }

@@ -17,8 +17,8 @@ typedef struct TargetDesc {
   Target kind;
   char name[64]; /* a built-in name ("h200") or the device's own ("NVIDIA H200") */
   /* CUDA (0 on the CPU) */
-  int cc_major, cc_minor;   /* compute capability: sm_<major><minor> */
-  int sms;                  /* multiprocessors */
+  int cc_major, cc_minor; /* compute capability: sm_<major><minor> */
+  int sms;                /* multiprocessors */
   int warp_size;
   int max_threads_per_block;
   int max_threads_per_sm;
@@ -29,7 +29,7 @@ typedef struct TargetDesc {
   int mem_clock_khz, bus_width_bits;
   /* CPU (0 on CUDA) */
   int cores;
-  int vector_bytes;         /* the widest SIMD register the compiler may assume (16 SSE/NEON, 32 AVX2, 64 AVX-512) */
+  int vector_bytes; /* the widest SIMD register the compiler may assume (16 SSE/NEON, 32 AVX2, 64 AVX-512) */
   int64_t l1d_bytes, l3_bytes;
   /* both */
   int64_t l2_bytes;

@@ -27,8 +27,8 @@ static int refuse(Diag *d, const LKernel *k, const Diag *why) {
   return 0;
 }
 
-int tile_choose_kinds(const LProgram *p, const LKernel *k, const TargetDesc *dev, Schedule *s, TileChoice *c, int strict,
-                      Diag *d) {
+int tile_choose_kinds(const LProgram *p, const LKernel *k, const TargetDesc *dev, Schedule *s, TileChoice *c,
+                      int strict, Diag *d) {
   *c = (TileChoice){.self = KIND_LOOP, .variant = KIND_NONE, .by = -1};
   int idx = kernel_index(p, k);
   Diag why = {0};
@@ -185,8 +185,8 @@ TileProgram *tile_new(const LProgram *p, const TargetDesc *dev, const FusionPoli
   return tp;
 }
 
-TileProgram *tile_from_schedules(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
-                                 const Schedule *given, Diag *d) {
+TileProgram *tile_from_schedules(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion,
+                                 MatmulPrecision mm, const Schedule *given, Diag *d) {
   if (!target_check(dev, d)) return NULL;
   TileProgram *tp = tile_new(p, dev, fusion, mm);
   for (int i = 0; i < p->nkernels; i++) {

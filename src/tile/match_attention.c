@@ -13,10 +13,10 @@
 #include <string.h>
 #include "match.h"
 
-#define REFUSE(...)                                                                                                  \
-  do {                                                                                                               \
-    diag_error(why, 0, 0, __VA_ARGS__);                                                                              \
-    return 0;                                                                                                        \
+#define REFUSE(...)                                                                                                    \
+  do {                                                                                                                 \
+    diag_error(why, 0, 0, __VA_ARGS__);                                                                                \
+    return 0;                                                                                                          \
   } while (0)
 
 /* e is the load of f32 buffer `buf` at exactly the variables vars[0..n). */
@@ -156,6 +156,59 @@ static int new_var(AttnMatch *m, const LKernel *C, const char *name) {
   return C->nvars + m->nnew++;
 }
 
+/* C's column axes as groups and values (splitting n = g * c + c' where the score side reads n // c),
+ * rewriting q, k, score and v to the split variables. */
+static int classify_columns(const LProgram *lp, const LKernel *C, int ra, AttnMatch *m, Expr **qp, Expr **kp,
+                            Expr **scorep, Expr **vp, Diag *why) {
+  ExprPool *P = lp->pool;
+  Expr *q = *qp, *k = *kp, *score = *scorep, *v = *vp;
+  m->groups = m->width = 1;
+  for (int i = 0; i < C->npar; i++) {
+    if (i == ra || m->var_map[C->par[i].var]) continue;
+    const Expr *e = C->par[i].extent;
+    if (e->op != X_CONST || m->ngroup >= LT_MAX_RANK || m->nvalue >= LT_MAX_RANK)
+      REFUSE("%s: column axis %d has a run-time extent", C->name, i);
+    int cv = C->par[i].var, whole = 0;
+    int64_t div = 0;
+    match_scan_use(q, cv, &div, &whole);
+    match_scan_use(k, cv, &div, &whole);
+    match_scan_use(score, cv, &div, &whole);
+    if (whole || (div > 0 && (e->ival % div || div == 1))) { /* a group axis */
+      m->group_var[m->ngroup] = cv;
+      m->group_ext[m->ngroup++] = e->ival;
+      m->groups *= e->ival;
+    } else if (div == 0) { /* a value axis */
+      m->value_var[m->nvalue] = cv;
+      m->value_ext[m->nvalue++] = e->ival;
+      m->width *= e->ival;
+    } else { /* n = g * div + c */
+      SplitRewrite sr = {cv, new_var(m, C, "g"), 0, div};
+      int c = new_var(m, C, "c");
+      if (sr.g < 0 || c < 0) REFUSE("%s: too many loop variables for a flash kernel", C->name);
+      sr.cv = c;
+      v = ex_rewrite(P, v, split_value_fn, &sr);
+      q = ex_rewrite(P, q, split_fn, &sr);
+      k = ex_rewrite(P, k, split_fn, &sr);
+      score = ex_rewrite(P, score, split_fn, &sr);
+      m->group_var[m->ngroup] = sr.g;
+      m->group_ext[m->ngroup++] = e->ival / div;
+      m->groups *= e->ival / div;
+      m->value_var[m->nvalue] = c;
+      m->value_ext[m->nvalue++] = div;
+      m->width *= div;
+      m->var_map[cv] = ex_add(P, ex_mul(P, ex_var(P, sr.g), ex_int(P, div)), ex_var(P, c));
+    }
+  }
+  if (m->width > 128 || m->nvalue < 1 || (!m->decode && m->width % 16))
+    REFUSE("%s: %lld values per head, not 1 to 128%s", C->name, (long long)m->width,
+           m->decode ? "" : " and a multiple of 16 (tensor cores)");
+  *qp = q;
+  *kp = k;
+  *scorep = score;
+  *vp = v;
+  return 1;
+}
+
 int match_attention(const LProgram *lp, int ci, int ra, int decode, AttnMatch *m, Diag *why) {
   ExprPool *P = lp->pool;
   memset(m, 0, sizeof *m);
@@ -164,8 +217,8 @@ int match_attention(const LProgram *lp, int ci, int ra, int decode, AttnMatch *m
   m->decode = decode;
   if (!decode && ra < 0) REFUSE("%s: flash attention needs a blocked row axis", C->name);
   if (ra >= C->npar) REFUSE("%s: row axis %d does not exist", C->name, ra);
-  if (C->ninner || C->nphase != 1) REFUSE("%s is not P x V: it has %d reductions and %d inner axes", C->name, C->nphase,
-                                          C->ninner);
+  if (C->ninner || C->nphase != 1)
+    REFUSE("%s is not P x V: it has %d reductions and %d inner axes", C->name, C->nphase, C->ninner);
   const LPhase *ph = &C->phases[0];
   if (ph->op != RED_ADD || ph->naxes != 1 || ph->acc_dtype != DT_F32 || ph->body->op != X_MUL)
     REFUSE("%s is not P x V: its reduction is not an f32 sum of a product over one axis", C->name);
@@ -173,7 +226,8 @@ int match_attention(const LProgram *lp, int ci, int ra, int decode, AttnMatch *m
   int mv = ra >= 0 ? C->par[ra].var : -1, t = ph->axes[0].var; /* decode: mv = -1 is one query row */
   Expr *T = ph->axes[0].extent;
   for (int i = 0; i < C->npar; i++) /* unit axes are 0 */
-    if (i != ra && C->par[i].extent->op == X_CONST && C->par[i].extent->ival == 1) m->var_map[C->par[i].var] = ex_int(P, 0);
+    if (i != ra && C->par[i].extent->op == X_CONST && C->par[i].extent->ival == 1)
+      m->var_map[C->par[i].var] = ex_int(P, 0);
   /* C's product: P at an index whose last element is t, times V */
   Expr *pl = NULL, *v = NULL;
   for (int side = 0; side < 2 && !pl; side++) {
@@ -242,47 +296,7 @@ int match_attention(const LProgram *lp, int ci, int ra, int decode, AttnMatch *m
     if (i != bi && (reads(q, ob) || reads(k, ob) || reads(score, ob)))
       REFUSE("%s: %s writes what the scores read between them and P x V", C->name, lp->kernels[i].name);
   }
-  /* columns: group and value axes */
-  m->groups = m->width = 1;
-  for (int i = 0; i < C->npar; i++) {
-    if (i == ra || m->var_map[C->par[i].var]) continue;
-    const Expr *e = C->par[i].extent;
-    if (e->op != X_CONST || m->ngroup >= LT_MAX_RANK || m->nvalue >= LT_MAX_RANK)
-      REFUSE("%s: column axis %d has a run-time extent", C->name, i);
-    int cv = C->par[i].var, whole = 0;
-    int64_t div = 0;
-    match_scan_use(q, cv, &div, &whole);
-    match_scan_use(k, cv, &div, &whole);
-    match_scan_use(score, cv, &div, &whole);
-    if (whole || (div > 0 && (e->ival % div || div == 1))) { /* a group axis */
-      m->group_var[m->ngroup] = cv;
-      m->group_ext[m->ngroup++] = e->ival;
-      m->groups *= e->ival;
-    } else if (div == 0) { /* a value axis */
-      m->value_var[m->nvalue] = cv;
-      m->value_ext[m->nvalue++] = e->ival;
-      m->width *= e->ival;
-    } else { /* n = g * div + c */
-      SplitRewrite sr = {cv, new_var(m, C, "g"), 0, div};
-      int c = new_var(m, C, "c");
-      if (sr.g < 0 || c < 0) REFUSE("%s: too many loop variables for a flash kernel", C->name);
-      sr.cv = c;
-      v = ex_rewrite(P, v, split_value_fn, &sr);
-      q = ex_rewrite(P, q, split_fn, &sr);
-      k = ex_rewrite(P, k, split_fn, &sr);
-      score = ex_rewrite(P, score, split_fn, &sr);
-      m->group_var[m->ngroup] = sr.g;
-      m->group_ext[m->ngroup++] = e->ival / div;
-      m->groups *= e->ival / div;
-      m->value_var[m->nvalue] = c;
-      m->value_ext[m->nvalue++] = div;
-      m->width *= div;
-      m->var_map[cv] = ex_add(P, ex_mul(P, ex_var(P, sr.g), ex_int(P, div)), ex_var(P, c));
-    }
-  }
-  if (m->width > 128 || m->nvalue < 1 || (!decode && m->width % 16))
-    REFUSE("%s: %lld values per head, not 1 to 128%s", C->name, (long long)m->width,
-           decode ? "" : " and a multiple of 16 (tensor cores)");
+  if (!classify_columns(lp, C, ra, m, &q, &k, &score, &v, why)) return 0;
   uint64_t value_mask = 0;
   for (int i = 0; i < m->nvalue; i++) value_mask |= 1ull << m->value_var[i];
   if ((q->varmask | k->varmask | score->varmask) & value_mask)

@@ -18,16 +18,17 @@ static Expr *weight_load(const LProgram *lp, Expr *e, int k_var, uint64_t col_ma
   for (int i = 0; i < e->n; i++) {
     const Expr *ix = e->a[i];
     if (ix->flags & (EXF_LOAD | EXF_TMP | EXF_ACC | EXF_HW)) return NULL;
-    if (i == e->n - 1 ? !(ix->op == X_VAR && ix->ival == k_var) : ((ix->varmask >> k_var & 1) || (ix->varmask & ~col_mask)))
+    if (i == e->n - 1 ? !(ix->op == X_VAR && ix->ival == k_var)
+                      : ((ix->varmask >> k_var & 1) || (ix->varmask & ~col_mask)))
       return NULL;
   }
   return e;
 }
 
-#define REFUSE(...)                                                                                                  \
-  do {                                                                                                               \
-    diag_error(why, 0, 0, __VA_ARGS__);                                                                              \
-    return 0;                                                                                                        \
+#define REFUSE(...)                                                                                                    \
+  do {                                                                                                                 \
+    diag_error(why, 0, 0, __VA_ARGS__);                                                                                \
+    return 0;                                                                                                          \
   } while (0)
 
 int match_gemm(const LProgram *lp, const LKernel *k, int a, GemmMatch *m, Diag *why) {

@@ -159,13 +159,19 @@ static inline Zoo zoo_new(void) {
   return z;
 }
 /* The zoo's kernels lowered to the kernel stage, every one under schedule s. */
+/* Kernel i under given[i], through the tile stage's check of given schedules. */
+static inline KProgram *lower_each(Zoo *z, Target t, const Schedule *given, Diag *d) {
+  TargetDesc dev = target_default(t);
+  TileProgram *tp = tile_from_schedules(z->lp, &dev, NULL, MM_HIGH, given, d);
+  return tp ? kernel_from_tile(tp, d) : NULL;
+}
+
 static inline KProgram *lower(Zoo *z, Target t, Schedule s, Diag *d) {
-  TileProgram *tp = ARENA_NEW(z->a, TileProgram);
-  tp->loop = z->lp;
-  tp->target = t;
-  tp->nkernels = z->lp->nkernels;
-  tp->kernels = ARENA_ARRAY(z->a, TileKernel, tp->nkernels);
-  for (int i = 0; i < tp->nkernels; i++) tp->kernels[i] = (TileKernel){&z->lp->kernels[i], s};
-  return kernel_from_tile(tp, d);
+  /* every kernel under s, through the tile stage's check of given schedules */
+  Schedule *given = ARENA_ARRAY(z->a, Schedule, z->lp->nkernels ? z->lp->nkernels : 1);
+  for (int i = 0; i < z->lp->nkernels; i++) given[i] = s;
+  TargetDesc dev = target_default(t);
+  TileProgram *tp = tile_from_schedules(z->lp, &dev, NULL, MM_HIGH, given, d);
+  return tp ? kernel_from_tile(tp, d) : NULL;
 }
 #endif

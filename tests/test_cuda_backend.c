@@ -32,6 +32,8 @@ typedef struct FakeGpu {
   long long arg_sym[4];
   int ctx_retained;
   int cc_major, cc_minor; /* compute capability reported (0: 9.0) */
+  int sms;                /* multiprocessors reported (0: 132) */
+  int zero_attr;          /* an attribute reported as 0 (0: none) */
   int any_function;    /* every kernel name exists (plans) */
   int per_module;      /* a kernel exists only in the module whose cubin names it */
   char launched[64][64]; /* kernel names launched, in order (any_function only) */
@@ -57,11 +59,26 @@ static CUresult f_get(CUdevice *dev, int ordinal) {
   *dev = ordinal;
   return 0;
 }
+/* An H200's attributes unless the test asks otherwise (cc_major, sms; zero_attr reports 0 for one). */
 static CUresult f_attr(int *v, int attrib, CUdevice dev) {
-  *v = attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? (g_gpu.cc_major ? g_gpu.cc_major : 9)
-       : attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? g_gpu.cc_minor
-       : attrib == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK    ? 1024
-                                                                : 0;
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = g_gpu.cc_major ? g_gpu.cc_major : 9; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = g_gpu.cc_minor; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = g_gpu.sms ? g_gpu.sms : 132; break;
+  case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *v = 2048; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = 49152; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *v = 233472; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+  case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *v = 65536; break;
+  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *v = 50 << 20; break;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *v = 3125000; break;
+  case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *v = 6144; break;
+  default: *v = 0;
+  }
+  if (g_gpu.zero_attr && attrib == g_gpu.zero_attr) *v = 0;
   return 0;
 }
 static CUresult f_name(char *name, int len, CUdevice dev) {
@@ -390,6 +407,53 @@ static void test_device_properties(void **state) {
   b->ops->destroy(b);
   assert_int_equal(g_gpu.ctx_retained, 0); /* primary context released */
   assert_null(backend_cuda_arch(NULL));
+}
+
+/* The backend's target description comes from cuDeviceGetAttribute: every field, the name, and a
+ * device that reports no multiprocessors is refused with the attribute named. Compiling for it
+ * chooses schedules from its own numbers (split-k fills two GEMM blocks on each SM). */
+static void test_device_description_from_attributes(void **state) {
+  Backend *b = fake_backend();
+  const TargetDesc *t = &b->target;
+  assert_int_equal(t->kind, TARGET_CUDA);
+  assert_string_equal(t->name, "Fake GPU");
+  assert_int_equal(t->cc_major, 9);
+  assert_int_equal(t->sms, 132);
+  assert_int_equal(t->warp_size, 32);
+  assert_int_equal(t->max_threads_per_sm, 2048);
+  assert_int_equal(t->smem_per_block, 49152);
+  assert_int_equal(t->smem_per_block_optin, 232448);
+  assert_int_equal(t->smem_per_sm, 233472);
+  assert_int_equal(t->regs_per_sm, 65536);
+  assert_int_equal(t->l2_bytes, 50 << 20);
+  assert_int_equal(t->bus_width_bits, 6144);
+  assert_true(target_has_bf16_mma(t));
+  b->ops->destroy(b);
+  memset(&g_gpu, 0, sizeof g_gpu);
+  g_gpu.device_count = 1;
+  g_gpu.sms = 58;
+  g_gpu.cc_major = 8;
+  g_gpu.cc_minor = 9;
+  CudaDriver drv = fake_driver();
+  Diag d = {0};
+  b = cuda_backend_with_driver(&drv, &d);
+  assert_non_null(b);
+  assert_int_equal(b->target.sms, 58);
+  assert_string_equal(backend_cuda_arch(b), "sm_89");
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  c->device = b->target;
+  assert_true(compile_source(c, "x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)", ST_TILE, &d));
+  assert_int_equal(c->tile->kernels[0].s.gemm_fill, 2 * 58);
+  compilation_free(c);
+  b->ops->destroy(b);
+  memset(&g_gpu, 0, sizeof g_gpu);
+  g_gpu.device_count = 1;
+  g_gpu.zero_attr = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+  drv = fake_driver();
+  d = (Diag){0};
+  assert_null(cuda_backend_with_driver(&drv, &d));
+  assert_contains(d.msg, "multiprocessors is 0");
+  assert_int_equal(g_gpu.ctx_retained, 0);
 }
 
 static void test_memory_roundtrip_and_zero_bytes(void **state) {
@@ -770,6 +834,7 @@ int main(void) {
       cmocka_unit_test(test_launch_errors_name_call_and_kernel),
       cmocka_unit_test(test_compile_is_cached),
       cmocka_unit_test(test_plan_picks_tensor_cores_by_device),
+      cmocka_unit_test(test_device_description_from_attributes),
       cmocka_unit_test(test_plan_flash_attention_launches),
       cmocka_unit_test(test_source_units_split),
       cmocka_unit_test(test_compile_in_units),

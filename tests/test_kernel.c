@@ -307,7 +307,8 @@ static void test_phase_groups(void **state) {
 }
 
 /* A GEMM over a run-time number of rows with bf16 weights gets a tensor-core variant; with f32
- * weights the CUDA-core blocked loop instead. Schedule.mma is the number of bf16 parts of A. */
+ * weights the CUDA-core blocked loop instead (a schedule asking for tensor cores there is refused).
+ * Schedule.mma is the number of bf16 parts of A. */
 static void mma_variant(int parts) {
   Zoo z = zoo_new();
   Expr *seq = ex_sym(z.P, "seq");
@@ -323,7 +324,13 @@ static void mma_variant(int parts) {
     set_out(k, 2, V(&z, i0), V(&z, i1), NULL, ex_acc(z.P, 0, DT_F32));
   }
   Diag d = {0};
-  KProgram *kp = lower(&z, TARGET_CUDA, (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = parts}, &d);
+  Schedule mma = {RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = parts};
+  assert_null(lower(&z, TARGET_CUDA, mma, &d));
+  assert_contains(d.msg, "kernel gemm_f32 is not a GEMM: reduction 0 reads no bf16 weight");
+  d = (Diag){0};
+  Schedule given[2] = {mma, mma};
+  given[1].mma = 0;
+  KProgram *kp = lower_each(&z, TARGET_CUDA, given, &d);
   assert_non_null(kp);
   assert_non_null(kp->kernels[0].alt);
   assert_string_equal(kp->kernels[0].alt->name, "gemm_bf16_mma");

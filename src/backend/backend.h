@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../base/diag.h"
+#include "../target/target.h"
 
 typedef struct Backend Backend;
 typedef struct BackendModule BackendModule;
@@ -54,6 +55,7 @@ typedef struct BackendOps {
 struct Backend {
   const BackendOps *ops;
   void *impl;
+  TargetDesc target; /* the device, as the backend found it (CUDA: cuDeviceGetAttribute; CPU: the host) */
 };
 
 Backend *backend_cpu_new(Diag *d);

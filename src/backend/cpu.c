@@ -502,6 +502,7 @@ Backend *backend_cpu_new(Diag *d) {
   const char *cc = setting_str(SET_CC);
   snprintf(c->cc, sizeof c->cc, "%s", cc ? cc : setting_info(SET_CC)->def);
   b->ops = &cpu_ops;
+  target_host(&b->target);
   b->impl = c;
   return b;
 }

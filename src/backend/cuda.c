@@ -35,6 +35,7 @@ typedef struct CudaImpl {
   int have_ctx;
   int max_threads;
   char arch[16];      /* "sm_90" */
+  TargetDesc desc;    /* the device's description, from cuDeviceGetAttribute */
   int pdl;            /* graph edges with programmatic dependent launch (sm_90+, driver has them) */
   char dev_name[128]; /* "NVIDIA H200" */
   char nvrtc_id[1200]; /* NVRTC version and library file, part of every cache key */
@@ -694,6 +695,39 @@ static const BackendOps cuda_ops = {
 };
 
 /* Picks the device ($LATHE_CUDA_DEVICE, else 0) and reads what compiles and launches need. */
+/* The target description from the device's attributes (every field the compiler's stages read). */
+static int query_device(CudaImpl *c, Diag *d) {
+  TargetDesc *t = &c->desc;
+  *t = (TargetDesc){.kind = TARGET_CUDA};
+  int l2 = 0;
+  const struct {
+    int attr;
+    int *out;
+    const char *what;
+  } attrs[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &t->cc_major, "compute capability"},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &t->cc_minor, "compute capability"},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &t->sms, "multiprocessors"},
+      {CU_DEVICE_ATTRIBUTE_WARP_SIZE, &t->warp_size, "warp size"},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &t->max_threads_per_block, "max threads per block"},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &t->max_threads_per_sm, "max threads per multiprocessor"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &t->smem_per_block, "shared memory per block"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &t->smem_per_block_optin, "opt-in shared memory per block"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &t->smem_per_sm, "shared memory per multiprocessor"},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, &t->regs_per_block, "registers per block"},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, &t->regs_per_sm, "registers per multiprocessor"},
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &l2, "L2 cache size"},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, &t->mem_clock_khz, "memory clock"},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, &t->bus_width_bits, "memory bus width"},
+  };
+  for (int i = 0; i < (int)(sizeof attrs / sizeof attrs[0]); i++)
+    if (!check(c, d, c->drv.cuDeviceGetAttribute(attrs[i].out, attrs[i].attr, c->dev), "cuDeviceGetAttribute",
+               attrs[i].what))
+      return 0;
+  t->l2_bytes = l2;
+  return 1;
+}
+
 static int open_device(CudaImpl *c, Diag *d) {
   const CudaDriver *drv = &c->drv;
   CUresult rc = drv->cuInit(0);
@@ -722,19 +756,15 @@ static int open_device(CudaImpl *c, Diag *d) {
   char what[32];
   snprintf(what, sizeof what, "device %d", ordinal);
   if (!check(c, d, drv->cuDeviceGet(&c->dev, ordinal), "cuDeviceGet", what)) return 0;
-  int major = 0, minor = 0;
-  if (!check(c, d, drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->dev),
-             "cuDeviceGetAttribute", "compute capability") ||
-      !check(c, d, drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->dev),
-             "cuDeviceGetAttribute", "compute capability") ||
-      !check(c, d, drv->cuDeviceGetAttribute(&c->max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, c->dev),
-             "cuDeviceGetAttribute", "max threads per block"))
-    return 0;
-  snprintf(c->arch, sizeof c->arch, "sm_%d%d", major, minor);
-  c->pdl = major >= 9 && drv->cuGraphAddDependencies_v2 && setting_bool(SET_PDL, 1);
+  if (!query_device(c, d)) return 0;
+  const TargetDesc *t = &c->desc;
+  c->max_threads = t->max_threads_per_block;
+  target_arch(t, c->arch, (int)sizeof c->arch);
+  c->pdl = t->cc_major >= 9 && drv->cuGraphAddDependencies_v2 && setting_bool(SET_PDL, 1);
   if (!check(c, d, drv->cuDeviceGetName(c->dev_name, (int)sizeof c->dev_name, c->dev), "cuDeviceGetName", what))
     return 0;
   c->dev_name[sizeof c->dev_name - 1] = '\0';
+  snprintf(c->desc.name, sizeof c->desc.name, "%.63s", c->dev_name);
   if (!check(c, d, drv->cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", what)) return 0;
   c->have_ctx = 1;
   return make_current(c, d);
@@ -752,12 +782,13 @@ Backend *cuda_backend_with_driver(const CudaDriver *drv, Diag *d) {
     return NULL;
   }
   c->drv = *drv;
-  if (!open_device(c, d)) {
+  if (!open_device(c, d) || !target_check(&c->desc, d)) {
     impl_release(c);
     free(b);
     return NULL;
   }
   b->ops = &cuda_ops;
+  b->target = c->desc;
   b->impl = c;
   return b;
 }

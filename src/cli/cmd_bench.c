@@ -156,6 +156,7 @@ int cmd_bench(int argc, char **argv) {
   /* warm compile: the same program again, now found in the cache */
   {
     Compilation *c = model_compilation_new(&lo);
+    c->device = be->target;
     ModelBuildOptions bo = {m->max_ctx, m->weight_dtype, DT_F32};
     double t0 = now_ms();
     Plan *p = NULL;

@@ -9,9 +9,10 @@
 
 int cmd_compile(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *stage_name = "code",
-             *target_name_arg = "cpu", *matmul_name = NULL;
+             *target_name_arg = NULL, *matmul_name = NULL, *device = NULL;
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
+  int target_given = 0;
   int fuse_recompute = 0, no_fuse = 0;
   MatmulPrecision matmul = MM_HIGH;
   Opt opts[] = {
@@ -19,11 +20,13 @@ int cmd_compile(int argc, char **argv) {
       {"--config", NULL, OPT_STR, "NAME", "a built-in model architecture with bf16 weights: qwen3-0.6b, "
        "llama-3.2-1b, qwen3-8b or smollm2-135m", &config},
       {"--ir", NULL, OPT_STR, "STAGE", "the stage to print: graph, tensor, loop, tile, kernel or code", &stage_name},
-      {"--target", NULL, OPT_STR, "cpu|cuda", "the backend to compile for", &target_name_arg},
+      {"--target", NULL, OPT_STR, "cpu|cuda", "the backend to compile for", &target_name_arg, .def = "cpu"},
       {"--output", "-o", OPT_STR, "OUT", "write to OUT instead of stdout", &out_path},
       {"--fuse-recompute", NULL, OPT_FLAG, NULL, "allow fusions that recompute a reduction (norm -> linear "
        "prologue)", &fuse_recompute},
       {"--no-fuse", NULL, OPT_FLAG, NULL, "one kernel per reduction (no reduction fusion)", &no_fuse},
+      {"--device", NULL, OPT_STR, "NAME", "the device schedules are chosen for: h200 (CUDA's default), a100, l4, t4 "
+       "(built-in descriptions, no GPU needed) or host (the CPU); implies --target cuda for a GPU", &device},
       {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "tensor-core GEMMs on CUDA (see lathe generate "
        "--help)", &matmul_name, .def = "high"},
   };
@@ -37,7 +40,8 @@ int cmd_compile(int argc, char **argv) {
     report_msg("unknown stage '%s' for --ir (expected graph, tensor, loop, tile, kernel or code)", stage_name);
     return EXIT_ERROR;
   }
-  if (!target_parse(target_name_arg, &target)) {
+  target_given = target_name_arg != NULL;
+  if (target_given && !target_parse(target_name_arg, &target)) {
     report_msg("unknown target '%s' (expected cpu or cuda)", target_name_arg);
     return EXIT_ERROR;
   }
@@ -55,11 +59,26 @@ int cmd_compile(int argc, char **argv) {
   if (!inline_text && path) path = model_arg_resolve(path);
   int model = !inline_text && path && is_model_path(path);
   if (!config && !model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
+  /* the device the schedules are chosen for: a built-in description (no device is opened) */
+  TargetDesc desc = target_default(target);
+  if (device) {
+    if (!target_builtin(device, &desc)) {
+      report_msg("unknown --device '%s' (known: %s for cuda; %s for cpu)", device, target_builtin_names(TARGET_CUDA),
+                 target_builtin_names(TARGET_CPU));
+      return EXIT_ERROR;
+    }
+    if (target_given && desc.kind != target) {
+      report_msg("--device %s is a %s device, not --target %s", device, target_name(desc.kind), target_name(target));
+      return EXIT_ERROR;
+    }
+    target = desc.kind;
+  }
   FusionPolicy fusion = fusion_policy_for(target);
   if (fuse_recompute) fusion.allow_recompute = 1;
   if (no_fuse) fusion.fuse_reductions = 0;
   Compilation *c = compilation_new(target, &fusion);
   c->matmul = matmul;
+  c->device = desc;
   Diag d = {0};
   int rc = EXIT_OK, ok;
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */

@@ -139,6 +139,7 @@ int cmd_run(int argc, char **argv) {
   if (o.no_fuse) fusion.fuse_reductions = 0;
   Compilation *c = compilation_new(target, &fusion);
   c->matmul = o.matmul;
+  if (be) c->device = be->target; /* schedules for the device the plan runs on */
   Execution x = {0};
   int rc = EXIT_ERROR;
   if (!be) {

@@ -99,9 +99,9 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
     put_epilogue(R, m, L);
   } else {
     const int parts = m->a_parts, bk = m->bk;
-    /* as many ring buffers as fit the 48 KB of static shared memory, at most 4 */
+    /* as many ring buffers as fit the block's static shared memory (the device's limit), at most 4 */
     const int stage_bytes = (parts * 64 + 128) * (bk + 8) * 2;
-    int stages = 49152 / stage_bytes;
+    int stages = m->smem_limit / stage_bytes;
     if (stages > 4) stages = 4;
     put_weight_fn(R, m, 0, L);
     put_weight_fn(R, m, 1, L);

@@ -30,6 +30,7 @@ Compilation *compilation_new(Target t, const FusionPolicy *fusion) {
   c->arena = arena_new();
   c->pool = expr_pool_new(c->arena);
   c->target = t;
+  c->device = target_default(t);
   c->fusion = fusion ? *fusion : fusion_policy_for(t);
   return c;
 }
@@ -47,7 +48,12 @@ int compile_graph(Compilation *c, Stage upto, Diag *d) {
   if (upto == ST_TENSOR) return 1;
   if (!(c->loop = loop_from_tensor(c->tensor, &c->fusion, d))) return 0;
   if (upto == ST_LOOP) return 1;
-  if (!(c->tile = tile_from_loop(c->loop, c->target, &c->fusion, c->matmul, d))) return 0;
+  if (c->device.kind != c->target) {
+    diag_error(d, 0, 0, "device %s is a %s device, not %s", c->device.name, target_name(c->device.kind),
+               target_name(c->target));
+    return 0;
+  }
+  if (!(c->tile = tile_from_loop(c->loop, &c->device, &c->fusion, c->matmul, d))) return 0;
   if (upto == ST_TILE) return 1;
   if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
   if (code_dedupe(c->kernel, d) < 0) return 0;

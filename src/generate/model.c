@@ -184,6 +184,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->weight_dtype = wdt;
   if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);
+  m->comp->device = m->backend->target; /* schedules for the device the plan runs on */
   if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
   if (!compile_graph(m->comp, ST_CODE, d)) return 0;

@@ -65,6 +65,7 @@ typedef struct KMma {
    * prod_at[b] * M + row * prod_rows[b] + the weight row its column reads */
   int64_t prod_at[2], prod_rows[2];
   KMmaRole role;
+  int smem_limit;    /* bytes of static shared memory a block may use (the device's, TargetDesc) */
 } KMma;
 
 /* Attention as one kernel (kernel/lower_flash.c, code/render_flash.c): for each query row m and
@@ -196,6 +197,7 @@ struct KKernel {
 typedef struct KProgram {
   const LProgram *loop; /* buffers (names, dtypes, shapes), inputs, outputs, symbols */
   Target target;
+  TargetDesc device; /* the tile stage's device */
   KKernel *kernels;
   int nkernels;
 } KProgram;

@@ -9,6 +9,7 @@ typedef struct Lower {
   const LKernel *k;
   Schedule s;
   Target target;
+  const TargetDesc *dev; /* the device the tile stage chose for (its limits) */
   ExprPool *pool;
   Arena *arena;
   KKernel *kk;
@@ -54,15 +55,15 @@ void kl_emit_phases(Lower *L, KStmt *seq);
 /* The kernel's store of its value at its output index, with the current variable and accumulator
  * bindings (not yet added to any statement). */
 KStmt *kl_output_store(Lower *L);
-/* The kernel as a tensor-core GEMM (KS_MMA) if its shape allows (1), else 0 (nothing reported). */
-int kl_mma_body(Lower *L);
+/* The kernel as the tensor-core GEMM (KS_MMA) its matcher found (1), else 0 with L->d saying why. */
+int kl_mma_body(Lower *L, const GemmMatch *g);
 /* After the parameters are known: the GEMM's A pre-pass (KKernel.pre) and its scratch size. */
 void kl_mma_pack_kernel(Lower *L);
-/* The library form of the GEMM (KKernel.lib) where Schedule.gemm_library asks and the weights allow. */
+/* The library form of the GEMM (KKernel.lib), which the tile stage chose (TileChoice.library). */
 void kl_mma_library(Lower *L);
-/* The kernel (P x V) as one flash attention with the scores and softmax kernels before it (KS_FLASH) if
- * the three have that shape (1), else 0 (nothing reported). */
-int kl_flash_body(Lower *L);
+/* The kernel (P x V) as one flash attention with the scores and softmax kernels before it (KS_FLASH), as
+ * its matcher found them (1), else 0 with L->d saying why. */
+int kl_flash_body(Lower *L, const AttnMatch *am);
 /* Makes row t current (its row variable value and accumulators) / keeps its accumulators. */
 void kl_select_row(Lower *L, int t);
 void kl_save_row(Lower *L, int t);

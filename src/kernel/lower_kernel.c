@@ -109,9 +109,15 @@ static int check_schedule(Lower *L) {
     return 0;
   }
   if (L->target != TARGET_CUDA) return 1;
-  if (s->block_threads < 32 || s->block_threads > 1024 || s->block_threads % 32) {
-    diag_error(L->d, 0, 0, "kernel %s: %d threads per block is not a multiple of 32 in [32, 1024]", L->k->name,
-               s->block_threads);
+  const TargetDesc *dev = L->dev;
+  if (s->block_threads < dev->warp_size || s->block_threads > dev->max_threads_per_block ||
+      s->block_threads % dev->warp_size) {
+    diag_error(L->d, 0, 0, "kernel %s: %d threads per block is not a multiple of %d in [%d, %d]", L->k->name,
+               s->block_threads, dev->warp_size, dev->warp_size, dev->max_threads_per_block);
+    return 0;
+  }
+  if (s->flash_decode && s->decode_fill < 1) {
+    diag_error(L->d, 0, 0, "kernel %s: flash-decoding without a block count to fill (Schedule.decode_fill)", L->k->name);
     return 0;
   }
   return 1;
@@ -145,7 +151,7 @@ static void lower_body(Lower *L) {
     kk->grid = npoints;
     kk->block = B;
   } else {
-    int per_block = L->s.red == RS_WARP ? B / 32 : B;
+    int per_block = L->s.red == RS_WARP ? B / L->dev->warp_size : B;
     Expr *who = L->s.red == RS_WARP ? ex_hw(P, HW_WARP) : ex_hw(P, HW_THREAD);
     Expr *p = kl_decl_tmp(L, root, DT_I64, "p", ex_add(P, ex_mul(P, ex_hw(P, HW_BLOCK), ex_int(P, per_block)), who), NULL);
     KStmt *guard = kl_st_if(L, root, ex_bin(P, X_LT, p, npoints));
@@ -250,15 +256,24 @@ static void collect_params(KKernel *kk, const LProgram *lp, int out_buf, Diag *d
   *failed |= c.failed;
 }
 
-/* 1: lowered; 0: error (d says why); -1: the schedule asks for tensor cores and the kernel's shape does
- * not allow them (nothing reported). */
-static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKernel *kk, Diag *d) {
+/* What one lowering builds: the loop nest (KIND_LOOP / KIND_ROWS, by the schedule), or the GEMM or
+ * flash kernel the tile stage matched. */
+typedef struct Build {
+  KernelKind kind;
+  const GemmMatch *gemm;
+  const AttnMatch *attn;
+  int library;
+} Build;
+
+/* 1: lowered; 0: error (d says why). */
+static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, Build b, KKernel *kk, Diag *d) {
   const LProgram *lp = tp->loop;
   Lower L = {0};
   L.lp = lp;
   L.k = k;
   L.s = s;
   L.target = tp->target;
+  L.dev = &tp->device;
   L.pool = lp->pool;
   L.arena = lp->arena;
   L.kk = kk;
@@ -277,26 +292,20 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, KKe
   kk->sched = L.s;
   kk->nvars = k->nvars;
   for (int i = 0; i < k->nvars; i++) kk->var_names[i] = k->var_names[i] ? k->var_names[i] : arena_printf(lp->arena, "x%d", i);
-  if (L.s.mma) {
-    if (!kl_mma_body(&L)) return -1; /* not a shape the tensor-core lowering takes */
-  } else if (L.s.flash || L.s.flash_decode) {
-    if (!kl_flash_body(&L)) return -1; /* not an attention */
+  if (b.kind == KIND_GEMM) {
+    if (!kl_mma_body(&L, b.gemm)) return 0;
+  } else if (b.kind == KIND_FLASH || b.kind == KIND_FLASH_DECODE) {
+    if (!kl_flash_body(&L, b.attn)) return 0;
   } else {
     lower_body(&L);
   }
   if (L.failed) return 0;
   collect_params(kk, lp, k->out_buf, d, &L.failed);
-  if (!L.failed && L.s.mma) {
-    kl_mma_library(&L); /* first: it may enlarge the scratch the pre-pass shares */
+  if (!L.failed && b.kind == KIND_GEMM) {
+    if (b.library) kl_mma_library(&L); /* first: it may enlarge the scratch the pre-pass shares */
     kl_mma_pack_kernel(&L);
   }
   return !L.failed;
-}
-
-/* The flash-attention statement that is kernel kk's whole body (KS_FLASH), or NULL. */
-static const KFlash *flash_body(const KKernel *kk) {
-  if (!kk || !kk->body || kk->body->nbody != 1 || kk->body->body[0]->kind != KS_FLASH) return NULL;
-  return kk->body->body[0]->flash;
 }
 
 /* A kernel that launches nothing because kernel `by` computes its output. */
@@ -311,62 +320,107 @@ static KKernel skip_kernel(const LProgram *lp, const KKernel *r, const char *by)
   return skip;
 }
 
-/* The scores and softmax kernels that flash attention `f` (kk's variant) replaces get variants that
- * launch nothing, under kk's condition. */
-static void skip_replaced(KProgram *kp, const KKernel *kk, const KFlash *f) {
-  const LProgram *lp = kp->loop;
-  int which[2] = {f->scores_kernel, f->softmax_kernel};
-  for (int i = 0; i < 2; i++) {
-    KKernel *r = &kp->kernels[which[i]];
-    KKernel *skip = ARENA_NEW(lp->arena, KKernel);
-    *skip = skip_kernel(lp, r, kk->alt->name);
-    skip->tensor_cores = 1; /* chosen exactly when the flash kernel is */
-    r->alt = skip;
-    r->alt_when = kk->alt_when;
-  }
+/* The condition under which kernel i's blocked variant runs (at least `rows` values of its axis). */
+static Expr *variant_when(const TileProgram *tp, int i) {
+  const Schedule *s = &tp->kernels[i].s;
+  const LKernel *k = tp->kernels[i].k;
+  return ex_bin(tp->loop->pool, X_LE, ex_int(tp->loop->pool, s->rows), k->par[s->row_axis].extent);
 }
 
-/* Lowers kernel k as flash-decoding into kk (keeping its variant) when it is the P x V of an attention:
- * 1 done, 0 error, -1 not an attention (kk untouched). */
-static int lower_flash_decode(const TileProgram *tp, const LKernel *k, Schedule s, KKernel *kk, Diag *d) {
-  Schedule fd = s;
-  fd.flash_decode = 1;
-  fd.rows = 1;
-  fd.mma = 0;
-  fd.flash = 0;
-  KKernel trial = {0};
-  int r = lower_kernel(tp, k, fd, &trial, d);
-  if (r != 1) return r;
-  trial.alt = kk->alt;
-  trial.alt_when = kk->alt_when;
-  *kk = trial;
+/* Kernel i as its tile choice says, before any attention replaces it: the kernel itself (the loop
+ * nest or flash-decoding) and its blocked variant (CUDA-core rows, tensor-core GEMM or flash). */
+static int lower_own(const TileProgram *tp, int i, KKernel *kk, Diag *d) {
+  const LProgram *lp = tp->loop;
+  const LKernel *k = tp->kernels[i].k;
+  const TileChoice *c = &tp->kernels[i].c;
+  Schedule s = tp->kernels[i].s;
+  s.flash_decode = 0; /* for the kernel itself, never its variant */
+  Build loop = {KIND_LOOP, NULL, NULL, 0};
+  if (c->variant != KIND_NONE) {
+    /* the blocked schedule as a variant for extents of at least `rows`; the kernel itself without it */
+    Schedule one = s;
+    one.rows = 1;
+    one.row_axis = -1;
+    one.mma = 0;
+    one.flash = 0;
+    kk->alt = ARENA_NEW(lp->arena, KKernel);
+    if (!lower_kernel(tp, k, one, loop, kk, d)) return 0;
+    if (c->variant == KIND_GEMM) {
+      Build g = {KIND_GEMM, c->gemm, NULL, c->library};
+      if (!lower_kernel(tp, k, s, g, kk->alt, d)) return 0;
+      kk->alt->name = arena_printf(lp->arena, "%s_mma", k->name);
+      if (kk->alt->pre) kk->alt->pre->name = arena_printf(lp->arena, "%s_mma_pack", k->name);
+      if (kk->alt->lib) kk->alt->lib->epilogue->name = arena_printf(lp->arena, "%s_mma_epilogue", k->name);
+    } else if (c->variant == KIND_FLASH) { /* the whole attention as one kernel: this is its P x V */
+      Schedule fl = s;
+      fl.mma = 0;
+      Build f = {KIND_FLASH, NULL, c->flash, 0};
+      if (!lower_kernel(tp, k, fl, f, kk->alt, d)) return 0;
+      kk->alt->name = arena_printf(lp->arena, "%s_flash", k->name);
+    } else {
+      Schedule cores = s;
+      cores.mma = 0;
+      cores.flash = 0;
+      if (s.rows_serial) { /* one thread per blocked point (tile stage's choice) */
+        cores.red = RS_SERIAL;
+        cores.block_threads = 128;
+      }
+      if (!lower_kernel(tp, k, cores, loop, kk->alt, d)) return 0;
+      kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);
+    }
+    kk->alt_when = variant_when(tp, i);
+  } else {
+    s.mma = 0;
+    if (c->self != KIND_FLASH_DECODE && !lower_kernel(tp, k, s, loop, kk, d)) return 0;
+  }
+  if (c->self == KIND_FLASH_DECODE) { /* the few-rows kernel itself, where this is an attention's P x V */
+    Schedule fd = tp->kernels[i].s;
+    fd.rows = 1;
+    fd.mma = 0;
+    fd.flash = 0;
+    KKernel self = {0};
+    Build b = {KIND_FLASH_DECODE, NULL, c->decode, 0};
+    if (!lower_kernel(tp, k, fd, b, &self, d)) return 0;
+    self.alt = kk->alt;
+    self.alt_when = kk->alt_when;
+    *kk = self;
+  }
   return 1;
 }
 
-/* Kernel kk is flash-decoding: the scores and softmax kernels it replaces launch nothing, except
- * where kk's variant runs and is not the flash attention that replaces them too: then they run
- * their own kernels (the variant they have under the same condition, or themselves). */
-static void skip_for_decode(KProgram *kp, KKernel *kk, const KFlash *f) {
-  const LProgram *lp = kp->loop;
-  int alt_is_flash = flash_body(kk->alt) != NULL;
-  int which[2] = {f->scores_kernel, f->softmax_kernel};
-  for (int i = 0; i < 2; i++) {
-    KKernel *r = &kp->kernels[which[i]];
+/* Kernel i is the scores or softmax kernel of an attention that kernel `by` computes (TileChoice.by):
+ * in decode (by is flash-decoding) it launches nothing, except where by's variant runs and is not
+ * flash attention: then its own kernel runs (its variant under the same condition, or itself); in
+ * prefill only (by's variant is flash attention) it keeps itself and gets a variant that launches
+ * nothing under by's variant's condition. */
+static void replace_by_attention(const TileProgram *tp, int i, KKernel *kk) {
+  const LProgram *lp = tp->loop;
+  const TileChoice *c = &tp->kernels[i].c;
+  const TileChoice *bc = &tp->kernels[c->by].c;
+  const char *by = tp->kernels[c->by].k->name;
+  Expr *when = bc->variant != KIND_NONE ? variant_when(tp, c->by) : NULL;
+  if (c->by_decode) {
     KKernel *real = NULL;
-    if (kk->alt && !alt_is_flash) {
+    if (bc->variant != KIND_NONE && bc->variant != KIND_FLASH) {
       real = ARENA_NEW(lp->arena, KKernel);
-      *real = r->alt && !r->alt->skip && r->alt_when == kk->alt_when ? *r->alt : *r;
+      *real = kk->alt && !kk->alt->skip && kk->alt_when == when ? *kk->alt : *kk;
       real->alt = NULL;
       real->alt_when = NULL;
     }
-    const char *name = r->name;
-    *r = skip_kernel(lp, r, kk->name);
-    r->name = name;
+    const char *name = kk->name;
+    *kk = skip_kernel(lp, kk, by);
+    kk->name = name;
     if (real) {
-      r->alt = real;
-      r->alt_when = kk->alt_when;
+      kk->alt = real;
+      kk->alt_when = when;
     }
+    return;
   }
+  KKernel *skip = ARENA_NEW(lp->arena, KKernel);
+  *skip = skip_kernel(lp, kk, arena_printf(lp->arena, "%s_flash", by));
+  skip->tensor_cores = 1; /* chosen exactly when the flash kernel is */
+  kk->alt = skip;
+  kk->alt_when = when;
 }
 
 KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
@@ -374,66 +428,17 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
   KProgram *kp = ARENA_NEW(lp->arena, KProgram);
   kp->loop = lp;
   kp->target = tp->target;
+  kp->device = tp->device;
   kp->nkernels = tp->nkernels;
   kp->kernels = ARENA_ARRAY(lp->arena, KKernel, tp->nkernels > 0 ? tp->nkernels : 1);
   for (int i = 0; i < tp->nkernels; i++) {
-    const LKernel *k = tp->kernels[i].k ? tp->kernels[i].k : &lp->kernels[i];
-    Schedule s = tp->kernels[i].s;
-    KKernel *kk = &kp->kernels[i];
-    int flash_decode = s.flash_decode; /* for the kernel itself, never its variant */
-    s.flash_decode = 0;
-    if (s.rows > 1 && s.row_axis >= 0 && s.row_axis < k->npar) {
-      /* the blocked schedule as a variant for extents of at least `rows`; the kernel itself without it */
-      Schedule one = s;
-      one.rows = 1;
-      one.row_axis = -1;
-      one.mma = 0;
-      one.flash = 0;
-      kk->alt = ARENA_NEW(lp->arena, KKernel);
-      if (lower_kernel(tp, k, one, kk, d) != 1) return NULL;
-      int r = -1;
-      if (s.mma) { /* tensor cores where the shape allows, else the CUDA-core blocked loop */
-        r = lower_kernel(tp, k, s, kk->alt, d);
-        if (r == 0) return NULL;
-        if (r == 1) {
-          kk->alt->name = arena_printf(lp->arena, "%s_mma", k->name);
-          if (kk->alt->pre) kk->alt->pre->name = arena_printf(lp->arena, "%s_mma_pack", k->name);
-          if (kk->alt->lib) kk->alt->lib->epilogue->name = arena_printf(lp->arena, "%s_mma_epilogue", k->name);
-        }
-      }
-      if (r < 0 && s.flash) { /* the whole attention as one kernel, where this is its P x V */
-        Schedule fl = s;
-        fl.mma = 0;
-        *kk->alt = (KKernel){0};
-        r = lower_kernel(tp, k, fl, kk->alt, d);
-        if (r == 0) return NULL;
-        if (r == 1) kk->alt->name = arena_printf(lp->arena, "%s_flash", k->name);
-      }
-      if (r < 0) {
-        Schedule cores = s;
-        cores.mma = 0;
-        cores.flash = 0;
-        if (s.rows_serial) { /* one thread per blocked point (tile stage's choice) */
-          cores.red = RS_SERIAL;
-          cores.block_threads = 128;
-        }
-        *kk->alt = (KKernel){0};
-        if (lower_kernel(tp, k, cores, kk->alt, d) != 1) return NULL;
-        kk->alt->name = arena_printf(lp->arena, "%s_rows%d", k->name, s.rows);
-      }
-      kk->alt_when = ex_bin(lp->pool, X_LE, ex_int(lp->pool, s.rows), k->par[s.row_axis].extent);
-      const KFlash *prefill = flash_body(kk->alt);
-      if (prefill) skip_replaced(kp, kk, prefill);
-      /* the few-rows kernel itself as flash-decoding, where this is an attention's P x V */
-      if (flash_decode && lower_flash_decode(tp, k, s, kk, d) == 0) return NULL;
-    } else {
-      s.mma = 0;
-      int r = flash_decode ? lower_flash_decode(tp, k, s, kk, d) : -1;
-      if (r == 0) return NULL;
-      if (r < 0 && lower_kernel(tp, k, s, kk, d) != 1) return NULL;
+    if (!tp->kernels[i].k) {
+      diag_error(d, 0, 0, "tile stage: kernel %d has no loop nest", i);
+      return NULL;
     }
-    const KFlash *fd = flash_body(kk);
-    if (fd && fd->decode) skip_for_decode(kp, kk, fd);
+    if (!lower_own(tp, i, &kp->kernels[i], d)) return NULL;
+    const TileChoice *c = &tp->kernels[i].c;
+    if (c->by >= 0 && c->by < tp->nkernels) replace_by_attention(tp, i, &kp->kernels[i]);
   }
   return kp;
 }

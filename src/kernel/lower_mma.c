@@ -1,30 +1,9 @@
-/* Kernel-stage lowering to a tensor-core GEMM (KS_MMA), for the register-blocked variant of a kernel
- * whose shape allows it: one or two phases, each a sum over k of A[m][k] * W_i[n][k] with W_i a bf16
- * weight read at (column variables, k) and A the same f32 expression of the row and k in every phase;
- * no inner loop; every parallel axis but the row axis has a constant extent, whose product is a multiple
- * of 32, and k has a constant extent that is a multiple of 16. Schedule.mma is the number of bf16
- * parts A is split into (1 or 2). Anything else keeps the CUDA-core
- * variant (lower_phase.c). */
+/* Kernel-stage building of a tensor-core GEMM (KS_MMA) for the register-blocked variant of a kernel the
+ * tile stage chose it for: tile/match_gemm.c found the shape (one or two sums over k of A[m][k] *
+ * W_i[n][k], W_i bf16 weights); here it becomes the statement, its launch, the A pre-pass and the
+ * library form. Schedule.mma is the number of bf16 parts A is split into (1 or 2). */
+#include <string.h>
 #include "lower_internal.h"
-
-/* e is W[..., k] converted to f32, W a bf16 global buffer read at (columns..., k). */
-static Expr *weight_load(const Lower *L, Expr *e, int k_var, uint64_t col_mask) {
-  if (e->op == X_CAST && e->dtype == DT_F32) e = e->a[0];
-  if (e->op != X_LOAD || e->aux != MEM_GLOBAL || e->dtype != DT_BF16 || e->n < 1) return NULL;
-  if (e->ival < 0 || e->ival >= L->lp->nbufs) return NULL;
-  const Shape *sh = &L->lp->bufs[e->ival].shape;
-  if (sh->rank != e->n) return NULL;
-  /* 8 consecutive k values are one 16-byte copy: every row must start at a multiple of 8 elements */
-  const Expr *last_dim = sh->dim[e->n - 1];
-  if (e->n > 1 && !(last_dim->op == X_CONST && last_dim->ival % 8 == 0)) return NULL;
-  for (int i = 0; i < e->n; i++) {
-    const Expr *ix = e->a[i];
-    if (ix->flags & (EXF_LOAD | EXF_TMP | EXF_ACC | EXF_HW)) return NULL;
-    if (i == e->n - 1 ? !(ix->op == X_VAR && ix->ival == k_var) : ((ix->varmask >> k_var & 1) || (ix->varmask & ~col_mask)))
-      return NULL;
-  }
-  return e;
-}
 
 /* Scratch bytes: the tile counters, A's bf16 planes, then `tail` bytes (code/render_mma.c). */
 static Expr *scratch_after_planes(ExprPool *P, const KMma *m, Expr *tail) {
@@ -32,59 +11,33 @@ static Expr *scratch_after_planes(ExprPool *P, const KMma *m, Expr *tail) {
   return ex_add(P, ex_add(P, planes, ex_int(P, MMA_COUNTERS)), tail);
 }
 
-int kl_mma_body(Lower *L) {
+int kl_mma_body(Lower *L, const GemmMatch *g) {
   const LKernel *k = L->k;
   ExprPool *P = L->pool;
-  int a = L->s.row_axis;
-  if (L->target != TARGET_CUDA || a < 0 || a >= k->npar || k->ninner || k->nphase < 1 || k->nphase > 2) return 0;
-  KMma *m = ARENA_NEW(L->arena, KMma);
-  m->m_var = k->par[a].var;
-  m->m_extent = k->par[a].extent;
-  m->n_total = 1;
-  uint64_t col_mask = 0;
-  for (int i = 0; i < k->npar; i++) {
-    if (i == a) continue;
-    const Expr *e = k->par[i].extent;
-    if (e->op != X_CONST || e->ival < 1) return 0;
-    if (e->ival == 1) {
-      L->var_map[k->par[i].var] = ex_int(P, 0);
-      continue;
-    }
-    m->n_var[m->nn] = k->par[i].var;
-    m->n_ext[m->nn++] = e->ival;
-    m->n_total *= e->ival;
-    col_mask |= 1ull << k->par[i].var;
-  }
-  if (m->n_total % 32) return 0;
   const LPhase *ph = k->phases;
-  const Expr *kext = ph[0].axes[0].extent;
-  if (kext->op != X_CONST || kext->ival % 16 || kext->ival < 16) return 0;
-  m->k_var = ph[0].axes[0].var;
-  m->k_extent = kext->ival;
-  m->bk = kext->ival % 32 ? 16 : 32;
+  KMma *m = ARENA_NEW(L->arena, KMma);
+  memcpy(L->var_map, g->var_map, sizeof L->var_map);
+  m->m_var = k->par[g->row_axis].var;
+  m->m_extent = k->par[g->row_axis].extent;
+  m->nn = g->nn;
+  memcpy(m->n_var, g->n_var, sizeof m->n_var);
+  memcpy(m->n_ext, g->n_ext, sizeof m->n_ext);
+  m->n_total = g->n_total;
+  m->k_var = g->k_var;
+  m->k_extent = g->k_extent;
+  m->bk = g->k_extent % 32 ? 16 : 32;
   m->a_parts = L->s.mma;
-  for (int i = 0; i < k->nphase; i++) {
-    if (ph[i].op != RED_ADD || ph[i].naxes != 1 || ph[i].axes[0].extent != kext || ph[i].acc_dtype != DT_F32) return 0;
-    if (ph[i].body->flags & EXF_ACC) return 0;
-    L->var_map[ph[i].axes[0].var] = i ? ex_var(P, m->k_var) : NULL;
-  }
-  for (int i = 0; i < k->nphase; i++) {
-    Expr *body = kl_subst(L, ph[i].body);
-    if (body->op != X_MUL) return 0;
-    Expr *w = NULL, *x = NULL;
-    for (int side = 0; side < 2 && !w; side++)
-      if ((w = weight_load(L, body->a[side], m->k_var, col_mask))) x = body->a[1 - side];
-    if (!w || !dtype_is_float(x->dtype) || (x->varmask & col_mask) || (x->flags & (EXF_TMP | EXF_ACC | EXF_HW))) return 0;
-    if (x->dtype != DT_F32) x = ex_cast(P, DT_F32, x);
-    if (i > 0 && x != m->a) return 0; /* the phases must share A */
-    m->a = x;
-    m->b[i] = w;
-  }
-  m->nb = k->nphase;
+  m->smem_limit = L->dev->smem_per_block;
+  m->a = g->a;
+  m->nb = g->nb;
+  for (int i = 0; i < g->nb; i++) m->b[i] = g->b[i];
   /* the epilogue: the kernel's store with each sum in a temporary */
   KKernel *kk = L->kk;
   for (int i = 0; i < m->nb; i++) {
-    if (kk->ntmps >= K_MAX_TMPS) return 0;
+    if (kk->ntmps >= K_MAX_TMPS) {
+      diag_error(L->d, 0, 0, "kernel %s: more than %d temporaries", k->name, K_MAX_TMPS);
+      return 0;
+    }
     m->acc_tmp[i] = kk->ntmps;
     kk->tmp_dtype[kk->ntmps] = DT_F32;
     kk->tmp_names[kk->ntmps++] = arena_printf(L->arena, "acc%d", i);
@@ -157,7 +110,6 @@ void kl_mma_library(Lower *L) {
   KKernel *kk = L->kk;
   ExprPool *P = L->pool;
   const KMma *m = kk->body->body[0]->mma;
-  if (!L->s.gemm_library) return;
   KGemmLib *lib = ARENA_NEW(L->arena, KGemmLib);
   KMma em = *m;
   int64_t rows = 0;

@@ -252,7 +252,7 @@ static Expr *at_element(VecLoads *vl, Expr *body, int k) {
 
 static int coop_threads(const Lower *L) {
   if (L->target != TARGET_CUDA) return 1;
-  return L->s.red == RS_WARP ? 32 : L->s.red == RS_BLOCK ? L->s.block_threads : 1;
+  return L->s.red == RS_WARP ? L->dev->warp_size : L->s.red == RS_BLOCK ? L->s.block_threads : 1;
 }
 
 /* The vector width of a one-axis phase: the largest V <= s.vec dividing a constant extent that still

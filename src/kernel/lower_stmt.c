@@ -191,7 +191,7 @@ KStmt *kl_domain_loop(Lower *L, KStmt *parent, const LAxis *axes, int n, Expr *s
 void kl_coop_start(Lower *L, Expr **start, Expr **stride) {
   ExprPool *P = L->pool;
   switch (L->target == TARGET_CUDA ? L->s.red : RS_SERIAL) {
-  case RS_WARP: *start = ex_hw(P, HW_LANE); *stride = ex_int(P, 32); break;
+  case RS_WARP: *start = ex_hw(P, HW_LANE); *stride = ex_int(P, L->dev->warp_size); break;
   case RS_BLOCK: *start = ex_hw(P, HW_THREAD); *stride = ex_int(P, L->s.block_threads); break;
   default: *start = ex_int(P, 0); *stride = ex_int(P, 1); break;
   }
@@ -200,7 +200,7 @@ void kl_coop_start(Lower *L, Expr **start, Expr **stride) {
 /* Block-wide all-reduce of `acc` after each warp reduced its own lanes: partials through shared memory. */
 void kl_block_reduce(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op) {
   ExprPool *P = L->pool;
-  int nw = L->s.block_threads / 32;
+  int nw = L->s.block_threads / L->dev->warp_size;
   if (nw <= 1) return;
   int sm = L->nsmem++;
   KStmt *decl = kl_st_new(L, KS_SMEM);

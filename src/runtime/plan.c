@@ -49,8 +49,7 @@ Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
     return NULL;
   }
   if (p->io_syms) p->sym_table = p->io_dev;
-  const char *arch = backend_cuda_arch(b);
-  p->tensor_cores = arch && !strncmp(arch, "sm_", 3) && atoi(arch + 3) >= 80;
+  p->tensor_cores = target_has_bf16_mma(&b->target);
   /* whether cuBLASLt runs is asked when a run first chooses a GEMM with a library form, so plans
    * that never prefill (and CPU plans) do not load it */
   p->gemm_library = p->tensor_cores && b->ops->gemm_available && b->ops->gemm_bf16 ? -1 : 0;

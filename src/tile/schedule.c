@@ -2,17 +2,8 @@
  * replace these picks with measured ones; nothing below the tile stage makes performance choices. */
 #include <stdlib.h>
 #include <string.h>
-#include "tile.h"
+#include "tile_internal.h"
 #include "../base/settings.h"
-
-const char *target_name(Target t) { return t == TARGET_CUDA ? "cuda" : "cpu"; }
-
-int target_parse(const char *s, Target *out) {
-  if (!strcmp(s, "cpu")) *out = TARGET_CPU;
-  else if (!strcmp(s, "cuda")) *out = TARGET_CUDA;
-  else return 0;
-  return 1;
-}
 
 const char *red_strategy_name(RedStrategy r) {
   switch (r) {
@@ -69,18 +60,18 @@ static int streams_independent_of(const LKernel *k, int var) {
 
 /* Loads as consecutive values of v (the threads of a warp) see them: `bad` once some load reads
  * neither consecutive elements (last index v or v % c) nor one element for all (v absent, or only as
- * v // c with c >= 32). */
+ * v // c with c at least a warp). */
 typedef struct ThreadScan {
-  int v;
+  int v, warp;
   int bad;
 } ThreadScan;
 
-static int only_as_quotient(const Expr *e, int v) {
+static int only_as_quotient(const Expr *e, int v, int warp) {
   if (!(e->varmask >> v & 1)) return 1;
-  if (e->op == X_IDIV && e->a[1]->op == X_CONST && e->a[1]->ival >= 32 && e->a[0]->op == X_VAR) return 1;
+  if (e->op == X_IDIV && e->a[1]->op == X_CONST && e->a[1]->ival >= warp && e->a[0]->op == X_VAR) return 1;
   if (e->op == X_VAR) return 0;
   for (int i = 0; i < e->n; i++)
-    if (!only_as_quotient(e->a[i], v)) return 0;
+    if (!only_as_quotient(e->a[i], v, warp)) return 0;
   return 1;
 }
 
@@ -88,25 +79,25 @@ static void thread_scan_fn(void *ctx, const Expr *e) {
   ThreadScan *s = ctx;
   if (e->op != X_LOAD || !(e->varmask >> s->v & 1) || e->n < 1) return;
   for (int i = 0; i + 1 < e->n; i++)
-    if (!only_as_quotient(e->a[i], s->v)) s->bad = 1;
+    if (!only_as_quotient(e->a[i], s->v, s->warp)) s->bad = 1;
   const Expr *last = e->a[e->n - 1];
   int contiguous = (last->op == X_VAR && last->ival == s->v) ||
                    (last->op == X_MOD && last->a[0]->op == X_VAR && last->a[0]->ival == s->v && last->a[1]->op == X_CONST &&
-                    last->a[1]->ival % 32 == 0) ||
-                   only_as_quotient(last, s->v);
+                    last->a[1]->ival % s->warp == 0) ||
+                   only_as_quotient(last, s->v, s->warp);
   if (!contiguous) s->bad = 1;
 }
 
 /* One thread per point suits the blocked CUDA-core variant when each reduction is short (a head
  * dimension: a thread reads its rows whole) or its loads are coalesced along the innermost parallel
  * axis (P x V: the value rows; the probabilities are one value per warp). */
-static int serial_suits(const LKernel *k) {
+static int serial_suits(const LKernel *k, int warp) {
   if (k->npar < 1) return 0;
   int v = k->par[k->npar - 1].var;
   for (int i = 0; i < k->nphase; i++) {
     int64_t r = const_product(k->phases[i].axes, k->phases[i].naxes);
     if (r > 0 && r <= 128) continue;
-    ThreadScan s = {v, 0};
+    ThreadScan s = {v, warp, 0};
     ex_visit(k->phases[i].body, thread_scan_fn, &s);
     if (s.bad) return 0;
   }
@@ -116,7 +107,8 @@ static int serial_suits(const LKernel *k) {
 /* Register blocking over the first parallel axis of run-time extent (the tokens of a step) when a
  * reduction streams a buffer independent of it. A decode step (extent 1) takes the kernel's
  * one-row path, so the blocked path only runs for prefill. */
-static void choose_rows(const LKernel *k, Target t, Schedule *s) {
+static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
+  Target t = dev->kind;
   s->rows = 1;
   s->row_axis = -1;
   s->mma = 0;
@@ -127,24 +119,29 @@ static void choose_rows(const LKernel *k, Target t, Schedule *s) {
     if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && streams_independent_of(k, k->par[i].var)) {
       s->rows = t == TARGET_CUDA ? 8 : 4;
       s->row_axis = i;
-      s->mma = t == TARGET_CUDA ? 2 : 0; /* tensor cores where the kernel's shape allows */
+      s->mma = target_has_bf16_mma(dev) ? 2 : 0; /* tensor cores where the kernel's shape allows */
       /* a sum over a run-time length (the keys of P x V) may be the end of an attention */
       s->flash = work_per_point(k) < 0 ? s->mma : 0;
-      /* two resident GEMM blocks (256 threads, ~128 registers, 48 KB shared) on each of 132 SMs */
-      s->gemm_fill = t == TARGET_CUDA ? 2 * 132 : 0;
+      /* as many GEMM blocks (256 threads, ~128 registers, a block's static shared memory) as the
+       * device holds at once: two on each of an H200's 132 SMs */
+      s->gemm_fill = t == TARGET_CUDA ? target_resident_blocks(dev, 256, 128, dev->smem_per_block) * dev->sms : 0;
       s->gemm_library = t == TARGET_CUDA;
-      s->rows_serial = t == TARGET_CUDA && serial_suits(k);
+      s->rows_serial = t == TARGET_CUDA && serial_suits(k, dev->warp_size);
       return;
     }
 }
 
-Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
-  (void)p;
+/* The knobs before the matchers: tensor cores, flash attention and flash-decoding proposed wherever the
+ * nest might take them. */
+static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
+  Target t = dev->kind;
   Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0, .rows = 1, .row_axis = -1};
-  if (k->nphase > 0) choose_rows(k, t, &s);
+  if (k->nphase > 0) choose_rows(k, dev, &s);
   int64_t work = work_per_point(k);
   /* one sum over a run-time length may be the P x V of an attention */
   s.flash_decode = t == TARGET_CUDA && k->nphase == 1 && work < 0;
+  /* flash-decoding's key chunks: about two blocks on each multiprocessor */
+  if (s.flash_decode) s.decode_fill = 2 * dev->sms;
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
      * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. */
@@ -158,17 +155,19 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   }
   /* CUDA: enough serial work per point to be worth splitting across threads? */
   if (work >= 0 && work < 64) return s; /* one thread per point */
-  /* Threads per point (up to a whole block of 1024): double them while the launch has fewer than ~1024 threads per SM (132
-   * SMs on an H100/H200; a GEMV with few rows is latency-bound without them) and each thread still
-   * gets two 8-element vectors. Symbolic extents count as 1 point (decode: seq = 1) and a symbolic
-   * reduction as 256 elements (an attention row in decode). 32 = a warp per point, several points
-   * per block; more = a block per point. */
+  /* Threads per point (up to a whole block): double them while the launch has fewer threads than half
+   * of what the device holds at once (1024 on each of an H200's 132 SMs; a GEMV with few rows is
+   * latency-bound without them) and each thread still gets two 8-element vectors. Symbolic extents
+   * count as 1 point (decode: seq = 1) and a symbolic reduction as 256 elements (an attention row in
+   * decode). A warp = a warp per point, several points per block; more = a block per point. */
   int64_t pts = 1, w = work < 0 ? 256 : work;
   for (int i = 0; i < k->npar; i++)
     if (k->par[i].extent->op == X_CONST) pts *= k->par[i].extent->ival;
-  int T = 32;
-  while (T < 1024 && pts * T < 132 * 1024 && w >= (int64_t)T * 2 * 16) T *= 2;
-  if (T == 32) {
+  const int warp = dev->warp_size;
+  const int64_t half_device = (int64_t)dev->sms * (dev->max_threads_per_sm / 2);
+  int T = warp;
+  while (T < dev->max_threads_per_block && pts * T < half_device && w >= (int64_t)T * 2 * 16) T *= 2;
+  if (T == warp) {
     s.red = RS_WARP;
     s.block_threads = 128;
   } else {
@@ -180,20 +179,12 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, Target t) {
   return s;
 }
 
-int schedule_check(const Schedule *s, Target t, Diag *d) {
-  if (s->vec != 1 && s->vec != 2 && s->vec != 4 && s->vec != 8) {
-    diag_error(d, 0, 0, "schedule: vec must be 1, 2, 4 or 8, got %d", s->vec);
-    return 0;
-  }
-  if (s->rows != 1 && s->rows != 2 && s->rows != 4 && s->rows != 8) {
-    diag_error(d, 0, 0, "schedule: rows must be 1, 2, 4 or 8, got %d", s->rows);
-    return 0;
-  }
-  if (t == TARGET_CUDA && (s->block_threads < 32 || s->block_threads > 1024 || s->block_threads % 32)) {
-    diag_error(d, 0, 0, "schedule: block_threads must be a multiple of 32 in [32, 1024], got %d", s->block_threads);
-    return 0;
-  }
-  return 1;
+Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc *dev) {
+  Schedule s = schedule_propose(k, dev);
+  TileChoice c;
+  Diag ignored = {0};
+  tile_choose_kinds(p, k, dev, &s, &c, 0, &ignored); /* lenient: never refuses */
+  return s;
 }
 
 const char *matmul_precision_name(MatmulPrecision m) {
@@ -210,23 +201,23 @@ int matmul_precision_parse(const char *s, MatmulPrecision *out) {
   return 0;
 }
 
-TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, MatmulPrecision mm, Diag *d) {
-  TileProgram *tp = ARENA_NEW(p->arena, TileProgram);
-  tp->loop = p;
-  tp->target = t;
-  tp->fusion = *fusion;
-  tp->matmul = mm;
-  tp->nkernels = p->nkernels;
-  tp->kernels = ARENA_ARRAY(p->arena, TileKernel, p->nkernels ? p->nkernels : 1);
+TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
+                            Diag *d) {
+  if (!target_check(dev, d)) return NULL;
+  TileProgram *tp = tile_new(p, dev, fusion, mm);
   int flash_decode_off = !setting_bool(SET_FLASH_DECODE, 1);
+  const int parts = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
   for (int i = 0; i < p->nkernels; i++) {
-    tp->kernels[i].k = &p->kernels[i];
-    tp->kernels[i].s = schedule_default(p, &p->kernels[i], t);
+    const LKernel *k = &p->kernels[i];
     Schedule *s = &tp->kernels[i].s;
-    if (s->mma) s->mma = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
-    if (s->flash) s->flash = s->mma;
-    if (flash_decode_off) s->flash_decode = 0;
-    if (!schedule_check(&tp->kernels[i].s, t, d)) return NULL;
+    tp->kernels[i].k = k;
+    *s = schedule_propose(k, dev);
+    if (s->mma) s->mma = parts;
+    if (s->flash) s->flash = parts;
+    if (flash_decode_off) s->flash_decode = s->decode_fill = 0;
+    /* keep the kinds the matchers accept, and what they found */
+    if (!tile_choose_kinds(p, k, dev, s, &tp->kernels[i].c, 0, d) || !tile_knobs_check(k, dev, s, d)) return NULL;
   }
+  tile_link_attention(tp);
   return tp;
 }

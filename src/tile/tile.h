@@ -3,10 +3,8 @@
 #ifndef LATHE_TILE_H
 #define LATHE_TILE_H
 #include "../loop/loop.h"
-
-typedef enum Target { TARGET_CPU, TARGET_CUDA } Target;
-const char *target_name(Target t);
-int target_parse(const char *s, Target *out);
+#include "../target/target.h"
+#include "match.h"
 
 typedef enum RedStrategy {
   RS_SERIAL, /* one thread per parallel point; reductions and inner loops run serially in it */
@@ -49,6 +47,9 @@ typedef struct Schedule {
   /* CUDA: tensor-core GEMMs whose weights are plain matrices also get a library form (cuBLASLt),
    * which the plan runs where the library loads (kernel.h, KGemmLib) */
   int gemm_library;
+  /* CUDA flash-decoding: key chunks per row chosen so the grid holds about this many blocks in all
+   * (two on each multiprocessor) */
+  int decode_fill;
 } Schedule;
 
 /* How f32 activations meet bf16 weights in tensor-core GEMMs, named as in PyTorch's
@@ -59,25 +60,66 @@ typedef enum MatmulPrecision { MM_HIGH, MM_HIGHEST, MM_MEDIUM } MatmulPrecision;
 const char *matmul_precision_name(MatmulPrecision m);
 int matmul_precision_parse(const char *s, MatmulPrecision *out);
 
+/* What a loop nest becomes, decided here from the nest, its Schedule and the device (the kernel stage
+ * builds exactly this and nothing else). */
+typedef enum KernelKind {
+  KIND_NONE,         /* (variant) no variant */
+  KIND_LOOP,         /* the loop nest itself: points, reductions, the store */
+  KIND_ROWS,         /* the register-blocked variant on CUDA cores (or the CPU) */
+  KIND_GEMM,         /* the blocked variant as a tensor-core GEMM (kernel/lower_mma.c) */
+  KIND_FLASH,        /* the blocked variant as flash attention over this P x V, its scores and softmax */
+  KIND_FLASH_DECODE, /* the kernel itself as flash-decoding (CUDA cores) */
+  KIND_SKIP,         /* launches nothing: another kernel's flash computes it (TileChoice.by) */
+} KernelKind;
+const char *kernel_kind_name(KernelKind k);
+
+typedef struct TileChoice {
+  KernelKind self;    /* KIND_LOOP, KIND_FLASH_DECODE or KIND_SKIP */
+  KernelKind variant; /* with Schedule.rows > 1: KIND_ROWS, KIND_GEMM or KIND_FLASH; else KIND_NONE */
+  int library;        /* the GEMM also has its library form (cuBLASLt) */
+  const GemmMatch *gemm;    /* variant == KIND_GEMM: what the matcher found */
+  const AttnMatch *flash;   /* variant == KIND_FLASH */
+  const AttnMatch *decode;  /* self == KIND_FLASH_DECODE */
+  /* The scores and softmax kernels of an attention whose P x V is kernel `by` (-1: none): in decode
+   * (by's self is flash-decoding) this kernel launches nothing; in prefill (by's variant is flash
+   * attention, under its condition) it gets a variant that launches nothing. */
+  int by, by_decode, by_prefill;
+} TileChoice;
+
 typedef struct TileKernel {
   const LKernel *k;
   Schedule s;
+  TileChoice c;
 } TileKernel;
 
 typedef struct TileProgram {
   const LProgram *loop;
   Target target;
+  TargetDesc device;   /* what the schedules were chosen for (printed first) */
   FusionPolicy fusion; /* the fusion choices the loop stage was built with, printed with the schedules */
   MatmulPrecision matmul;
   TileKernel *kernels; /* parallel to loop->kernels */
   int nkernels;
 } TileProgram;
 
-/* The default schedule for one kernel on one target (the function the tuner will replace). */
-Schedule schedule_default(const LProgram *p, const LKernel *k, Target t);
-/* Refuses only illegal schedules (e.g. block_threads not a multiple of 32). */
-int schedule_check(const Schedule *s, Target t, Diag *d);
-TileProgram *tile_from_loop(const LProgram *p, Target t, const FusionPolicy *fusion, MatmulPrecision mm, Diag *d);
+/* The default schedule for one kernel (of p) on one device (the function the tuner will replace): tensor
+ * cores, flash attention and flash-decoding only where the matchers accept the nest. */
+Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc *dev);
+/* Whether schedule s is legal for kernel k (of p) on the device: the knobs' ranges (vector width,
+ * rows, threads per block against the device), and every kernel kind it asks for (tensor-core GEMM,
+ * flash attention, flash-decoding) against the matchers and the device (bf16 mma). 0 with d saying
+ * why. A schedule from outside (a tuner) is honoured exactly when this accepts it. */
+int schedule_check(const LProgram *p, const LKernel *k, const TargetDesc *dev, const Schedule *s, Diag *d);
+/* The kinds schedule s makes of kernel k (s already checked), with the matchers' findings (allocated in
+ * p's arena); the by / by_decode / by_prefill links are set by tile_link_attention. */
+int tile_choose(const LProgram *p, const LKernel *k, const TargetDesc *dev, const Schedule *s, TileChoice *c, Diag *d);
+/* Every kernel's schedule_default (with the precision's parts and LATHE_FLASH_DECODE=0 applied). */
+TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
+                            Diag *d);
+/* The given schedules (one per kernel, e.g. a tuner's), each checked by schedule_check: honoured, or
+ * NULL with d saying which kernel's knob is illegal and why. fusion may be NULL (printed as default). */
+TileProgram *tile_from_schedules(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
+                                 const Schedule *given, Diag *d);
 /* `--ir tile`:  kernel rms_norm_0: i0,i1->grid(32) r0->thread(256) reduce=block-tree vec=1 */
 void tile_print(StrBuf *b, const TileProgram *tp);
 #endif

@@ -23,7 +23,7 @@ static void points(StrBuf *b, const LKernel *k) {
 /* Where the per-point loops (reductions, inner store loop) go. */
 static const char *split_name(const Schedule *s, Target t) {
   if (t == TARGET_CPU || s->red == RS_SERIAL) return "serial";
-  return s->red == RS_WARP ? "lane(32)" : "thread";
+  return s->red == RS_WARP ? "lane" : "thread";
 }
 
 void tile_print(StrBuf *b, const TileProgram *tp) {
@@ -31,6 +31,9 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
             tp->fusion.fuse_reductions ? "fuse" : "cut", tp->fusion.allow_recompute ? "allow" : "cut");
   if (tp->target == TARGET_CUDA) sb_printf(b, "  matmul precision: %s", matmul_precision_name(tp->matmul));
   sb_putc(b, '\n');
+  target_print(b, &tp->device);
+  sb_putc(b, '\n');
+  const int warp = tp->device.warp_size;
   for (int i = 0; i < tp->nkernels; i++) {
     const LKernel *k = tp->kernels[i].k;
     const Schedule *s = &tp->kernels[i].s;
@@ -48,7 +51,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     } else if (s->red == RS_WARP) {
       sb_printf(b, " -> grid(ceil(");
       points(b, k);
-      sb_printf(b, "/%d)) x warp(%d per block)", s->block_threads / 32, s->block_threads / 32);
+      sb_printf(b, "/%d)) x warp(%d per block)", s->block_threads / warp, s->block_threads / warp);
     } else {
       sb_puts(b, " -> grid(");
       points(b, k);
@@ -59,7 +62,8 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
       sb_printf(b, " | acc%d ", ph);
       axes(b, k, k->phases[ph].axes, k->phases[ph].naxes);
       sb_printf(b, " -> %s", split);
-      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? 32 : s->block_threads);
+      if (s->red == RS_WARP && tp->target == TARGET_CUDA) sb_printf(b, "(%d)", warp);
+      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? warp : s->block_threads);
       if (tp->target == TARGET_CUDA)
         sb_printf(b, " reduce=%s", s->red == RS_BLOCK ? "block-tree" : s->red == RS_WARP ? "warp-shuffle" : "serial");
       if (k->phases[ph].recompute) sb_puts(b, " recompute");
@@ -68,7 +72,8 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
       sb_puts(b, " | store ");
       axes(b, k, k->inner, k->ninner);
       sb_printf(b, " -> %s", split);
-      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? 32 : s->block_threads);
+      if (s->red == RS_WARP && tp->target == TARGET_CUDA) sb_printf(b, "(%d)", warp);
+      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? warp : s->block_threads);
     }
     sb_printf(b, " vec=%d", s->vec);
     if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
@@ -77,8 +82,23 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->mma && s->gemm_fill) sb_printf(b, " split-k-fill=%d", s->gemm_fill);
     if (s->mma && s->gemm_library) sb_puts(b, " or-cublaslt");
     if (s->flash) sb_printf(b, " flash-attention=bf16x%d", s->flash);
-    if (s->flash_decode) sb_puts(b, " flash-decoding");
+    if (s->flash_decode) sb_printf(b, " flash-decoding(fill=%d)", s->decode_fill);
     if (s->rows_serial) sb_puts(b, " rows-serial");
+    /* what the kernel stage builds: the kernel itself, its blocked variant, who computes it */
+    const TileChoice *c = &tp->kernels[i].c;
+    KernelKind var = c->variant;
+    if (c->by >= 0 && c->by < tp->nkernels) { /* an attention's flash kernel decides this one's variant */
+      const TileKernel *by = &tp->kernels[c->by];
+      if (!c->by_decode) var = KIND_SKIP; /* under the flash variant's condition */
+      else if (by->c.variant == KIND_NONE || by->c.variant == KIND_FLASH) var = KIND_NONE;
+      else if (!(var != KIND_NONE && s->rows == by->s.rows && k->par[s->row_axis].extent == by->k->par[by->s.row_axis].extent))
+        var = KIND_LOOP; /* its own kernel where the P x V's (CUDA-core) variant runs */
+    }
+    sb_printf(b, " => %s", kernel_kind_name(c->self));
+    if (var != KIND_NONE) sb_printf(b, " + variant %s%s", kernel_kind_name(var), c->library ? "|cublaslt" : "");
+    if (c->by >= 0 && c->by < tp->nkernels)
+      sb_printf(b, " (computed by %s in %s)", tp->kernels[c->by].k->name,
+                c->by_decode && c->by_prefill ? "decode and prefill" : c->by_decode ? "decode" : "prefill");
     sb_putc(b, '\n');
   }
 }

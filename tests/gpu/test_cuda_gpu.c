@@ -259,6 +259,19 @@ int main(void) {
     return 1;
   }
   printf("device: %s (%s)\n", backend_cuda_device(b), backend_cuda_arch(b));
+  { /* the target description from cuDeviceGetAttribute: a real device reports every field */
+    const TargetDesc *t = &b->target;
+    StrBuf line = {0};
+    target_print(&line, t);
+    printf("%s\n", sb_str(&line));
+    sb_free(&line);
+    CHECK(t->sms > 0 && t->warp_size == 32 && t->max_threads_per_block >= 1024 && t->smem_per_block >= 49152 &&
+              t->smem_per_block_optin >= t->smem_per_block && t->smem_per_sm >= t->smem_per_block_optin &&
+              t->regs_per_sm > 0 && t->l2_bytes > 0 && t->mem_clock_khz > 0 && t->bus_width_bits > 0,
+          "target description: %d SMs, warp %d, %d threads, shared %d/%d/%d, %d registers, L2 %lld, %d kHz x %d bits",
+          t->sms, t->warp_size, t->max_threads_per_block, t->smem_per_block, t->smem_per_block_optin, t->smem_per_sm,
+          t->regs_per_sm, (long long)t->l2_bytes, t->mem_clock_khz, t->bus_width_bits);
+  }
 
   BackendModule *m = b->ops->compile(b, k_source, &d);
   CHECK(m != NULL, "compile: %s", d.msg);

@@ -1,0 +1,295 @@
+/* The tile stage's decisions: the shape matchers (GEMM, attention) accept and refuse with reasons, and
+ * a schedule given from outside is honoured by the kernel stage or refused with a reason. */
+#include "testutil.h"
+#include <stdlib.h>
+#include "driver/pipeline.h"
+
+static const char *LINEAR = "x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)";
+static const char *ATTN = "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)";
+
+static Compilation *loop_of(const char *src) {
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  if (!compile_source(c, src, ST_LOOP, &d)) fail_msg("%s", d.msg);
+  return c;
+}
+
+/* the parallel axis of run-time extent (the tokens), as the default schedule blocks it */
+static int seq_axis(const LKernel *k) {
+  for (int i = 0; i < k->npar; i++)
+    if (k->par[i].extent->op != X_CONST) return i;
+  return -1;
+}
+
+static void gemm_matches(void **state) {
+  (void)state;
+  Compilation *c = loop_of(LINEAR);
+  const LKernel *k = &c->loop->kernels[0];
+  GemmMatch m;
+  Diag why = {0};
+  assert_true(match_gemm(c->loop, k, seq_axis(k), &m, &why));
+  assert_int_equal(m.n_total, 96);
+  assert_int_equal(m.k_extent, 64);
+  assert_int_equal(m.nb, 1);
+  assert_true(m.library);
+  assert_int_equal(m.b[0]->dtype, DT_BF16);
+  compilation_free(c);
+  /* gate and up: two weights sharing A */
+  c = loop_of("x: f32[seq, 64]; g: bf16[96, 64]; u: bf16[96, 64]; y = silu(linear(x, g)) * linear(x, u)");
+  k = &c->loop->kernels[c->loop->nkernels - 1];
+  why = (Diag){0};
+  assert_true(match_gemm(c->loop, k, seq_axis(k), &m, &why));
+  assert_int_equal(m.nb, 2);
+  compilation_free(c);
+}
+
+static void expect_gemm_refused(const char *src, int kernel, const char *reason) {
+  Compilation *c = loop_of(src);
+  const LKernel *k = &c->loop->kernels[kernel < 0 ? c->loop->nkernels - 1 : kernel];
+  GemmMatch m;
+  Diag why = {0};
+  assert_false(match_gemm(c->loop, k, seq_axis(k), &m, &why));
+  assert_contains(why.msg, reason);
+  compilation_free(c);
+}
+
+static void gemm_refusals(void **state) {
+  (void)state;
+  expect_gemm_refused("x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)", 0,
+                      "linear_0 is not a GEMM: reduction 0 reads no bf16 weight");
+  expect_gemm_refused("x: f32[seq, 64]; w: bf16[40, 64]; y = linear(x, w)", 0, "40 columns, not a multiple of 32");
+  expect_gemm_refused("x: f32[seq, 40]; w: bf16[96, 40]; y = linear(x, w)", 0, "not over a constant multiple of 16");
+  expect_gemm_refused("x: f32[seq, 64]; y = softmax(x, -1)", 0, "has an inner store loop");
+  expect_gemm_refused("x: f32[4, 64]; w: bf16[96, 64]; y = linear(x, w)", 0, "no blocked row axis");
+}
+
+static void attention_matches(void **state) {
+  (void)state;
+  Compilation *c = loop_of(ATTN);
+  AttnMatch m;
+  Diag why = {0};
+  const LKernel *pv = &c->loop->kernels[2];
+  assert_true(match_attention(c->loop, 2, seq_axis(pv), 0, &m, &why));
+  assert_int_equal(m.scores_kernel, 0);
+  assert_int_equal(m.softmax_kernel, 1);
+  assert_int_equal(m.d_extent, 16);
+  assert_int_equal(m.groups, 4);
+  assert_int_equal(m.width, 16);
+  assert_int_equal(m.m_var, pv->par[seq_axis(pv)].var);
+  assert_string_equal(m.new_names[0], "d");
+  /* flash-decoding of the same rows, and of a decode step's one query row */
+  why = (Diag){0};
+  assert_true(match_attention(c->loop, 2, seq_axis(pv), 1, &m, &why));
+  assert_true(m.decode);
+  compilation_free(c);
+  c = loop_of("q: f32[1,4,1,16]; k: f32[1,2,n,16]; v: f32[1,2,n,16]; y = attention(q, k, v, false)");
+  why = (Diag){0};
+  if (!match_attention(c->loop, 2, -1, 1, &m, &why)) fail_msg("%s", why.msg);
+  assert_int_equal(m.m_var, -1);
+  /* a query row axis of run-time extent without blocking it is a column axis flash-decoding cannot take */
+  compilation_free(c);
+  c = loop_of(ATTN);
+  why = (Diag){0};
+  assert_false(match_attention(c->loop, 2, -1, 1, &m, &why));
+  assert_contains(why.msg, "attention_2: column axis 2 has a run-time extent");
+  compilation_free(c);
+}
+
+static void expect_attention_refused(const char *src, int kernel, int decode, const char *reason) {
+  Compilation *c = loop_of(src);
+  int ki = kernel < 0 ? c->loop->nkernels - 1 : kernel;
+  AttnMatch m;
+  Diag why = {0};
+  assert_false(match_attention(c->loop, ki, seq_axis(&c->loop->kernels[ki]), decode, &m, &why));
+  assert_contains(why.msg, reason);
+  compilation_free(c);
+}
+
+static void attention_refusals(void **state) {
+  (void)state;
+  /* P is an input, not the softmax's temporary */
+  expect_attention_refused("p: f32[1,4,seq,seq]; v: f32[1,4,seq,16]; y = matmul(p, v)", 0, 0,
+                           "matmul_0 is not P x V: P (p) is not a temporary only it reads");
+  /* a linear is not P x V */
+  expect_attention_refused(LINEAR, 0, 0, "linear_0 is not P x V: P (x) is not a temporary only it reads");
+  expect_attention_refused("x: bf16[seq, 64]; w: bf16[96, 64]; y = linear(x, w)", 0, 1,
+                           "neither factor is an f32 buffer read with the summed axis last");
+  /* a head dimension of 24: no tensor cores (multiple of 16), but flash-decoding takes it */
+  const char *d24 = "q: f32[1,4,seq,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]; y = attention(q, k, v, true)";
+  expect_attention_refused(d24, 2, 0, "the dot product's length is not a constant of at most 128 and a multiple of 16");
+  Compilation *c = loop_of(d24);
+  AttnMatch m;
+  Diag why = {0};
+  assert_true(match_attention(c->loop, 2, seq_axis(&c->loop->kernels[2]), 1, &m, &why));
+  compilation_free(c);
+  /* the scores used by a second output: not a temporary only the softmax reads */
+  expect_attention_refused("q: f32[1,4,seq,16]; k: f32[1,4,seq,16]; v: f32[1,4,seq,16]\n"
+                           "s = matmul(q, transpose(k, 2, 3)); p = softmax(s, -1)\nreturn matmul(p, v), s",
+                           -1, 1, "not a temporary");
+}
+
+/* ---- schedules from outside ---- */
+
+static Schedule *defaults(const Compilation *c, const TargetDesc *dev) {
+  Schedule *s = calloc((size_t)c->loop->nkernels, sizeof *s);
+  for (int i = 0; i < c->loop->nkernels; i++) s[i] = schedule_default(c->loop, &c->loop->kernels[i], dev);
+  return s;
+}
+
+static void expect_rejected(const char *src, int kernel, Schedule (*edit)(Schedule), const char *device,
+                            const char *reason) {
+  Compilation *c = loop_of(src);
+  TargetDesc dev;
+  assert_true(target_builtin(device, &dev));
+  Schedule *s = defaults(c, &dev);
+  int ki = kernel < 0 ? c->loop->nkernels - 1 : kernel;
+  s[ki] = edit(s[ki]);
+  Diag d = {0};
+  assert_false(schedule_check(c->loop, &c->loop->kernels[ki], &dev, &s[ki], &d));
+  assert_contains(d.msg, reason);
+  d = (Diag){0};
+  assert_null(tile_from_schedules(c->loop, &dev, NULL, MM_HIGH, s, &d));
+  assert_contains(d.msg, reason);
+  free(s);
+  compilation_free(c);
+}
+
+static Schedule gemm_on(Schedule s) {
+  s.rows = 8;
+  s.row_axis = 0;
+  s.mma = 2;
+  return s;
+}
+static Schedule flash_on(Schedule s) {
+  s.rows = 8;
+  s.row_axis = 0;
+  s.mma = 0;
+  s.flash = 2;
+  return s;
+}
+static Schedule decode_on(Schedule s) {
+  s.flash_decode = 1;
+  s.decode_fill = 264;
+  return s;
+}
+static Schedule vec3(Schedule s) {
+  s.vec = 3;
+  return s;
+}
+static Schedule threads2048(Schedule s) {
+  s.red = RS_BLOCK;
+  s.block_threads = 2048;
+  return s;
+}
+static Schedule gemm_unblocked(Schedule s) {
+  s.rows = 1;
+  s.mma = 2;
+  return s;
+}
+
+static void illegal_schedules_rejected(void **state) {
+  (void)state;
+  /* a tensor-core GEMM on a kernel that is not one (a softmax's sums; a linear of f32 weights) */
+  expect_rejected("x: f32[seq, 64]; y = softmax(x, -1)", 0, gemm_on, "h200", "kernel softmax_0 is not a GEMM");
+  expect_rejected("x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)", 0, gemm_on, "h200", "reads no bf16 weight");
+  /* flash attention, or flash-decoding, on a kernel that is not an attention's P x V */
+  expect_rejected(LINEAR, 0, flash_on, "h200", "kernel linear_0 is not P x V");
+  expect_rejected("x: f32[seq, 64]; y = softmax(x, -1)", 0, decode_on, "h200", "kernel softmax_0 is not P x V");
+  /* a vector width that does not divide the widest vector */
+  expect_rejected(LINEAR, 0, vec3, "h200", "kernel linear_0: vector width 3 does not divide 8");
+  /* more threads than the device allows */
+  expect_rejected(LINEAR, 0, threads2048, "h200", "2048 threads per block, more than h200 allows (1024)");
+  /* tensor cores on a device without bf16 mma, or without register blocking */
+  expect_rejected(LINEAR, 0, gemm_on, "t4", "a tensor-core GEMM asked, but t4 (sm_75) has no bf16 mma");
+  expect_rejected(LINEAR, 0, gemm_unblocked, "h200", "needs rows > 1");
+}
+
+/* A legal schedule from outside is what the kernel stage builds: the linear's variant on CUDA cores
+ * (mma off) instead of the default GEMM, with 512 threads per block for the decode kernel, and the
+ * attention's P x V without flash attention (its scores and softmax then keep their kernels in
+ * prefill). */
+static void legal_schedules_honoured(void **state) {
+  (void)state;
+  Compilation *c = loop_of(LINEAR);
+  TargetDesc dev = target_default(TARGET_CUDA);
+  Schedule *s = defaults(c, &dev);
+  assert_int_equal(s[0].mma, 2); /* the default: a tensor-core GEMM */
+  s[0].mma = 0;
+  s[0].red = RS_BLOCK;
+  s[0].block_threads = 512;
+  Diag d = {0};
+  assert_true(schedule_check(c->loop, &c->loop->kernels[0], &dev, &s[0], &d));
+  TileProgram *tp = tile_from_schedules(c->loop, &dev, NULL, MM_HIGH, s, &d);
+  assert_non_null(tp);
+  assert_int_equal(tp->kernels[0].c.variant, KIND_ROWS);
+  KProgram *kp = kernel_from_tile(tp, &d);
+  assert_non_null(kp);
+  assert_int_equal(kp->kernels[0].block, 512);
+  assert_string_equal(kp->kernels[0].alt->name, "linear_0_rows8");
+  free(s);
+  compilation_free(c);
+
+  c = loop_of(ATTN);
+  s = defaults(c, &dev);
+  assert_int_equal(s[2].flash, 2);
+  s[2].flash = 0;
+  d = (Diag){0};
+  tp = tile_from_schedules(c->loop, &dev, NULL, MM_HIGH, s, &d);
+  assert_non_null(tp);
+  assert_int_equal(tp->kernels[2].c.self, KIND_FLASH_DECODE);
+  assert_int_equal(tp->kernels[2].c.variant, KIND_ROWS);
+  assert_int_equal(tp->kernels[0].c.by, 2);
+  assert_true(tp->kernels[0].c.by_decode);
+  assert_false(tp->kernels[0].c.by_prefill);
+  kp = kernel_from_tile(tp, &d);
+  assert_non_null(kp);
+  assert_string_equal(kp->kernels[2].alt->name, "attention_2_rows8");
+  assert_true(kp->kernels[0].skip);    /* decode: flash-decoding computes the scores */
+  assert_non_null(kp->kernels[0].alt); /* prefill: the scores kernel's own blocked variant runs */
+  assert_false(kp->kernels[0].alt->skip);
+  StrBuf b = {0};
+  tile_print(&b, tp);
+  assert_contains(sb_str(&b), "kernel attention_2: ");
+  assert_contains(sb_str(&b), "=> flash-decoding + variant rows");
+  assert_contains(sb_str(&b), "(computed by attention_2 in decode)");
+  sb_free(&b);
+  free(s);
+  compilation_free(c);
+}
+
+/* The tile stage records and prints what each nest becomes; the defaults ask for tensor cores and
+ * flash only where the matchers accept. */
+static void default_choices_printed(void **state) {
+  (void)state;
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  assert_true(compile_source(c, ATTN, ST_TILE, &d));
+  StrBuf b = {0};
+  print_stage(&b, c, ST_TILE);
+  assert_contains(sb_str(&b), "=> flash-decoding + variant flash-attention");
+  assert_contains(sb_str(&b), "kernel attention_0: ");
+  assert_contains(sb_str(&b), "=> skip (computed by attention_2 in decode and prefill)");
+  assert_null(strstr(sb_str(&b), "mma=bf16")); /* no GEMM here, so no tensor-core GEMM asked */
+  sb_free(&b);
+  compilation_free(c);
+  c = compilation_new(TARGET_CUDA, NULL);
+  assert_true(compile_source(c, LINEAR, ST_TILE, &d));
+  print_stage(&b, c, ST_TILE);
+  assert_contains(sb_str(&b), "mma=bf16x2 split-k-fill=264 or-cublaslt");
+  assert_contains(sb_str(&b), "=> loop + variant gemm|cublaslt");
+  sb_free(&b);
+  compilation_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(gemm_matches),
+      cmocka_unit_test(gemm_refusals),
+      cmocka_unit_test(attention_matches),
+      cmocka_unit_test(attention_refusals),
+      cmocka_unit_test(illegal_schedules_rejected),
+      cmocka_unit_test(legal_schedules_honoured),
+      cmocka_unit_test(default_choices_printed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -7,7 +7,7 @@ CUDA    ?= /usr/local/cuda
 CFLAGS  ?= -O2 -g
 LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc
 
-LIB_SRC := $(sort $(wildcard src/*/*.c))
+LIB_SRC := $(sort $(wildcard src/*/*.c src/*/*/*.c))
 LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -82,7 +82,8 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc
 FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/mapfile.c src/base/hash.c src/base/strbuf.c src/ir/dtype.c \
-                src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c
+                src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c src/model/config_keys.c \
+                $(wildcard src/model/arch/*.c) src/graph/graph.c src/ir/expr.c
 .PHONY: fuzz
 fuzz:
 	scripts/install-deps.sh fuzz

@@ -70,7 +70,7 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       }
     }
     if (!strcmp(name, "rope.inv_freq")) {
-      llama_rope_inv_freq(&m->cfg, host);
+      model_rope_inv_freq(&m->cfg, host);
     } else if (!m->weights) {
       fill_random(name, n->dtype, host, numel);
       m->weight_bytes += bytes;
@@ -155,7 +155,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
   m->comp = model_compilation_new(o);
-  if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
+  if (!(m->comp->graph = model_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
   if (!compile_graph(m->comp, ST_CODE, d)) return 0;
   if (!(m->plan = plan_new(m->comp->kernel, m->backend, d))) return 0;

@@ -179,46 +179,17 @@ static int open_hf_dir(WeightStore *w, const char *dir, ModelConfig *cfg, Diag *
 
 /* ---- GGUF ---- */
 
-/* blk.N.<part> → model.layers.N.<hf part>; NULL when the name has no Hugging Face counterpart. */
-static const char *gguf_to_hf(Arena *a, const char *g) {
-  static const struct {
-    const char *gguf, *hf;
-  } top[] = {{"token_embd.weight", "model.embed_tokens.weight"},
-             {"output_norm.weight", "model.norm.weight"},
-             {"output.weight", "lm_head.weight"}};
-  static const struct {
-    const char *gguf, *hf;
-  } layer[] = {{"attn_norm", "input_layernorm"},    {"ffn_norm", "post_attention_layernorm"},
-               {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
-               {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
-               {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
-               {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-               {"ffn_down", "mlp.down_proj"}};
-  for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-    if (strcmp(g, top[i].gguf) == 0) return top[i].hf;
-  if (strncmp(g, "blk.", 4) != 0) return NULL;
-  char *end;
-  errno = 0;
-  long n = strtol(g + 4, &end, 10);
-  if (end == g + 4 || *end != '.' || n < 0 || errno) return NULL;
-  const char *part = end + 1, *dot = strrchr(part, '.');
-  if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".bias") != 0)) return NULL;
-  for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-    if (strlen(layer[i].gguf) == (size_t)(dot - part) && strncmp(part, layer[i].gguf, (size_t)(dot - part)) == 0)
-      return arena_printf(a, "model.layers.%ld.%s%s", n, layer[i].hf, dot);
-  return NULL;
-}
-
 static DType gguf_stored_dtype(int type) { return type == GGML_F16 ? DT_F16 : type == GGML_BF16 ? DT_BF16 : DT_F32; }
 
 static int open_gguf(WeightStore *w, const char *path, ModelConfig *cfg, Diag *d) {
   w->gguf = gguf_open(path, d);
   if (!w->gguf || !model_config_from_gguf(w->gguf, cfg, d)) return 0;
-  /* llama.cpp permutes q/k rows only for its "llama" architecture (Llama, Mistral, SmolLM2). */
-  int permuted = cfg->arch == ARCH_LLAMA || cfg->arch == ARCH_MISTRAL;
+  /* llama.cpp permutes q/k rows only for some architectures (its "llama": Llama, Mistral, SmolLM2). */
+  const ArchDesc *arch = arch_get(cfg->arch);
+  int permuted = arch->gguf_qk_permuted;
   for (int i = 0; i < gguf_tensor_count(w->gguf); i++) {
     const GgufTensor *t = gguf_tensor_at(w->gguf, i);
-    const char *hf = gguf_to_hf(w->arena, t->name);
+    const char *hf = arch_gguf_to_hf(arch, w->arena, t->name);
     Entry *e = add_entry(w, hf ? hf : t->name);
     e->gg = t;
     e->info.rank = t->n_dims;

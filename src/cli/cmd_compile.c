@@ -3,7 +3,7 @@
 #include <string.h>
 #include "../model/config.h"
 #include "../model/presets.h"
-#include "../model/weights.h"
+#include "../model/model_check.h"
 #include "cli.h"
 
 int cmd_compile(int argc, char **argv) {
@@ -66,7 +66,7 @@ int cmd_compile(int argc, char **argv) {
     ok = (c->graph = model_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
   } else if (model) { /* the whole model's forward step, built from its config (weights are not read) */
     ModelConfig cfg;
-    WeightStore *w = weights_open(path, &cfg, &d);
+    WeightStore *w = model_weights_open(path, &cfg, &d);
     ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32};
     ok = w && (c->graph = model_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
     weights_close(w);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "../model/gguf.h"
+#include "../model/model_check.h"
 
 
 /* Weights keep the file's float type where the kernels can read it; quantized and other types are
@@ -113,7 +114,7 @@ Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag 
   if (!m) abort();
   m->backend = b;
   double t0 = now_ms();
-  if (!(m->weights = weights_open(path, &m->cfg, d))) goto fail;
+  if (!(m->weights = model_weights_open(path, &m->cfg, d))) goto fail;
   if (weights_gguf(m->weights)) {
     if (!(m->tok = tokenizer_from_gguf(weights_gguf(m->weights), d))) goto fail;
   } else {
@@ -151,7 +152,15 @@ Compilation *model_compilation_new(const ModelLoadOptions *o) {
 
 /* Builds and compiles the forward step and binds weights, caches and frequencies. */
 static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d) {
-  m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->cfg.max_ctx > 0 && m->cfg.max_ctx < 4096 ? m->cfg.max_ctx : 4096);
+  /* Within its sliding window, a sliding-window model's attention is full attention: the window caps the context. */
+  int window = m->cfg.sliding_window, trained = m->cfg.max_ctx;
+  if (window > 0 && window < trained) trained = window;
+  m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (trained > 0 && trained < 4096 ? trained : 4096);
+  if (window > 0 && m->max_ctx > window) {
+    diag_error(d, 0, 0, "a context of %d exceeds the model's sliding window of %d, which lathe does not implement",
+               m->max_ctx, window);
+    return 0;
+  }
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
   m->comp = model_compilation_new(o);

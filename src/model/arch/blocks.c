@@ -1,6 +1,7 @@
 /* Decoder building blocks over one graph (blocks.h). */
 #include "blocks.h"
 #include <stdio.h>
+#include <string.h>
 
 const TensorNamePair LLAMA_TOP_TENSORS[] = {{"token_embd.weight", "model.embed_tokens.weight"},
                                             {"output_norm.weight", "model.norm.weight"},
@@ -13,6 +14,12 @@ const TensorNamePair LLAMA_LAYER_TENSORS[] = {
     {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
     {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"},       {NULL, NULL}};
+
+int llama_family_ignored_tensor(const char *name, const ModelConfig *c) {
+  size_t n = strlen(name);
+  return !strcmp(name, "rope_freqs.weight") || (n > 21 && !strcmp(name + n - 21, ".rotary_emb.inv_freq")) ||
+         (c->tied_embeddings && !strcmp(name, "lm_head.weight"));
+}
 
 static int input(ModelBuilder *b, const char *name, DType t, int rank, Expr *const *dims) {
   if (b->fail) return -1;

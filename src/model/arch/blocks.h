@@ -44,4 +44,8 @@ int mb_swiglu_mlp_block(ModelBuilder *b, int h, int layer);
 /* The Llama-family tensor names (Llama, Mistral, Qwen2, Qwen3 share them). */
 extern const TensorNamePair LLAMA_TOP_TENSORS[];
 extern const TensorNamePair LLAMA_LAYER_TENSORS[];
+/* Tensors a Llama-family file may hold unread: rope_freqs.weight (read into the config by rope.c), old
+ * checkpoints' rotary_emb.inv_freq buffers (recomputed), and lm_head.weight of a tied model (transformers
+ * ignores it too). */
+int llama_family_ignored_tensor(const char *name, const ModelConfig *c);
 #endif

@@ -7,7 +7,6 @@
  * scaling); q/k/v biases when blk.0.attn_q.bias is present.
  * Tensors: the Llama-family names (blocks.c); llama.cpp's converter permuted the q/k rows.
  * Graph: embedding; per layer h += attention(rms_norm(h)), h += swiglu(rms_norm(h)); norm; LM head. */
-#include <string.h>
 #include "blocks.h"
 #include "hparams.h"
 
@@ -18,13 +17,6 @@ static int hf_config(const HfObj *root, ModelConfig *c, Diag *d) {
 static int gguf_config(const struct GgufFile *f, ModelConfig *c, Diag *d) {
   hp_gguf_detect_qkv_bias(f, c);
   return rope_read_gguf(f, "llama", c, d);
-}
-
-/* rope_freqs.weight is read into the config (rope.c); old checkpoints carry their rotary inv_freq buffers. */
-static int ignored_tensor(const char *name, const ModelConfig *c) {
-  size_t n = strlen(name);
-  return !strcmp(name, "rope_freqs.weight") || (n > 21 && !strcmp(name + n - 21, ".rotary_emb.inv_freq")) ||
-         (c->tied_embeddings && !strcmp(name, "lm_head.weight")); /* tied: transformers ignores it too */
 }
 
 static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d) {
@@ -39,5 +31,13 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
   return mb_finish(&b, h);
 }
 
-const ArchDesc ARCH_DESC_LLAMA = {ARCH_LLAMA,       "llama",   "LlamaForCausalLM", 1, LLAMA_TOP_TENSORS,
-                                  LLAMA_LAYER_TENSORS, ignored_tensor, hf_config, gguf_config, build};
+const ArchDesc ARCH_DESC_LLAMA = {.id = ARCH_LLAMA,
+                                 .name = "llama",
+                                 .hf_class = "LlamaForCausalLM",
+                                 .gguf_qk_permuted = 1,
+                                 .top = LLAMA_TOP_TENSORS,
+                                 .layer = LLAMA_LAYER_TENSORS,
+                                 .ignored_tensor = llama_family_ignored_tensor,
+                                 .hf_config = hf_config,
+                                 .gguf_config = gguf_config,
+                                 .build = build};

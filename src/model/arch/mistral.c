@@ -5,7 +5,6 @@
  * and full attention agree). GGUF "mistral.*": as Llama.
  * Tensors: the Llama-family names (blocks.c), q/k rows permuted as for Llama.
  * Graph: the Llama decoder. */
-#include <string.h>
 #include "blocks.h"
 #include "hparams.h"
 
@@ -17,10 +16,6 @@ static int hf_config(const HfObj *root, ModelConfig *c, Diag *d) {
 static int gguf_config(const struct GgufFile *f, ModelConfig *c, Diag *d) {
   hp_gguf_detect_qkv_bias(f, c);
   return rope_read_gguf(f, "mistral", c, d);
-}
-
-static int ignored_tensor(const char *name, const ModelConfig *c) {
-  return !strcmp(name, "rope_freqs.weight") || (c->tied_embeddings && !strcmp(name, "lm_head.weight"));
 }
 
 static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d) {
@@ -35,5 +30,13 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
   return mb_finish(&b, h);
 }
 
-const ArchDesc ARCH_DESC_MISTRAL = {ARCH_MISTRAL,       "mistral",      "MistralForCausalLM", 1, LLAMA_TOP_TENSORS,
-                                    LLAMA_LAYER_TENSORS, ignored_tensor, hf_config,            gguf_config, build};
+const ArchDesc ARCH_DESC_MISTRAL = {.id = ARCH_MISTRAL,
+                                 .name = "mistral",
+                                 .hf_class = "MistralForCausalLM",
+                                 .gguf_qk_permuted = 1,
+                                 .top = LLAMA_TOP_TENSORS,
+                                 .layer = LLAMA_LAYER_TENSORS,
+                                 .ignored_tensor = llama_family_ignored_tensor,
+                                 .hf_config = hf_config,
+                                 .gguf_config = gguf_config,
+                                 .build = build};

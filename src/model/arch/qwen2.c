@@ -5,7 +5,6 @@
  * GGUF "qwen2.*": rope.freq_base, rope.dimension_count, rope.scaling.type.
  * Tensors: the Llama-family names (blocks.c), not permuted (llama.cpp's Qwen2 uses NeoX-style RoPE).
  * Graph: the Llama decoder with q/k/v biases. */
-#include <string.h>
 #include "blocks.h"
 #include "hparams.h"
 
@@ -20,10 +19,6 @@ static int gguf_config(const struct GgufFile *f, ModelConfig *c, Diag *d) {
   return rope_read_gguf(f, "qwen2", c, d);
 }
 
-static int ignored_tensor(const char *name, const ModelConfig *c) {
-  return c->tied_embeddings && !strcmp(name, "lm_head.weight");
-}
-
 static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d) {
   ModelBuilder b;
   int h = mb_begin(&b, c, o, arena, pool, d);
@@ -36,5 +31,13 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
   return mb_finish(&b, h);
 }
 
-const ArchDesc ARCH_DESC_QWEN2 = {ARCH_QWEN2,         "qwen2",        "Qwen2ForCausalLM", 0, LLAMA_TOP_TENSORS,
-                                  LLAMA_LAYER_TENSORS, ignored_tensor, hf_config,          gguf_config, build};
+const ArchDesc ARCH_DESC_QWEN2 = {.id = ARCH_QWEN2,
+                                 .name = "qwen2",
+                                 .hf_class = "Qwen2ForCausalLM",
+                                 .gguf_qk_permuted = 0,
+                                 .top = LLAMA_TOP_TENSORS,
+                                 .layer = LLAMA_LAYER_TENSORS,
+                                 .ignored_tensor = llama_family_ignored_tensor,
+                                 .hf_config = hf_config,
+                                 .gguf_config = gguf_config,
+                                 .build = build};

@@ -6,7 +6,6 @@
  * rope.scaling.type; q/k/v biases when blk.0.attn_q.bias is present.
  * Tensors: the Llama-family names (blocks.c) plus q_norm / k_norm per layer; not permuted.
  * Graph: the Llama decoder with RMSNorm over each head's q and k before RoPE. */
-#include <string.h>
 #include "blocks.h"
 #include "hparams.h"
 
@@ -22,10 +21,6 @@ static int gguf_config(const struct GgufFile *f, ModelConfig *c, Diag *d) {
   return rope_read_gguf(f, "qwen3", c, d);
 }
 
-static int ignored_tensor(const char *name, const ModelConfig *c) {
-  return c->tied_embeddings && !strcmp(name, "lm_head.weight");
-}
-
 static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d) {
   ModelBuilder b;
   int h = mb_begin(&b, c, o, arena, pool, d);
@@ -38,5 +33,13 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
   return mb_finish(&b, h);
 }
 
-const ArchDesc ARCH_DESC_QWEN3 = {ARCH_QWEN3,         "qwen3",        "Qwen3ForCausalLM", 0, LLAMA_TOP_TENSORS,
-                                  LLAMA_LAYER_TENSORS, ignored_tensor, hf_config,          gguf_config, build};
+const ArchDesc ARCH_DESC_QWEN3 = {.id = ARCH_QWEN3,
+                                 .name = "qwen3",
+                                 .hf_class = "Qwen3ForCausalLM",
+                                 .gguf_qk_permuted = 0,
+                                 .top = LLAMA_TOP_TENSORS,
+                                 .layer = LLAMA_LAYER_TENSORS,
+                                 .ignored_tensor = llama_family_ignored_tensor,
+                                 .hf_config = hf_config,
+                                 .gguf_config = gguf_config,
+                                 .build = build};

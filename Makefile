@@ -68,7 +68,7 @@ model:
 	scripts/fetch-default-model.sh
 
 format:
-	clang-format -i src/*/*.c src/*/*.h tests/*.c tests/*.h
+	clang-format -i src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h tests/*.c tests/*.h
 
 clean:
 	rm -rf build

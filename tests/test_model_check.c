@@ -13,13 +13,13 @@
 enum { HIDDEN = 8, HEADS = 2, KV_HEADS = 1, HEAD_DIM = 4, FFN = 16, VOCAB = 4, MAX_T = 64 };
 
 typedef struct Tiny {
-  int block_count;      /* the metadata's block_count */
-  int tensor_layers;    /* layers of tensors in the file */
-  float freq_base;      /* 0: key absent */
-  int rope_dims;        /* 0: key absent */
+  int block_count;               /* the metadata's block_count */
+  int tensor_layers;             /* layers of tensors in the file */
+  float freq_base;               /* 0: key absent */
+  int rope_dims;                 /* 0: key absent */
   const char *rope_scaling_type; /* NULL: key absent */
-  int k_rows;           /* rows of blk.0.attn_k (KV_HEADS * HEAD_DIM when right) */
-  const char *extra;    /* an extra tensor's name, or NULL */
+  int k_rows;                    /* rows of blk.0.attn_k (KV_HEADS * HEAD_DIM when right) */
+  const char *extra;             /* an extra tensor's name, or NULL */
 } Tiny;
 
 static Tiny tiny_ok(void) { return (Tiny){2, 2, 10000.0f, HEAD_DIM, NULL, KV_HEADS * HEAD_DIM, NULL}; }
@@ -37,20 +37,20 @@ static const char *write_tiny(const char *dir, const Tiny *t) {
   static char path[512];
   GTensor ts[MAX_T];
   int n = 0;
-#define ADD(NAME, NE0, NE1)                                                                           \
-  do {                                                                                                \
-    snprintf(names[n], sizeof names[n], "%s", NAME);                                                  \
-    ts[n] = (GTensor){names[n], GGML_F32, (NE1) ? 2 : 1, {(NE0), (NE1)}, zeros,                       \
-                      sizeof(float) * (size_t)(NE0) * (size_t)((NE1) ? (NE1) : 1)};                    \
-    n++;                                                                                              \
+#define ADD(NAME, NE0, NE1)                                                                                            \
+  do {                                                                                                                 \
+    snprintf(names[n], sizeof names[n], "%s", NAME);                                                                   \
+    ts[n] = (GTensor){names[n],       GGML_F32, (NE1) ? 2 : 1,                                                         \
+                      {(NE0), (NE1)}, zeros,    sizeof(float) * (size_t)(NE0) * (size_t)((NE1) ? (NE1) : 1)};          \
+    n++;                                                                                                               \
   } while (0)
   ADD("token_embd.weight", HIDDEN, VOCAB);
   for (int l = 0; l < t->tensor_layers; l++) {
     char nm[96];
-#define LAYER(PART, NE0, NE1)                                \
-  do {                                                       \
-    snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, PART);    \
-    ADD(nm, NE0, NE1);                                       \
+#define LAYER(PART, NE0, NE1)                                                                                          \
+  do {                                                                                                                 \
+    snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, PART);                                                              \
+    ADD(nm, NE0, NE1);                                                                                                 \
   } while (0)
     LAYER("attn_norm", HIDDEN, 0);
     LAYER("attn_q", HIDDEN, HEADS * HEAD_DIM);

@@ -161,8 +161,7 @@ int model_config_from_gguf(const GgufFile *f, ModelConfig *c, Diag *d) {
   snprintf(c->arch_name, sizeof c->arch_name, "%s", arch);
   const ArchDesc *a = arch_find(arch);
   if (!a || strcmp(a->name, arch) != 0) { /* GGUF names architectures by model_type */
-    diag_error(d, 0, 0, "%s: unknown architecture '%s' in GGUF metadata (supported: %s)", name, arch,
-               arch_supported());
+    diag_error(d, 0, 0, "%s: unknown architecture '%s' in GGUF metadata (supported: %s)", name, arch, arch_supported());
     return 0;
   }
   c->arch = a->id;
@@ -182,8 +181,8 @@ int model_config_from_gguf(const GgufFile *f, ModelConfig *c, Diag *d) {
       !gguf_key_int(f, arch, "vocab_size", 0, 1, HP_MAX_VOCAB, &c->vocab, d))
     return 0;
   if (value_dim && value_dim != c->head_dim) {
-    diag_error(d, 0, 0, "%s: metadata key '%s.attention.value_length' = %d differs from the key length %d", name,
-               arch, value_dim, c->head_dim);
+    diag_error(d, 0, 0, "%s: metadata key '%s.attention.value_length' = %d differs from the key length %d", name, arch,
+               value_dim, c->head_dim);
     return 0;
   }
   size_t n_tokens = 0;

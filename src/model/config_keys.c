@@ -19,8 +19,8 @@ static int json_int_of(json_t *v, long long *out) {
   return 0;
 }
 
-static int int_in_range(long long x, long long lo, long long hi, const char *file, const char *prefix,
-                        const char *key, Diag *d) {
+static int int_in_range(long long x, long long lo, long long hi, const char *file, const char *prefix, const char *key,
+                        Diag *d) {
   if (x < lo) {
     diag_error(d, 0, 0, "%s: key '%s%s' = %lld is too small (at least %lld)", file, prefix, key, x, lo);
     return 0;
@@ -35,8 +35,8 @@ static int int_in_range(long long x, long long lo, long long hi, const char *fil
 static int num_in_range(double x, double lo, double hi, const char *file, const char *prefix, const char *key,
                         Diag *d) {
   if (!isfinite(x) || x < lo || x > hi) {
-    diag_error(d, 0, 0, "%s: key '%s%s' = %g is out of range (a finite number in [%g, %g])", file, prefix, key, x,
-               lo, hi);
+    diag_error(d, 0, 0, "%s: key '%s%s' = %g is out of range (a finite number in [%g, %g])", file, prefix, key, x, lo,
+               hi);
     return 0;
   }
   return 1;
@@ -108,10 +108,8 @@ int gguf_key_int(const GgufFile *f, const char *arch, const char *suffix, int re
   int64_t v;
   gguf_key(key, sizeof key, arch, suffix);
   if (!gguf_get_int(f, key, &v)) {
-    if (gguf_has_key(f, key))
-      diag_error(d, 0, 0, "%s: metadata key '%s' must be an integer", gguf_file_name(f), key);
-    else if (required)
-      diag_error(d, 0, 0, "%s: missing required key '%s'", gguf_file_name(f), key);
+    if (gguf_has_key(f, key)) diag_error(d, 0, 0, "%s: metadata key '%s' must be an integer", gguf_file_name(f), key);
+    else if (required) diag_error(d, 0, 0, "%s: missing required key '%s'", gguf_file_name(f), key);
     return !required && !gguf_has_key(f, key);
   }
   if (!int_in_range(v, lo, hi, gguf_file_name(f), "", key, d)) return 0;
@@ -125,13 +123,10 @@ int gguf_key_num(const GgufFile *f, const char *arch, const char *suffix, int re
   double x;
   int64_t i;
   gguf_key(key, sizeof key, arch, suffix);
-  if (gguf_get_int(f, key, &i))
-    x = (double)i;
+  if (gguf_get_int(f, key, &i)) x = (double)i;
   else if (!gguf_get_float(f, key, &x)) {
-    if (gguf_has_key(f, key))
-      diag_error(d, 0, 0, "%s: metadata key '%s' must be a number", gguf_file_name(f), key);
-    else if (required)
-      diag_error(d, 0, 0, "%s: missing required key '%s'", gguf_file_name(f), key);
+    if (gguf_has_key(f, key)) diag_error(d, 0, 0, "%s: metadata key '%s' must be a number", gguf_file_name(f), key);
+    else if (required) diag_error(d, 0, 0, "%s: missing required key '%s'", gguf_file_name(f), key);
     return !required && !gguf_has_key(f, key);
   }
   if (!num_in_range(x, lo, hi, gguf_file_name(f), "", key, d)) return 0;

@@ -30,7 +30,7 @@ int gguf_key_num(const struct GgufFile *f, const char *arch, const char *suffix,
 int gguf_key_str(const struct GgufFile *f, const char *arch, const char *suffix, const char **out, Diag *d);
 
 /* Sane bounds shared by every architecture. */
-#define HP_MAX_WIDTH (1LL << 20)   /* hidden, intermediate, heads x head_dim */
+#define HP_MAX_WIDTH (1LL << 20) /* hidden, intermediate, heads x head_dim */
 #define HP_MAX_LAYERS 4096LL
 #define HP_MAX_HEADS 4096LL
 #define HP_MAX_VOCAB (1LL << 24)

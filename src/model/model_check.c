@@ -17,15 +17,14 @@ static long layer_of(const char *name) {
 
 /* "'llama.block_count' = 30" or "'num_hidden_layers' = 30 in DIR/config.json" */
 static void layers_key(char *out, size_t n, WeightStore *w, const ModelConfig *c) {
-  if (weights_gguf(w))
-    snprintf(out, n, "'%s.block_count' = %d", c->arch_name, c->layers);
-  else
-    snprintf(out, n, "'num_hidden_layers' = %d in %s/config.json", c->layers, weights_dir(w));
+  if (weights_gguf(w)) snprintf(out, n, "'%s.block_count' = %d", c->arch_name, c->layers);
+  else snprintf(out, n, "'num_hidden_layers' = %d in %s/config.json", c->layers, weights_dir(w));
 }
 
 static void dims_text(char *out, size_t n, int rank, const int64_t *dims) {
   size_t at = (size_t)snprintf(out, n, "[");
-  for (int i = 0; i < rank && at < n; i++) at += (size_t)snprintf(out + at, n - at, "%s%lld", i ? ", " : "", (long long)dims[i]);
+  for (int i = 0; i < rank && at < n; i++)
+    at += (size_t)snprintf(out + at, n - at, "%s%lld", i ? ", " : "", (long long)dims[i]);
   if (at < n) snprintf(out + at, n - at, "]");
 }
 

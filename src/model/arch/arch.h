@@ -32,10 +32,10 @@ typedef struct TensorNamePair {
 
 typedef struct ArchDesc {
   ModelArch id;
-  const char *name;          /* GGUF general.architecture, HF model_type */
-  const char *hf_class;      /* HF architectures[0] */
-  int gguf_qk_permuted;      /* llama.cpp permuted q/k rows for rotate-half RoPE in its converter */
-  const TensorNamePair *top; /* whole-model tensors (full names), NULL-terminated */
+  const char *name;            /* GGUF general.architecture, HF model_type */
+  const char *hf_class;        /* HF architectures[0] */
+  int gguf_qk_permuted;        /* llama.cpp permuted q/k rows for rotate-half RoPE in its converter */
+  const TensorNamePair *top;   /* whole-model tensors (full names), NULL-terminated */
   const TensorNamePair *layer; /* per-layer parts (blk.N.<gguf> <-> model.layers.N.<hf>), NULL-terminated */
   /* Tensors a file may hold that the graph does not read (consumed by the config, or recomputed). */
   int (*ignored_tensor)(const char *hf_name, const struct ModelConfig *c);

@@ -133,8 +133,7 @@ int mb_swiglu_mlp_block(ModelBuilder *b, int h, int layer) {
   return op(b, G_ADD, h, mb_linear(b, act, dn, c->hidden, c->intermediate, 0), -1, NULL);
 }
 
-int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool,
-             Diag *d) {
+int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d) {
   if (c->heads <= 0 || c->kv_heads <= 0 || c->head_dim <= 0 || c->head_dim % 2 || c->heads % c->kv_heads ||
       c->hidden <= 0 || c->layers <= 0 || c->vocab <= 0 || c->intermediate <= 0 || o->max_ctx <= 0) {
     diag_error(d, 0, 0, "model config is inconsistent (heads %d, kv_heads %d, head_dim %d, hidden %d, layers %d)",

@@ -20,8 +20,7 @@ typedef struct ModelBuilder {
 
 /* Checks the sizes, makes the graph, the seq/past symbols and the ids/pos/frequency inputs; returns the
  * embedded tokens h [1, seq, hidden] in f32, or -1. */
-int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool,
-             Diag *d);
+int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d);
 /* Final RMSNorm of the last position, the LM head (tied or lm_head.weight), the logits and their argmax as
  * outputs. */
 Graph *mb_finish(ModelBuilder *b, int h);

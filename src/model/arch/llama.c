@@ -32,12 +32,12 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
 }
 
 const ArchDesc ARCH_DESC_LLAMA = {.id = ARCH_LLAMA,
-                                 .name = "llama",
-                                 .hf_class = "LlamaForCausalLM",
-                                 .gguf_qk_permuted = 1,
-                                 .top = LLAMA_TOP_TENSORS,
-                                 .layer = LLAMA_LAYER_TENSORS,
-                                 .ignored_tensor = llama_family_ignored_tensor,
-                                 .hf_config = hf_config,
-                                 .gguf_config = gguf_config,
-                                 .build = build};
+                                  .name = "llama",
+                                  .hf_class = "LlamaForCausalLM",
+                                  .gguf_qk_permuted = 1,
+                                  .top = LLAMA_TOP_TENSORS,
+                                  .layer = LLAMA_LAYER_TENSORS,
+                                  .ignored_tensor = llama_family_ignored_tensor,
+                                  .hf_config = hf_config,
+                                  .gguf_config = gguf_config,
+                                  .build = build};

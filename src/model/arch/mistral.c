@@ -31,12 +31,12 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
 }
 
 const ArchDesc ARCH_DESC_MISTRAL = {.id = ARCH_MISTRAL,
-                                 .name = "mistral",
-                                 .hf_class = "MistralForCausalLM",
-                                 .gguf_qk_permuted = 1,
-                                 .top = LLAMA_TOP_TENSORS,
-                                 .layer = LLAMA_LAYER_TENSORS,
-                                 .ignored_tensor = llama_family_ignored_tensor,
-                                 .hf_config = hf_config,
-                                 .gguf_config = gguf_config,
-                                 .build = build};
+                                    .name = "mistral",
+                                    .hf_class = "MistralForCausalLM",
+                                    .gguf_qk_permuted = 1,
+                                    .top = LLAMA_TOP_TENSORS,
+                                    .layer = LLAMA_LAYER_TENSORS,
+                                    .ignored_tensor = llama_family_ignored_tensor,
+                                    .hf_config = hf_config,
+                                    .gguf_config = gguf_config,
+                                    .build = build};

@@ -32,12 +32,12 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
 }
 
 const ArchDesc ARCH_DESC_QWEN2 = {.id = ARCH_QWEN2,
-                                 .name = "qwen2",
-                                 .hf_class = "Qwen2ForCausalLM",
-                                 .gguf_qk_permuted = 0,
-                                 .top = LLAMA_TOP_TENSORS,
-                                 .layer = LLAMA_LAYER_TENSORS,
-                                 .ignored_tensor = llama_family_ignored_tensor,
-                                 .hf_config = hf_config,
-                                 .gguf_config = gguf_config,
-                                 .build = build};
+                                  .name = "qwen2",
+                                  .hf_class = "Qwen2ForCausalLM",
+                                  .gguf_qk_permuted = 0,
+                                  .top = LLAMA_TOP_TENSORS,
+                                  .layer = LLAMA_LAYER_TENSORS,
+                                  .ignored_tensor = llama_family_ignored_tensor,
+                                  .hf_config = hf_config,
+                                  .gguf_config = gguf_config,
+                                  .build = build};

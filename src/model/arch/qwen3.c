@@ -34,12 +34,12 @@ static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *are
 }
 
 const ArchDesc ARCH_DESC_QWEN3 = {.id = ARCH_QWEN3,
-                                 .name = "qwen3",
-                                 .hf_class = "Qwen3ForCausalLM",
-                                 .gguf_qk_permuted = 0,
-                                 .top = LLAMA_TOP_TENSORS,
-                                 .layer = LLAMA_LAYER_TENSORS,
-                                 .ignored_tensor = llama_family_ignored_tensor,
-                                 .hf_config = hf_config,
-                                 .gguf_config = gguf_config,
-                                 .build = build};
+                                  .name = "qwen3",
+                                  .hf_class = "Qwen3ForCausalLM",
+                                  .gguf_qk_permuted = 0,
+                                  .top = LLAMA_TOP_TENSORS,
+                                  .layer = LLAMA_LAYER_TENSORS,
+                                  .ignored_tensor = llama_family_ignored_tensor,
+                                  .hf_config = hf_config,
+                                  .gguf_config = gguf_config,
+                                  .build = build};

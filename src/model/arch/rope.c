@@ -91,10 +91,8 @@ static int gguf_rope_freqs(const GgufFile *f, const char *arch, ModelConfig *c, 
     double low = 1.0, high = 4.0, low_wl = orig / low, high_wl = orig / high;
     for (int i = 0; i < half && ok; i++) {
       double wavelen = 2 * M_PI / pow(c->rope_theta, -2.0 * i / c->head_dim), want;
-      if (wavelen < high_wl)
-        want = 1.0;
-      else if (wavelen > low_wl)
-        want = factor;
+      if (wavelen < high_wl) want = 1.0;
+      else if (wavelen > low_wl) want = factor;
       else {
         double smooth = (orig / wavelen - low) / (high - low);
         want = 1.0 / ((1 - smooth) / factor + smooth);

@@ -7,7 +7,7 @@ CUDA    ?= /usr/local/cuda
 CFLAGS  ?= -O2 -g
 LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc -lcurl -lcrypto
 
-LIB_SRC := $(sort $(wildcard src/*/*.c))
+LIB_SRC := $(sort $(wildcard src/*/*.c src/*/*/*.c))
 LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -94,7 +94,7 @@ model:
 	scripts/fetch-default-model.sh
 
 format:
-	clang-format -i src/*/*.c src/*/*.h tests/*.c tests/*.h
+	clang-format -i src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h tests/*.c tests/*.h
 
 clean:
 	rm -rf build
@@ -108,7 +108,8 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc
 FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/mapfile.c src/base/hash.c src/base/strbuf.c src/ir/dtype.c \
-                src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c
+                src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c src/model/config_keys.c \
+                $(wildcard src/model/arch/*.c) src/graph/graph.c src/ir/expr.c
 .PHONY: fuzz
 fuzz:
 	scripts/install-deps.sh fuzz

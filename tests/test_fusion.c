@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include "testutil.h"
 #include "driver/pipeline.h"
-#include "model/llama.h"
+#include "model/arch/arch.h"
 #include "model/presets.h"
 
 static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
@@ -169,7 +169,7 @@ static void fixpoint_reuses_kernels(void **s) {
       ModelBuildOptions o = {.max_ctx = 64, .weight_dtype = DT_BF16, .cache_dtype = DT_BF16};
       Diag d = {0};
       Compilation *c = compilation_new(t ? TARGET_CUDA : TARGET_CPU, NULL);
-      c->graph = llama_build(&cfg, &o, c->arena, c->pool, &d);
+      c->graph = model_build(&cfg, &o, c->arena, c->pool, &d);
       if (!c->graph || !compile_graph(c, ST_TENSOR, &d)) fail_msg("%s: %s", names[m], d.msg);
       LoopStats plain = {.no_reuse = 1}, reused = {0};
       LProgram *a = loop_from_tensor_stats(c->tensor, &c->fusion, &d, &plain);

@@ -6,7 +6,7 @@
 #include "testutil.h"
 #include "backend/nvrtc.h"
 #include "driver/execute.h"
-#include "model/llama.h"
+#include "model/config.h"
 
 static ModelConfig tiny(ModelArch arch) {
   ModelConfig c = {0};
@@ -31,7 +31,7 @@ static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
   ModelBuildOptions o = {.max_ctx = 32, .weight_dtype = wdt, .cache_dtype = DT_F32};
   Diag d = {0};
   Compilation *c = compilation_new(TARGET_CPU, NULL);
-  c->graph = llama_build(cfg, &o, c->arena, c->pool, &d);
+  c->graph = model_build(cfg, &o, c->arena, c->pool, &d);
   if (!c->graph) fail_msg("build: %s", d.msg);
   if (!compile_graph(c, ST_CODE, &d)) fail_msg("compile: %s", d.msg);
   SymEnv env = {0};
@@ -58,7 +58,7 @@ static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
   compilation_free(c);
 
   Compilation *g = compilation_new(TARGET_CUDA, NULL);
-  g->graph = llama_build(cfg, &o, g->arena, g->pool, &d);
+  g->graph = model_build(cfg, &o, g->arena, g->pool, &d);
   if (!g->graph || !compile_graph(g, ST_CODE, &d)) fail_msg("cuda codegen: %s", d.msg);
   void *cubin = NULL;
   size_t size = 0;
@@ -80,9 +80,9 @@ static void llama3_rope_scaling(void **s) {
   c.rope_high_freq = 4;
   c.rope_orig_ctx = 2048;
   float f[8], plain[8];
-  llama_rope_inv_freq(&c, f);
+  model_rope_inv_freq(&c, f);
   c.rope_llama3 = 0;
-  llama_rope_inv_freq(&c, plain);
+  model_rope_inv_freq(&c, plain);
   assert_true(f[0] == plain[0]);       /* high frequencies are kept */
   assert_true(f[7] < plain[7] / 7.9f); /* low frequencies are divided by the factor */
   c.rope_llama3 = 1;
@@ -94,7 +94,7 @@ static void inconsistent_config_is_an_error(void **s) {
   ModelBuildOptions o = {.max_ctx = 8, .weight_dtype = DT_F32, .cache_dtype = DT_F32};
   Diag d = {0};
   Arena *a = arena_new();
-  assert_null(llama_build(&c, &o, a, expr_pool_new(a), &d));
+  assert_null(model_build(&c, &o, a, expr_pool_new(a), &d));
   assert_contains(d.msg, "inconsistent");
   arena_free(a);
 }

@@ -160,7 +160,7 @@ int cmd_bench(int argc, char **argv) {
     ModelBuildOptions bo = {m->max_ctx, m->weight_dtype, DT_F32};
     double t0 = now_ms();
     Plan *p = NULL;
-    if ((c->graph = llama_build(&m->cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, ST_CODE, &d))
+    if ((c->graph = model_build(&m->cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, ST_CODE, &d))
       p = plan_new(c->launch, sb_str(&c->code), be, &d);
     warm_ms = now_ms() - t0;
     plan_free(p);

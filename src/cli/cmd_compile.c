@@ -1,9 +1,9 @@
 /* lathe compile: print any stage of the pipeline. */
 #include <stdio.h>
 #include <string.h>
-#include "../model/llama.h"
+#include "../model/config.h"
 #include "../model/presets.h"
-#include "../model/weights.h"
+#include "../model/model_check.h"
 #include "cli.h"
 #include "options.h"
 
@@ -83,12 +83,12 @@ int cmd_compile(int argc, char **argv) {
   int rc = EXIT_OK, ok;
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */
     ModelBuildOptions bo = {4096, DT_BF16, DT_F32};
-    ok = (c->graph = llama_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
+    ok = (c->graph = model_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
   } else if (model) { /* the whole model's forward step, built from its config (weights are not read) */
     ModelConfig cfg;
-    WeightStore *w = weights_open(path, &cfg, &d);
+    WeightStore *w = model_weights_open(path, &cfg, &d);
     ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32};
-    ok = w && (c->graph = llama_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
+    ok = w && (c->graph = model_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
     weights_close(w);
   } else {
     ok = compile_source(c, prog.text, stage, &d);

@@ -145,6 +145,7 @@ const char *model_arg_resolve(const char *arg) {
 int is_model_path(const char *path) {
   size_t n = strlen(path);
   if (n > 5 && !strcmp(path + n - 5, ".gguf")) return 1;
+  if (n > 12 && !strcmp(path + n - 12, ".safetensors")) return 1; /* a weights file: its directory is the model */
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "../model/gguf.h"
+#include "../model/model_check.h"
 
 
 /* Weights keep the file's float type where the kernels can read it; quantized and other types are
@@ -76,7 +77,7 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       }
     }
     if (!strcmp(name, "rope.inv_freq")) {
-      llama_rope_inv_freq(&m->cfg, host);
+      model_rope_inv_freq(&m->cfg, host);
     } else if (!m->weights) {
       fill_random(name, n->dtype, host, numel);
       m->weight_bytes += bytes;
@@ -119,7 +120,7 @@ Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag 
   if (!m) abort();
   m->backend = b;
   double t0 = now_ms();
-  if (!(m->weights = weights_open(path, &m->cfg, d))) goto fail;
+  if (!(m->weights = model_weights_open(path, &m->cfg, d))) goto fail;
   const char *tok_model;
   if (weights_gguf(m->weights)) {
     /* A GGUF without tokenizer.ggml.* (lathe quantize from a directory without tokenizer.json) runs on
@@ -179,13 +180,21 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
 
 /* Builds and compiles the forward step and binds weights, caches and frequencies. */
 static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d) {
-  m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->cfg.max_ctx > 0 && m->cfg.max_ctx < 4096 ? m->cfg.max_ctx : 4096);
+  /* Within its sliding window, a sliding-window model's attention is full attention: the window caps the context. */
+  int window = m->cfg.sliding_window, trained = m->cfg.max_ctx;
+  if (window > 0 && window < trained) trained = window;
+  m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (trained > 0 && trained < 4096 ? trained : 4096);
+  if (window > 0 && m->max_ctx > window) {
+    diag_error(d, 0, 0, "a context of %d exceeds the model's sliding window of %d, which lathe does not implement",
+               m->max_ctx, window);
+    return 0;
+  }
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
   m->weight_dtype = wdt;
   if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);
   m->comp->device = m->backend->target; /* schedules for the device the plan runs on */
-  if (!(m->comp->graph = llama_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
+  if (!(m->comp->graph = model_build(&m->cfg, &bo, m->comp->arena, m->comp->pool, d))) return 0;
   double t1 = now_ms();
   if (!compile_graph(m->comp, ST_CODE, d)) return 0;
   if (!(m->plan = plan_new(m->comp->launch, sb_str(&m->comp->code), m->backend, d))) return 0;

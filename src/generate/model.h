@@ -4,7 +4,7 @@
 #ifndef LATHE_MODEL_H
 #define LATHE_MODEL_H
 #include "../driver/pipeline.h"
-#include "../model/llama.h"
+#include "../model/config.h"
 #include "../model/weights.h"
 #include "../runtime/plan.h"
 #include "../tokenizer/tokenizer.h"

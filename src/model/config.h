@@ -1,9 +1,9 @@
-/* Model hyper-parameters, from a Hugging Face config.json or GGUF metadata, in Hugging Face terms. */
+/* Model hyper-parameters, from a Hugging Face config.json or GGUF metadata, in Hugging Face terms. The keys
+ * every decoder shares are read here; each architecture reads its own (arch/<name>.c). */
 #ifndef LATHE_MODEL_CONFIG_H
 #define LATHE_MODEL_CONFIG_H
 #include "../base/diag.h"
-
-typedef enum ModelArch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_MISTRAL } ModelArch;
+#include "arch/arch.h"
 
 typedef struct ModelConfig {
   ModelArch arch;
@@ -26,12 +26,14 @@ typedef struct ModelConfig {
   int tied_embeddings;    /* tie_word_embeddings */
   int qkv_bias;           /* Qwen2: biases on q/k/v projections */
   int qk_norm;            /* Qwen3: RMSNorm on q and k per head */
+  int sliding_window;     /* > 0: attention sees only the last sliding_window positions (lathe: context cap) */
   int bos_id, eos_id;     /* -1 if unknown */
   int eos_ids[8], n_eos;  /* all end-of-sequence ids (generation_config may list several) */
 } ModelConfig;
 
 /* Reads <dir>/config.json (and generation_config.json if present). Unknown architecture: the diag
- * names it. Missing required keys: the diag names the key and the file. */
+ * names it. Missing required keys, values of the wrong type or out of range: the diag names the key and
+ * the file. */
 int model_config_from_hf_dir(const char *dir, ModelConfig *c, Diag *d);
 struct GgufFile;
 int model_config_from_gguf(const struct GgufFile *f, ModelConfig *c, Diag *d);

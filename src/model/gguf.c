@@ -492,3 +492,7 @@ const GgufTensor *gguf_find_tensor(const GgufFile *f, const char *name) {
     if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
   return NULL;
 }
+
+const char *gguf_file_name(const GgufFile *f) { return f->im.name; }
+
+int gguf_has_key(const GgufFile *f, const char *key) { return find_kv(f, key) != NULL; }

@@ -35,9 +35,13 @@ GgufFile *gguf_open(const char *path, Diag *d);
  * copied: they must outlive the returned file. */
 GgufFile *gguf_open_memory(const void *data, size_t size, const char *name, Diag *d);
 void gguf_close(GgufFile *f);
+/* The path (or name) the file was opened under, for messages. */
+const char *gguf_file_name(const GgufFile *f);
 
 /* Metadata. Each returns 1 if the key exists with a compatible type (integers of any width convert
  * to int64, f32/f64 to double), else 0. Strings are NUL-terminated copies owned by the file. */
+/* 1 if the key exists, whatever its type. */
+int gguf_has_key(const GgufFile *f, const char *key);
 int gguf_get_int(const GgufFile *f, const char *key, int64_t *out);
 int gguf_get_float(const GgufFile *f, const char *key, double *out);
 int gguf_get_bool(const GgufFile *f, const char *key, int *out);

@@ -19,16 +19,19 @@ typedef struct Entry {
   const StTensor *st;   /* safetensors source, or */
   const GgufTensor *gg; /* GGUF source */
   int unpermute_heads;  /* > 0: undo llama.cpp's q/k row permutation with this many heads */
+  const char *file;     /* the file holding it */
 } Entry;
 
 struct WeightStore {
   Arena *arena;
   const char *dir;
+  const char *source; /* the .gguf, model.safetensors or model.safetensors.index.json */
   GgufFile *gguf;
   StFile **shards;
   int n_shards;
   Entry *entries;
   int n, cap_entries;
+  const char *last_shard_path; /* of the shard open_shard opened last */
   int *slots; /* open-addressing hash of entry indices (-1 empty) */
   int n_slots;
 };
@@ -84,9 +87,10 @@ static Entry *add_entry(WeightStore *w, const char *name) {
 
 /* ---- safetensors directory ---- */
 
-static void add_st_tensor(WeightStore *w, const char *name, const StTensor *t) {
+static void add_st_tensor(WeightStore *w, const char *name, const StTensor *t, const char *file) {
   Entry *e = add_entry(w, name);
   e->st = t;
+  e->file = file;
   e->info.rank = t->rank;
   e->info.dtype = t->dtype;
   for (int i = 0; i < 4; i++)
@@ -98,6 +102,7 @@ static StFile *open_shard(WeightStore *w, const char *file, Diag *d) {
   snprintf(path, sizeof path, "%s/%s", w->dir, file);
   StFile *f = st_open(path, d);
   if (!f) return NULL;
+  w->last_shard_path = arena_strdup(w->arena, path);
   StFile **ns = ARENA_ARRAY(w->arena, StFile *, w->n_shards + 1);
   if (w->n_shards) memcpy(ns, w->shards, sizeof(StFile *) * (size_t)w->n_shards);
   ns[w->n_shards++] = f;
@@ -116,7 +121,7 @@ static int open_sharded(WeightStore *w, const char *index_path, Diag *d) {
   int ok = json_is_object(map);
   if (!ok) diag_error(d, 0, 0, "%s: no \"weight_map\" object", index_path);
   /* Shard files are opened once each, in first-mention order. */
-  const char **names = NULL;
+  const char **names = NULL, **paths = NULL;
   StFile **files = NULL;
   int n_names = 0;
   const char *key;
@@ -124,6 +129,7 @@ static int open_sharded(WeightStore *w, const char *index_path, Diag *d) {
   if (ok) {
     names = calloc(json_object_size(map) + 1, sizeof *names);
     files = calloc(json_object_size(map) + 1, sizeof *files);
+    paths = calloc(json_object_size(map) + 1, sizeof *paths);
   }
   if (ok) json_object_foreach(map, key, v) {
       const char *file = json_string_value(v);
@@ -133,8 +139,9 @@ static int open_sharded(WeightStore *w, const char *index_path, Diag *d) {
         break;
       }
       StFile *sf = NULL;
+      const char *path = NULL;
       for (int i = 0; i < n_names; i++)
-        if (strcmp(names[i], file) == 0) sf = files[i];
+        if (strcmp(names[i], file) == 0) sf = files[i], path = paths[i];
       if (!sf) {
         sf = open_shard(w, file, d);
         if (!sf) {
@@ -142,6 +149,7 @@ static int open_sharded(WeightStore *w, const char *index_path, Diag *d) {
           break;
         }
         names[n_names] = file;
+        path = paths[n_names] = w->last_shard_path;
         files[n_names++] = sf;
       }
       const StTensor *t = st_find_tensor(sf, key);
@@ -150,77 +158,67 @@ static int open_sharded(WeightStore *w, const char *index_path, Diag *d) {
         ok = 0;
         break;
       }
-      add_st_tensor(w, key, t);
+      add_st_tensor(w, key, t, path);
     }
   free(names);
+  free(paths);
   free(files);
   json_decref(root);
   return ok;
 }
 
-static int open_hf_dir(WeightStore *w, const char *dir, ModelConfig *cfg, Diag *d) {
+/* 1 if the directory's index lists `file` as one of its shards. */
+static int index_names_shard(const char *index_path, const char *file) {
+  json_t *root = json_load_file(index_path, 0, NULL), *v;
+  const char *key;
+  int found = 0;
+  json_t *map = root ? json_object_get(root, "weight_map") : NULL;
+  if (json_is_object(map)) json_object_foreach(map, key, v) found |= json_is_string(v) && !strcmp(json_string_value(v), file);
+  json_decref(root);
+  return found;
+}
+
+/* dir: a Hugging Face model directory; file: NULL, or one .safetensors file in it that the user named (the
+ * model is then that file alone, unless it is a shard of the directory's index). */
+static int open_hf_dir(WeightStore *w, const char *dir, const char *file, ModelConfig *cfg, Diag *d) {
   w->dir = arena_strdup(w->arena, dir);
   if (!model_config_from_hf_dir(dir, cfg, d)) return 0;
   char path[4096];
   struct stat st;
   snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-  if (stat(path, &st) == 0) return open_sharded(w, path, d);
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  w->source = arena_strdup(w->arena, path);
+  if (stat(path, &st) == 0 && (!file || index_names_shard(path, file))) return open_sharded(w, path, d);
+  if (!file) file = "model.safetensors";
+  snprintf(path, sizeof path, "%s/%s", dir, file);
   if (stat(path, &st) != 0) {
     diag_error(d, 0, 0, "%s: no model.safetensors or model.safetensors.index.json", dir);
     return 0;
   }
-  StFile *f = open_shard(w, "model.safetensors", d);
+  w->source = arena_strdup(w->arena, path);
+  StFile *f = open_shard(w, file, d);
   if (!f) return 0;
   for (int i = 0; i < st_tensor_count(f); i++)
-    add_st_tensor(w, st_tensor_at(f, i)->name, st_tensor_at(f, i));
+    add_st_tensor(w, st_tensor_at(f, i)->name, st_tensor_at(f, i), w->source);
   return 1;
 }
 
 /* ---- GGUF ---- */
 
-/* blk.N.<part> → model.layers.N.<hf part>; NULL when the name has no Hugging Face counterpart. */
-static const char *gguf_to_hf(Arena *a, const char *g) {
-  static const struct {
-    const char *gguf, *hf;
-  } top[] = {{"token_embd.weight", "model.embed_tokens.weight"},
-             {"output_norm.weight", "model.norm.weight"},
-             {"output.weight", "lm_head.weight"}};
-  static const struct {
-    const char *gguf, *hf;
-  } layer[] = {{"attn_norm", "input_layernorm"},    {"ffn_norm", "post_attention_layernorm"},
-               {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
-               {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
-               {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
-               {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-               {"ffn_down", "mlp.down_proj"}};
-  for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-    if (strcmp(g, top[i].gguf) == 0) return top[i].hf;
-  if (strncmp(g, "blk.", 4) != 0) return NULL;
-  char *end;
-  errno = 0;
-  long n = strtol(g + 4, &end, 10);
-  if (end == g + 4 || *end != '.' || n < 0 || errno) return NULL;
-  const char *part = end + 1, *dot = strrchr(part, '.');
-  if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".bias") != 0)) return NULL;
-  for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-    if (strlen(layer[i].gguf) == (size_t)(dot - part) && strncmp(part, layer[i].gguf, (size_t)(dot - part)) == 0)
-      return arena_printf(a, "model.layers.%ld.%s%s", n, layer[i].hf, dot);
-  return NULL;
-}
-
 static DType gguf_stored_dtype(int type) { return type == GGML_F16 ? DT_F16 : type == GGML_BF16 ? DT_BF16 : DT_F32; }
 
 static int open_gguf(WeightStore *w, const char *path, ModelConfig *cfg, Diag *d) {
+  w->source = arena_strdup(w->arena, path);
   w->gguf = gguf_open(path, d);
   if (!w->gguf || !model_config_from_gguf(w->gguf, cfg, d)) return 0;
-  /* llama.cpp permutes q/k rows only for its "llama" architecture (Llama, Mistral, SmolLM2). */
-  int permuted = cfg->arch == ARCH_LLAMA || cfg->arch == ARCH_MISTRAL;
+  /* llama.cpp permutes q/k rows only for some architectures (its "llama": Llama, Mistral, SmolLM2). */
+  const ArchDesc *arch = arch_get(cfg->arch);
+  int permuted = arch->gguf_qk_permuted;
   for (int i = 0; i < gguf_tensor_count(w->gguf); i++) {
     const GgufTensor *t = gguf_tensor_at(w->gguf, i);
-    const char *hf = gguf_to_hf(w->arena, t->name);
+    const char *hf = arch_gguf_to_hf(arch, w->arena, t->name);
     Entry *e = add_entry(w, hf ? hf : t->name);
     e->gg = t;
+    e->file = w->source;
     e->info.rank = t->n_dims;
     e->info.dtype = gguf_stored_dtype(t->type);
     for (int k = 0; k < 4; k++)
@@ -256,11 +254,19 @@ WeightStore *weights_open(const char *path, ModelConfig *cfg, Diag *d) {
   size_t len = strlen(path);
   int ok;
   if (S_ISDIR(st.st_mode)) {
-    ok = open_hf_dir(w, path, cfg, d);
+    ok = open_hf_dir(w, path, NULL, cfg, d);
+  } else if (len >= 12 && strcmp(path + len - 12, ".safetensors") == 0) {
+    /* one weights file: its directory holds config.json (and the tokenizer) */
+    const char *slash = strrchr(path, '/');
+    char dir[4096] = ".";
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    ok = open_hf_dir(w, dir, slash ? slash + 1 : path, cfg, d);
   } else if (len >= 5 && strcmp(path + len - 5, ".gguf") == 0) {
     ok = open_gguf(w, path, cfg, d);
   } else {
-    diag_error(d, 0, 0, "%s: expected a Hugging Face model directory or a .gguf file", path);
+    diag_error(d, 0, 0, "%s: expected a Hugging Face model directory, a .safetensors file in one, or a .gguf file",
+               path);
     ok = 0;
   }
   if (ok) ok = build_index(w, d);
@@ -402,3 +408,23 @@ struct GgufFile *weights_gguf(WeightStore *w) {
 }
 
 const char *weights_dir(WeightStore *w) { return w->gguf ? NULL : w->dir; }
+
+const char *weights_source(const WeightStore *w) { return w->source; }
+
+int weights_count(const WeightStore *w) { return w->n; }
+
+const char *weights_name_at(const WeightStore *w, int i, WeightInfo *info) {
+  if (i < 0 || i >= w->n) return NULL;
+  if (info) *info = w->entries[i].info;
+  return w->entries[i].name;
+}
+
+const char *weights_stored_name(const WeightStore *w, const char *name) {
+  const Entry *e = find_entry(w, name);
+  return e && e->gg ? e->gg->name : name;
+}
+
+const char *weights_file_of(const WeightStore *w, const char *name) {
+  const Entry *e = find_entry(w, name);
+  return e ? e->file : w->source;
+}

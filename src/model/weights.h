@@ -23,6 +23,14 @@ void weights_close(WeightStore *w);
 int weights_has(WeightStore *w, const char *name, WeightInfo *info);
 /* Converts the whole tensor into dst (row-major, PyTorch order) as dtype `want` (f32, f16 or bf16). */
 int weights_read(WeightStore *w, const char *name, DType want, void *dst, Diag *d);
+/* The file the model's tensors are listed in: the .gguf, model.safetensors or model.safetensors.index.json. */
+const char *weights_source(const WeightStore *w);
+/* The tensors in file order, by Hugging Face name where one applies (i in [0, weights_count)). */
+int weights_count(const WeightStore *w);
+const char *weights_name_at(const WeightStore *w, int i, WeightInfo *info);
+/* A tensor's name as the file spells it (the GGUF name), and the file (shard) holding it. */
+const char *weights_stored_name(const WeightStore *w, const char *name);
+const char *weights_file_of(const WeightStore *w, const char *name);
 /* The GGUF file behind the store (for its tokenizer), or NULL for a safetensors directory. */
 struct GgufFile *weights_gguf(WeightStore *w);
 /* The directory behind the store (for tokenizer.json), or NULL for GGUF. */

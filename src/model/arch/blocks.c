@@ -1,0 +1,174 @@
+/* Decoder building blocks over one graph (blocks.h). */
+#include "blocks.h"
+#include <stdio.h>
+#include <string.h>
+
+const TensorNamePair LLAMA_TOP_TENSORS[] = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                            {"output_norm.weight", "model.norm.weight"},
+                                            {"output.weight", "lm_head.weight"},
+                                            {NULL, NULL}};
+const TensorNamePair LLAMA_LAYER_TENSORS[] = {
+    {"attn_norm", "input_layernorm"},    {"ffn_norm", "post_attention_layernorm"},
+    {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
+    {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},       {NULL, NULL}};
+
+int llama_family_ignored_tensor(const char *name, const ModelConfig *c) {
+  size_t n = strlen(name);
+  return !strcmp(name, "rope_freqs.weight") || (n > 21 && !strcmp(name + n - 21, ".rotary_emb.inv_freq")) ||
+         (c->tied_embeddings && !strcmp(name, "lm_head.weight"));
+}
+
+static int input(ModelBuilder *b, const char *name, DType t, int rank, Expr *const *dims) {
+  if (b->fail) return -1;
+  Shape s = {rank, {0}};
+  for (int i = 0; i < rank; i++) s.dim[i] = dims[i];
+  int id = graph_input(b->g, name, t, &s, 0, 0, b->d);
+  if (id < 0) b->fail = 1;
+  return id;
+}
+
+static Expr *n(ModelBuilder *b, int64_t v) { return ex_int(b->g->pool, v); }
+
+int mb_weight(ModelBuilder *b, const char *name, int64_t d0, int64_t d1) {
+  Expr *dims[2] = {n(b, d0), n(b, d1)};
+  return input(b, name, b->o->weight_dtype, d1 ? 2 : 1, dims);
+}
+
+static int op(ModelBuilder *b, GOp o, int x, int y, int z, const GAttr *attr) {
+  if (b->fail) return -1;
+  int in[3] = {x, y, z}, nin = z >= 0 ? 3 : y >= 0 ? 2 : 1;
+  int id = graph_op(b->g, o, in, nin, attr, 0, 0, b->d);
+  if (id < 0) b->fail = 1;
+  return id;
+}
+
+int mb_rms_norm(ModelBuilder *b, int x, int w) {
+  GAttr a = {.eps = b->c->rms_eps};
+  return op(b, G_RMS_NORM, x, w, -1, &a);
+}
+
+int mb_linear(ModelBuilder *b, int x, const char *prefix, int64_t out, int64_t in, int bias) {
+  char name[256];
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  int w = mb_weight(b, name, out, in), bb = -1;
+  if (bias) {
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    bb = mb_weight(b, name, out, 0);
+  }
+  return op(b, G_LINEAR, x, w, bb, NULL);
+}
+
+static int reshape(ModelBuilder *b, int x, int rank, Expr *const *dims) {
+  GAttr a = {0};
+  a.shape.rank = rank;
+  for (int i = 0; i < rank; i++) a.shape.dim[i] = dims[i];
+  return op(b, G_RESHAPE, x, -1, -1, &a);
+}
+
+static int permute0213(ModelBuilder *b, int x) {
+  GAttr a = {.naxes = 4, .axes = {0, 2, 1, 3}};
+  return op(b, G_PERMUTE, x, -1, -1, &a);
+}
+
+/* [1, seq, heads*hd] -> [1, heads, seq, hd] */
+static int split_heads(ModelBuilder *b, int x, int heads) {
+  Expr *dims[4] = {n(b, 1), b->seq, n(b, heads), n(b, b->c->head_dim)};
+  return permute0213(b, reshape(b, x, 4, dims));
+}
+
+int mb_attention_block(ModelBuilder *b, int h, int layer, const AttnSpec *s) {
+  const ModelConfig *c = b->c;
+  char p[96], name[256];
+  int hd = c->head_dim;
+  snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", layer);
+  int x = mb_rms_norm(b, h, mb_weight(b, name, c->hidden, 0));
+  snprintf(p, sizeof p, "model.layers.%d.self_attn", layer);
+  char q_name[128], k_name[128], v_name[128], o_name[128];
+  snprintf(q_name, sizeof q_name, "%s.q_proj", p);
+  snprintf(k_name, sizeof k_name, "%s.k_proj", p);
+  snprintf(v_name, sizeof v_name, "%s.v_proj", p);
+  snprintf(o_name, sizeof o_name, "%s.o_proj", p);
+  int q = split_heads(b, mb_linear(b, x, q_name, (int64_t)c->heads * hd, c->hidden, s->qkv_bias), c->heads);
+  int k = split_heads(b, mb_linear(b, x, k_name, (int64_t)c->kv_heads * hd, c->hidden, s->qkv_bias), c->kv_heads);
+  int v = split_heads(b, mb_linear(b, x, v_name, (int64_t)c->kv_heads * hd, c->hidden, s->qkv_bias), c->kv_heads);
+  if (s->qk_norm) {
+    snprintf(name, sizeof name, "%s.q_norm.weight", p);
+    q = mb_rms_norm(b, q, mb_weight(b, name, hd, 0));
+    snprintf(name, sizeof name, "%s.k_norm.weight", p);
+    k = mb_rms_norm(b, k, mb_weight(b, name, hd, 0));
+  }
+  q = op(b, G_ROPE, q, b->pos, b->inv_freq, NULL);
+  k = op(b, G_ROPE, k, b->pos, b->inv_freq, NULL);
+  Expr *cdims[4] = {n(b, 1), n(b, c->kv_heads), n(b, b->o->max_ctx), n(b, hd)};
+  snprintf(name, sizeof name, "cache.k.%d", layer);
+  int kc = input(b, name, b->o->cache_dtype, 4, cdims);
+  snprintf(name, sizeof name, "cache.v.%d", layer);
+  int vc = input(b, name, b->o->cache_dtype, 4, cdims);
+  GAttr w = {.axis = 2, .start = b->past};
+  kc = op(b, G_CACHE_WRITE, kc, k, -1, &w);
+  vc = op(b, G_CACHE_WRITE, vc, v, -1, &w);
+  /* attend over the cached positions [0, past + seq) */
+  GAttr sl = {.axis = 2, .start = n(b, 0), .end = ex_add(b->g->pool, b->past, b->seq)};
+  int ks = op(b, G_SLICE, kc, -1, -1, &sl), vs = op(b, G_SLICE, vc, -1, -1, &sl);
+  GAttr at = {.causal = 1};
+  int a = permute0213(b, op(b, G_ATTENTION, q, ks, vs, &at));
+  Expr *odims[3] = {n(b, 1), b->seq, n(b, (int64_t)c->heads * hd)};
+  a = reshape(b, a, 3, odims);
+  return op(b, G_ADD, h, mb_linear(b, a, o_name, c->hidden, (int64_t)c->heads * hd, 0), -1, NULL);
+}
+
+int mb_swiglu_mlp_block(ModelBuilder *b, int h, int layer) {
+  const ModelConfig *c = b->c;
+  char name[256], g[128], u[128], dn[128];
+  snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", layer);
+  int x = mb_rms_norm(b, h, mb_weight(b, name, c->hidden, 0));
+  snprintf(g, sizeof g, "model.layers.%d.mlp.gate_proj", layer);
+  snprintf(u, sizeof u, "model.layers.%d.mlp.up_proj", layer);
+  snprintf(dn, sizeof dn, "model.layers.%d.mlp.down_proj", layer);
+  int gate = op(b, G_SILU, mb_linear(b, x, g, c->intermediate, c->hidden, 0), -1, -1, NULL);
+  int act = op(b, G_MUL, gate, mb_linear(b, x, u, c->intermediate, c->hidden, 0), -1, NULL);
+  return op(b, G_ADD, h, mb_linear(b, act, dn, c->hidden, c->intermediate, 0), -1, NULL);
+}
+
+int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d) {
+  if (c->heads <= 0 || c->kv_heads <= 0 || c->head_dim <= 0 || c->head_dim % 2 || c->heads % c->kv_heads ||
+      c->hidden <= 0 || c->layers <= 0 || c->vocab <= 0 || c->intermediate <= 0 || o->max_ctx <= 0) {
+    diag_error(d, 0, 0, "model config is inconsistent (heads %d, kv_heads %d, head_dim %d, hidden %d, layers %d)",
+               c->heads, c->kv_heads, c->head_dim, c->hidden, c->layers);
+    return -1;
+  }
+  *b = (ModelBuilder){graph_new(arena, pool), c, o, d, NULL, NULL, -1, -1, -1, 0};
+  b->seq = graph_symbol(b->g, "seq");
+  b->past = graph_symbol(b->g, "past");
+  Expr *idims[2] = {n(b, 1), b->seq};
+  int ids = input(b, "ids", DT_I32, 2, idims);
+  b->pos = input(b, "pos", DT_I32, 1, &b->seq);
+  Expr *fd = n(b, c->head_dim / 2);
+  b->inv_freq = input(b, "rope.inv_freq", DT_F32, 1, &fd);
+  b->table = mb_weight(b, "model.embed_tokens.weight", c->vocab, c->hidden);
+  GAttr cast = {.dtype = DT_F32};
+  return op(b, G_CAST, op(b, G_EMBEDDING, ids, b->table, -1, NULL), -1, -1, &cast);
+}
+
+Graph *mb_finish(ModelBuilder *b, int h) {
+  const ModelConfig *c = b->c;
+  /* Only the last position's logits are needed. */
+  GAttr last = {.axis = 1, .start = ex_add(b->g->pool, b->seq, n(b, -1)), .end = b->seq};
+  h = op(b, G_SLICE, h, -1, -1, &last);
+  h = mb_rms_norm(b, h, mb_weight(b, "model.norm.weight", c->hidden, 0));
+  int head = c->tied_embeddings ? b->table : mb_weight(b, "lm_head.weight", c->vocab, c->hidden);
+  GAttr cast = {.dtype = DT_F32};
+  int logits = op(b, G_CAST, op(b, G_LINEAR, h, head, -1, NULL), -1, -1, &cast);
+  /* The greedy choice on the device: a decode step then copies back 8 bytes instead of the logits. */
+  GAttr last_axis = {.naxes = 1, .axes = {-1}};
+  int next = op(b, G_ARGMAX, logits, -1, -1, &last_axis);
+  if (b->fail) return NULL;
+  graph_set_name(b->g, logits, "logits");
+  graph_set_name(b->g, next, "next_token");
+  graph_add_output(b->g, logits);
+  graph_add_output(b->g, next);
+  return b->g;
+}

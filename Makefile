@@ -6,6 +6,7 @@ WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initi
 CUDA    ?= /usr/local/cuda
 CFLAGS  ?= -O2 -g
 LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc
+CLI_LDLIBS := -ledit
 
 LIB_SRC := $(sort $(wildcard src/*/*.c))
 LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
@@ -25,7 +26,7 @@ TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 all: build/lathe model
 
 build/lathe: $(OBJ) $(CLI_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 # The Debian packages the build needs, installed once per machine (scripts/install-deps.sh is a no-op
 # when they are present), before anything compiles.
@@ -44,7 +45,7 @@ build/asan/%.o: src/%.c | $(DEPS_STAMP)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -MMD -MP -c $< -o $@
 
 build/asan/lathe: $(SAN_OBJ) $(SAN_CLI)
-	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h tests/kernel_testutil.h tests/model_testutil.h
 	@mkdir -p $(dir $@)

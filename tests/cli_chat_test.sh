@@ -186,3 +186,80 @@ else
   fi
   rm -f "$tmp/in"
 fi
+
+# ---- the man page and the completions know every flag and environment variable -----------------
+flags=$(grep -o -h -E '"--?[a-z][a-z0-9-]*"' src/cli/*.c | tr -d '"' | sort -u)
+man_text=$(sed 's/\\-/-/g' doc/lathe.1)
+missing=
+for f in $flags; do grep -q -e "$f\b" <<<"$man_text" || missing+=" $f"; done
+if [ -z "$missing" ]; then pass man_page_flags; else fail man_page_flags "doc/lathe.1 lacks$missing"; fi
+missing=
+for f in $flags; do
+  case $f in --help | -h | --version) continue ;; esac # lathe's own, completed at the first word
+  grep -q -e "$f\b" contrib/completions/lathe.bash || missing+=" bash:$f"
+  grep -q -e "$f\b" contrib/completions/_lathe || missing+=" zsh:$f"
+done
+if [ -z "$missing" ]; then pass completion_flags; else fail completion_flags "lacking$missing"; fi
+env_section=$(sed -n '/^\.SH ENVIRONMENT/,/^\.SH FILES/p' doc/lathe.1)
+missing=
+for v in $(grep -o -h -E 'getenv\("[A-Za-z_0-9]+"\)' -r src | sed -E 's/getenv\("(.*)"\)/\1/' | sort -u); do
+  grep -q -x -e ".B $v" <<<"$env_section" || missing+=" $v"
+done
+if [ -z "$missing" ]; then pass man_page_environment; else fail man_page_environment "ENVIRONMENT lacks$missing"; fi
+
+# ---- make install / uninstall into a DESTDIR ----------------------------------------------------
+D=$tmp/dest
+installed="usr/bin/lathe usr/share/man/man1/lathe.1 usr/share/bash-completion/completions/lathe usr/share/zsh/site-functions/_lathe"
+if ! env -u MAKEFLAGS -u MAKELEVEL make -s install DESTDIR="$D" PREFIX=/usr >"$tmp/make.out" 2>&1; then
+  fail make_install "make install: $(tail -3 "$tmp/make.out")"
+else
+  missing=
+  for f in $installed; do [ -f "$D/$f" ] || missing+=" $f"; done
+  extra=$(cd "$D" && find . -type f | sed 's|^\./||' | grep -v -x -F "$(tr ' ' '\n' <<<"$installed")")
+  if [ -n "$missing$extra" ]; then fail make_install "missing:$missing; unexpected: $extra"
+  elif [ ! -x "$D/usr/bin/lathe" ]; then fail make_install "usr/bin/lathe is not executable"
+  else pass make_install; fi
+  # the installed binary from PATH, outside the source tree: --help and a README example
+  root=$PWD
+  if (cd "$tmp" && PATH="$D/usr/bin:$PATH" lathe --help | grep -q '^usage: lathe' &&
+      PATH="$D/usr/bin:$PATH" lathe run -e "x: f32[seq, 64]; y = softmax(x, -1)" --dim seq=7 --check >"$tmp/run.out" 2>&1)
+  then pass installed_runs_from_path; else fail installed_runs_from_path "$(head -3 "$tmp/run.out")"; fi
+  if [ -f "$DM" ]; then
+    if (cd "$tmp" && PATH="$D/usr/bin:$PATH" lathe generate --prompt "The capital of France is" --greedy --max-tokens 4 2>/dev/null |
+        grep -q Paris); then pass installed_generate_default_model; else fail installed_generate_default_model "no Paris"; fi
+  else
+    skip installed_generate_default_model "no default model at $DM"
+  fi
+  cd "$root"
+  # the man page renders, without groff warnings
+  if ! command -v groff >/dev/null; then skip man_page_renders "no groff"
+  elif groff -man -Tutf8 -ww -z "$D/usr/share/man/man1/lathe.1" 2>"$tmp/groff.err" && [ ! -s "$tmp/groff.err" ] &&
+      MANWIDTH=100 man -l "$D/usr/share/man/man1/lathe.1" 2>/dev/null | grep -q -E '^ENVIRONMENT'; then
+    pass man_page_renders
+  else fail man_page_renders "$(head -3 "$tmp/groff.err")"; fi
+  # bash: the completion function, called as bash calls it
+  out=$(bash -c 'source "$1"
+    COMP_WORDS=(lathe gen); COMP_CWORD=1; _lathe; echo "${COMPREPLY[*]}"
+    COMP_WORDS=(lathe generate --max-t); COMP_CWORD=2; _lathe; echo "${COMPREPLY[*]}"
+    COMP_WORDS=(lathe compile --ir l); COMP_CWORD=3; _lathe; echo "${COMPREPLY[*]}"' _ "$D/usr/share/bash-completion/completions/lathe")
+  if [ "$out" = "$(printf 'generate\n--max-tokens\nloop')" ]; then pass bash_completion
+  else fail bash_completion "completions: $(tr '\n' '|' <<<"$out")"; fi
+  # zsh: typed into an interactive zsh through tmux, Tab completes
+  if ! command -v zsh >/dev/null || ! command -v tmux >/dev/null; then skip zsh_completion "no zsh or tmux"
+  else
+    "${TM[@]}" new-session -d -s zsh -x 120 -y 20 "env -i TERM=xterm PATH=/usr/bin:/bin zsh -f"
+    sleep 0.3
+    "${TM[@]}" send-keys -t zsh "fpath=($D/usr/share/zsh/site-functions \$fpath); autoload -U compinit; compinit -u -D; clear" Enter
+    sleep 0.5
+    "${TM[@]}" send-keys -t zsh "lathe gen" Tab
+    sleep 0.5
+    "${TM[@]}" send-keys -t zsh " --max-t" Tab
+    sleep 0.5
+    line=$("${TM[@]}" capture-pane -p -t zsh | grep 'lathe' | tail -1)
+    if [[ $line == *"lathe generate --max-tokens"* ]]; then pass zsh_completion; else fail zsh_completion "line: $line"; fi
+    "${TM[@]}" kill-server 2>/dev/null
+  fi
+fi
+if env -u MAKEFLAGS -u MAKELEVEL make -s uninstall DESTDIR="$D" PREFIX=/usr >"$tmp/make.out" 2>&1 &&
+    [ -z "$(find "$D" -type f 2>/dev/null)" ]; then pass make_uninstall
+else fail make_uninstall "left: $(find "$D" -type f 2>/dev/null | head -5) $(tail -2 "$tmp/make.out")"; fi

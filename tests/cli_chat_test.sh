@@ -43,6 +43,11 @@ if run_lathe chat_piped_commands chat "$CM" "${G[@]}" --max-tokens 4; then
   else pass chat_piped_commands; fi
 fi
 
+: >"$tmp/in"
+if run_lathe chat_empty_input chat "$CM" -q; then
+  if [ ! -s "$tmp/out" ] && [ ! -s "$tmp/err" ]; then pass chat_empty_input; else fail chat_empty_input "printed $(head -c 200 "$tmp/out" "$tmp/err")"; fi
+fi
+
 # ---- piped chat: """ multi-line messages --------------------------------------------------------
 printf '%s\n' '"""' 'line one' '' 'line three' '"""' /reset '"""one liner"""' /reset '"""first' 'middle' 'last"""' >"$tmp/in"
 if run_lathe chat_multiline chat "$CM" "${G[@]}" --max-tokens 2; then
@@ -126,7 +131,7 @@ start_chat() {
   wait_for 20 at_prompt
 }
 if ! command -v tmux >/dev/null; then
-  for n in chat_tty_reply chat_tty_ctrl_c chat_tty_history chat_tty_ctrl_d chat_tty_ctrl_c_exits; do skip $n "no tmux"; done
+  for n in chat_tty_reply chat_tty_ctrl_c chat_tty_history chat_tty_ctrl_d chat_tty_ctrl_c_exits chat_tty_multiline_ctrl_c; do skip $n "no tmux"; done
 else
   if ! start_chat; then
     fail chat_tty_reply "no prompt: $(pane | tail -3) $(head -3 "$tmp/tmux.err")"
@@ -172,6 +177,19 @@ else
     "${TM[@]}" send-keys -t chat C-c
     if wait_for 10 exited && grep -q LATHE_EXIT=0 "$tmp/tmux.status" && no_sanitizer "$tmp/tmux.err"; then pass chat_tty_ctrl_c_exits
     else fail chat_tty_ctrl_c_exits "$(cat "$tmp/tmux.status" 2>/dev/null); $(pane | tail -2)"; fi
+  fi
+  "${TM[@]}" kill-server 2>/dev/null
+  # A """ message continues at a "... " prompt; Ctrl-C there leaves without sending it.
+  if ! start_chat; then
+    fail chat_tty_multiline_ctrl_c "no prompt: $(pane | tail -3)"
+  else
+    "${TM[@]}" send-keys -t chat '"""' Enter 'first line' Enter
+    sleep 0.3
+    l1=$(pane | tail -1)
+    "${TM[@]}" send-keys -t chat C-c
+    if wait_for 10 exited && grep -q LATHE_EXIT=0 "$tmp/tmux.status" && [ "$l1" = "... " -o "$l1" = "..." ] &&
+        ! grep -q 'prompt [0-9]* tokens' "$tmp/tmux.err"; then pass chat_tty_multiline_ctrl_c
+    else fail chat_tty_multiline_ctrl_c "continuation line '$l1'; $(cat "$tmp/tmux.status" 2>/dev/null); $(tail -2 "$tmp/tmux.err")"; fi
   fi
   "${TM[@]}" kill-server 2>/dev/null
 fi

@@ -57,6 +57,7 @@ static void conv_add(Conversation *c, const char *role, const char *content) { c
 
 /* Removes k messages from index at. */
 static void conv_remove(Conversation *c, int at, int k) {
+  if (k <= 0) return;
   for (int i = at; i < at + k; i++) free(c->owned[i]);
   memmove(c->msgs + at, c->msgs + at + k, sizeof *c->msgs * (size_t)(c->n - at - k));
   memmove(c->owned + at, c->owned + at + k, sizeof *c->owned * (size_t)(c->n - at - k));
@@ -201,7 +202,7 @@ static int ends_with_quotes(const char *s) {
 
 /* Reads the next message into msg: one line, or the lines from one starting with """ to one ending
  * with """ (joined with newlines; text beside the quotes belongs to the message, as in Ollama).
- * Returns 0 at the end of the input or on Ctrl-C before anything was read. */
+ * Returns 0 at the end of the input before a message, or on Ctrl-C. */
 static int read_message(LineInput *in, StrBuf *msg) {
   sb_clear(msg);
   const char *line = line_input_read(in, "> ");
@@ -221,9 +222,9 @@ static int read_message(LineInput *in, StrBuf *msg) {
     int last = ends_with_quotes(line);
     int len = (int)strlen(line) - (last ? 3 : 0);
     if (len || !last) sb_printf(msg, "%s%.*s", parts++ ? "\n" : "", len, line);
-    if (last) break;
+    if (last) return 1;
   }
-  return 1; /* the end of the input inside the quotes ends the message too */
+  return !interrupt_flag; /* Ctrl-C inside the quotes leaves; the end of the input ends the message */
 }
 
 /* Runs a /command; returns 0 when it leaves the chat. */

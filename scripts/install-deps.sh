@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lathe needs to build and test. Idempotent; quiet when all are present.
 set -euo pipefail
-pkgs=(build-essential libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev)
+pkgs=(build-essential libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev libedit-dev)
+# The tests drive the interactive chat through tmux, render the man page with groff and check the zsh
+# completion's syntax.
+pkgs+=(tmux groff-base zsh)
 # Optional lists, installed only when asked for: `install-deps.sh fuzz` (used by `make fuzz`) adds
 # clang and its libFuzzer runtime.
 fuzz_pkgs=(clang libclang-rt-14-dev)

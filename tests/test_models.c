@@ -128,6 +128,47 @@ static void context_overflow_is_an_error(void **s) {
   model_free(m);
 }
 
+/* The interrupt flag (Ctrl-C in the CLI) stops generation between steps and keeps what was generated. */
+typedef struct InterruptAfter {
+  volatile sig_atomic_t *flag;
+  int left;
+} InterruptAfter;
+
+static int interrupt_after(void *ctx, int32_t id, const char *text) {
+  InterruptAfter *ia = ctx;
+  if (--ia->left == 0) *ia->flag = 1;
+  return 0;
+}
+
+static void generate_stops_when_interrupted(void **s) {
+  Expected e;
+  load_expected(FIXTURES "/llama/expected.json", &e);
+  Model *m = load(FIXTURES "/llama");
+  volatile sig_atomic_t flag = 1;
+  GenerateOptions go = {.max_tokens = 8, .prefill_chunk = 5, .sampling = {.greedy = 1}, .ignore_eos = 1, .interrupt = &flag};
+  int32_t *out = NULL;
+  int nout = 0, cached = 0;
+  GenerateStats st;
+  Diag d = {0};
+  /* set before the call: no prefill chunk runs, nothing is generated */
+  assert_true(generate(m, e.prompt, e.nprompt, &cached, &go, NULL, NULL, &out, &nout, &st, &d));
+  assert_string_equal(st.stop_reason, "interrupted");
+  assert_int_equal(nout, 0);
+  assert_int_equal(cached, 0);
+  /* set after the third token: three tokens (the greedy ones), the cache holds all but the last */
+  flag = 0;
+  InterruptAfter ia = {&flag, 3};
+  assert_true(generate(m, e.prompt, e.nprompt, &cached, &go, interrupt_after, &ia, &out, &nout, &st, &d));
+  assert_string_equal(st.stop_reason, "interrupted");
+  assert_int_equal(nout, 3);
+  assert_int_equal(st.generated, 3);
+  assert_int_equal(cached, e.nprompt + 2);
+  for (int i = 0; i < 3; i++) assert_int_equal(out[i], e.greedy[i]);
+  free(out);
+  model_free(m);
+  json_decref(e.root);
+}
+
 /* The default model, when installed (`make model`; .ci/run installs it). */
 static const char *default_model(void) {
   static char buf[512];
@@ -268,7 +309,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(llama),         cmocka_unit_test(llama31_rope_scaling_tied), cmocka_unit_test(qwen2_qkv_bias),
       cmocka_unit_test(qwen3_qk_norm), cmocka_unit_test(mistral),                   cmocka_unit_test(llama_bf16_weights),
-      cmocka_unit_test(context_overflow_is_an_error), cmocka_unit_test(smollm2_default_model),
+      cmocka_unit_test(context_overflow_is_an_error), cmocka_unit_test(generate_stops_when_interrupted),
+      cmocka_unit_test(smollm2_default_model),
       cmocka_unit_test(presets_match_the_cpu),
   };
   int rc = cmocka_run_group_tests_name("models", tests, NULL, NULL);

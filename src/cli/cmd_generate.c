@@ -7,9 +7,11 @@
 #include "../backend/backend.h"
 #include <unistd.h>
 #include "gen_common.h"
+#include "interrupt.h"
 
 /* The prompt is echoed only once the first token arrives, so a prompt that fails (too long for the
- * context, a bad token id) leaves stdout empty rather than looking like a partial completion. */
+ * context, a bad token id) leaves stdout empty rather than looking like a partial completion. A chat
+ * prompt (--chat) is not echoed: the reply is what follows the template's markup, not the prompt. */
 typedef struct Stream {
   const char *echo; /* the prompt text to print first, or NULL */
   int started;
@@ -142,12 +144,15 @@ int cmd_generate(int argc, char **argv) {
   }
   Diag d = {0};
   GenerateStats st;
-  Stream stream = {a.prompt_tokens ? NULL : a.prompt, 0, m->tok == NULL, 0};
+  Stream stream = {a.prompt_tokens || a.chat_template ? NULL : a.prompt, 0, m->tok == NULL, 0};
   if (!a.prompt_tokens && !encode_prompt(&a, m, &prompt, &nprompt)) goto done;
   if (!nprompt) {
     report_msg("the prompt encodes to no tokens");
     goto done;
   }
+  /* Ctrl-C from here on stops the completion and still prints it and the statistics (exit 130). */
+  interrupt_arm();
+  a.gen.interrupt = &interrupt_flag;
   if (!generate(m, prompt, nprompt, NULL, &a.gen, a.json ? NULL : stream_cb, &stream, &out, &nout, &st, &d)) {
     if (stream.started) fputc('\n', stdout);
     report(&d, NULL);
@@ -182,7 +187,7 @@ int cmd_generate(int argc, char **argv) {
     fputc('\n', stdout);
     if (!a.quiet) gen_print_stats(m, &st);
   }
-  rc = EXIT_OK;
+  rc = strcmp(st.stop_reason, "interrupted") ? EXIT_OK : EXIT_INTERRUPTED;
 done:
   free(prompt);
   free(out);

@@ -11,6 +11,8 @@ static int is_eos(const Model *m, int id) {
   return m->tok && id == tokenizer_eos(m->tok);
 }
 
+static int interrupted(const GenerateOptions *o) { return o->interrupt && *o->interrupt; }
+
 static int push(int32_t **out, int *n, int *cap, int32_t id) {
   if (*n == *cap) {
     *cap = *cap ? *cap * 2 : 64;
@@ -44,7 +46,12 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
   sampler_init(&s, &o->sampling);
   int32_t next = -1;
   double t0 = now_ms();
+  st->stop_reason = "length";
   while (past < nprompt) {
+    if (interrupted(o)) {
+      st->stop_reason = "interrupted";
+      break;
+    }
     int n = nprompt - past < chunk ? nprompt - past : chunk;
     int ok = past + n < nprompt ? model_step_greedy(m, prompt + past, n, past, &next, d)
                                 : model_step_sample(m, prompt + past, n, past, &s, &next, d);
@@ -55,12 +62,12 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
     past += n;
   }
   st->prefill_ms = now_ms() - t0;
+  int prefilled = past == nprompt;
   DecodeState ds = {0};
   StrBuf text = {0}, piece = {0};
   int cap = *nout, ok = 1;
-  st->stop_reason = "length";
   double t1 = now_ms();
-  for (int i = 0; i < o->max_tokens; i++) {
+  for (int i = 0; prefilled && i < o->max_tokens; i++) {
     int32_t id = next;
     if (!o->ignore_eos && is_eos(m, id)) {
       st->stop_reason = "eos";
@@ -83,6 +90,10 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
       break;
     }
     if (i + 1 == o->max_tokens) break; /* no step needed for a token we will not sample from */
+    if (interrupted(o)) {
+      st->stop_reason = "interrupted";
+      break;
+    }
     if (past + 1 > m->max_ctx) {
       st->stop_reason = "context";
       break;

@@ -2,6 +2,7 @@
  * sampling, stop conditions, streaming through a callback, and speed statistics. */
 #ifndef LATHE_GENERATE_H
 #define LATHE_GENERATE_H
+#include <signal.h>
 #include "model.h"
 #include "sampler.h"
 
@@ -12,12 +13,15 @@ typedef struct GenerateOptions {
   const char *stop[8];        /* stop strings (checked on the decoded text) */
   int nstop;
   int ignore_eos;
+  /* When non-NULL and set (by a signal handler or another thread), generation stops before its next
+   * prefill chunk or decode step, with stop_reason "interrupted"; what was generated is kept. */
+  const volatile sig_atomic_t *interrupt;
 } GenerateOptions;
 
 typedef struct GenerateStats {
   int prompt_tokens, generated;
   double prefill_ms, decode_ms;
-  const char *stop_reason;    /* "eos", "stop", "length", "context" */
+  const char *stop_reason;    /* "eos", "stop", "length", "context", "interrupted" */
 } GenerateStats;
 
 /* Called with each new token and its newly complete text (may be ""); return non-zero to stop. */

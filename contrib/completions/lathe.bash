@@ -1,0 +1,47 @@
+# bash completion for lathe: commands, each command's flags, and the values of the flags that take a
+# fixed set. `make install` puts it in share/bash-completion/completions/lathe; or source it.
+_lathe() {
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} opts=
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=($(compgen -W "generate chat bench compile run pull list help --help --version" -- "$cur"))
+    return
+  fi
+  local sampling="--max-tokens --temperature --top-p --top-k --seed --greedy --stop --ignore-eos --ctx
+    --quiet -q --target --weights --matmul-precision --system"
+  case ${COMP_WORDS[1]} in
+    generate) opts="--prompt --prompt-tokens --chat --json $sampling" ;;
+    chat) opts="$sampling" ;;
+    bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
+      --prefill-len --reps --ctx --bandwidth --fuse-recompute --json" ;;
+    compile) opts="-e --config --ir --target -o --fuse-recompute --no-fuse --matmul-precision" ;;
+    run) opts="-e --target --dim --seed --check --bench --iters --warmup --fuse-recompute --no-fuse
+      --matmul-precision" ;;
+    pull) opts="--revision --dir --quiet -q" ;;
+    list) opts="--json" ;;
+    *) return ;;
+  esac
+  case $prev in
+    --target)
+      if [ "${COMP_WORDS[1]}" = compile ]; then COMPREPLY=($(compgen -W "cpu cuda" -- "$cur"))
+      else COMPREPLY=($(compgen -W "auto cuda cpu" -- "$cur")); fi
+      return ;;
+    --weights) COMPREPLY=($(compgen -W "auto f32 bf16 f16" -- "$cur")); return ;;
+    --matmul-precision) COMPREPLY=($(compgen -W "high highest medium" -- "$cur")); return ;;
+    --ir) COMPREPLY=($(compgen -W "graph tensor loop tile kernel code" -- "$cur")); return ;;
+    --config) COMPREPLY=($(compgen -W "qwen3-0.6b llama-3.2-1b qwen3-8b smollm2-135m" -- "$cur")); return ;;
+    --dtype) COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur")); return ;;
+    --dir) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    -o) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --prompt | --prompt-tokens | --system | --stop | --max-tokens | --temperature | --top-p | --top-k | --seed | \
+      --ctx | --prompt-len | --gen-len | --prefill-len | --reps | --bandwidth | --dim | --iters | --warmup | -e | --revision)
+      return ;; # a value of the user's own
+  esac
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  else
+    # MODEL (a directory or a .gguf file) or FILE.lt
+    compopt -o filenames 2>/dev/null
+    COMPREPLY=($(compgen -f -- "$cur"))
+  fi
+}
+complete -F _lathe lathe

@@ -21,8 +21,9 @@
 #include "nvrtc.h"
 #include "source_units.h"
 
-/* Part of every cache key. nvrtc.c chooses the NVRTC options; bump this when they change. */
-#define CUDA_CACHE_TAG "lathe-cuda-v1 nvrtc_compile(--gpu-architecture=ARCH -default-device)"
+/* Part of every cache key. nvrtc.c chooses the NVRTC options; bump this when they change (v2: entries carry
+ * the cache.h trailer). */
+#define CUDA_CACHE_TAG "lathe-cuda-v2 nvrtc_compile(--gpu-architecture=ARCH -default-device)"
 #define CUDA_MAX_ARGS 128
 #define CUDA_MIN_ALLOC 256 /* cuMemAlloc rejects 0 bytes; empty buffers still get a real pointer */
 
@@ -175,44 +176,6 @@ static uint64_t source_key(CudaImpl *c, const char *source) {
   return h;
 }
 
-/* Whole file into a malloc'ed buffer; NULL if it cannot be read or is empty. */
-static void *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  void *data = NULL;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    long n = ftell(f);
-    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL &&
-        fread(data, 1, (size_t)n, f) != (size_t)n) {
-      free(data);
-      data = NULL;
-    }
-    if (data) *size = (size_t)n;
-  }
-  fclose(f);
-  return data;
-}
-
-/* Stores a cubin under path via a temporary name and rename, so readers never see a torn entry.
- * Best effort: a cache that cannot be written only costs a recompile next time. */
-static void cache_store(const char *dir, const char *path, uint64_t key, const void *data, size_t size) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%016" PRIx64 "-XXXXXX.cubin", dir, key);
-  int fd = mkstemps(tmp, 6);
-  if (fd < 0) return;
-  const char *p = data;
-  size_t left = size;
-  while (left) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    p += w;
-    left -= (size_t)w;
-  }
-  int ok = close(fd) == 0 && left == 0;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
-}
-
 static int load_unit(CudaImpl *c, const void *cubin, CUmodule *mod, Diag *d) {
   *mod = NULL;
   return make_current(c, d) && check(c, d, c->drv.cuModuleLoadData(mod, cubin), "cuModuleLoadData", c->arch);
@@ -287,14 +250,16 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     if (!dir) continue;
     u->key = source_key(c, u->source);
     cache_path(u->path, sizeof u->path, u->key, ".cubin");
-    u->cubin = read_file(u->path, &u->size);
-    if (!u->cubin) continue;
+    char why[256];
+    CacheLookup r = cache_load(u->path, u->key, &u->cubin, &u->size, why, sizeof why);
+    if (r == CACHE_BAD) cache_discard(u->path, why); /* damaged, replaced or foreign: rebuild it */
+    if (r != CACHE_HIT) continue;
     Diag probe = {0};
     if (load_unit(c, u->cubin, &mods[i], &probe)) {
       u->ok = 1;
       c->cache_hits++;
     } else {
-      unlink(u->path); /* unloadable entry (torn by a full disk, or another driver's): rebuild it */
+      cache_discard(u->path, probe.msg); /* intact but refused by this driver: rebuild it */
     }
     free(u->cubin);
     u->cubin = NULL;
@@ -311,7 +276,8 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     Unit *u = &units[i];
     if (started[i]) pthread_join(threads[i], NULL);
     if (u->compiled && u->ok) {
-      if (dir) cache_store(dir, u->path, u->key, u->cubin, u->size);
+      char why[256]; /* best effort: a cache that cannot be written only costs a recompile next time */
+      if (dir && !cache_store(dir, u->path, u->key, u->cubin, u->size, why, sizeof why)) cache_warn_unwritable(dir, why);
       u->ok = load_unit(c, u->cubin, &mods[i], &u->d);
       free(u->cubin);
     }

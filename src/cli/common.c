@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "../backend/backend.h"
+#include "../base/mem.h"
+#include "../base/warn.h"
 #include "../generate/model.h"
 #include "cli.h"
 
@@ -72,6 +75,21 @@ void report_msg(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+static void print_warning(const char *msg) { fprintf(stderr, "lathe: warning: %s\n", msg); }
+
+/* An allocation that failed where no Diag reaches: the one error line, exit 2 (without exit handlers, which
+ * might allocate). */
+static void die_out_of_memory(const char *msg) {
+  fflush(stdout);
+  fprintf(stderr, "lathe: error: %s\n", msg);
+  _exit(EXIT_ERROR);
+}
+
+void install_reporting(void) {
+  warn_set_sink(print_warning);
+  mem_set_oom_handler(die_out_of_memory);
 }
 
 Backend *open_backend(const char *name, Target *t, Diag *d) {

@@ -43,6 +43,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  install_reporting();
   if (argc < 2) {
     usage(stderr);
     return EXIT_ERROR;

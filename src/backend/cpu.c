@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../base/hash.h"
+#include "../base/mem.h"
 #include "../base/warn.h"
 #include "backend.h"
 #include "cache.h"
@@ -58,7 +59,7 @@ static void *cpu_alloc(Backend *b, size_t bytes, Diag *d) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64; /* zero-size buffers still get a distinct valid pointer */
   void *p = aligned_alloc(64, rounded);
-  if (!p) diag_error(d, 0, 0, "cpu: out of memory allocating %zu bytes", bytes);
+  if (!p) diag_error(d, 0, 0, "out of memory: %zu bytes for a CPU buffer", bytes);
   return p;
 }
 
@@ -269,11 +270,10 @@ static void pin_openmp_runtime(void) {
 
 static CpuModule *module_wrap(void *dl, int image_fd, Diag *d) {
   pin_openmp_runtime();
-  CpuModule *m = calloc(1, sizeof *m);
+  CpuModule *m = mem_calloc(d, 1, sizeof *m, "a CPU module");
   if (!m) {
     dlclose(dl);
     if (image_fd >= 0) close(image_fd);
-    diag_error(d, 0, 0, "out of memory: %zu bytes for a CPU module", sizeof *m);
     return NULL;
   }
   m->dl = dl;
@@ -425,12 +425,12 @@ static CpuKernelFn lookup_kernel(CpuModule *m, const char *name) {
   memcpy(&fn, &sym, sizeof fn); /* object pointer -> function pointer, as POSIX dlsym intends */
   if (m->nsyms == m->cap) {
     int cap = m->cap ? 2 * m->cap : 8;
-    CpuSym *grown = realloc(m->syms, sizeof *grown * (size_t)cap);
+    CpuSym *grown = xrealloc(m->syms, sizeof *grown * (size_t)cap, "the kernel table");
     if (!grown) return fn; /* still callable, just not remembered */
     m->syms = grown;
     m->cap = cap;
   }
-  char *copy = strdup(name);
+  char *copy = xstrdup(name, "a kernel name");
   if (copy) m->syms[m->nsyms++] = (CpuSym){copy, fn};
   return fn;
 }
@@ -467,8 +467,7 @@ struct BackendGraph {
 };
 
 static BackendGraph *cpu_graph_new(Backend *b, Diag *d) {
-  BackendGraph *g = calloc(1, sizeof *g);
-  if (!g) abort();
+  BackendGraph *g = xcalloc(1, sizeof *g, "a CPU graph");
   return g;
 }
 
@@ -492,8 +491,7 @@ static int cpu_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const c
   }
   if (g->n == g->cap) {
     g->cap = g->cap ? 2 * g->cap : 64;
-    g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
-    if (!g->nodes) abort();
+    g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap, "a CPU graph");
   }
   g->nodes[g->n].fn = fn;
   if (!set_node(&g->nodes[g->n], bufs, nbufs, syms, nsyms, d)) return 0;
@@ -556,8 +554,8 @@ static const BackendOps cpu_ops = {
 };
 
 Backend *backend_cpu_new(Diag *d) {
-  Backend *b = calloc(1, sizeof *b);
-  CpuImpl *c = calloc(1, sizeof *c);
+  Backend *b = xcalloc(1, sizeof *b, "the CPU backend");
+  CpuImpl *c = xcalloc(1, sizeof *c, "the CPU backend");
   if (!b || !c) {
     free(b);
     free(c);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../base/hash.h"
+#include "../base/mem.h"
 #include "backend.h"
 #include "cache.h"
 #include "cublaslt.h"
@@ -182,10 +183,9 @@ static int load_unit(CudaImpl *c, const void *cubin, CUmodule *mod, Diag *d) {
 }
 
 static CudaModule *module_new(CudaImpl *c, const CUmodule *mods, int n, Diag *d) {
-  CudaModule *m = calloc(1, sizeof *m);
+  CudaModule *m = mem_calloc(d, 1, sizeof *m, "a CUDA module");
   if (!m) {
     for (int i = 0; i < n; i++) c->drv.cuModuleUnload(mods[i]);
-    diag_error(d, 0, 0, "cuda: out of memory");
     return NULL;
   }
   memcpy(m->mods, mods, sizeof(CUmodule) * (size_t)n);
@@ -234,7 +234,7 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
   }
   SourceUnits su;
   if (!source_units_split(source, CUDA_UNIT_BYTES, unit_count(), &su)) {
-    diag_error(d, 0, 0, "cuda: out of memory");
+    diag_error(d, 0, 0, "out of memory: the CUDA translation units");
     return NULL;
   }
   Unit units[CUDA_MAX_UNITS];
@@ -323,12 +323,12 @@ static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunctio
   *out = fn;
   if (m->nfns == m->cap) {
     int cap = m->cap ? 2 * m->cap : 8;
-    CudaFn *grown = realloc(m->fns, sizeof *grown * (size_t)cap);
+    CudaFn *grown = xrealloc(m->fns, sizeof *grown * (size_t)cap, "the kernel table");
     if (!grown) return 1; /* still launchable, just not remembered */
     m->fns = grown;
     m->cap = cap;
   }
-  char *copy = strdup(name);
+  char *copy = xstrdup(name, "a kernel name");
   if (copy) m->fns[m->nfns++] = (CudaFn){copy, fn};
   return 1;
 }
@@ -412,8 +412,7 @@ static BackendGraph *cuda_graph_new(Backend *b, Diag *d) {
     diag_error(d, 0, 0, "cuda: this driver has no graph API");
     return NULL;
   }
-  BackendGraph *g = calloc(1, sizeof *g);
-  if (!g) abort();
+  BackendGraph *g = xcalloc(1, sizeof *g, "a CUDA graph");
   if (!make_current(c, d) || !check(c, d, c->drv.cuGraphCreate(&g->graph, 0), "cuGraphCreate", NULL)) {
     free(g);
     return NULL;
@@ -428,11 +427,10 @@ static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const 
   if (!lookup_kernel(c, (CudaModule *)bm, name, &fn, d)) return 0;
   if (g->n == g->cap) {
     g->cap = g->cap ? g->cap * 2 : 256;
-    g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
-    g->fns = realloc(g->fns, sizeof *g->fns * (size_t)g->cap);
-    g->blocks = realloc(g->blocks, sizeof *g->blocks * (size_t)g->cap);
-    g->names = realloc(g->names, sizeof *g->names * (size_t)g->cap);
-    if (!g->nodes || !g->fns || !g->blocks || !g->names) abort();
+    g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap, "a CUDA graph");
+    g->fns = xrealloc(g->fns, sizeof *g->fns * (size_t)g->cap, "a CUDA graph");
+    g->blocks = xrealloc(g->blocks, sizeof *g->blocks * (size_t)g->cap, "a CUDA graph");
+    g->names = xrealloc(g->names, sizeof *g->names * (size_t)g->cap, "a CUDA graph");
   }
   CUdeviceptr ptrs[CUDA_MAX_ARGS];
   long long vals[CUDA_MAX_ARGS];
@@ -516,7 +514,7 @@ static int cuda_timer_mark(Backend *b, int slot, Diag *d) {
     return 0;
   }
   if (!make_current(c, d)) return 0;
-  if (!c->timers && !(c->timers = calloc(BACKEND_TIMER_SLOTS, sizeof *c->timers))) abort();
+  if (!c->timers) c->timers = xcalloc(BACKEND_TIMER_SLOTS, sizeof *c->timers, "the kernel timers");
   if (!c->timers[slot] && !check(c, d, c->drv.cuEventCreate(&c->timers[slot], 0), "cuEventCreate", NULL)) return 0;
   return check(c, d, c->drv.cuEventRecord(c->timers[slot], NULL), "cuEventRecord", NULL);
 }
@@ -700,8 +698,8 @@ static int open_device(CudaImpl *c, Diag *d) {
 }
 
 Backend *cuda_backend_with_driver(const CudaDriver *drv, Diag *d) {
-  CudaImpl *c = calloc(1, sizeof *c);
-  Backend *b = calloc(1, sizeof *b);
+  CudaImpl *c = xcalloc(1, sizeof *c, "the CUDA backend");
+  Backend *b = xcalloc(1, sizeof *b, "the CUDA backend");
   if (!c || !b) {
     free(c);
     free(b);

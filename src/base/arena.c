@@ -1,4 +1,5 @@
 #include "arena.h"
+#include "mem.h"
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,8 +17,7 @@ struct Arena {
 };
 
 Arena *arena_new(void) {
-  Arena *a = calloc(1, sizeof *a);
-  if (!a) abort();
+  Arena *a = xcalloc(1, sizeof *a, "an arena");
   return a;
 }
 
@@ -34,8 +34,7 @@ void *arena_alloc(Arena *a, size_t n) {
   n = (n + 15) & ~(size_t)15;
   if (!a->head || a->head->cap - a->head->used < n) {
     size_t cap = n > 65536 ? n : 65536;
-    Chunk *c = malloc(sizeof(Chunk) + cap);
-    if (!c) abort();
+    Chunk *c = xmalloc(sizeof(Chunk) + cap, "the compiler's arena");
     c->next = a->head;
     c->used = 0;
     c->cap = cap;

@@ -81,3 +81,11 @@ char *xstrdup(const char *s, const char *what) {
   memcpy(d, s, n);
   return d;
 }
+
+char *xstrndup(const char *s, size_t n, const char *what) {
+  size_t len = strnlen(s, n);
+  char *d = xmalloc(len + 1, what);
+  memcpy(d, s, len);
+  d[len] = '\0';
+  return d;
+}

@@ -22,6 +22,8 @@ void *xrealloc(void *p, size_t n, const char *what);
 /* realloc to count * size bytes (overflow-checked). */
 void *xreallocarray(void *p, size_t count, size_t size, const char *what);
 char *xstrdup(const char *s, const char *what);
+/* The first n bytes of s (fewer if it ends sooner), terminated. */
+char *xstrndup(const char *s, size_t n, const char *what);
 
 /* Called with the one-line message ("out of memory: N bytes for WHAT") when an x* allocation fails; must
  * not return (exit, or longjmp in tests). NULL restores the default (abort). */

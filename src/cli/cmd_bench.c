@@ -2,6 +2,7 @@
  * time and device memory, for a model file or a built-in configuration with random weights. */
 #include <dirent.h>
 #include "../base/clock.h"
+#include "../base/mem.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -130,7 +131,7 @@ int cmd_bench(int argc, char **argv) {
   /* cold compile: an empty cache directory */
   char cold_dir[] = "/tmp/lathe-bench-XXXXXX";
   const char *old_cache = getenv("LATHE_CACHE_DIR");
-  char *saved = old_cache ? strdup(old_cache) : NULL;
+  char *saved = old_cache ? xstrdup(old_cache, "the cache directory name") : NULL;
   int have_tmp = mkdtemp(cold_dir) != NULL;
   if (have_tmp) setenv("LATHE_CACHE_DIR", cold_dir, 1);
   Model *m = a.config ? model_new_random(&cfg, wdt, be, &lo, &d) : model_load(a.model, be, &lo, &d);
@@ -157,7 +158,7 @@ int cmd_bench(int argc, char **argv) {
       goto done;
     }
   }
-  ids = malloc(sizeof(int32_t) * (size_t)need);
+  ids = xmalloc(sizeof(int32_t) * (size_t)need, "the prompt tokens");
   for (int i = 0; i < need; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->cfg.vocab);
   /* prefill: one step over prefill_len tokens (warm-up once, then the median of reps) */
   double prefill_ms = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "../backend/backend.h"
+#include "../base/mem.h"
 #include "gen_common.h"
 
 static int stream_cb(void *ctx, int32_t id, const char *text) {
@@ -25,11 +26,10 @@ typedef struct Conversation {
 static void conv_add(Conversation *c, const char *role, const char *content) {
   if (c->n == c->cap) {
     c->cap = c->cap ? c->cap * 2 : 16;
-    c->msgs = realloc(c->msgs, sizeof *c->msgs * (size_t)c->cap);
-    c->owned = realloc(c->owned, sizeof *c->owned * (size_t)c->cap);
-    if (!c->msgs || !c->owned) abort();
+    c->msgs = xrealloc(c->msgs, sizeof *c->msgs * (size_t)c->cap, "the chat history");
+    c->owned = xrealloc(c->owned, sizeof *c->owned * (size_t)c->cap, "the chat history");
   }
-  c->owned[c->n] = strdup(content);
+  c->owned[c->n] = xstrdup(content, "a chat message");
   c->msgs[c->n] = (ChatMessage){role, c->owned[c->n]};
   c->n++;
 }
@@ -101,7 +101,7 @@ int cmd_chat(int argc, char **argv) {
       if (!a.quiet) gen_print_stats(m, &st);
       conv_add(&conv, "assistant", sb_str(&reply));
       /* The cache now holds the prompt and all but the last generated token. */
-      cache_tokens = realloc(cache_tokens, sizeof(int32_t) * (size_t)(n + nout + 1));
+      cache_tokens = xrealloc(cache_tokens, sizeof(int32_t) * (size_t)(n + nout + 1), "the chat tokens");
       memcpy(cache_tokens, ids, sizeof(int32_t) * (size_t)n);
       memcpy(cache_tokens + n, out, sizeof(int32_t) * (size_t)nout);
       ncache = cached;

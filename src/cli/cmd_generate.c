@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../backend/backend.h"
+#include "../base/mem.h"
 #include "gen_common.h"
 
 /* The prompt is echoed only once the first token arrives, so a prompt that fails (too long for the
@@ -32,7 +33,7 @@ static int stream_cb(void *ctx, int32_t id, const char *text) {
 static int parse_tokens(const char *s, int32_t **ids, int *n) {
   int cap = 16;
   *n = 0;
-  *ids = malloc(sizeof(int32_t) * (size_t)cap);
+  *ids = xmalloc(sizeof(int32_t) * (size_t)cap, "the prompt tokens");
   for (const char *p = s; *p;) {
     char *end;
     errno = 0;
@@ -43,7 +44,7 @@ static int parse_tokens(const char *s, int32_t **ids, int *n) {
       *ids = NULL;
       return 0;
     }
-    if (*n == cap) *ids = realloc(*ids, sizeof(int32_t) * (size_t)(cap *= 2));
+    if (*n == cap) *ids = xrealloc(*ids, sizeof(int32_t) * (size_t)(cap *= 2), "the prompt tokens");
     (*ids)[(*n)++] = (int32_t)v;
     p = *end ? end + 1 : end;
   }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../driver/execute.h"
+#include "../base/mem.h"
 #include "cli.h"
 
 typedef struct RunOpts {
@@ -62,7 +63,7 @@ static int parse_args(int argc, char **argv, RunOpts *o) {
         report_msg("too many --dim values (at most 16)");
         return 0;
       }
-      symenv_set(&o->env, strndup(spec, (size_t)(eq - spec)), v);
+      symenv_set(&o->env, xstrndup(spec, (size_t)(eq - spec), "a --dim name"), v);
     } else if (a[0] == '-' && a[1]) {
       report_msg("unknown or incomplete option '%s' for run (see lathe --help)", a);
       return 0;

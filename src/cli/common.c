@@ -32,11 +32,11 @@ int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
     return 0;
   }
   size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
+  char *buf = xmalloc(cap, "the program text");
   for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
     n += got;
     if (cap - n - 1 == 0) {
-      char *nb = realloc(buf, cap *= 2);
+      char *nb = xrealloc(buf, cap *= 2, "the program text");
       if (!nb) free(buf);
       buf = nb;
     }

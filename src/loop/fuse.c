@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loop.h"
+#include "../base/mem.h"
 
 FusionPolicy fusion_policy_default(void) {
   FusionPolicy p = {.fuse_reductions = 1, .allow_recompute = 0, .shared_max_inputs = 1};
@@ -187,8 +188,7 @@ static Expr *memo_find(Builder *b, int node, Expr *const *idx, int nidx) {
 static void memo_add(Builder *b, int node, Expr *const *idx, int nidx, Expr *v) {
   if (b->nmemo == b->capmemo) {
     b->capmemo = b->capmemo ? b->capmemo * 2 : 64;
-    b->memo = realloc(b->memo, sizeof *b->memo * (size_t)b->capmemo);
-    if (!b->memo) abort();
+    b->memo = xrealloc(b->memo, sizeof *b->memo * (size_t)b->capmemo, "the fusion memo");
   }
   MemoEntry *m = &b->memo[b->nmemo++];
   m->node = node;
@@ -358,8 +358,7 @@ static int is_const_one(const Expr *e) { return ex_is_int_const(e, 1); }
 /* For each node, how many different non-view nodes read it, directly or through views: rope reads q
  * both directly and through a rotated view, which is one consumer, not two. */
 static int *count_consumers(const TProgram *t) {
-  int *count = calloc((size_t)t->n + 1, sizeof(int)), *last = malloc(sizeof(int) * ((size_t)t->n + 1));
-  if (!count || !last) abort();
+  int *count = xcalloc((size_t)t->n + 1, sizeof(int), "the fusion pass"), *last = xmalloc(sizeof(int) * ((size_t)t->n + 1), "the fusion pass");
   for (int i = 0; i < t->n; i++) last[i] = -1;
   for (int c = 0; c < t->n; c++) {
     if (t->nodes[c].kind == T_VIEW) continue;
@@ -499,7 +498,7 @@ static int attempt(Builder *b, LProgram *lp, DType **bufdt) {
   lp->nkernels = 0;
   lp->ninputs = lp->noutputs = 0;
   for (int i = 0; i < t->n; i++) b->node_buf[i] = b->expanded_by[i] = -1;
-  Job *jobs = calloc((size_t)(t->n + t->noutputs + 1), sizeof *jobs);
+  Job *jobs = xcalloc((size_t)(t->n + t->noutputs + 1), sizeof *jobs, "the fusion work list");
   int njobs = 0;
   for (int i = 0; i < t->ninputs; i++) {
     const TNode *n = &t->nodes[t->inputs[i]];
@@ -529,7 +528,7 @@ static int attempt(Builder *b, LProgram *lp, DType **bufdt) {
     if (b->node_buf[i] >= 0 && t->nodes[i].kind != T_INPUT) jobs[njobs++] = (Job){i, b->node_buf[i]};
   for (int i = 0; i < t->noutputs; i++)
     if (lp->outputs[i] != b->node_buf[t->outputs[i]]) jobs[njobs++] = (Job){t->outputs[i], lp->outputs[i]};
-  *bufdt = realloc(*bufdt, sizeof(DType) * (size_t)lp->nbufs);
+  *bufdt = xrealloc(*bufdt, sizeof(DType) * (size_t)lp->nbufs, "the buffer types");
   for (int i = 0; i < lp->nbufs; i++) (*bufdt)[i] = lp->bufs[i].dtype;
   b->buf_dtype = *bufdt;
   lp->kernels = ARENA_ARRAY(lp->arena, LKernel, njobs ? njobs : 1);
@@ -578,9 +577,9 @@ LProgram *loop_from_tensor(const TProgram *t, const FusionPolicy *pol, Diag *d) 
   b.pool = t->pool;
   b.pol = pol;
   b.d = d;
-  b.realized = calloc((size_t)t->n + 1, 1);
-  b.node_buf = calloc((size_t)t->n + 1, sizeof(int));
-  b.expanded_by = calloc((size_t)t->n + 1, sizeof(int));
+  b.realized = xcalloc((size_t)t->n + 1, 1, "the fusion pass");
+  b.node_buf = xcalloc((size_t)t->n + 1, sizeof(int), "the fusion pass");
+  b.expanded_by = xcalloc((size_t)t->n + 1, sizeof(int), "the fusion pass");
   b.consumers = count_consumers(t);
   /* In-place updates are legal only when nothing else reads the old state. */
   for (int i = 0; i < t->n; i++) {

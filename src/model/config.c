@@ -1,5 +1,6 @@
 /* ModelConfig from a Hugging Face config.json (+ generation_config.json) or from GGUF metadata. */
 #include "config.h"
+#include "../base/mem.h"
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -282,11 +283,8 @@ static int gguf_rope_freqs(const GgufFile *f, const char *arch, ModelConfig *c, 
     diag_error(d, 0, 0, "GGUF tensor 'rope_freqs.weight' must be f32 [%d] (head_dim / 2)", half);
     return 0;
   }
-  float *fac = malloc(sizeof(float) * (size_t)(half > 0 ? half : 1));
-  if (!fac) {
-    diag_error(d, 0, 0, "out of memory");
-    return 0;
-  }
+  float *fac = mem_calloc(d, (size_t)(half > 0 ? half : 1), sizeof(float), "the RoPE factors");
+  if (!fac) return 0;
   memcpy(fac, t->data, sizeof(float) * (size_t)half);
   double factor = 1.0;
   for (int i = 0; i < half; i++)

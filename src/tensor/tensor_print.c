@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tensor.h"
+#include "../base/mem.h"
 
 /* A user name is shown unless an earlier node already showed it, or it looks like another node's
  * generated name (t<digits>): then the node prints as t<id>, so every printed name is unique. */
@@ -26,9 +27,8 @@ static void print_axes(StrBuf *b, unsigned axes) {
 }
 
 void tensor_print(StrBuf *b, const TProgram *p) {
-  const char **shown = calloc((size_t)(p->n ? p->n : 1), sizeof *shown);
-  char (*gen)[24] = calloc((size_t)(p->n ? p->n : 1), sizeof *gen);
-  if (!shown || !gen) abort();
+  const char **shown = xcalloc((size_t)(p->n ? p->n : 1), sizeof *shown, "the tensor printer");
+  char (*gen)[24] = xcalloc((size_t)(p->n ? p->n : 1), sizeof *gen, "the tensor printer");
   for (int i = 0; i < p->n; i++) {
     if (usable_name(p, i, shown)) shown[i] = p->nodes[i].name;
     else {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <utf8proc.h>
 #include "tokenizer_internal.h"
+#include "../base/mem.h"
 
 typedef struct IdVec {
   int32_t *v;
@@ -51,8 +52,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int add_bos, int32_t 
     return 0;
   }
   if (add_bos && t->add_bos && t->bos >= 0) {
-    out.v = malloc(64 * sizeof *out.v);
-    if (!out.v) abort();
+    out.v = xmalloc(64 * sizeof *out.v, "the token ids");
     out.cap = 64;
     out.v[out.n++] = t->bos;
   }
@@ -68,8 +68,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int add_bos, int32_t 
     ok = encode_segment(t, text + seg, i - seg, &out, d);
     if (out.n == out.cap) {
       out.cap = out.cap ? out.cap * 2 : 64;
-      out.v = realloc(out.v, (size_t)out.cap * sizeof *out.v);
-      if (!out.v) abort();
+      out.v = xrealloc(out.v, (size_t)out.cap * sizeof *out.v, "the token ids");
     }
     out.v[out.n++] = id;
     i += alen;
@@ -80,7 +79,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int add_bos, int32_t 
     free(out.v);
     return 0;
   }
-  if (!out.v) out.v = malloc(sizeof *out.v); /* callers always get something to free */
+  if (!out.v) out.v = xmalloc(sizeof *out.v, "the token ids"); /* callers always get something to free */
   *ids = out.v, *n = out.n;
   return 1;
 }

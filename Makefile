@@ -119,6 +119,7 @@ fuzz-program:
 	scripts/install-deps.sh fuzz
 	$(MAKE) build/fuzz/fuzz_program
 	build/fuzz/fuzz_program fuzz/regressions/*
+	-build/fuzz/fuzz_program fuzz/open/* || echo "fuzz/open: known open findings still fail (see fuzz/README.md)"
 	fuzz/program_seeds.sh build/fuzz/corpus_program
 	build/fuzz/fuzz_program -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -print_final_stats=1 \
 	  -dict=fuzz/lathe.dict build/fuzz/corpus_program

@@ -15,7 +15,7 @@ void mem_oom_message(char *out, size_t cap, size_t n, const char *what) {
     snprintf(out, cap, "out of memory: %zu bytes for %s", n, what ? what : "an allocation");
 }
 
-static void oom_fatal(size_t n, const char *what) {
+_Noreturn void mem_fail(size_t n, const char *what) {
   char msg[256];
   mem_oom_message(msg, sizeof msg, n, what);
   if (oom_handler) oom_handler(msg);
@@ -52,26 +52,26 @@ void *mem_realloc(Diag *d, void *p, size_t n, const char *what) {
 
 void *xmalloc(size_t n, const char *what) {
   void *p = malloc(n ? n : 1);
-  if (!p) oom_fatal(n, what);
+  if (!p) mem_fail(n, what);
   return p;
 }
 
 void *xcalloc(size_t count, size_t size, const char *what) {
   size_t n = array_bytes(count, size);
   void *p = n == SIZE_MAX ? NULL : calloc(count ? count : 1, size ? size : 1);
-  if (!p) oom_fatal(n, what);
+  if (!p) mem_fail(n, what);
   return p;
 }
 
 void *xrealloc(void *p, size_t n, const char *what) {
   void *q = realloc(p, n ? n : 1);
-  if (!q) oom_fatal(n, what);
+  if (!q) mem_fail(n, what);
   return q;
 }
 
 void *xreallocarray(void *p, size_t count, size_t size, const char *what) {
   size_t n = array_bytes(count, size);
-  if (n == SIZE_MAX) oom_fatal(n, what);
+  if (n == SIZE_MAX) mem_fail(n, what);
   return xrealloc(p, n, what);
 }
 

@@ -29,6 +29,8 @@ char *xstrndup(const char *s, size_t n, const char *what);
  * not return (exit, or longjmp in tests). NULL restores the default (abort). */
 typedef void (*OomHandler)(const char *msg);
 void mem_set_oom_handler(OomHandler h);
+/* Reports a failed allocation of n bytes (SIZE_MAX: a size that overflowed) to the handler; never returns. */
+_Noreturn void mem_fail(size_t n, const char *what);
 /* The message for a failed allocation of n bytes (SIZE_MAX: a size that overflowed). */
 void mem_oom_message(char *out, size_t cap, size_t n, const char *what);
 #endif

@@ -220,6 +220,10 @@ int cmd_bench(int argc, char **argv) {
       json_object_set_new(o, "prefill_gemm", json_string(plan_gemm_library(m->plan) ? "cublaslt" : "generated"));
     }
     char *s = json_dumps(o, JSON_COMPACT);
+    if (!s) {
+      report_msg("out of memory: the JSON output");
+      exit(EXIT_ERROR);
+    }
     puts(s);
     free(s);
     json_decref(o);

@@ -122,7 +122,11 @@ int cmd_generate(int argc, char **argv) {
     json_object_set_new(stats, "decode_tokens_per_s", json_real(st.decode_ms > 0 ? st.generated * 1e3 / st.decode_ms : 0));
     json_object_set_new(o, "stats", stats);
     char *s = json_dumps(o, JSON_COMPACT);
-    puts(s ? s : "{}");
+    if (!s) {
+      report_msg("out of memory: the JSON output");
+      exit(EXIT_ERROR);
+    }
+    puts(s);
     free(s);
     sb_free(&text);
     json_decref(o);

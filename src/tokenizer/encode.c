@@ -37,6 +37,10 @@ static int encode_segment(const Tokenizer *t, const char *s, size_t n, IdVec *ou
     int opts = UTF8PROC_STABLE | (t->norm == NORM_NFC || t->norm == NORM_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
                (t->norm == NORM_NFKC || t->norm == NORM_NFKD ? UTF8PROC_COMPAT : 0);
     utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &norm, (utf8proc_option_t)opts);
+    if (m == UTF8PROC_ERROR_NOMEM) {
+      diag_error(d, 0, 0, "out of memory: %zu bytes of text to normalize", n);
+      return 0;
+    }
     if (m >= 0) s = (const char *)norm, n = (size_t)m; /* invalid UTF-8 is encoded as it is */
   }
   int ok = pre_tokenize(t, s, n, on_piece, out, d);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../base/hash.h"
+#include "../base/mem.h"
 #include "../base/warn.h"
 
 /* mkdir -p: creates every missing component of path with mode 0755. */
@@ -129,7 +130,8 @@ CacheLookup cache_load(const char *path, uint64_t key, void **data, size_t *size
   unsigned char *buf = malloc(n);
   if (!buf) {
     close(fd);
-    return bad(why, nwhy, "%s", "out of memory reading it");
+    mem_oom_message(why, nwhy, n, "a cache entry");
+    return CACHE_NOMEM;
   }
   size_t got = 0;
   while (got < n) {

@@ -21,10 +21,11 @@ void cache_path(char *out, size_t n, uint64_t key, const char *suffix);
 #define CACHE_TRAILER_BYTES 32
 #define CACHE_MAX_ENTRY_BYTES ((size_t)1 << 31) /* larger files are not entries of ours */
 
-typedef enum CacheLookup { CACHE_MISS, CACHE_HIT, CACHE_BAD } CacheLookup;
+typedef enum CacheLookup { CACHE_MISS, CACHE_HIT, CACHE_BAD, CACHE_NOMEM } CacheLookup;
 /* Reads and verifies the entry at path. HIT: *data (malloc'ed, the caller frees) and *size hold the
  * content without the trailer. MISS: no entry. BAD: something is at path but it is not a valid entry for
- * key; why says what (e.g. "truncated", "not a regular file", "written for another key"). */
+ * key; why says what (e.g. "truncated", "not a regular file", "written for another key"). NOMEM: the entry could
+ * not be read into memory; why is the "out of memory: N bytes for ..." message (an error, not a bad entry). */
 CacheLookup cache_load(const char *path, uint64_t key, void **data, size_t *size, char *why, size_t nwhy);
 /* Stores content under path: a temporary file in dir, the trailer, fsync, rename. 0 on failure (disk full,
  * directory not writable) with the reason in why; nothing is left behind. */

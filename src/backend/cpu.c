@@ -340,6 +340,10 @@ static CpuModule *load_cached(const char *so, uint64_t key, int *bad, Diag *d) {
   *bad = 0;
   CacheLookup r = cache_load(so, key, &image, &size, why, sizeof why);
   if (r == CACHE_MISS) return NULL;
+  if (r == CACHE_NOMEM) {
+    diag_error(d, 0, 0, "%s", why);
+    return NULL;
+  }
   if (r == CACHE_BAD) {
     cache_discard(so, why);
     *bad = 1;
@@ -366,13 +370,11 @@ static BackendModule *cpu_compile(Backend *b, const char *source, Diag *d) {
     snprintf(so, sizeof so, "%s/%016" PRIx64 ".so", dir, key);
     int bad;
     CpuModule *m = load_cached(so, key, &bad, d);
-    if (m) {
-      c->cache_hits++;
-      return (BackendModule *)m;
-    }
+    if (m) c->cache_hits++;
+    if (m || d->set) return (BackendModule *)m;
     int rc = compile_to(c, dir, key, source, so, &cd);
     if (rc > 0) {
-      if ((m = load_cached(so, key, &bad, d))) return (BackendModule *)m;
+      if ((m = load_cached(so, key, &bad, d)) || d->set) return (BackendModule *)m;
       diag_error(&cd, 0, 0, "the entry just written does not load or verify");
     }
     /* A failure in the cache directory (full, not writable, or an entry that cannot be replaced) falls back

@@ -253,6 +253,10 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     char why[256];
     CacheLookup r = cache_load(u->path, u->key, &u->cubin, &u->size, why, sizeof why);
     if (r == CACHE_BAD) cache_discard(u->path, why); /* damaged, replaced or foreign: rebuild it */
+    if (r == CACHE_NOMEM && ok) {
+      diag_error(d, 0, 0, "%s", why);
+      ok = 0;
+    }
     if (r != CACHE_HIT) continue;
     Diag probe = {0};
     if (load_unit(c, u->cubin, &mods[i], &probe)) {

@@ -98,3 +98,22 @@ else
     skip "cache_full_filesystem_${left}k_left" "cannot mount a tmpfs (not root?)"; skip "cache_full_no_litter_${left}k" "no tmpfs"
   done
 fi
+
+# A cache directory that cannot be created, or a read-only one: the same fallback, said once.
+LATHE_CACHE_DIR=/proc/lathe-no-such-dir/cache "$LATHE" run -e "$P" --check >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q 'check y: .* ok' "$tmp/out" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+  grep -q 'warning: cannot use the cache directory (/proc/lathe-no-such-dir/cache: cannot be created' "$tmp/err"; then
+  pass cache_dir_uncreatable
+else fail cache_dir_uncreatable "exit $rc: $(cat "$tmp/out" "$tmp/err" | head -4)"; fi
+ro="$tmp/ro"
+mkdir -p "$ro"
+if mount -t tmpfs -o size=64k,ro tmpfs "$ro" 2>/dev/null; then
+  LATHE_CACHE_DIR="$ro" "$LATHE" run -e "$P" --check >"$tmp/out" 2>"$tmp/err"; rc=$?
+  if [ $rc -eq 0 ] && grep -q 'check y: .* ok' "$tmp/out" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+    grep -q "warning: cannot use the cache directory $ro (.*Read-only file system" "$tmp/err"; then
+    pass cache_dir_read_only
+  else fail cache_dir_read_only "exit $rc: $(cat "$tmp/out" "$tmp/err" | head -4)"; fi
+  umount "$ro"
+else
+  skip cache_dir_read_only "cannot mount a tmpfs (not root?)"
+fi

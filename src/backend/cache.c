@@ -28,9 +28,14 @@ static int mkdir_p(char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static _Thread_local char dir_failure[4200];
+
+const char *cache_dir_failure(void) { return dir_failure[0] ? dir_failure : "no cache directory"; }
+
 const char *cache_dir(void) {
   /* Per thread, recomputed on every call so a changed environment (tests) is honoured. */
   static _Thread_local char dir[4096];
+  dir_failure[0] = '\0';
   const char *env = getenv("LATHE_CACHE_DIR");
   int n;
   if (env && *env) {
@@ -40,11 +45,17 @@ const char *cache_dir(void) {
   } else if ((env = getenv("HOME")) && *env) {
     n = snprintf(dir, sizeof dir, "%s/.cache/lathe", env);
   } else {
+    snprintf(dir_failure, sizeof dir_failure, "none: neither LATHE_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
     return NULL;
   }
-  if (n < 0 || (size_t)n >= sizeof dir) return NULL;
+  if (n < 0 || (size_t)n >= sizeof dir) {
+    snprintf(dir_failure, sizeof dir_failure, "%.100s...: the path is too long", dir);
+    return NULL;
+  }
   while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
-  return mkdir_p(dir) ? dir : NULL;
+  if (mkdir_p(dir)) return dir;
+  snprintf(dir_failure, sizeof dir_failure, "%s: cannot be created: %s", dir, strerror(errno));
+  return NULL;
 }
 
 void cache_path(char *out, size_t n, uint64_t key, const char *suffix) {
@@ -225,7 +236,8 @@ void cache_discard(const char *path, const char *why) {
 void cache_warn_fallback(const char *dir, const char *why) {
   static int warned; /* once per process: every later compile falls back the same way */
   if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-  warn("cannot use the cache directory %s (%s); compiling in a temporary directory instead", dir, why);
+  if (why) warn("cannot use the cache directory %s (%s); compiling in a temporary directory instead", dir, why);
+  else warn("cannot use the cache directory (%s); compiling in a temporary directory instead", dir);
 }
 
 void cache_warn_unwritable(const char *dir, const char *why) {

@@ -15,6 +15,8 @@
 
 /* Directory for cached objects (created if missing); NULL if none can be made. */
 const char *cache_dir(void);
+/* For messages after cache_dir() returned NULL: the directory it tried and why it failed. */
+const char *cache_dir_failure(void);
 /* Path of the entry for key with the given suffix (".so", ".cubin"). */
 void cache_path(char *out, size_t n, uint64_t key, const char *suffix);
 
@@ -37,7 +39,8 @@ int cache_seal_file(const char *path, uint64_t key, char *why, size_t nwhy);
 /* Removes a bad entry so it can be rebuilt, and warns once per entry: "cache entry P is damaged (why);
  * rebuilding it". */
 void cache_discard(const char *path, const char *why);
-/* Warns, once per process, that the cache directory cannot be used and a temporary one is. */
+/* Warns, once per process, that the cache directory cannot be used and a temporary one is (why NULL: dir is
+ * cache_dir_failure()'s description). */
 void cache_warn_fallback(const char *dir, const char *why);
 /* Warns, once per process, that compiled objects cannot be stored in the cache directory. */
 void cache_warn_unwritable(const char *dir, const char *why);

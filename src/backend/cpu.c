@@ -393,7 +393,8 @@ static BackendModule *cpu_compile(Backend *b, const char *source, Diag *d) {
   if (compile_to(c, tmpdir, key, source, so, &td) > 0) {
     m = module_open(so, d);
     unlink(so);
-    if (m) cache_warn_fallback(dir ? dir : "(none: set LATHE_CACHE_DIR or HOME)", cd.set ? cd.msg : "it cannot be created");
+    if (m && dir) cache_warn_fallback(dir, cd.msg);
+    else if (m) cache_warn_fallback(cache_dir_failure(), NULL);
   } else {
     *d = td;
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lathe needs to build and test. Idempotent; quiet when all are present.
 set -euo pipefail
-pkgs=(build-essential libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev)
+pkgs=(build-essential libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev)
 # Optional lists, installed only when asked for: `install-deps.sh fuzz` (used by `make fuzz`) adds
 # clang and its libFuzzer runtime.
 fuzz_pkgs=(clang libclang-rt-14-dev)

@@ -30,6 +30,9 @@ struct Backend *open_backend(const char *name, Target *t, Diag *d);
 const char *default_model_path(void);
 /* A .gguf file or a directory (a Hugging Face model) rather than a program. */
 int is_model_path(const char *path);
+/* MODEL as the user gave it: a path, or a cached model's name (ORG/NAME, ORG/NAME:FILE, FILE.gguf; see
+ * `lathe list`) turned into its path. Returns arg itself when it names no cached model. */
+const char *model_arg_resolve(const char *arg);
 /* --weights NAME (auto, f32, bf16 or f16; NULL = auto) into the load options; reports and returns 0
  * for anything else. */
 struct ModelLoadOptions;
@@ -42,4 +45,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 #endif

@@ -74,6 +74,7 @@ static int parse(int argc, char **argv, BenchArgs *a) {
     return 0;
   }
   if (!a->model && !a->config) a->model = default_model_path(); /* as generate and chat do */
+  else if (a->model) a->model = model_arg_resolve(a->model);
   if (a->config && !a->random_weights) {
     report_msg("--config runs with random weights; add --random-weights");
     return 0;

@@ -52,6 +52,7 @@ int cmd_compile(int argc, char **argv) {
     report_msg("unknown --config '%s' (known: %s)", config, model_preset_names());
     return EXIT_ERROR;
   }
+  if (!inline_text && path) path = model_arg_resolve(path);
   int model = !inline_text && path && is_model_path(path);
   if (!config && !model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
   FusionPolicy fusion = fusion_policy_for(target);

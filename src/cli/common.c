@@ -10,6 +10,7 @@
 #include "../base/warn.h"
 #include "../generate/model.h"
 #include "cli.h"
+#include "../hub/hub.h"
 
 int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
   memset(p, 0, sizeof *p);
@@ -124,6 +125,11 @@ const char *default_model_path(void) {
   if (xdg && *xdg) snprintf(buf, sizeof buf, "%s/lathe/models/%s", xdg, DEFAULT_MODEL_FILE);
   else snprintf(buf, sizeof buf, "%s/.cache/lathe/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
   return buf;
+}
+
+const char *model_arg_resolve(const char *arg) {
+  static char buf[4096];
+  return hub_resolve(arg, buf, sizeof buf) ? buf : arg;
 }
 
 int is_model_path(const char *path) {

@@ -76,7 +76,7 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
 }
 
 Model *gen_open_model(const GenArgs *a, Backend **be) {
-  const char *path = a->model ? a->model : default_model_path();
+  const char *path = a->model ? model_arg_resolve(a->model) : default_model_path();
   struct stat st;
   if (stat(path, &st) != 0) {
     if (a->model) report_msg("cannot open model %s: %s", path, strerror(errno));

@@ -16,7 +16,8 @@ static void usage(FILE *f) {
         "      [--matmul-precision high|highest|medium (CUDA prefill GEMMs; default high: f32 activations\n"
         "       as bf16 hi + lo on tensor cores; medium: rounded to bf16, as PyTorch's bf16; highest: no\n"
         "       tensor cores)]\n"
-        "      complete a prompt (streamed); MODEL is a Hugging Face directory or a .gguf file,\n"
+        "      complete a prompt (streamed); MODEL is a Hugging Face directory, a .gguf file or a\n"
+        "      cached model's name (lathe list),\n"
         "      default: the model `make model` installs ($LATHE_MODEL overrides)\n"
         "  chat [MODEL] [--system TEXT] [sampling options as for generate]\n"
         "      interactive multi-turn chat with the model's chat template\n"
@@ -35,6 +36,10 @@ static void usage(FILE *f) {
         "      [--check] [--bench] [--iters N] [--warmup N] [--matmul-precision ...]\n"
         "      run on random inputs; --check compares every output with a float64 reference\n"
         "      (exit 1 on mismatch), --bench reports the median time of the compiled program\n"
+        "  pull ORG/NAME[:FILE] [--revision REV] [--dir DIR] [--quiet]\n"
+        "      download a Hugging Face model (or one GGUF file of it, by name or tag such as :Q4_K_M) into\n"
+        "      the model cache, resuming and checking sizes and checksums ($LATHE_HF_ENDPOINT, $HF_TOKEN)\n"
+        "  list [--json]      the cached models; each NAME works as MODEL above\n"
         "  help, --help       this text\n"
         "  --version          print the version\n"
         "\n"
@@ -54,6 +59,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
   if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+  if (!strcmp(cmd, "pull")) return cmd_pull(argc - 1, argv + 1);
+  if (!strcmp(cmd, "list")) return cmd_list(argc - 1, argv + 1);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     usage(stdout);
     return EXIT_OK;

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cache.h"
+#include "base/notice.h"
 #include "backend/cuda_driver.h"
 #include "backend/nvrtc.h"
 #include "backend/source_units.h"
@@ -730,6 +732,85 @@ static void drop_cache(void) {
   nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+static int g_cuda_warnings;
+static void count_warning(const char *msg) {
+  if (strstr(msg, "is damaged")) g_cuda_warnings++;
+}
+static void count_warning_notice(void *ctx, const Notice *n) {
+  if (n->kind == NOTICE_WARNING) count_warning(n->text);
+}
+
+/* The one .cubin in g_cache (its path into out); fails unless there is exactly one. */
+static void only_cubin(char *out, size_t n) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "ls %s/*.cubin", g_cache);
+  FILE *p = popen(cmd, "r");
+  int count = 0;
+  char line[512];
+  while (fgets(line, sizeof line, p)) {
+    line[strcspn(line, "\n")] = 0;
+    if (count++ == 0) snprintf(out, n, "%s", line);
+  }
+  pclose(p);
+  assert_int_equal(count, 1);
+}
+
+/* A cubin entry that is truncated, overwritten or another program's is not handed to the driver: it is
+ * rebuilt (one warning each), and the rebuilt entry is a hit again. */
+static void test_damaged_cubin_is_rebuilt(void **state) {
+  if (!nvrtc_available()) skip();
+  fresh_cache();
+  notice_set_sink(count_warning_notice, NULL);
+  g_cuda_warnings = 0;
+  Backend *b = fake_backend();
+  const char *src = "extern \"C\" __global__ void twice(float *a) { a[threadIdx.x] *= 2; }\n";
+  const char *other = "extern \"C\" __global__ void twice(float *a) { a[threadIdx.x] *= 3; }\n";
+  Diag d = {0};
+  BackendModule *m = b->ops->compile(b, src, &d);
+  if (!m) fail_msg("%s", d.msg);
+  b->ops->module_free(b, m);
+  char path[512], saved[520];
+  only_cubin(path, sizeof path);
+  /* another program's entry, same kernel name, under this one's name */
+  snprintf(saved, sizeof saved, "%s.mine", path);
+  assert_int_equal(rename(path, saved), 0);
+  if (!(m = b->ops->compile(b, other, &d))) fail_msg("%s", d.msg);
+  b->ops->module_free(b, m);
+  only_cubin(path, sizeof path); /* the other program's entry */
+  char theirs[512];
+  snprintf(theirs, sizeof theirs, "%s", path);
+  snprintf(path, sizeof path, "%.*s", (int)(strlen(saved) - 5), saved);
+  assert_int_equal(rename(theirs, path), 0);
+  unlink(saved);
+  if (!(m = b->ops->compile(b, src, &d))) fail_msg("%s", d.msg);
+  b->ops->module_free(b, m);
+  assert_int_equal(g_cuda_warnings, 1);
+  /* truncated, then one byte changed */
+  assert_int_equal(truncate(path, 100), 0);
+  if (!(m = b->ops->compile(b, src, &d))) fail_msg("%s", d.msg);
+  b->ops->module_free(b, m);
+  assert_int_equal(g_cuda_warnings, 2);
+  FILE *f = fopen(path, "r+b");
+  fseek(f, 200, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, 200, SEEK_SET);
+  fputc(c ^ 1, f);
+  fclose(f);
+  if (!(m = b->ops->compile(b, src, &d))) fail_msg("%s", d.msg);
+  b->ops->module_free(b, m);
+  assert_int_equal(g_cuda_warnings, 3);
+  if (!(m = b->ops->compile(b, src, &d))) fail_msg("%s", d.msg); /* intact again: a hit */
+  b->ops->module_free(b, m);
+  int compiles = -1, hits = -1;
+  backend_cuda_stats(b, &compiles, &hits);
+  assert_int_equal(compiles, 5); /* src, other, and the three rebuilds */
+  assert_int_equal(hits, 1);
+  assert_int_equal(g_cuda_warnings, 3);
+  b->ops->destroy(b);
+  notice_set_sink(NULL, NULL);
+  drop_cache();
+}
+
 /* A prefill-sized run of a bf16 linear launches the tensor-core variant (its A pre-pass, then the
  * GEMM) on an sm_90 device and the CUDA-core kernel on an sm_75 one (no bf16 mma there); a
  * decode-sized run never the variant. */
@@ -833,6 +914,7 @@ int main(void) {
       cmocka_unit_test(test_launch_packs_abi_arguments),
       cmocka_unit_test(test_launch_errors_name_call_and_kernel),
       cmocka_unit_test(test_compile_is_cached),
+      cmocka_unit_test(test_damaged_cubin_is_rebuilt),
       cmocka_unit_test(test_plan_picks_tensor_cores_by_device),
       cmocka_unit_test(test_device_description_from_attributes),
       cmocka_unit_test(test_plan_flash_attention_launches),

@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../base/hash.h"
 #include "../base/settings.h"
+#include "../base/mem.h"
 #include "backend.h"
 #include "cache.h"
 
@@ -44,6 +46,7 @@ typedef struct CpuSym {
 /* What a BackendModule* points to on this backend. */
 typedef struct CpuModule {
   void *dl;
+  int image_fd; /* the sealed memfd it was loaded from, open while loaded (its /proc name stays unique); -1 */
   CpuSym *syms; /* kernels already looked up, so launches skip dlsym */
   int nsyms, cap;
 } CpuModule;
@@ -56,7 +59,7 @@ static void *cpu_alloc(Backend *b, size_t bytes, Diag *d) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64; /* zero-size buffers still get a distinct valid pointer */
   void *p = aligned_alloc(64, rounded);
-  if (!p) diag_error(d, 0, 0, "cpu: out of memory allocating %zu bytes", bytes);
+  if (!p) diag_error(d, 0, 0, "out of memory: %zu bytes for a CPU buffer", bytes);
   return p;
 }
 
@@ -231,6 +234,12 @@ static int compile_to(CpuImpl *c, const char *dir, uint64_t key, const char *sou
     diag_compiler_output(d, err_path, src_path, status);
     goto done;
   }
+  char why[256];
+  if (!cache_seal_file(so_path, key, why, sizeof why)) {
+    diag_error(d, 0, 0, "cpu: %s in %s", why, dir);
+    ok = -1;
+    goto done;
+  }
   if (rename(so_path, final_so) != 0) {
     diag_error(d, 0, 0, "cpu: cannot rename %s to %s: %s", so_path, final_so, strerror(errno));
     ok = -1;
@@ -259,6 +268,19 @@ static void pin_openmp_runtime(void) {
   }
 }
 
+static CpuModule *module_wrap(void *dl, int image_fd, Diag *d) {
+  pin_openmp_runtime();
+  CpuModule *m = mem_calloc(d, 1, sizeof *m, "a CPU module");
+  if (!m) {
+    dlclose(dl);
+    if (image_fd >= 0) close(image_fd);
+    return NULL;
+  }
+  m->dl = dl;
+  m->image_fd = image_fd;
+  return m;
+}
+
 static CpuModule *module_open(const char *path, Diag *d) {
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!dl) {
@@ -266,23 +288,75 @@ static CpuModule *module_open(const char *path, Diag *d) {
     diag_error(d, 0, 0, "cpu: cannot load %s: %s", path, why ? why : "unknown error");
     return NULL;
   }
-  pin_openmp_runtime();
-  CpuModule *m = calloc(1, sizeof *m);
-  if (!m) {
-    dlclose(dl);
-    diag_error(d, 0, 0, "cpu: out of memory");
-    return NULL;
+  return module_wrap(dl, -1, d);
+}
+
+/* Loads a verified cache entry from its bytes, not from its path: the bytes go into a memfd that is sealed
+ * against every change and dlopen'ed through /proc/self/fd, so what is loaded is exactly what was verified,
+ * whatever happens to the cache file meanwhile (another process replacing or truncating it). The memfd
+ * stays open while the module is loaded: glibc finds an already loaded object by its name, and an open fd's
+ * number (so its /proc name) is not reused. Where memfds or /proc are unavailable, the verified file is
+ * loaded by path, which leaves the short window between verifying and loading open to in-place writes. */
+static CpuModule *module_open_image(const void *image, size_t size, const char *path, Diag *d) {
+  int fd = memfd_create("lathe-cpu-module", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd >= 0) {
+    const char *p = image;
+    size_t left = size;
+    while (left) {
+      ssize_t w = write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      p += w;
+      left -= (size_t)w;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+    void *dl = NULL;
+    if (left == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0) {
+      void *clash = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD); /* that name loaded by someone else */
+      if (clash) dlclose(clash);
+      else dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (dl) return module_wrap(dl, fd, d);
+    close(fd);
   }
-  m->dl = dl;
-  return m;
+  return module_open(path, d);
 }
 
 static uint64_t source_key(const CpuImpl *c, const char *source) {
-  uint64_t h = hash_str(HASH_SEED, "lathe-cpu-v1");
+  uint64_t h = hash_str(HASH_SEED, "lathe-cpu-v2"); /* v2: entries carry the cache.h trailer */
   h = hash_str(h, source);
   h = hash_str(h, c->compiler_id);
   h = hash_str(h, CPU_FLAGS " " CPU_LIBS);
   return h;
+}
+
+/* The verified entry for key in dir: its module, or NULL with *bad set when the entry was damaged
+ * (removed, with a warning) and NULL without it on a miss. A verified entry that does not load is an error. */
+static CpuModule *load_cached(const char *so, uint64_t key, int *bad, Diag *d) {
+  void *image;
+  size_t size;
+  char why[256];
+  *bad = 0;
+  CacheLookup r = cache_load(so, key, &image, &size, why, sizeof why);
+  if (r == CACHE_MISS) return NULL;
+  if (r == CACHE_NOMEM) {
+    diag_error(d, 0, 0, "%s", why);
+    return NULL;
+  }
+  if (r == CACHE_BAD) {
+    cache_discard(so, why);
+    *bad = 1;
+    return NULL;
+  }
+  Diag ld = {0};
+  CpuModule *m = module_open_image(image, size, so, &ld);
+  free(image);
+  if (!m) { /* intact but unloadable (e.g. a runtime library changed since): rebuild it */
+    cache_discard(so, ld.msg);
+    *bad = 1;
+  }
+  return m;
 }
 
 static BackendModule *cpu_compile(Backend *b, const char *source, Diag *d) {
@@ -291,38 +365,38 @@ static BackendModule *cpu_compile(Backend *b, const char *source, Diag *d) {
   uint64_t key = source_key(c, source);
   char so[4200];
   const char *dir = cache_dir();
+  Diag cd = {0};
   if (dir) {
     snprintf(so, sizeof so, "%s/%016" PRIx64 ".so", dir, key);
-    if (access(so, R_OK) == 0) {
-      Diag probe = {0};
-      CpuModule *m = module_open(so, &probe);
-      if (m) {
-        c->cache_hits++;
-        return (BackendModule *)m;
-      }
-      unlink(so); /* unloadable entry (e.g. truncated by a full disk): rebuild it */
-    }
-    Diag cd = {0};
+    int bad;
+    CpuModule *m = load_cached(so, key, &bad, d);
+    if (m) c->cache_hits++;
+    if (m || d->set) return (BackendModule *)m;
     int rc = compile_to(c, dir, key, source, so, &cd);
-    if (rc > 0) return (BackendModule *)module_open(so, d);
-    /* A compiler error is final; only a cache directory we cannot write falls back to a temp dir. */
-    if (rc == 0) {
-      diag_error(d, cd.line, cd.col, "%s", cd.msg);
-      return NULL;
+    if (rc > 0) {
+      if ((m = load_cached(so, key, &bad, d)) || d->set) return (BackendModule *)m;
+      diag_error(&cd, 0, 0, "the entry just written does not load or verify");
     }
+    /* A failure in the cache directory (full, not writable, or an entry that cannot be replaced) falls back
+     * to a private temporary directory, with a warning; a compiler error there too is the error reported. A
+     * full disk often makes the compiler fail with no message, so every failure here is retried. */
   }
-  /* No usable cache: build in a private directory, load, then remove it (the mapping stays valid). */
   char tmpdir[] = "/tmp/lathe-cpu-XXXXXX";
   if (!mkdtemp(tmpdir)) {
-    diag_error(d, 0, 0, "cpu: no usable cache directory and cannot create a temporary one: %s",
-               strerror(errno));
+    if (cd.set) *d = cd;
+    else diag_error(d, 0, 0, "cpu: no usable cache directory and cannot create a temporary one: %s", strerror(errno));
     return NULL;
   }
   snprintf(so, sizeof so, "%s/%016" PRIx64 ".so", tmpdir, key);
   CpuModule *m = NULL;
-  if (compile_to(c, tmpdir, key, source, so, d) > 0) {
+  Diag td = {0};
+  if (compile_to(c, tmpdir, key, source, so, &td) > 0) {
     m = module_open(so, d);
     unlink(so);
+    if (m && dir) cache_warn_fallback(dir, cd.msg);
+    else if (m) cache_warn_fallback(cache_dir_failure(), NULL);
+  } else {
+    *d = td;
   }
   rmdir(tmpdir);
   return (BackendModule *)m;
@@ -334,6 +408,14 @@ static void cpu_module_free(Backend *b, BackendModule *bm) {
   for (int i = 0; i < m->nsyms; i++) free(m->syms[i].name);
   free(m->syms);
   if (m->dl) dlclose(m->dl);
+  if (m->image_fd >= 0) {
+    /* If something keeps the object loaded past dlclose, its /proc name must not be reused: keep the fd. */
+    char name[64];
+    snprintf(name, sizeof name, "/proc/self/fd/%d", m->image_fd);
+    void *still = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (still) dlclose(still);
+    else close(m->image_fd);
+  }
   free(m);
 }
 
@@ -346,12 +428,12 @@ static CpuKernelFn lookup_kernel(CpuModule *m, const char *name) {
   memcpy(&fn, &sym, sizeof fn); /* object pointer -> function pointer, as POSIX dlsym intends */
   if (m->nsyms == m->cap) {
     int cap = m->cap ? 2 * m->cap : 8;
-    CpuSym *grown = realloc(m->syms, sizeof *grown * (size_t)cap);
+    CpuSym *grown = xrealloc(m->syms, sizeof *grown * (size_t)cap, "the kernel table");
     if (!grown) return fn; /* still callable, just not remembered */
     m->syms = grown;
     m->cap = cap;
   }
-  char *copy = strdup(name);
+  char *copy = xstrdup(name, "a kernel name");
   if (copy) m->syms[m->nsyms++] = (CpuSym){copy, fn};
   return fn;
 }
@@ -388,8 +470,7 @@ struct BackendGraph {
 };
 
 static BackendGraph *cpu_graph_new(Backend *b, Diag *d) {
-  BackendGraph *g = calloc(1, sizeof *g);
-  if (!g) abort();
+  BackendGraph *g = xcalloc(1, sizeof *g, "a CPU graph");
   return g;
 }
 
@@ -413,8 +494,7 @@ static int cpu_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const c
   }
   if (g->n == g->cap) {
     g->cap = g->cap ? 2 * g->cap : 64;
-    g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
-    if (!g->nodes) abort();
+    g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap, "a CPU graph");
   }
   g->nodes[g->n].fn = fn;
   if (!set_node(&g->nodes[g->n], bufs, nbufs, syms, nsyms, d)) return 0;
@@ -491,8 +571,8 @@ static const BackendOps cpu_ops = {
 };
 
 Backend *backend_cpu_new(Diag *d) {
-  Backend *b = calloc(1, sizeof *b);
-  CpuImpl *c = calloc(1, sizeof *c);
+  Backend *b = xcalloc(1, sizeof *b, "the CPU backend");
+  CpuImpl *c = xcalloc(1, sizeof *c, "the CPU backend");
   if (!b || !c) {
     free(b);
     free(c);

@@ -2,6 +2,7 @@
  * and, per problem shape, its matrix layouts and the heuristic's candidate algorithms, found once,
  * with the one chosen (the heuristic's first until the caller measures and chooses). */
 #include "cublaslt.h"
+#include "../base/mem.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,10 +79,9 @@ CublasLt *cublaslt_open(void *workspace, size_t bytes, Diag *d) {
     diag_error(d, 0, 0, "cuBLASLt: libcublasLt.so not found (%s)", dlerror());
     return NULL;
   }
-  CublasLt *lt = calloc(1, sizeof *lt);
+  CublasLt *lt = mem_calloc(d, 1, sizeof *lt, "cuBLASLt");
   if (!lt) {
     dlclose(dl);
-    diag_error(d, 0, 0, "cuBLASLt: out of memory");
     return NULL;
   }
   lt->dl = dl;

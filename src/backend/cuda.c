@@ -16,6 +16,7 @@
 #include "../base/hash.h"
 #include "../base/settings.h"
 #include "../base/notice.h"
+#include "../base/mem.h"
 #include "backend.h"
 #include "cache.h"
 #include "cublaslt.h"
@@ -23,8 +24,9 @@
 #include "nvrtc.h"
 #include "source_units.h"
 
-/* Part of every cache key. nvrtc.c chooses the NVRTC options; bump this when they change. */
-#define CUDA_CACHE_TAG "lathe-cuda-v1 nvrtc_compile(--gpu-architecture=ARCH -default-device)"
+/* Part of every cache key. nvrtc.c chooses the NVRTC options; bump this when they change (v2: entries carry
+ * the cache.h trailer). */
+#define CUDA_CACHE_TAG "lathe-cuda-v2 nvrtc_compile(--gpu-architecture=ARCH -default-device)"
 #define CUDA_MAX_ARGS 128
 #define CUDA_MIN_ALLOC 256 /* cuMemAlloc rejects 0 bytes; empty buffers still get a real pointer */
 
@@ -178,54 +180,15 @@ static uint64_t source_key(CudaImpl *c, const char *source) {
   return h;
 }
 
-/* Whole file into a malloc'ed buffer; NULL if it cannot be read or is empty. */
-static void *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  void *data = NULL;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    long n = ftell(f);
-    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL &&
-        fread(data, 1, (size_t)n, f) != (size_t)n) {
-      free(data);
-      data = NULL;
-    }
-    if (data) *size = (size_t)n;
-  }
-  fclose(f);
-  return data;
-}
-
-/* Stores a cubin under path via a temporary name and rename, so readers never see a torn entry.
- * Best effort: a cache that cannot be written only costs a recompile next time. */
-static void cache_store(const char *dir, const char *path, uint64_t key, const void *data, size_t size) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%016" PRIx64 "-XXXXXX.cubin", dir, key);
-  int fd = mkstemps(tmp, 6);
-  if (fd < 0) return;
-  const char *p = data;
-  size_t left = size;
-  while (left) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    p += w;
-    left -= (size_t)w;
-  }
-  int ok = close(fd) == 0 && left == 0;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
-}
-
 static int load_unit(CudaImpl *c, const void *cubin, CUmodule *mod, Diag *d) {
   *mod = NULL;
   return make_current(c, d) && check(c, d, c->drv.cuModuleLoadData(mod, cubin), "cuModuleLoadData", c->arch);
 }
 
 static CudaModule *module_new(CudaImpl *c, const CUmodule *mods, int n, Diag *d) {
-  CudaModule *m = calloc(1, sizeof *m);
+  CudaModule *m = mem_calloc(d, 1, sizeof *m, "a CUDA module");
   if (!m) {
     for (int i = 0; i < n; i++) c->drv.cuModuleUnload(mods[i]);
-    diag_error(d, 0, 0, "cuda: out of memory");
     return NULL;
   }
   memcpy(m->mods, mods, sizeof(CUmodule) * (size_t)n);
@@ -273,7 +236,7 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
   }
   SourceUnits su;
   if (!source_units_split(source, CUDA_UNIT_BYTES, unit_count(), &su)) {
-    diag_error(d, 0, 0, "cuda: out of memory");
+    diag_error(d, 0, 0, "out of memory: the CUDA translation units");
     return NULL;
   }
   Unit units[CUDA_MAX_UNITS];
@@ -289,14 +252,20 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     if (!dir) continue;
     u->key = source_key(c, u->source);
     cache_path(u->path, sizeof u->path, u->key, ".cubin");
-    u->cubin = read_file(u->path, &u->size);
-    if (!u->cubin) continue;
+    char why[256];
+    CacheLookup r = cache_load(u->path, u->key, &u->cubin, &u->size, why, sizeof why);
+    if (r == CACHE_BAD) cache_discard(u->path, why); /* damaged, replaced or foreign: rebuild it */
+    if (r == CACHE_NOMEM && ok) {
+      diag_error(d, 0, 0, "%s", why);
+      ok = 0;
+    }
+    if (r != CACHE_HIT) continue;
     Diag probe = {0};
     if (load_unit(c, u->cubin, &mods[i], &probe)) {
       u->ok = 1;
       c->cache_hits++;
     } else {
-      unlink(u->path); /* unloadable entry (torn by a full disk, or another driver's): rebuild it */
+      cache_discard(u->path, probe.msg); /* intact but refused by this driver: rebuild it */
     }
     free(u->cubin);
     u->cubin = NULL;
@@ -313,7 +282,8 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     Unit *u = &units[i];
     if (started[i]) pthread_join(threads[i], NULL);
     if (u->compiled && u->ok) {
-      if (dir) cache_store(dir, u->path, u->key, u->cubin, u->size);
+      char why[256]; /* best effort: a cache that cannot be written only costs a recompile next time */
+      if (dir && !cache_store(dir, u->path, u->key, u->cubin, u->size, why, sizeof why)) cache_warn_unwritable(dir, why);
       u->ok = load_unit(c, u->cubin, &mods[i], &u->d);
       free(u->cubin);
     }
@@ -359,12 +329,12 @@ static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunctio
   *out = fn;
   if (m->nfns == m->cap) {
     int cap = m->cap ? 2 * m->cap : 8;
-    CudaFn *grown = realloc(m->fns, sizeof *grown * (size_t)cap);
+    CudaFn *grown = xrealloc(m->fns, sizeof *grown * (size_t)cap, "the kernel table");
     if (!grown) return 1; /* still launchable, just not remembered */
     m->fns = grown;
     m->cap = cap;
   }
-  char *copy = strdup(name);
+  char *copy = xstrdup(name, "a kernel name");
   if (copy) m->fns[m->nfns++] = (CudaFn){copy, fn};
   return 1;
 }
@@ -448,8 +418,7 @@ static BackendGraph *cuda_graph_new(Backend *b, Diag *d) {
     diag_error(d, 0, 0, "cuda: this driver has no graph API");
     return NULL;
   }
-  BackendGraph *g = calloc(1, sizeof *g);
-  if (!g) abort();
+  BackendGraph *g = xcalloc(1, sizeof *g, "a CUDA graph");
   if (!make_current(c, d) || !check(c, d, c->drv.cuGraphCreate(&g->graph, 0), "cuGraphCreate", NULL)) {
     free(g);
     return NULL;
@@ -464,11 +433,10 @@ static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const 
   if (!lookup_kernel(c, (CudaModule *)bm, name, &fn, d)) return 0;
   if (g->n == g->cap) {
     g->cap = g->cap ? g->cap * 2 : 256;
-    g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
-    g->fns = realloc(g->fns, sizeof *g->fns * (size_t)g->cap);
-    g->blocks = realloc(g->blocks, sizeof *g->blocks * (size_t)g->cap);
-    g->names = realloc(g->names, sizeof *g->names * (size_t)g->cap);
-    if (!g->nodes || !g->fns || !g->blocks || !g->names) abort();
+    g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap, "a CUDA graph");
+    g->fns = xrealloc(g->fns, sizeof *g->fns * (size_t)g->cap, "a CUDA graph");
+    g->blocks = xrealloc(g->blocks, sizeof *g->blocks * (size_t)g->cap, "a CUDA graph");
+    g->names = xrealloc(g->names, sizeof *g->names * (size_t)g->cap, "a CUDA graph");
   }
   CUdeviceptr ptrs[CUDA_MAX_ARGS];
   long long vals[CUDA_MAX_ARGS];
@@ -552,7 +520,7 @@ static int cuda_timer_mark(Backend *b, int slot, Diag *d) {
     return 0;
   }
   if (!make_current(c, d)) return 0;
-  if (!c->timers && !(c->timers = calloc(BACKEND_TIMER_SLOTS, sizeof *c->timers))) abort();
+  if (!c->timers) c->timers = xcalloc(BACKEND_TIMER_SLOTS, sizeof *c->timers, "the kernel timers");
   if (!c->timers[slot] && !check(c, d, c->drv.cuEventCreate(&c->timers[slot], 0), "cuEventCreate", NULL)) return 0;
   return check(c, d, c->drv.cuEventRecord(c->timers[slot], NULL), "cuEventRecord", NULL);
 }
@@ -771,8 +739,8 @@ static int open_device(CudaImpl *c, Diag *d) {
 }
 
 Backend *cuda_backend_with_driver(const CudaDriver *drv, Diag *d) {
-  CudaImpl *c = calloc(1, sizeof *c);
-  Backend *b = calloc(1, sizeof *b);
+  CudaImpl *c = xcalloc(1, sizeof *c, "the CUDA backend");
+  Backend *b = xcalloc(1, sizeof *b, "the CUDA backend");
   if (!c || !b) {
     free(c);
     free(b);

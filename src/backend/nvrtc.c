@@ -2,6 +2,7 @@
  * headers and a machine without the toolkit still starts (nvrtc_available() says 0). */
 #include "nvrtc.h"
 #include "../base/settings.h"
+#include "../base/mem.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -107,7 +108,7 @@ int nvrtc_compile(const char *source, const char *arch, void **cubin, size_t *si
   if (r) {
     size_t n = 0;
     char *log = NULL;
-    if (!a->log_size(prog, &n) && n > 0 && (log = malloc(n + 1)) && !a->log(prog, log)) log[n] = 0;
+    if (!a->log_size(prog, &n) && n > 0 && (log = xmalloc(n + 1, "the NVRTC log")) && !a->log(prog, log)) log[n] = 0;
     else if (log) log[0] = 0;
     char head[400];
     first_lines(head, sizeof head, log ? log : "", 20);
@@ -123,7 +124,7 @@ int nvrtc_compile(const char *source, const char *arch, void **cubin, size_t *si
     a->destroy(&prog);
     return 0;
   }
-  char *bin = malloc(n);
+  char *bin = mem_alloc(d, n, "a cubin");
   if (!bin || (r = a->cubin(prog, bin))) {
     diag_error(d, 0, 0, "nvrtc: reading the cubin failed%s%s", r ? ": " : "", r ? a->error_string(r) : "");
     free(bin);

@@ -1,9 +1,10 @@
 #include "source_units.h"
+#include "../base/mem.h"
 #include <stdlib.h>
 #include <string.h>
 
 static char *join(const char *shared, size_t nshared, const char *from, size_t n) {
-  char *s = malloc(nshared + n + 1);
+  char *s = xmalloc(nshared + n + 1, "a CUDA translation unit");
   if (!s) return NULL;
   memcpy(s, shared, nshared);
   memcpy(s + nshared, from, n);
@@ -26,7 +27,7 @@ int source_units_split(const char *source, size_t min_bytes, int max_units, Sour
   size_t total = strlen(source);
   if (max_units < 1) max_units = 1;
   if (!first || max_units == 1) {
-    out->text = malloc(sizeof *out->text);
+    out->text = xmalloc(sizeof *out->text, "the CUDA translation units");
     if (!out->text || !(out->text[0] = join("", 0, source, total))) {
       free(out->text);
       out->text = NULL;
@@ -40,7 +41,7 @@ int source_units_split(const char *source, size_t min_bytes, int max_units, Sour
   size_t units = body / (min_bytes ? min_bytes : 1);
   if (units < 1) units = 1;
   if (units > (size_t)max_units) units = (size_t)max_units;
-  out->text = calloc(units, sizeof *out->text);
+  out->text = xcalloc(units, sizeof *out->text, "the CUDA translation units");
   if (!out->text) return 0;
   const char *at = first, *end = source + total;
   for (size_t u = 0; u < units && at < end; u++) {

@@ -1,4 +1,5 @@
 #include "arena.h"
+#include "mem.h"
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,8 +17,7 @@ struct Arena {
 };
 
 Arena *arena_new(void) {
-  Arena *a = calloc(1, sizeof *a);
-  if (!a) abort();
+  Arena *a = xcalloc(1, sizeof *a, "an arena");
   return a;
 }
 
@@ -31,11 +31,11 @@ void arena_free(Arena *a) {
 }
 
 void *arena_alloc(Arena *a, size_t n) {
+  if (n > SIZE_MAX - sizeof(Chunk) - 16) mem_fail(SIZE_MAX, "the compiler's arena");
   n = (n + 15) & ~(size_t)15;
   if (!a->head || a->head->cap - a->head->used < n) {
     size_t cap = n > 65536 ? n : 65536;
-    Chunk *c = malloc(sizeof(Chunk) + cap);
-    if (!c) abort();
+    Chunk *c = xmalloc(sizeof(Chunk) + cap, "the compiler's arena");
     c->next = a->head;
     c->used = 0;
     c->cap = cap;
@@ -45,6 +45,11 @@ void *arena_alloc(Arena *a, size_t n) {
   a->head->used += n;
   memset(p, 0, n);
   return p;
+}
+
+void *arena_alloc_array(Arena *a, size_t count, size_t size) {
+  if (size && count > SIZE_MAX / size) mem_fail(SIZE_MAX, "the compiler's arena");
+  return arena_alloc(a, count * size);
 }
 
 char *arena_strndup(Arena *a, const char *s, size_t n) {

@@ -1,5 +1,6 @@
 /* mmap of a whole file. The descriptor is closed before returning: the mapping stays valid without it. */
 #include "mapfile.h"
+#include "mem.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -45,10 +46,10 @@ void mapfile_close(MappedFile *m) {
 
 /* Takes ownership of bytes (unmapped here on failure). */
 static void *open_image(MappedFile bytes, const char *name, size_t reader_size, FileImageParse parse, Diag *d) {
-  FileImage *im = reader_size >= sizeof *im ? calloc(1, reader_size) : NULL;
+  FileImage *im = reader_size >= sizeof *im ? mem_calloc(d, 1, reader_size, "a file reader") : NULL;
   if (!im) {
     mapfile_close(&bytes);
-    diag_error(d, 0, 0, "out of memory");
+    diag_error(d, 0, 0, "internal error: a file reader smaller than FileImage");
     return NULL;
   }
   im->arena = arena_new();

@@ -1,6 +1,7 @@
 /* The settings table: one entry per environment variable lathe reads. Adding one is a new SettingId and a
  * row here; `lathe env` lists it from then on. */
 #include "settings.h"
+#include "../base/mem.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,7 @@ long setting_int(SettingId id, long def, int *ok) {
 void setting_set(SettingId id, const char *value) {
   if (id < 0 || id >= SET_COUNT) return;
   free(override[id]);
-  override[id] = value ? strdup(value) : NULL;
+  override[id] = value ? xstrdup(value, "a setting") : NULL;
   overridden[id] = value != NULL;
 }
 

@@ -1,4 +1,5 @@
 #include "strbuf.h"
+#include "mem.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,7 @@ static void reserve(StrBuf *b, size_t extra) {
   if (b->len + extra + 1 <= b->cap) return;
   size_t cap = b->cap ? b->cap : 256;
   while (cap < b->len + extra + 1) cap *= 2;
-  char *d = realloc(b->data, cap);
-  if (!d) abort();
+  char *d = xrealloc(b->data, cap, "a string");
   b->data = d;
   b->cap = cap;
 }

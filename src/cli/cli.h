@@ -24,6 +24,8 @@ void cli_install_notice_sink(void);
 /* Prints "lathe: FILE:LINE:COL: error: MSG" to stderr. */
 void report(const Diag *d, const char *file);
 void report_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Routes the library's warnings ("lathe: warning: MSG") and fatal out-of-memory errors to stderr. */
+void install_reporting(void);
 
 /* "cpu", "cuda" or "auto" (cuda when a GPU is present, else cpu); sets *t to the target chosen. */
 struct Backend;

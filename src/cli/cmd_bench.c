@@ -2,6 +2,7 @@
  * time and device memory, for a model file or a built-in configuration with random weights. */
 #include <dirent.h>
 #include "../base/clock.h"
+#include "../base/mem.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -170,7 +171,7 @@ int cmd_bench(int argc, char **argv) {
       goto done;
     }
   }
-  ids = malloc(sizeof(int32_t) * (size_t)need);
+  ids = xmalloc(sizeof(int32_t) * (size_t)need, "the prompt tokens");
   for (int i = 0; i < need; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->cfg.vocab);
   /* prefill: one step over prefill_len tokens (warm-up once, then the median of reps) */
   double prefill_ms = 0;
@@ -235,6 +236,10 @@ int cmd_bench(int argc, char **argv) {
       json_object_set_new(o, "prefill_gemm", json_string(plan_gemm_library(m->plan) ? "cublaslt" : "generated"));
     }
     char *s = json_dumps(o, JSON_COMPACT);
+    if (!s) {
+      report_msg("out of memory: the JSON output");
+      exit(EXIT_ERROR);
+    }
     puts(s);
     free(s);
     json_decref(o);

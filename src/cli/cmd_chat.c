@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "../backend/backend.h"
+#include "../base/mem.h"
 #include "gen_common.h"
 #include "interrupt.h"
 #include "line_input.h"
@@ -41,14 +42,12 @@ typedef struct Conversation {
 static void conv_insert(Conversation *c, int at, const char *role, const char *content) {
   if (c->n == c->cap) {
     c->cap = c->cap ? c->cap * 2 : 16;
-    c->msgs = realloc(c->msgs, sizeof *c->msgs * (size_t)c->cap);
-    c->owned = realloc(c->owned, sizeof *c->owned * (size_t)c->cap);
-    if (!c->msgs || !c->owned) abort();
+    c->msgs = xrealloc(c->msgs, sizeof *c->msgs * (size_t)c->cap, "the chat history");
+    c->owned = xrealloc(c->owned, sizeof *c->owned * (size_t)c->cap, "the chat history");
   }
   memmove(c->msgs + at + 1, c->msgs + at, sizeof *c->msgs * (size_t)(c->n - at));
   memmove(c->owned + at + 1, c->owned + at, sizeof *c->owned * (size_t)(c->n - at));
-  c->owned[at] = strdup(content);
-  if (!c->owned[at]) abort();
+  c->owned[at] = xstrdup(content, "a chat message");
   c->msgs[at] = (ChatMessage){role, c->owned[at]};
   c->n++;
 }
@@ -183,8 +182,7 @@ static int answer(Chat *c) {
     if (!strcmp(st.stop_reason, "interrupted") && !nout) conv_remove(&c->conv, c->conv.n - 1, 1);
     else conv_add(&c->conv, "assistant", sb_str(&reply));
     /* The cache now holds the prompt and all but the last generated token. */
-    c->cache_tokens = realloc(c->cache_tokens, sizeof(int32_t) * (size_t)(n + nout + 1));
-    if (!c->cache_tokens) abort();
+    c->cache_tokens = xrealloc(c->cache_tokens, sizeof(int32_t) * (size_t)(n + nout + 1), "the chat tokens");
     memcpy(c->cache_tokens, ids, sizeof(int32_t) * (size_t)n);
     if (nout) memcpy(c->cache_tokens + n, out, sizeof(int32_t) * (size_t)nout);
     c->ncache = cached;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "../backend/backend.h"
 #include <unistd.h>
+#include "../base/mem.h"
 #include "gen_common.h"
 #include "interrupt.h"
 
@@ -41,7 +42,7 @@ static int stream_cb(void *ctx, int32_t id, const char *text) {
 static int parse_tokens(const char *s, int32_t **ids, int *n) {
   int cap = 16;
   *n = 0;
-  *ids = malloc(sizeof(int32_t) * (size_t)cap);
+  *ids = xmalloc(sizeof(int32_t) * (size_t)cap, "the prompt tokens");
   for (const char *p = s; *p;) {
     char *end;
     errno = 0;
@@ -52,7 +53,7 @@ static int parse_tokens(const char *s, int32_t **ids, int *n) {
       *ids = NULL;
       return 0;
     }
-    if (*n == cap) *ids = realloc(*ids, sizeof(int32_t) * (size_t)(cap *= 2));
+    if (*n == cap) *ids = xrealloc(*ids, sizeof(int32_t) * (size_t)(cap *= 2), "the prompt tokens");
     (*ids)[(*n)++] = (int32_t)v;
     p = *end ? end + 1 : end;
   }
@@ -178,7 +179,11 @@ int cmd_generate(int argc, char **argv) {
     json_object_set_new(stats, "decode_tokens_per_s", json_real(st.decode_ms > 0 ? st.generated * 1e3 / st.decode_ms : 0));
     json_object_set_new(o, "stats", stats);
     char *s = json_dumps(o, JSON_COMPACT);
-    puts(s ? s : "{}");
+    if (!s) {
+      report_msg("out of memory: the JSON output");
+      exit(EXIT_ERROR);
+    }
+    puts(s);
     free(s);
     sb_free(&text);
     json_decref(o);

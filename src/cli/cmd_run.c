@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../driver/execute.h"
+#include "../base/mem.h"
 #include "cli.h"
 #include "options.h"
 
@@ -38,7 +39,7 @@ static int add_dim(void *dest, const char *name, const char *spec) {
     report_msg("too many %s values (at most 16)", name);
     return 0;
   }
-  symenv_set(env, strndup(spec, (size_t)(eq - spec)), v);
+  symenv_set(env, xstrndup(spec, (size_t)(eq - spec), "a --dim name"), v);
   return 1;
 }
 

@@ -8,6 +8,7 @@
 #include "../backend/backend.h"
 #include "../base/notice.h"
 #include "../base/settings.h"
+#include "../base/mem.h"
 #include "../generate/model.h"
 #include "cli.h"
 #include "../hub/hub.h"
@@ -45,11 +46,11 @@ void program_arg_free(ProgramArg *p) { free(p->owned); }
 
 char *read_all(FILE *f, const char *what) {
   size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
+  char *buf = xmalloc(cap, "the program text");
   for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
     n += got;
     if (cap - n - 1 == 0) {
-      char *nb = realloc(buf, cap *= 2);
+      char *nb = xrealloc(buf, cap *= 2, "the program text");
       if (!nb) free(buf);
       buf = nb;
     }
@@ -101,6 +102,18 @@ void report_msg(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+/* An allocation that failed where no Diag reaches: the one error line, exit 2 (without exit handlers, which
+ * might allocate). */
+static void die_out_of_memory(const char *msg) {
+  fflush(stdout);
+  fprintf(stderr, "lathe: error: %s\n", msg);
+  _exit(EXIT_ERROR);
+}
+
+void install_reporting(void) {
+  mem_set_oom_handler(die_out_of_memory);
 }
 
 Backend *open_backend(const char *name, Target *t, Diag *d) {

@@ -66,6 +66,7 @@ static void unknown_command(const char *cmd) {
 }
 
 int main(int argc, char **argv) {
+  install_reporting();
   if (argc < 2) {
     usage(stderr);
     return EXIT_ERROR;

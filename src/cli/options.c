@@ -1,4 +1,5 @@
 #include "options.h"
+#include "../base/mem.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,8 +7,7 @@
 
 int edit_distance(const char *a, const char *b) {
   size_t n = strlen(b);
-  int *row = malloc(sizeof(int) * (n + 1));
-  if (!row) abort();
+  int *row = xmalloc(sizeof(int) * (n + 1), "the option suggestion");
   for (size_t j = 0; j <= n; j++) row[j] = (int)j;
   for (size_t i = 1; a[i - 1]; i++) {
     int diag = row[0];

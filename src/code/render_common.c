@@ -1,4 +1,5 @@
 #include "render_common.h"
+#include "../base/mem.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,8 +36,7 @@ static char *names_add(NameSet *ns, const char *s) {
   if ((ns->n + 1) * 2 > ns->cap) {
     NameSet g = {0};
     g.cap = ns->cap ? ns->cap * 2 : 256;
-    g.slots = calloc(g.cap, sizeof *g.slots);
-    if (!g.slots) abort();
+    g.slots = xcalloc(g.cap, sizeof *g.slots, "the name table");
     for (size_t i = 0; i < ns->cap; i++)
       if (ns->slots[i]) {
         size_t j = str_hash(ns->slots[i]) & (g.cap - 1);
@@ -49,8 +49,7 @@ static char *names_add(NameSet *ns, const char *s) {
   }
   size_t i = str_hash(s) & (ns->cap - 1);
   while (ns->slots[i]) i = (i + 1) & (ns->cap - 1);
-  ns->slots[i] = strdup(s);
-  if (!ns->slots[i]) abort();
+  ns->slots[i] = xstrdup(s, "a name");
   ns->n++;
   return ns->slots[i];
 }
@@ -171,8 +170,7 @@ int rc_kernel_begin(Render *R, const KKernel *kk) {
   memset(R->var_name, 0, sizeof R->var_name);
   memset(R->tmp_name, 0, sizeof R->tmp_name);
   memset(R->smem_name, 0, sizeof R->smem_name);
-  R->buf_name = calloc((size_t)(R->lp->nbufs > 0 ? R->lp->nbufs : 1), sizeof *R->buf_name);
-  if (!R->buf_name) abort();
+  R->buf_name = xcalloc((size_t)(R->lp->nbufs > 0 ? R->lp->nbufs : 1), sizeof *R->buf_name, "the buffer names");
   for (int i = 0; reserved[i]; i++) names_add(&R->names, reserved[i]);
   if (!rc_is_identifier(kk->name)) {
     rc_fail(R, "the kernel name is not a C identifier");
@@ -532,9 +530,8 @@ int code_dedupe(KProgram *kp, Diag *d) {
   } Seen;
   /* every kernel and every variant, variants compared among themselves too */
   int n = 0;
-  KKernel **all = calloc((size_t)(4 * kp->nkernels + 1), sizeof *all);
-  Seen *seen = calloc((size_t)(4 * kp->nkernels + 1), sizeof *seen);
-  if (!all || !seen) abort();
+  KKernel **all = xcalloc((size_t)(4 * kp->nkernels + 1), sizeof *all, "the kernel deduplication");
+  Seen *seen = xcalloc((size_t)(4 * kp->nkernels + 1), sizeof *seen, "the kernel deduplication");
   for (int i = 0; i < kp->nkernels; i++)
     if (!kp->kernels[i].skip) all[n++] = &kp->kernels[i];
   for (int i = 0; i < kp->nkernels; i++)
@@ -561,7 +558,7 @@ int code_dedupe(KProgram *kp, Diag *d) {
       break;
     }
     /* the text without the kernel's own name, which appears once, in the signature */
-    char *text = strdup(sb_str(&t)), *at = strstr(text, kk->name);
+    char *text = xstrdup(sb_str(&t), "a kernel's text"), *at = strstr(text, kk->name);
     if (at) memmove(at, at + strlen(kk->name), strlen(at + strlen(kk->name)) + 1);
     uint64_t h = hash_str(HASH_SEED, text);
     int dup = -1;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "render_common.h"
+#include "../base/mem.h"
 
 /* ---- per-statement CSE ---- */
 
@@ -31,8 +32,7 @@ static CseEnt *cse_find(CseMap *m, const Expr *e, int add) {
   if (add && (m->n + 1) * 2 > m->cap) {
     CseMap g = {0};
     g.cap = m->cap ? m->cap * 2 : 64;
-    g.ents = calloc(g.cap, sizeof *g.ents);
-    if (!g.ents) abort();
+    g.ents = xcalloc(g.cap, sizeof *g.ents, "common subexpressions");
     for (size_t i = 0; i < m->cap; i++)
       if (m->ents[i].e) {
         size_t j = ptr_slot(m->ents[i].e, g.cap);
@@ -61,8 +61,7 @@ static CseEnt *cse_count(CseMap *m, const Expr *e) {
   ent = cse_find(m, e, 1);
   if (m->norder == m->ordercap) {
     m->ordercap = m->ordercap ? m->ordercap * 2 : 64;
-    m->order = realloc(m->order, m->ordercap * sizeof *m->order);
-    if (!m->order) abort();
+    m->order = xrealloc(m->order, m->ordercap * sizeof *m->order, "common subexpressions");
   }
   m->order[m->norder++] = e;
   return ent;
@@ -340,8 +339,7 @@ void rc_put_ref(Render *R, StrBuf *b, const Expr *e) {
 /* Flattens loads in roots[], then declares every non-leaf node used more than once (and safe to
  * evaluate unconditionally: no load that only a select arm guards) as `const T vN`. */
 void rc_cse_begin(Render *R, Expr **roots, int n, int level) {
-  CseMap *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  CseMap *m = xcalloc(1, sizeof *m, "common subexpressions");
   for (int i = 0; i < n; i++)
     if (roots[i]) roots[i] = ex_rewrite(R->pool, roots[i], flatten_fn, R);
   for (int i = 0; i < n; i++)

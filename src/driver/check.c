@@ -1,5 +1,6 @@
 #include "check.h"
 #include "../base/checked.h"
+#include "../base/mem.h"
 #include "../base/rng.h"
 #include <math.h>
 #include <stdlib.h>
@@ -30,11 +31,7 @@ int host_tensor_alloc(HostTensor *t, DType dt, const Shape *s, const SymEnv *env
     diag_error(d, 0, 0, "a tensor of more than 2^56 elements at these sizes");
     return 0;
   }
-  t->data = malloc(bytes ? bytes : 1);
-  if (!t->data) {
-    diag_error(d, 0, 0, "out of memory allocating %zu bytes", bytes);
-    return 0;
-  }
+  if (!(t->data = mem_alloc(d, bytes ? bytes : 1, "a host tensor"))) return 0;
   if (dtype_is_float(dt)) {
     for (int64_t i = 0; i < t->numel; i++) {
       if (dt == DT_F32) ((float *)t->data)[i] = NAN;
@@ -116,8 +113,14 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
     ref[i].rank = host[i].rank;
     memcpy(ref[i].dims, host[i].dims, sizeof ref[i].dims);
     ref[i].numel = host[i].numel;
-    ref[i].data = malloc(sizeof(double) * (size_t)(host[i].numel ? host[i].numel : 1));
-    if (!ref[i].data) abort();
+    ref[i].data = mem_calloc(d, (size_t)host[i].numel, sizeof(double), "an input's reference copy");
+    if (!ref[i].data) {
+      for (int j = 0; j <= i; j++) {
+        host_tensor_free(&host[j]);
+        ref_tensor_free(&ref[j]);
+      }
+      return 0;
+    }
     for (int64_t e = 0; e < host[i].numel; e++) {
       double v = r.is_int ? r.lo + (double)(splitmix64(&s) % (uint64_t)(r.hi - r.lo + 1))
                           : r.lo + (r.hi - r.lo) * splitmix64_unit(&s);

@@ -1,4 +1,5 @@
 #include "pipeline.h"
+#include "../base/mem.h"
 #include <stdlib.h>
 #include <string.h>
 #include "../frontend/frontend.h"
@@ -25,8 +26,7 @@ FusionPolicy fusion_policy_for(Target t) {
 }
 
 Compilation *compilation_new(Target t, const FusionPolicy *fusion) {
-  Compilation *c = calloc(1, sizeof *c);
-  if (!c) abort();
+  Compilation *c = xcalloc(1, sizeof *c, "a compilation");
   c->arena = arena_new();
   c->pool = expr_pool_new(c->arena);
   c->target = t;

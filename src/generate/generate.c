@@ -74,7 +74,7 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
       break;
     }
     if (!push(out, nout, &cap, id)) {
-      diag_error(d, 0, 0, "out of memory");
+      diag_error(d, 0, 0, "out of memory: %zu bytes for the generated tokens", sizeof(int32_t) * (size_t)cap);
       ok = 0;
       break;
     }

@@ -1,6 +1,7 @@
 #include "model.h"
 #include "../base/settings.h"
 #include "../base/notice.h"
+#include "../base/mem.h"
 #include "../base/clock.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,8 +72,7 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     if (bytes > cap) {
       free(host);
       cap = bytes;
-      if (!(host = malloc(cap))) {
-        diag_error(d, 0, 0, "out of memory reading %s (%zu bytes)", name, bytes);
+      if (!(host = mem_alloc(d, cap, name))) {
         return 0;
       }
     }
@@ -116,8 +116,7 @@ fail:
 static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d);
 
 Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag *d) {
-  Model *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  Model *m = xcalloc(1, sizeof *m, "a model");
   m->backend = b;
   double t0 = now_ms();
   if (!(m->weights = model_weights_open(path, &m->cfg, d))) goto fail;
@@ -141,8 +140,7 @@ fail:
 }
 
 Model *model_new_random(const ModelConfig *cfg, DType wdt, Backend *b, const ModelLoadOptions *o, Diag *d) {
-  Model *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  Model *m = xcalloc(1, sizeof *m, "a model");
   m->backend = b;
   m->cfg = *cfg;
   if (!model_finish(m, wdt, o, now_ms(), d)) {
@@ -206,7 +204,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   symenv_set(&env, "seq", 1);
   symenv_set(&env, "past", 0);
   if (!bind_weights(m, &env, o->quiet, d)) return 0;
-  if (!(m->logits = malloc(sizeof(float) * (size_t)m->cfg.vocab))) abort();
+  m->logits = xmalloc(sizeof(float) * (size_t)m->cfg.vocab, "the logits");
   m->load_ms = now_ms() - t0;
   return 1;
 }
@@ -261,8 +259,7 @@ static int step(Model *m, const int32_t *ids, int n, int past, float *logits, in
   SymEnv env = {0};
   symenv_set(&env, "seq", n);
   symenv_set(&env, "past", past);
-  int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
-  if (!pos) abort();
+  int32_t *pos = xmalloc(sizeof(int32_t) * (size_t)n, "the positions");
   for (int i = 0; i < n; i++) pos[i] = past + i;
   void *inputs[LT_MAX_INPUTS] = {0};
   inputs[m->in_ids] = (void *)ids;

@@ -1,5 +1,6 @@
 /* The host sampler (the rule is in sampler.h). */
 #include "sampler.h"
+#include "../base/mem.h"
 #include "../base/rng.h"
 #include <math.h>
 #include <stdlib.h>
@@ -122,9 +123,8 @@ int sampler_pick(Sampler *s, float u, const float *logits, int vocab) {
   if (s->cap < vocab) {
     free(s->z);
     free(s->idx);
-    s->z = malloc(sizeof(float) * (size_t)vocab);
-    s->idx = malloc(sizeof(int) * (size_t)vocab);
-    if (!s->z || !s->idx) abort();
+    s->z = xmalloc(sizeof(float) * (size_t)vocab, "the sampler");
+    s->idx = xmalloc(sizeof(int) * (size_t)vocab, "the sampler");
     s->cap = vocab;
   }
   int best = argmax(logits, vocab);

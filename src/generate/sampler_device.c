@@ -18,6 +18,7 @@
  * Weights are 40-bit fixed point (sampler.h), so the integer sums give the same token on every run. */
 #include "sampler_device.h"
 #include "../code/templates.h"
+#include "../base/mem.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,7 @@ struct DeviceSampler {
 };
 
 DeviceSampler *device_sampler_new(Backend *b, Diag *d) {
-  DeviceSampler *s = calloc(1, sizeof *s);
-  if (!s) abort();
+  DeviceSampler *s = xcalloc(1, sizeof *s, "the device sampler");
   s->b = b;
   if (!(s->m = b->ops->compile(b, sampler_source, d)) || !(s->out = b->ops->alloc(b, sizeof(int32_t), d))) {
     device_sampler_free(s);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "../base/mem.h"
 #include "hub_internal.h"
 
 #define ERROR_BODY_MAX 300
@@ -101,7 +102,7 @@ char *hub_http_get(const HubConn *c, const char *url, long *status, size_t *len,
     diag_error(d, 0, 0, "pull: %s: %s", url, curl_easy_strerror(rc));
     return NULL;
   }
-  if (!b.data) b.data = calloc(1, 1);
+  if (!b.data) b.data = xcalloc(1, 1, "an empty response");
   if (len) *len = b.len;
   return b.data;
 }

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "../base/mem.h"
 #include "hub_internal.h"
 #include "../base/settings.h"
 
@@ -96,7 +97,7 @@ HubFile *hub_list_files(const HubConn *c, const char *repo, const char *rev, int
       return NULL;
     }
     HubFile *f = &files[k++];
-    f->path = strdup(path);
+    f->path = xstrdup(path, "a file name");
     f->size = json_integer_value(size);
     const char *oid = json_string_value(json_object_get(e, "oid"));
     if (oid && is_hex(oid, 40)) snprintf(f->git_oid, sizeof f->git_oid, "%s", oid);

@@ -1,4 +1,5 @@
 #include "expr.h"
+#include "../base/mem.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,9 +362,8 @@ static void memo_put(Memo *m, const Expr *e, Expr *v) {
   if ((m->n + 1) * 2 > m->cap) {
     Memo g = {0};
     g.cap = m->cap ? m->cap * 2 : 64;
-    g.from = calloc(g.cap, sizeof *g.from);
-    g.to = calloc(g.cap, sizeof *g.to);
-    if (!g.from || !g.to) abort();
+    g.from = xcalloc(g.cap, sizeof *g.from, "the substitution map");
+    g.to = xcalloc(g.cap, sizeof *g.to, "the substitution map");
     for (size_t i = 0; i < m->cap; i++)
       if (m->from[i]) memo_put(&g, m->from[i], m->to[i]);
     free(m->from);
@@ -542,7 +542,7 @@ static void print_rec(StrBuf *b, const Expr *e, const ExprNames *nm, int parent_
     if (e->dtype == DT_BOOL) sb_puts(b, e->ival ? "true" : "false");
     else if (dtype_is_float(e->dtype)) {
       if (isinf(e->fval)) sb_puts(b, e->fval > 0 ? "inf" : "-inf");
-      else if (e->fval == (double)(int64_t)e->fval && fabs(e->fval) < 1e15) sb_printf(b, "%.1f", e->fval);
+      else if (fabs(e->fval) < 1e15 && e->fval == (double)(int64_t)e->fval) sb_printf(b, "%.1f", e->fval);
       else sb_printf(b, "%.9g", e->fval);
     } else sb_printf(b, "%lld", (long long)e->ival);
     break;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lower_internal.h"
+#include "../base/mem.h"
 
 int kl_loop_vec(const Lower *L) { return L->target == TARGET_CUDA ? 1 : L->s.vec; }
 
@@ -63,9 +64,8 @@ static Expr **memo_slot(Memo *m, const Expr *e, int add) {
   if (!add) return NULL;
   if (m->n == m->cap) {
     m->cap = m->cap ? 2 * m->cap : 64;
-    m->from = realloc(m->from, (size_t)m->cap * sizeof *m->from);
-    m->to = realloc(m->to, (size_t)m->cap * sizeof *m->to);
-    if (!m->from || !m->to) abort();
+    m->from = xrealloc(m->from, (size_t)m->cap * sizeof *m->from, "the phase map");
+    m->to = xrealloc(m->to, (size_t)m->cap * sizeof *m->to, "the phase map");
   }
   m->from[m->n] = e;
   m->to[m->n] = NULL;
@@ -349,8 +349,7 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
     int U = phase_unroll(L, ph, V, probe.n);
     Expr *step = ex_mul(P, stride, ex_int(P, V)); /* between unrolled vectors */
     KStmt *loop = kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));
-    Expr **bu = malloc(sizeof(Expr *) * (size_t)(U * ne));
-    if (!bu) abort();
+    Expr **bu = xmalloc(sizeof(Expr *) * (size_t)(U * ne), "the unrolled expressions");
     VecLoads vl = {.L = L, .kvar = kv, .rvar = rv, .V = V};
     for (int u = 0; u < U; u++)
       for (int e = 0; e < ne; e++) {

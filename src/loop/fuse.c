@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fuse_internal.h"
+#include "../base/mem.h"
 
 FusionPolicy fusion_policy_default(void) {
   FusionPolicy p = {.fuse_reductions = 1, .allow_recompute = 0, .shared_max_inputs = 1};
@@ -156,8 +157,7 @@ static void memo_add(Builder *b, int node, Expr *const *idx, int nidx, Expr *v) 
     MemoEntry *old = b->memo;
     unsigned oldcap = b->memo_cap;
     b->memo_cap = oldcap ? oldcap * 2 : 256;
-    b->memo = calloc(b->memo_cap, sizeof *b->memo);
-    if (!b->memo) abort();
+    b->memo = xcalloc(b->memo_cap, sizeof *b->memo, "the fusion memo");
     for (unsigned i = 0; i < oldcap; i++)
       if (old[i].stamp == b->stamp) *memo_slot(b, old[i].node, old[i].idx, old[i].nidx) = old[i];
     free(old);
@@ -174,8 +174,7 @@ static void memo_add(Builder *b, int node, Expr *const *idx, int nidx, Expr *v) 
 static void push_int(int **a, int *n, int *cap, int v) {
   if (*n == *cap) {
     *cap = *cap ? *cap * 2 : 64;
-    *a = realloc(*a, sizeof **a * (size_t)*cap);
-    if (!*a) abort();
+    *a = xrealloc(*a, sizeof **a * (size_t)*cap, "the fusion pass");
   }
   (*a)[(*n)++] = v;
 }
@@ -356,8 +355,8 @@ static int is_const_one(const Expr *e) { return ex_is_int_const(e, 1); }
 
 /* Rope reads q both directly and through a rotated view, which is one consumer, not two. */
 int *fuse_count_consumers(const TProgram *t) {
-  int *count = calloc((size_t)t->n + 1, sizeof(int)), *last = malloc(sizeof(int) * ((size_t)t->n + 1));
-  if (!count || !last) abort();
+  int *count = xcalloc((size_t)t->n + 1, sizeof(int), "the fusion pass"),
+      *last = xmalloc(sizeof(int) * ((size_t)t->n + 1), "the fusion pass");
   for (int i = 0; i < t->n; i++) last[i] = -1;
   for (int c = 0; c < t->n; c++) {
     if (t->nodes[c].kind == T_VIEW) continue;

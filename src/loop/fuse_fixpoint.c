@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fuse_internal.h"
+#include "../base/mem.h"
 
 typedef struct Cached {
   int valid; /* k is what building root would give now (but see `tracked`) */
@@ -42,8 +43,7 @@ typedef struct Fixpoint {
 static void list_push(IntList *l, int v) {
   if (l->n == l->cap) {
     l->cap = l->cap ? l->cap * 2 : 4;
-    l->v = realloc(l->v, sizeof *l->v * (size_t)l->cap);
-    if (!l->v) abort();
+    l->v = xrealloc(l->v, sizeof *l->v * (size_t)l->cap, "the fusion fixpoint");
   }
   l->v[l->n++] = v;
 }
@@ -125,7 +125,7 @@ static void remember(Fixpoint *f, int root) {
   c->tracked = NULL;
   c->ntracked = b->ntracked;
   if (b->ntracked) {
-    if (!(c->tracked = malloc(sizeof(int) * (size_t)b->ntracked))) abort();
+    c->tracked = xmalloc(sizeof(int) * (size_t)b->ntracked, "the fusion fixpoint");
     memcpy(c->tracked, b->tracked, sizeof(int) * (size_t)b->ntracked);
   }
   for (int i = 0; i < b->nreached; i++) list_push(&f->users[b->reached[i]], root);
@@ -147,7 +147,7 @@ static int run_fixpoint(Fixpoint *f, int *attempts) {
       continue;
     }
     Cached *c = &f->cache[root];
-    if (!c->k && !(c->k = malloc(sizeof *c->k))) abort();
+    if (!c->k) c->k = xmalloc(sizeof *c->k, "the fusion fixpoint");
     b->want_realize = -1;
     b->nest_conflict = 0;
     b->override_locked = 0;
@@ -214,8 +214,7 @@ static int assemble(Fixpoint *f, LProgram *lp, int nregular) {
   Builder *b = &f->b;
   const TProgram *t = f->t;
   lp->bufs = ARENA_ARRAY(lp->arena, LBuf, f->nvbufs);
-  int *to = malloc(sizeof(int) * (size_t)f->nvbufs);
-  if (!to) abort();
+  int *to = xmalloc(sizeof(int) * (size_t)f->nvbufs, "the fusion fixpoint");
   for (int i = 0; i < f->nvbufs; i++) to[i] = i;
   for (int i = 0; i < t->ninputs; i++) {
     const TNode *n = &t->nodes[t->inputs[i]];
@@ -330,17 +329,15 @@ LProgram *loop_from_tensor_stats(const TProgram *t, const FusionPolicy *pol, Dia
   b->temp_base = t->ninputs + t->noutputs;
   f.nvbufs = b->temp_base + t->n + 1;
   size_t n1 = (size_t)t->n + 1;
-  b->realized = calloc(n1, 1);
-  b->node_buf = calloc(n1, sizeof(int));
-  b->expanded_by = calloc(n1, sizeof(int));
-  b->seen = calloc(n1, sizeof(unsigned));
+  b->realized = xcalloc(n1, 1, "the fusion fixpoint");
+  b->node_buf = xcalloc(n1, sizeof(int), "the fusion fixpoint");
+  b->expanded_by = xcalloc(n1, sizeof(int), "the fusion fixpoint");
+  b->seen = xcalloc(n1, sizeof(unsigned), "the fusion fixpoint");
   b->consumers = fuse_count_consumers(t);
-  f.vdtype = calloc((size_t)f.nvbufs, sizeof(DType));
-  f.cache = calloc(n1, sizeof *f.cache);
-  f.users = calloc(n1, sizeof *f.users);
-  f.job_root = calloc(n1, sizeof(int));
-  if (!b->realized || !b->node_buf || !b->expanded_by || !b->seen || !f.vdtype || !f.cache || !f.users || !f.job_root)
-    abort();
+  f.vdtype = xcalloc((size_t)f.nvbufs, sizeof(DType), "the fusion fixpoint");
+  f.cache = xcalloc(n1, sizeof *f.cache, "the fusion fixpoint");
+  f.users = xcalloc(n1, sizeof *f.users, "the fusion fixpoint");
+  f.job_root = xcalloc(n1, sizeof(int), "the fusion fixpoint");
   b->buf_dtype = f.vdtype;
   init_buffers(&f);
   int attempts, rc = run_fixpoint(&f, &attempts);

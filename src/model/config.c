@@ -2,6 +2,7 @@
  * decoder shares, then the architecture's own (its hf_config / gguf_config hook), then the checks that do
  * not depend on the format. */
 #include "config.h"
+#include "../base/mem.h"
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>

@@ -1,6 +1,7 @@
 /* GGUF reader. Every count, length and offset read from the file is checked against the bytes that
  * remain before anything is allocated, so a corrupt header fails fast with one diag. */
 #include "gguf.h"
+#include "../base/mem.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,11 +377,8 @@ static int parse(GgufFile *f, Diag *d) {
     return 0;
   }
   f->tensors = ARENA_ARRAY(f->im.arena, GgufTensor, n_tensors ? n_tensors : 1);
-  uint64_t *offsets = calloc(n_tensors ? n_tensors : 1, sizeof *offsets);
-  if (!offsets) {
-    diag_error(d, 0, 0, "%s: out of memory", f->im.name);
-    return 0;
-  }
+  uint64_t *offsets = mem_calloc(d, n_tensors, sizeof *offsets, "the GGUF tensor offsets");
+  if (!offsets) return 0;
   int ok = read_tensor_infos(&r, f, n_tensors, offsets);
   if (ok) {
     f->n_tensors = (int)n_tensors;

@@ -2,6 +2,7 @@
  * Reads convert (and for GGUF dequantize and un-permute) row by row, so no whole-tensor f32 copy of
  * a large embedding is ever needed. */
 #include "weights.h"
+#include "../base/mem.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -127,9 +128,9 @@ static int open_sharded(WeightStore *w, const char *index_path, Diag *d) {
   const char *key;
   json_t *v;
   if (ok) {
-    names = calloc(json_object_size(map) + 1, sizeof *names);
-    files = calloc(json_object_size(map) + 1, sizeof *files);
-    paths = calloc(json_object_size(map) + 1, sizeof *paths);
+    names = xcalloc(json_object_size(map) + 1, sizeof *names, "the tensor index names");
+    files = xcalloc(json_object_size(map) + 1, sizeof *files, "the tensor index files");
+    paths = xcalloc(json_object_size(map) + 1, sizeof *paths, "the tensor index paths");
   }
   if (ok) json_object_foreach(map, key, v) {
       const char *file = json_string_value(v);
@@ -245,11 +246,8 @@ WeightStore *weights_open(const char *path, ModelConfig *cfg, Diag *d) {
     diag_error(d, 0, 0, "%s: %s", path, strerror(errno));
     return NULL;
   }
-  WeightStore *w = calloc(1, sizeof *w);
-  if (!w) {
-    diag_error(d, 0, 0, "out of memory");
-    return NULL;
-  }
+  WeightStore *w = mem_calloc(d, 1, sizeof *w, "a weight store");
+  if (!w) return NULL;
   w->arena = arena_new();
   size_t len = strlen(path);
   int ok;
@@ -324,14 +322,11 @@ static int read_gguf(const Entry *e, DType want, void *dst, Diag *d) {
   if (t->n_dims < 2 || !e->unpermute_heads) {
     /* Chunks of whole blocks, about 64K elements each. */
     int64_t chunk = blk * ((65536 + blk - 1) / blk);
-    float *buf = malloc(sizeof(float) * (size_t)(n < chunk ? (n ? n : 1) : chunk));
-    if (!buf) {
-      diag_error(d, 0, 0, "out of memory reading '%s'", t->name);
-      return 0;
-    }
+    float *buf = mem_calloc(d, (size_t)(n < chunk ? n : chunk), sizeof(float), "dequantizing a weight");
+    if (!buf) return 0;
     int ok = 1;
-    float *tmp = e->unpermute_heads ? malloc(sizeof(float) * (size_t)(n ? n : 1)) : NULL;
-    if (e->unpermute_heads && !tmp) ok = 0, diag_error(d, 0, 0, "out of memory reading '%s'", t->name);
+    float *tmp = e->unpermute_heads ? mem_calloc(d, (size_t)n, sizeof(float), "un-permuting a weight") : NULL;
+    if (e->unpermute_heads && !tmp) ok = 0;
     for (int64_t at = 0; ok && at < n; at += chunk) {
       int64_t m = n - at < chunk ? n - at : chunk;
       ok = ggml_dequantize(t->type, (const unsigned char *)t->data + (size_t)(at / blk) * bb, buf, m, d);
@@ -352,11 +347,8 @@ static int read_gguf(const Entry *e, DType want, void *dst, Diag *d) {
   }
   int64_t hd = rows / e->unpermute_heads;
   size_t row_bytes = (size_t)(row_len / blk) * bb;
-  float *buf = malloc(sizeof(float) * (size_t)row_len);
-  if (!buf) {
-    diag_error(d, 0, 0, "out of memory reading '%s'", t->name);
-    return 0;
-  }
+  float *buf = mem_calloc(d, (size_t)row_len, sizeof(float), "a weight row");
+  if (!buf) return 0;
   int ok = 1;
   for (int64_t g = 0; ok && g < rows; g++) {
     ok = ggml_dequantize(t->type, (const unsigned char *)t->data + (size_t)g * row_bytes, buf, row_len, d);

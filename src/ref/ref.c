@@ -1,5 +1,6 @@
 /* Reference interpreter driver: evaluates every node in order, in float64, keeping every value. */
 #include "ref.h"
+#include "../base/mem.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -160,7 +161,13 @@ static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *
   if (!ck_numel(out->rank, out->dims, &out->numel))
     return ref_fail(&op, "%s: more than 2^56 elements at these sizes", ref_op_name(n->op));
   out->data = calloc((size_t)(out->numel ? out->numel : 1), sizeof(double));
-  if (!out->data) return ref_fail(&op, "%s: out of memory for %lld elements", ref_op_name(n->op), (long long)out->numel);
+  if (!out->data) {
+    char what[64], msg[256];
+    snprintf(what, sizeof what, "the reference value of %s", ref_op_name(n->op));
+    size_t numel = (size_t)out->numel;
+    mem_oom_message(msg, sizeof msg, numel > SIZE_MAX / sizeof(double) ? SIZE_MAX : numel * sizeof(double), what);
+    return ref_fail(&op, "%s", msg);
+  }
   int is_int = n->dtype == DT_I32 || n->dtype == DT_I64;
   if (is_int && !(out->ival = calloc((size_t)(out->numel ? out->numel : 1), sizeof(int64_t))))
     return ref_fail(&op, "%s: out of memory for %lld elements", ref_op_name(n->op), (long long)out->numel);
@@ -180,11 +187,8 @@ static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *
 
 int ref_eval(const Graph *g, const SymEnv *env, const RefTensor *inputs, RefTensor *outputs, Diag *d) {
   for (int j = 0; j < g->noutputs; j++) memset(&outputs[j], 0, sizeof outputs[j]);
-  RefTensor *vals = calloc((size_t)(g->n > 0 ? g->n : 1), sizeof *vals);
-  if (!vals) {
-    diag_error(d, 0, 0, "reference interpreter: out of memory");
-    return 0;
-  }
+  RefTensor *vals = mem_calloc(d, (size_t)(g->n > 0 ? g->n : 1), sizeof *vals, "the reference interpreter");
+  if (!vals) return 0;
   int ok = 1;
   for (int i = 0; i < g->n && ok; i++) ok = eval_node(g, i, env, inputs, vals, d);
   for (int j = 0; ok && j < g->noutputs; j++) {
@@ -196,7 +200,10 @@ int ref_eval(const Graph *g, const SymEnv *env, const RefTensor *inputs, RefTens
     }
     RefTensor *o = &outputs[j];
     *o = vals[id];
-    o->data = malloc((size_t)(o->numel ? o->numel : 1) * sizeof(double));
+    if (!(o->data = mem_calloc(d, (size_t)o->numel, sizeof(double), "a reference output"))) {
+      ok = 0;
+      break;
+    }
     if (o->numel) memcpy(o->data, vals[id].data, (size_t)o->numel * sizeof(double));
     if (vals[id].ival) {
       o->ival = malloc((size_t)(o->numel ? o->numel : 1) * sizeof(int64_t));

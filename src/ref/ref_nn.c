@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "ref_internal.h"
+#include "../base/mem.h"
 
 static int numel_mismatch(const RefOp *op, int64_t want) {
   char a[160];
@@ -147,7 +148,7 @@ int ref_attention(const RefOp *op) {
   if (op->out->numel != B * H * S * DV) return numel_mismatch(op, B * H * S * DV);
   if (T == 0 && op->out->numel > 0) return ref_fail(op, "attention: no keys (k and v have 0 positions)");
   double scale = 1.0 / sqrt((double)D), *p = malloc((size_t)(T ? T : 1) * sizeof(double));
-  if (!p) return ref_fail(op, "attention: out of memory");
+  if (!p) return ref_fail(op, "attention: out of memory: %zu bytes for the scores", (size_t)(T ? T : 1) * sizeof(double));
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < H; h++) {
       const double *K = k->data + (b * KH + h / group) * T * D, *V = v->data + (b * KH + h / group) * T * DV;

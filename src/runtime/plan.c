@@ -2,6 +2,7 @@
  * table, code/launch.h) for given symbol values, allocating every buffer of the table on the backend. */
 #include "plan_internal.h"
 #include "../base/checked.h"
+#include "../base/mem.h"
 #include "../base/clock.h"
 #include "../base/settings.h"
 
@@ -14,8 +15,8 @@
 static void state_release(RunState *s);
 
 Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
-  Plan *p = calloc(1, sizeof *p);
-  char *source = strdup(src);
+  Plan *p = xcalloc(1, sizeof *p, "a plan");
+  char *source = xstrdup(src, "the plan's source");
   if (!p || !source) {
     free(p);
     free(source);
@@ -29,7 +30,8 @@ Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
   if (prof && !strcmp(prof, "steps")) p->step_profile = 1;
   else if (prof && *prof && strcmp(prof, "0")) {
     size_t n = (size_t)(lt->nkernels ? lt->nkernels : 1) * PROF_PARTS;
-    if (!(p->kernel_ms = calloc(n, sizeof(double))) || !(p->prof_name = calloc(n, sizeof(char *)))) abort();
+    p->kernel_ms = xcalloc(n, sizeof(double), "the profile");
+    p->prof_name = xcalloc(n, sizeof(char *), "the profile");
   }
   p->m = b->ops->compile(b, source, d);
   if (!p->m) {
@@ -43,8 +45,7 @@ Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
     plan_free(p);
     return NULL;
   }
-  if (!(p->io_host = calloc(1, IO_BYTES)) || !(p->io_dev = b->ops->alloc(b, IO_BYTES, d))) {
-    if (!p->io_host) diag_error(d, 0, 0, "plan: out of memory");
+  if (!(p->io_host = mem_calloc(d, 1, IO_BYTES, "the plan's I/O area")) || !(p->io_dev = b->ops->alloc(b, IO_BYTES, d))) {
     plan_free(p);
     return NULL;
   }
@@ -159,10 +160,9 @@ static int grow(Plan *p, void **buf, size_t *have, size_t need, int zero, Diag *
   if (!(*buf = p->b->ops->alloc(p->b, want, d))) return 0;
   *have = want;
   if (!zero) return 1;
-  void *zeros = calloc(1, want);
+  void *zeros = mem_calloc(d, 1, want, "zeroing a buffer");
   int ok = zeros && p->b->ops->upload(p->b, *buf, zeros, want, d);
   free(zeros);
-  if (!zeros) diag_error(d, 0, 0, "plan: out of memory");
   return ok;
 }
 
@@ -193,19 +193,19 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->nbufs = lp->nbufs;
   size_t nb = (size_t)(s->nbufs > 0 ? s->nbufs : 1);
   size_t nkk = (size_t)(nk > 0 ? nk : 1);
-  s->bytes = calloc(nb, sizeof *s->bytes);
-  s->dev = calloc(nb, sizeof *s->dev);
-  s->args = calloc(nkk * ARG_STRIDE, sizeof *s->args);
-  s->syms = calloc(nkk * 16, sizeof *s->syms);
-  s->nargs = calloc(nkk, sizeof *s->nargs);
-  s->nsyms = calloc(nkk, sizeof *s->nsyms);
-  s->use = calloc(nkk, sizeof *s->use);
-  s->io_at = calloc(nb, sizeof *s->io_at);
-  s->grids = calloc(nkk, sizeof *s->grids);
-  s->pre_grids = calloc(nkk, sizeof *s->pre_grids);
-  s->need = calloc(nkk, sizeof *s->need);
-  s->lib_m = calloc(nkk, sizeof *s->lib_m);
-  s->epi_grids = calloc(nkk, sizeof *s->epi_grids);
+  s->bytes = xcalloc(nb, sizeof *s->bytes, "the plan's buffer sizes");
+  s->dev = xcalloc(nb, sizeof *s->dev, "the plan's device buffers");
+  s->args = xcalloc(nkk * ARG_STRIDE, sizeof *s->args, "the plan's kernel arguments");
+  s->syms = xcalloc(nkk * 16, sizeof *s->syms, "the plan's kernel symbols");
+  s->nargs = xcalloc(nkk, sizeof *s->nargs, "the plan's argument counts");
+  s->nsyms = xcalloc(nkk, sizeof *s->nsyms, "the plan's symbol counts");
+  s->use = xcalloc(nkk, sizeof *s->use, "the plan's kernel uses");
+  s->io_at = xcalloc(nb, sizeof *s->io_at, "the plan's I/O offsets");
+  s->grids = xcalloc(nkk, sizeof *s->grids, "the plan's grids");
+  s->pre_grids = xcalloc(nkk, sizeof *s->pre_grids, "the plan's pre-pass grids");
+  s->need = xcalloc(nkk, sizeof *s->need, "the plan's requirements");
+  s->lib_m = xcalloc(nkk, sizeof *s->lib_m, "the plan's library GEMM rows");
+  s->epi_grids = xcalloc(nkk, sizeof *s->epi_grids, "the plan's epilogue grids");
   if (!s->bytes || !s->dev || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need ||
       !s->lib_m || !s->epi_grids ||
       !s->nargs || !s->nsyms || !s->use || !s->io_at) {
@@ -262,10 +262,9 @@ sized:
   /* Non-bound inputs and outputs keep their own buffers across runs, grown geometrically. */
   if (!p->ws) {
     size_t nbuf = (size_t)(lp->nbufs > 0 ? lp->nbufs : 1);
-    p->ws = calloc(nbuf, sizeof *p->ws);
-    p->ws_bytes = calloc(nbuf, sizeof *p->ws_bytes);
+    p->ws = mem_calloc(d, nbuf, sizeof *p->ws, "the plan's workspaces");
+    p->ws_bytes = mem_calloc(d, nbuf, sizeof *p->ws_bytes, "the plan's workspaces");
     if (!p->ws || !p->ws_bytes) {
-      diag_error(d, 0, 0, "plan: out of memory");
       return 0;
     }
   }
@@ -406,11 +405,8 @@ int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int 
     diag_error(d, 0, 0, "bench: need at least one timed iteration (got warmup=%d iters=%d)", warmup, iters);
     return 0;
   }
-  double *times = malloc(sizeof *times * (size_t)iters);
-  if (!times) {
-    diag_error(d, 0, 0, "bench: out of memory");
-    return 0;
-  }
+  double *times = mem_calloc(d, (size_t)iters, sizeof *times, "the benchmark's times");
+  if (!times) return 0;
   RunState s;
   if (!state_init(p, env, &s, d)) {
     free(times);
@@ -438,10 +434,9 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
     return 0;
   }
   if (!p->bound) {
-    p->bound = calloc((size_t)lp->ninputs, sizeof *p->bound);
-    p->bound_bytes = calloc((size_t)lp->ninputs, sizeof *p->bound_bytes);
+    p->bound = mem_calloc(d, (size_t)lp->ninputs, sizeof *p->bound, "the plan's bound inputs");
+    p->bound_bytes = mem_calloc(d, (size_t)lp->ninputs, sizeof *p->bound_bytes, "the plan's bound inputs");
     if (!p->bound || !p->bound_bytes) {
-      diag_error(d, 0, 0, "plan: out of memory");
       return 0;
     }
   }
@@ -463,11 +458,8 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
   p->bound_bytes[input] = bytes;
   if (!bytes) return 1;
   if (host) return p->b->ops->upload(p->b, p->bound[input], host, bytes, d);
-  void *zeros = calloc(1, bytes);
-  if (!zeros) {
-    diag_error(d, 0, 0, "plan: out of memory");
-    return 0;
-  }
+  void *zeros = mem_calloc(d, 1, bytes, "zeroing a buffer");
+  if (!zeros) return 0;
   int ok = p->b->ops->upload(p->b, p->bound[input], zeros, bytes, d);
   free(zeros);
   return ok;

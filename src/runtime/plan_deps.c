@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "plan_internal.h"
+#include "../base/mem.h"
 
 typedef struct DepScan {
   const LaunchTable *lp;
@@ -47,9 +48,9 @@ static uint64_t kernel_deps(const LaunchTable *lp, const LaunchKernel *kk, int b
 int plan_deps_init(Plan *p) {
   const LaunchTable *lp = p->lt;
   int nk = p->lt->nkernels;
-  p->dep_buf = calloc((size_t)(lp->nbufs > 0 ? lp->nbufs : 1), sizeof *p->dep_buf);
-  p->dep_kernel = calloc((size_t)(nk > 0 ? nk : 1), sizeof *p->dep_kernel);
-  p->last_sym = calloc((size_t)(lp->nsymbols > 0 ? lp->nsymbols : 1), sizeof *p->last_sym);
+  p->dep_buf = xcalloc((size_t)(lp->nbufs > 0 ? lp->nbufs : 1), sizeof *p->dep_buf, "the plan's dependencies");
+  p->dep_kernel = xcalloc((size_t)(nk > 0 ? nk : 1), sizeof *p->dep_kernel, "the plan's dependencies");
+  p->last_sym = xcalloc((size_t)(lp->nsymbols > 0 ? lp->nsymbols : 1), sizeof *p->last_sym, "the plan's dependencies");
   if (!p->dep_buf || !p->dep_kernel || !p->last_sym) return 0;
   for (int i = 0; i < lp->nbufs; i++)
     for (int k = 0; k < lp->bufs[i].shape.rank; k++) p->dep_buf[i] |= deps_of(lp, lp->bufs[i].shape.dim[k]);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "../base/clock.h"
 #include "../base/notice.h"
+#include "../base/mem.h"
 #include "plan_internal.h"
 
 static int graph_applicable(const Plan *p, const RunState *s) {
@@ -21,11 +22,10 @@ static int graph_build(Plan *p, RunState *s, Diag *d) {
   int nk = p->lt->nkernels;
   size_t nkk = (size_t)(nk ? nk : 1);
   if (!(p->graph = o->graph_new(p->b, d))) return 0;
-  p->g_args = malloc(nkk * ARG_STRIDE * sizeof(void *));
-  p->g_syms = malloc(nkk * 16 * sizeof(int64_t));
-  p->g_grids = malloc(nkk * sizeof(int64_t));
-  p->g_node = malloc(nkk * sizeof(int));
-  if (!p->g_args || !p->g_syms || !p->g_grids || !p->g_node) abort();
+  p->g_args = xmalloc(nkk * ARG_STRIDE * sizeof(void *), "the launch graph's arguments");
+  p->g_syms = xmalloc(nkk * 16 * sizeof(int64_t), "the launch graph's symbols");
+  p->g_grids = xmalloc(nkk * sizeof(int64_t), "the launch graph's grids");
+  p->g_node = xmalloc(nkk * sizeof(int), "the launch graph's nodes");
   int nodes = 0;
   for (int k = 0; k < nk; k++) {
     const LaunchKernel *kk = s->use[k];
@@ -174,10 +174,9 @@ static int by_time_desc(const void *a, const void *b) {
 void plan_print_profile(const Plan *p, const char *what) {
   int n = p->lt->nkernels * PROF_PARTS, nf = 0;
   size_t cap = (size_t)(n ? n : 1);
-  int *order = malloc(sizeof(int) * cap), *count = calloc(cap, sizeof(int));
-  double *fn_ms = calloc(cap, sizeof(double)), total = 0;
-  char **fn = calloc(cap, sizeof(char *));
-  if (!order || !count || !fn_ms || !fn) abort();
+  int *order = xmalloc(sizeof(int) * cap, "the profile"), *count = xcalloc(cap, sizeof(int), "the profile");
+  double *fn_ms = xcalloc(cap, sizeof(double), "the profile"), total = 0;
+  char **fn = xcalloc(cap, sizeof(char *), "the profile");
   for (int i = 0; i < n; i++) {
     const char *name = p->prof_name[i];
     if (!name) continue;
@@ -185,7 +184,7 @@ void plan_print_profile(const Plan *p, const char *what) {
     snprintf(label, sizeof label, "%s%s", i % PROF_PARTS == PROF_LIBRARY ? "cuBLASLt " : "", name);
     int f = 0;
     while (f < nf && strcmp(fn[f], label)) f++;
-    if (f == nf && !(fn[nf++] = strdup(label))) abort();
+    if (f == nf) fn[nf++] = xstrdup(label, "the profile");
     fn_ms[f] += p->kernel_ms[i];
     count[f]++;
     total += p->kernel_ms[i];

@@ -3,14 +3,15 @@
  * planned for capacities that grow geometrically, so a decode step re-plans only O(log n) times. */
 #include <stdlib.h>
 #include "plan_internal.h"
+#include "../base/mem.h"
 
 static int compute_lifetimes(Plan *p) {
   const LaunchTable *lp = p->lt;
   size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
-  p->first_use = malloc(nb * sizeof(int));
-  p->last_use = malloc(nb * sizeof(int));
-  p->cap = calloc(nb, sizeof(size_t));
-  p->offset = calloc(nb, sizeof(size_t));
+  p->first_use = xmalloc(nb * sizeof(int), "the buffer lifetimes");
+  p->last_use = xmalloc(nb * sizeof(int), "the buffer lifetimes");
+  p->cap = xcalloc(nb, sizeof(size_t), "the buffer capacities");
+  p->offset = xcalloc(nb, sizeof(size_t), "the buffer offsets");
   if (!p->first_use || !p->last_use || !p->cap || !p->offset) return 0;
   for (int i = 0; i < lp->nbufs; i++) p->first_use[i] = p->last_use[i] = -1;
   /* a kernel slot uses the buffers of its kernel and of its variant (a flash attention reads, in P x V's
@@ -42,9 +43,8 @@ static int by_lo(const void *x, const void *y) {
 static size_t plan_offsets(Plan *p) {
   const LaunchTable *lp = p->lt;
   size_t nb = (size_t)(lp->nbufs ? lp->nbufs : 1);
-  int n = 0, *order = malloc(sizeof(int) * nb);
-  Span *busy = malloc(sizeof(Span) * nb);
-  if (!order || !busy) abort();
+  int n = 0, *order = xmalloc(sizeof(int) * nb, "the memory planner");
+  Span *busy = xmalloc(sizeof(Span) * nb, "the memory planner");
   for (int i = 0; i < lp->nbufs; i++)
     if (lp->bufs[i].kind == LB_TEMP && p->first_use[i] >= 0 && p->cap[i]) order[n++] = i;
   for (int i = 1; i < n; i++) /* insertion sort by capacity, descending (n is a few hundred) */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include "lower_internal.h"
 #include "../base/checked.h"
+#include "../base/mem.h"
 
 int lw_fail(Lower *L, const GNode *n, const char *fmt, ...) {
   char msg[400];
@@ -118,8 +119,7 @@ TProgram *tensor_from_graph(const Graph *g, Diag *d) {
     diag_error(d, 0, 0, "tensor: at most %d inputs and %d outputs are supported", LT_MAX_INPUTS, LT_MAX_OUTPUTS);
     return NULL;
   }
-  L.tid = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
-  if (!L.tid) abort();
+  L.tid = xmalloc(sizeof(int) * (size_t)(g->n ? g->n : 1), "the tensor lowering");
   for (int i = 0; i < g->n; i++) L.tid[i] = -1;
   for (int i = 0; i < g->nsymbols && i < 16; i++) p->symbols[p->nsymbols++] = g->symbols[i];
 

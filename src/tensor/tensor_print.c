@@ -4,6 +4,7 @@
 #include <string.h>
 #include "tensor.h"
 #include "../base/hash.h"
+#include "../base/mem.h"
 
 /* A user name is shown unless an earlier node already showed it, or it looks like another node's
  * generated name (t<digits>): then the node prints as t<id>, so every printed name is unique. */
@@ -39,12 +40,11 @@ static void print_axes(StrBuf *b, unsigned axes) {
 }
 
 void tensor_print(StrBuf *b, const TProgram *p) {
-  const char **shown = calloc((size_t)(p->n ? p->n : 1), sizeof *shown);
-  char (*gen)[24] = calloc((size_t)(p->n ? p->n : 1), sizeof *gen);
+  const char **shown = xcalloc((size_t)(p->n ? p->n : 1), sizeof *shown, "the tensor printer");
+  char (*gen)[24] = xcalloc((size_t)(p->n ? p->n : 1), sizeof *gen, "the tensor printer");
   NameSet names = {.cap = 64};
   while (names.cap < 2 * (size_t)p->n + 2) names.cap *= 2;
-  names.slot = calloc(names.cap, sizeof *names.slot);
-  if (!shown || !gen || !names.slot) abort();
+  names.slot = xcalloc(names.cap, sizeof *names.slot, "the tensor printer");
   for (int i = 0; i < p->n; i++) {
     if (usable_name(p, i, &names)) shown[i] = p->nodes[i].name;
     else {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer_internal.h"
+#include "../base/mem.h"
 
 typedef struct Cand {
   int32_t rank, pos; /* ordering: rank, then position */
@@ -20,8 +21,7 @@ static int less(const Cand *a, const Cand *b) { return a->rank != b->rank ? a->r
 static void heap_push(Heap *h, Cand c) {
   if (h->n == h->cap) {
     h->cap = h->cap ? h->cap * 2 : 32;
-    h->v = realloc(h->v, (size_t)h->cap * sizeof *h->v);
-    if (!h->v) abort();
+    h->v = xrealloc(h->v, (size_t)h->cap * sizeof *h->v, "the BPE merge heap");
   }
   int i = h->n++;
   while (i > 0 && less(&c, &h->v[(i - 1) / 2])) {
@@ -49,8 +49,7 @@ static Cand heap_pop(Heap *h) {
 static void push_ids(int32_t **ids, int *len, int *cap, int32_t id) {
   if (*len == *cap) {
     *cap = *cap ? *cap * 2 : 64;
-    *ids = realloc(*ids, (size_t)*cap * sizeof **ids);
-    if (!*ids) abort();
+    *ids = xrealloc(*ids, (size_t)*cap * sizeof **ids, "the token ids");
   }
   (*ids)[(*len)++] = id;
 }
@@ -65,8 +64,7 @@ static void consider(const Tokenizer *t, Heap *h, const int32_t *sym, int l, int
 /* With ignore_merges, a piece whose byte-level form is a whole token is that token. */
 static int32_t whole_piece_id(const Tokenizer *t, const char *s, size_t n) {
   char stack[512];
-  char *buf = 2 * n <= sizeof stack ? stack : malloc(2 * n + 1);
-  if (!buf) abort();
+  char *buf = 2 * n <= sizeof stack ? stack : xmalloc(2 * n + 1, "a BPE word");
   buf[0] = 0; /* n > 0 always; this only quiets -Wmaybe-uninitialized */
   size_t k = 0;
   for (size_t i = 0; i < n; i++) k += (size_t)bytelevel_char((unsigned char)s[i], buf + k);
@@ -83,9 +81,8 @@ void bpe_encode_piece(const Tokenizer *t, const char *s, size_t n, int32_t **ids
       return;
     }
   }
-  int32_t *sym = malloc(n * sizeof *sym);
-  int *prev = malloc(n * sizeof *prev), *next = malloc(n * sizeof *next);
-  if (!sym || !prev || !next) abort();
+  int32_t *sym = xmalloc(n * sizeof *sym, "a BPE word");
+  int *prev = xmalloc(n * sizeof *prev, "a BPE word"), *next = xmalloc(n * sizeof *next, "a BPE word");
   for (size_t i = 0; i < n; i++) {
     sym[i] = t->byte_id[(unsigned char)s[i]]; /* -1 (no such token): never merges, emits nothing, as HF without unk */
     prev[i] = (int)i - 1;

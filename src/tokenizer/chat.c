@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer_internal.h"
+#include "../base/mem.h"
 
 /* Finds a literal '<|im_start|>system\n...<|im_end|>' whose body is plain text (not an expression such
  * as "' + messages[0]['content'] + '"): that body is what the template injects when the conversation
@@ -20,8 +21,7 @@ char *chat_default_system(const char *tpl) {
     if (!end || end == body) continue;
     size_t n = (size_t)(end - body);
     if (memchr(body, '\'', n) || memchr(body, '"', n) || memchr(body, '{', n)) continue;
-    char *out = malloc(n + 1), *w = out;
-    if (!out) abort();
+    char *out = xmalloc(n + 1, "the chat text"), *w = out;
     for (size_t i = 0; i < n; i++) {
       if (body[i] == '\\' && i + 1 < n && body[i + 1] == 'n') *w++ = '\n', i++;
       else *w++ = body[i];

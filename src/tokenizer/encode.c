@@ -5,6 +5,7 @@
 #include <string.h>
 #include <utf8proc.h>
 #include "tokenizer_internal.h"
+#include "../base/mem.h"
 
 typedef struct IdVec {
   int32_t *v;
@@ -36,6 +37,10 @@ static int encode_segment(const Tokenizer *t, const char *s, size_t n, IdVec *ou
     int opts = UTF8PROC_STABLE | (t->norm == NORM_NFC || t->norm == NORM_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
                (t->norm == NORM_NFKC || t->norm == NORM_NFKD ? UTF8PROC_COMPAT : 0);
     utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &norm, (utf8proc_option_t)opts);
+    if (m == UTF8PROC_ERROR_NOMEM) {
+      diag_error(d, 0, 0, "out of memory: %zu bytes of text to normalize", n);
+      return 0;
+    }
     if (m >= 0) s = (const char *)norm, n = (size_t)m; /* invalid UTF-8 is encoded as it is */
   }
   int ok = pre_tokenize(t, s, n, on_piece, out, d);
@@ -51,8 +56,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int add_bos, int32_t 
     return 0;
   }
   if (add_bos && t->add_bos && t->bos >= 0) {
-    out.v = malloc(64 * sizeof *out.v);
-    if (!out.v) abort();
+    out.v = xmalloc(64 * sizeof *out.v, "the token ids");
     out.cap = 64;
     out.v[out.n++] = t->bos;
   }
@@ -68,8 +72,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int add_bos, int32_t 
     ok = encode_segment(t, text + seg, i - seg, &out, d);
     if (out.n == out.cap) {
       out.cap = out.cap ? out.cap * 2 : 64;
-      out.v = realloc(out.v, (size_t)out.cap * sizeof *out.v);
-      if (!out.v) abort();
+      out.v = xrealloc(out.v, (size_t)out.cap * sizeof *out.v, "the token ids");
     }
     out.v[out.n++] = id;
     i += alen;
@@ -80,7 +83,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int add_bos, int32_t 
     free(out.v);
     return 0;
   }
-  if (!out.v) out.v = malloc(sizeof *out.v); /* callers always get something to free */
+  if (!out.v) out.v = xmalloc(sizeof *out.v, "the token ids"); /* callers always get something to free */
   *ids = out.v, *n = out.n;
   return 1;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../model/gguf.h"
+#include "../base/mem.h"
 #include "tokenizer_internal.h"
 
 static int setup_pre(Tokenizer *t, const char *pre, Diag *d) {
@@ -86,8 +87,7 @@ Tokenizer *tokenizer_from_gguf(const struct GgufFile *f, Diag *d) {
     t->add_bos = gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos) && add_bos;
     const char *tpl = NULL;
     if (gguf_get_str(f, "tokenizer.chat_template", &tpl)) {
-      t->chat_template = strdup(tpl);
-      if (!t->chat_template) abort();
+      t->chat_template = xstrdup(tpl, "the chat template");
     }
     ok = tok_finish(t, d);
   }

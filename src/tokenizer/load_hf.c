@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer_internal.h"
+#include "../base/mem.h"
 
 static const char *str_field(json_t *o, const char *key) {
   json_t *v = json_object_get(o, key);
@@ -188,8 +189,7 @@ static void load_config(Tokenizer *t, json_t *cfg) {
   }
   if (text) {
     free(t->chat_template);
-    t->chat_template = strdup(text);
-    if (!t->chat_template) abort();
+    t->chat_template = xstrdup(text, "the chat template");
   }
 }
 
@@ -276,8 +276,7 @@ static char *read_file(const char *path, size_t *n) {
   for (;;) {
     if (len == cap) {
       cap = cap ? cap * 2 : 1 << 16;
-      char *nb = realloc(buf, cap);
-      if (!nb) abort();
+      char *nb = xrealloc(buf, cap, "the tokenizer file");
       buf = nb;
     }
     size_t got = fread(buf + len, 1, cap - len, f);
@@ -296,8 +295,7 @@ static char *read_file(const char *path, size_t *n) {
 
 Tokenizer *tokenizer_from_hf_dir(const char *dir, Diag *d) {
   size_t plen = strlen(dir) + 32;
-  char *path = malloc(plen);
-  if (!path) abort();
+  char *path = xmalloc(plen, "a tokenizer path");
   snprintf(path, plen, "%s/tokenizer.json", dir);
   size_t n = 0, cn = 0;
   char *json = read_file(path, &n);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer_internal.h"
+#include "../base/mem.h"
 
 const char *const TOK_PATTERN_GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const char *const TOK_PATTERN_LLAMA3 =
@@ -74,8 +75,7 @@ static void push(Spans *s, size_t start, size_t end, int is_match) {
   if (start >= end) return;
   if (s->n == s->cap) {
     s->cap = s->cap ? s->cap * 2 : 16;
-    s->v = realloc(s->v, s->cap * sizeof *s->v);
-    if (!s->v) abort();
+    s->v = xrealloc(s->v, s->cap * sizeof *s->v, "the pre-tokenized pieces");
   }
   s->v[s->n++] = (Span){start, end, is_match};
 }
@@ -85,7 +85,10 @@ static size_t utf8_len(unsigned char c) { return c < 0xc0 ? 1 : c < 0xe0 ? 2 : c
 /* Matches and the gaps between them, in order, covering s. */
 static int find_spans(const pcre2_code *re, const char *s, size_t n, Spans *out, Diag *d) {
   pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-  if (!md) abort();
+  if (!md) {
+    diag_error(d, 0, 0, "out of memory: the pre-tokenizer's match data");
+    return 0;
+  }
   size_t pos = 0, gap = 0;
   int ok = 1;
   while (pos <= n) {
@@ -164,8 +167,7 @@ static int run_steps(const Tokenizer *t, int k, const char *s, size_t n, PieceFn
   const PreStep *st = &t->steps[k];
   char *owned = NULL;
   if (st->kind == PRE_BYTELEVEL && st->add_prefix_space && s[0] != ' ') {
-    owned = malloc(n + 1);
-    if (!owned) abort();
+    owned = xmalloc(n + 1, "the normalized text");
     owned[0] = ' ';
     memcpy(owned + 1, s, n);
     s = owned, n = n + 1;

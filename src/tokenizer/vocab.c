@@ -2,11 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/hash.h"
+#include "../base/mem.h"
 #include "tokenizer_internal.h"
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
+static void *vocab_calloc(size_t n, size_t size) {
+  void *p = xcalloc(n, size, "the tokenizer");
   return p;
 }
 
@@ -20,9 +20,9 @@ static size_t str_slot(const StrIdMap *m, const char *s, size_t len) {
 static void str_grow(StrIdMap *m) {
   StrIdMap old = *m;
   m->cap = old.cap ? old.cap * 2 : 1024;
-  m->keys = xcalloc(m->cap, sizeof *m->keys);
-  m->lens = xcalloc(m->cap, sizeof *m->lens);
-  m->vals = xcalloc(m->cap, sizeof *m->vals);
+  m->keys = vocab_calloc(m->cap, sizeof *m->keys);
+  m->lens = vocab_calloc(m->cap, sizeof *m->lens);
+  m->vals = vocab_calloc(m->cap, sizeof *m->vals);
   for (size_t i = 0; i < old.cap; i++) {
     if (!old.keys[i]) continue;
     size_t j = str_slot(m, old.keys[i], old.lens[i]);
@@ -54,9 +54,9 @@ static size_t merge_slot(const MergeMap *m, uint64_t key) {
 static void merge_grow(MergeMap *m) {
   MergeMap old = *m;
   m->cap = old.cap ? old.cap * 2 : 1024;
-  m->keys = xcalloc(m->cap, sizeof *m->keys);
-  m->rank = xcalloc(m->cap, sizeof *m->rank);
-  m->merged = xcalloc(m->cap, sizeof *m->merged);
+  m->keys = vocab_calloc(m->cap, sizeof *m->keys);
+  m->rank = vocab_calloc(m->cap, sizeof *m->rank);
+  m->merged = vocab_calloc(m->cap, sizeof *m->merged);
   for (size_t i = 0; i < old.cap; i++) {
     if (!old.keys[i]) continue;
     size_t j = merge_slot(m, old.keys[i]);
@@ -79,8 +79,7 @@ void tok_add_merge(Tokenizer *t, const char *left, size_t llen, const char *righ
   int32_t l = tok_lookup(t, left, llen), r = tok_lookup(t, right, rlen);
   if (l < 0 || r < 0) return;
   char stack[256];
-  char *cat = llen + rlen <= sizeof stack ? stack : malloc(llen + rlen);
-  if (!cat) abort();
+  char *cat = llen + rlen <= sizeof stack ? stack : xmalloc(llen + rlen, "a merge pair");
   memcpy(cat, left, llen);
   memcpy(cat + llen, right, rlen);
   int32_t m = tok_lookup(t, cat, llen + rlen);
@@ -96,7 +95,7 @@ void tok_add_merge(Tokenizer *t, const char *left, size_t llen, const char *righ
 
 /* ---- tokens ---- */
 Tokenizer *tok_new(void) {
-  Tokenizer *t = xcalloc(1, sizeof *t);
+  Tokenizer *t = vocab_calloc(1, sizeof *t);
   t->arena = arena_new();
   t->bos = t->eos = -1;
   return t;
@@ -104,9 +103,9 @@ Tokenizer *tok_new(void) {
 
 void tok_set_vocab_size(Tokenizer *t, int n) {
   if (n <= t->vocab_size) return;
-  const char **tok = xcalloc((size_t)n, sizeof *tok);
-  uint32_t *len = xcalloc((size_t)n, sizeof *len);
-  unsigned char *flags = xcalloc((size_t)n, 1);
+  const char **tok = vocab_calloc((size_t)n, sizeof *tok);
+  uint32_t *len = vocab_calloc((size_t)n, sizeof *len);
+  unsigned char *flags = vocab_calloc((size_t)n, 1);
   if (t->vocab_size) {
     memcpy(tok, t->tok, sizeof *tok * (size_t)t->vocab_size);
     memcpy(len, t->tok_len, sizeof *len * (size_t)t->vocab_size);
@@ -152,12 +151,12 @@ int tok_finish(Tokenizer *t, Diag *d) {
     int len = bytelevel_char((unsigned char)b, c);
     t->byte_id[b] = tok_lookup(t, c, (size_t)len);
   }
-  AddedSort *a = xcalloc((size_t)n, sizeof *a);
+  AddedSort *a = vocab_calloc((size_t)n, sizeof *a);
   int na = 0;
   for (int i = 0; i < n; i++)
     if (t->tok[i] && (t->flags[i] & TOK_FLAG_ADDED) && t->tok_len[i] > 0) a[na].len = t->tok_len[i], a[na++].id = i;
   qsort(a, (size_t)na, sizeof *a, cmp_added);
-  t->added = xcalloc((size_t)na, sizeof *t->added);
+  t->added = vocab_calloc((size_t)na, sizeof *t->added);
   for (int i = 0; i < na; i++) {
     t->added[i] = a[i].id;
     t->added_first[(unsigned char)t->tok[a[i].id][0]] = 1;

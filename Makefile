@@ -75,7 +75,7 @@ build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h tests/kernel_testutil.h tes
 SAN_CLI_LIB := $(filter-out build/asan/cli/main.o,$(SAN_CLI))
 build/tests/test_cli_%: tests/test_cli_%.c $(SAN_OBJ) $(SAN_CLI_LIB) tests/testutil.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Isrc -o $@ $< $(SAN_OBJ) $(SAN_CLI_LIB) -lcmocka $(LDLIBS)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Isrc -o $@ $< $(SAN_OBJ) $(SAN_CLI_LIB) -lcmocka $(LDLIBS) $(CLI_LDLIBS)
 
 # Every CPU test: unit tests, differential tests against the float64 reference (CPU backend,
 # CUDA C through NVRTC), CLI and bad-input tests. Ends with "N passed, M failed".

@@ -17,7 +17,7 @@ GPU_TESTS=(test_cuda_gpu)
 # differential suite: every generated program on the CUDA backend against the float64 reference).
 CMOCKA_GPU_TESTS=(test_differential test_models)
 declare -A SOURCES=(
-  [test_cuda_gpu]="src/base/*.c src/target/target.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_driver.c src/backend/cublaslt.c src/backend/nvrtc.c src/backend/source_units.c src/generate/sampler.c src/generate/sampler_device.c"
+  [test_cuda_gpu]="src/base/*.c src/target/target.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_driver.c src/backend/cublaslt.c src/backend/nvrtc.c src/backend/source_units.c src/generate/sampler.c src/generate/sampler_device.c build/gen/templates.c"
 )
 
 CC=${CC:-cc}
@@ -25,10 +25,12 @@ BIN=${LATHE_GPU_BIN:-build/gpu}
 CFLAGS="-std=c11 -D_GNU_SOURCE -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2 -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initializers -O2 -g"
 mode=${1:-all}
 
-all_lib_sources() { ls src/*/*.c | grep -v '^src/cli/'; }
+# every library source (src/*/ and src/*/*/, not the CLI) and the embedded kernel templates
+all_lib_sources() { ls src/*/*.c src/*/*/*.c 2>/dev/null | grep -v '^src/cli/'; echo build/gen/templates.c; }
 
 build() {
   mkdir -p "$BIN" || return 1
+  make -s build/gen/templates.c || return 1
   local t srcs
   for t in "${GPU_TESTS[@]}"; do
     srcs=${SOURCES[$t]:-$(all_lib_sources)}

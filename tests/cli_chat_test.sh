@@ -224,7 +224,7 @@ done
 if [ -z "$missing" ]; then pass completion_flags; else fail completion_flags "lacking$missing"; fi
 env_section=$(sed -n '/^\.SH ENVIRONMENT/,/^\.SH FILES/p' doc/lathe.1)
 missing=
-for v in $(grep -o -h -E 'getenv\("[A-Za-z_0-9]+"\)' -r src | sed -E 's/getenv\("(.*)"\)/\1/' | sort -u); do
+for v in $("$LATHE" env --json | python3 -c 'import json,sys; print(" ".join(json.load(sys.stdin)))'); do # the settings table
   grep -q -x -e ".B $v" <<<"$env_section" || missing+=" $v"
 done
 if [ -z "$missing" ]; then pass man_page_environment; else fail man_page_environment "ENVIRONMENT lacks$missing"; fi

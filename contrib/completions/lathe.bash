@@ -3,21 +3,23 @@
 _lathe() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} opts=
   if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=($(compgen -W "generate chat bench compile run pull list help --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "generate chat bench compile run pull list quantize env help --help --version" -- "$cur"))
     return
   fi
   local sampling="--max-tokens --temperature --top-p --top-k --seed --greedy --stop --ignore-eos --ctx
-    --quiet -q --target --weights --matmul-precision --system"
+    --quiet -q --target --weights --matmul-precision --system --model -m -n -c -s"
   case ${COMP_WORDS[1]} in
-    generate) opts="--prompt --prompt-tokens --chat --json $sampling" ;;
+    generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --json $sampling" ;;
     chat) opts="$sampling" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
       --prefill-len --reps --ctx --bandwidth --fuse-recompute --json" ;;
-    compile) opts="-e --config --ir --target -o --fuse-recompute --no-fuse --matmul-precision" ;;
+    compile) opts="-e --config --ir --target --device -o --output --fuse-recompute --no-fuse --matmul-precision" ;;
     run) opts="-e --target --dim --seed --check --bench --iters --warmup --fuse-recompute --no-fuse
       --matmul-precision" ;;
     pull) opts="--revision --dir --quiet -q" ;;
     list) opts="--json" ;;
+    quantize) opts="--type -t --quiet -q" ;;
+    env) opts="--man --json" ;;
     *) return ;;
   esac
   case $prev in
@@ -30,6 +32,8 @@ _lathe() {
     --ir) COMPREPLY=($(compgen -W "graph tensor loop tile kernel code" -- "$cur")); return ;;
     --config) COMPREPLY=($(compgen -W "qwen3-0.6b llama-3.2-1b qwen3-8b smollm2-135m" -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur")); return ;;
+    --type | -t) COMPREPLY=($(compgen -W "q8_0 q4_0 q4_1 q4_k_m q5_k_m q6_k" -- "$cur")); return ;;
+    --device) COMPREPLY=($(compgen -W "h200 a100 l4 t4 host" -- "$cur")); return ;;
     --dir) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -o) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --prompt | --prompt-tokens | --system | --stop | --max-tokens | --temperature | --top-p | --top-k | --seed | \

@@ -26,7 +26,7 @@ SAN_OBJ  := $(patsubst src/%.c,build/asan/%.o,$(LIB_SRC)) build/asan/gen/templat
 SAN_CLI  := $(patsubst src/%.c,build/asan/%.o,$(CLI_SRC))
 TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
-.PHONY: all test test-unit test-gpu deps model clean format install uninstall
+.PHONY: all test test-unit test-gpu deps model clean format check-style install uninstall
 all: build/lathe model
 
 build/lathe: $(OBJ) $(CLI_OBJ)
@@ -79,7 +79,7 @@ build/tests/test_cli_%: tests/test_cli_%.c $(SAN_OBJ) $(SAN_CLI_LIB) tests/testu
 
 # Every CPU test: unit tests, differential tests against the float64 reference (CPU backend,
 # CUDA C through NVRTC), CLI and bad-input tests. Ends with "N passed, M failed".
-test: $(TEST_BIN) build/asan/lathe build/lathe
+test: $(TEST_BIN) build/asan/lathe build/lathe check-style
 	@scripts/fetch-default-model.sh || echo "warning: could not fetch the default model; its tests are skipped"
 	@LATHE_CACHE_DIR=$(CURDIR)/build/test-cache scripts/run-tests.sh $(TEST_BIN)
 
@@ -112,8 +112,15 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/lathe $(DESTDIR)$(MAN1DIR)/lathe.1 $(DESTDIR)$(BASHCOMPDIR)/lathe \
 	  $(DESTDIR)$(ZSHCOMPDIR)/_lathe
 
+FORMAT_SRC = $(wildcard src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h tests/*.c tests/*.h tests/gpu/*.c)
 format:
-	clang-format -i src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h tests/*.c tests/*.h
+	clang-format -i $(FORMAT_SRC)
+
+# The discipline `make test` keeps: the code matches .clang-format, and no file of src/ is over 1,000
+# lines nor a function over 200 (scripts/size-report.py prints the sizes and the larger ones).
+check-style:
+	@clang-format --dry-run -Werror $(FORMAT_SRC) && echo "style: $(words $(FORMAT_SRC)) files match .clang-format"
+	@scripts/size-report.py
 
 clean:
 	rm -rf build

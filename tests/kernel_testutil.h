@@ -82,16 +82,19 @@ static inline void set_out(LKernel *k, int n, Expr *i0, Expr *i1, Expr *i2, Expr
 
 /* y[5,7] = a[5,7] + b[7] (broadcast along rows) */
 static inline void k_add(Zoo *z) {
-  int a = buf(z, "a", DT_F32, BUF_INPUT, 2, I(z, 5), I(z, 7), NULL), b = buf(z, "b", DT_F32, BUF_INPUT, 1, I(z, 7), NULL, NULL);
+  int a = buf(z, "a", DT_F32, BUF_INPUT, 2, I(z, 5), I(z, 7), NULL),
+      b = buf(z, "b", DT_F32, BUF_INPUT, 1, I(z, 7), NULL, NULL);
   int y = buf(z, "y", DT_F32, BUF_OUTPUT, 2, I(z, 5), I(z, 7), NULL);
   LKernel *k = kern(z, "add_0", y);
   int i0 = par(k, "i0", I(z, 5)), i1 = par(k, "i1", I(z, 7));
-  set_out(k, 2, V(z, i0), V(z, i1), NULL, bin(z, X_ADD, ld(z, a, 2, V(z, i0), V(z, i1), NULL), ld(z, b, 1, V(z, i1), NULL, NULL)));
+  set_out(k, 2, V(z, i0), V(z, i1), NULL,
+          bin(z, X_ADD, ld(z, a, 2, V(z, i0), V(z, i1), NULL), ld(z, b, 1, V(z, i1), NULL, NULL)));
 }
 
 /* y = x * rsqrt(mean(x^2) + eps) * w over the last axis of [2,3,50] */
 static inline void k_rms(Zoo *z, const char *name, DType t) {
-  int x = buf(z, "x", t, BUF_INPUT, 3, I(z, 2), I(z, 3), I(z, 50)), w = buf(z, "w", t, BUF_INPUT, 1, I(z, 50), NULL, NULL);
+  int x = buf(z, "x", t, BUF_INPUT, 3, I(z, 2), I(z, 3), I(z, 50)),
+      w = buf(z, "w", t, BUF_INPUT, 1, I(z, 50), NULL, NULL);
   int y = buf(z, "y", t, BUF_OUTPUT, 3, I(z, 2), I(z, 3), I(z, 50));
   LKernel *k = kern(z, name, y);
   int i0 = par(k, "i0", I(z, 2)), i1 = par(k, "i1", I(z, 3));
@@ -101,7 +104,8 @@ static inline void k_rms(Zoo *z, const char *name, DType t) {
   ph->body = bin(z, X_MUL, xr, xr);
   int j0 = inner(k, "j0", I(z, 50));
   Expr *scale = ex_un(z->P, X_RSQRT, bin(z, X_ADD, bin(z, X_DIV, ex_acc(z->P, 0, DT_F32), f32c(z, 50)), f32c(z, 1e-5)));
-  Expr *v = bin(z, X_MUL, bin(z, X_MUL, ld(z, x, 3, V(z, i0), V(z, i1), V(z, j0)), scale), ld(z, w, 1, V(z, j0), NULL, NULL));
+  Expr *v =
+      bin(z, X_MUL, bin(z, X_MUL, ld(z, x, 3, V(z, i0), V(z, i1), V(z, j0)), scale), ld(z, w, 1, V(z, j0), NULL, NULL));
   set_out(k, 3, V(z, i0), V(z, i1), V(z, j0), ex_cast(z->P, t, v));
 }
 
@@ -124,7 +128,8 @@ static inline void k_softmax(Zoo *z, const char *name, Expr *rows, Expr *cols) {
 
 /* y[16] = W[16,100] x[100] */
 static inline void k_matvec(Zoo *z) {
-  int W = buf(z, "W", DT_F32, BUF_INPUT, 2, I(z, 16), I(z, 100), NULL), x = buf(z, "x", DT_F32, BUF_INPUT, 1, I(z, 100), NULL, NULL);
+  int W = buf(z, "W", DT_F32, BUF_INPUT, 2, I(z, 16), I(z, 100), NULL),
+      x = buf(z, "x", DT_F32, BUF_INPUT, 1, I(z, 100), NULL, NULL);
   int y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 16), NULL, NULL);
   LKernel *k = kern(z, "matvec_0", y);
   int i0 = par(k, "i0", I(z, 16));
@@ -137,7 +142,8 @@ static inline void k_matvec(Zoo *z) {
 /* y[3,5] = sum over the symbolic middle axis of x[3,seq,5] */
 static inline void k_seqsum(Zoo *z) {
   Expr *seq = ex_sym(z->P, "seq");
-  int x = buf(z, "x", DT_F32, BUF_INPUT, 3, I(z, 3), seq, I(z, 5)), y = buf(z, "y", DT_F32, BUF_OUTPUT, 2, I(z, 3), I(z, 5), NULL);
+  int x = buf(z, "x", DT_F32, BUF_INPUT, 3, I(z, 3), seq, I(z, 5)),
+      y = buf(z, "y", DT_F32, BUF_OUTPUT, 2, I(z, 3), I(z, 5), NULL);
   LKernel *k = kern(z, "seqsum_0", y);
   int i0 = par(k, "i0", I(z, 3)), i1 = par(k, "i1", I(z, 5));
   LPhase *ph = phase(k, RED_ADD, DT_F32);

@@ -62,8 +62,7 @@ static inline void kv_str_arr(Buf *b, const char *k, const char *const *v, int n
   b_u32(b, T_ARRAY);
   b_u32(b, T_STRING);
   b_u64(b, (uint64_t)n);
-  for (int i = 0; i < n; i++)
-    b_str(b, v[i]);
+  for (int i = 0; i < n; i++) b_str(b, v[i]);
 }
 
 typedef struct GTensor {
@@ -86,8 +85,7 @@ static inline void gguf_tensors(Buf *b, const GTensor *t, int n, size_t align) {
   for (int i = 0; i < n; i++) {
     b_str(b, t[i].name);
     b_u32(b, (uint32_t)t[i].n_dims);
-    for (int k = 0; k < t[i].n_dims; k++)
-      b_u64(b, t[i].ne[k]);
+    for (int k = 0; k < t[i].n_dims; k++) b_u64(b, t[i].ne[k]);
     b_u32(b, t[i].type);
     b_u64(b, offs[i]);
   }

@@ -15,17 +15,16 @@
 #include "runtime/plan.h"
 
 /* Two kernels following code.h's C ABI: one plain, one reading a symbol. */
-static const char *k_source =
-    "#include <stdint.h>\n"
-    "void add_f32(void *const *bufs, const int64_t *syms) {\n"
-    "  const float *a = bufs[0], *b = bufs[1]; float *c = bufs[2];\n"
-    "#pragma omp parallel for\n"
-    "  for (int64_t i = 0; i < 1000; i++) c[i] = a[i] + b[i];\n"
-    "}\n"
-    "void scale_n(void *const *bufs, const int64_t *syms) {\n"
-    "  float *x = bufs[0]; int64_t n = syms[0];\n"
-    "  for (int64_t i = 0; i < n; i++) x[i] *= (float)n;\n"
-    "}\n";
+static const char *k_source = "#include <stdint.h>\n"
+                              "void add_f32(void *const *bufs, const int64_t *syms) {\n"
+                              "  const float *a = bufs[0], *b = bufs[1]; float *c = bufs[2];\n"
+                              "#pragma omp parallel for\n"
+                              "  for (int64_t i = 0; i < 1000; i++) c[i] = a[i] + b[i];\n"
+                              "}\n"
+                              "void scale_n(void *const *bufs, const int64_t *syms) {\n"
+                              "  float *x = bufs[0]; int64_t n = syms[0];\n"
+                              "  for (int64_t i = 0; i < n; i++) x[i] *= (float)n;\n"
+                              "}\n";
 
 static char g_root[256]; /* per-run scratch directory; never the user's real cache */
 static int g_dir_seq;
@@ -253,8 +252,8 @@ static AddProgram *add_program_new(void) {
   Expr *n = ex_sym(pool, "n");
   const char *names[3] = {"a", "b", "out"};
   for (int i = 0; i < 3; i++)
-    ap->bufs[i] = (LBuf){.id = i, .name = names[i], .dtype = DT_F32, .shape = {1, {n}},
-                         .kind = i < 2 ? BUF_INPUT : BUF_OUTPUT};
+    ap->bufs[i] =
+        (LBuf){.id = i, .name = names[i], .dtype = DT_F32, .shape = {1, {n}}, .kind = i < 2 ? BUF_INPUT : BUF_OUTPUT};
   LProgram *lp = &ap->lp;
   lp->arena = ap->arena;
   lp->pool = pool;
@@ -268,8 +267,8 @@ static AddProgram *add_program_new(void) {
   Expr *va = ex_load(pool, 0, DT_F32, 1, &i, MEM_GLOBAL);
   Expr *vb = ex_load(pool, 1, DT_F32, 1, &i, MEM_GLOBAL);
   KStmt *store = arena_alloc(ap->arena, sizeof *store);
-  *store = (KStmt){.kind = KS_STORE, .value = ex_bin(pool, X_ADD, va, vb), .buf = 2, .space = MEM_GLOBAL,
-                   .nidx = 1, .idx = {i}};
+  *store = (KStmt){
+      .kind = KS_STORE, .value = ex_bin(pool, X_ADD, va, vb), .buf = 2, .space = MEM_GLOBAL, .nidx = 1, .idx = {i}};
   KStmt **body = arena_alloc(ap->arena, sizeof *body);
   body[0] = store;
   KStmt *loop = arena_alloc(ap->arena, sizeof *loop);
@@ -354,8 +353,16 @@ static void test_plan_runs_a_launch_table(void **state) {
   k.params[1] = (LaunchParam){1, 1};
   k.syms[0] = "n";
   k.grid = ex_int(pool, 1);
-  LaunchTable lt = {.bufs = bufs, .nbufs = 2, .inputs = inputs, .ninputs = 1, .outputs = outputs, .noutputs = 1,
-                    .symbols = symbols, .nsymbols = 1, .kernels = &k, .nkernels = 1};
+  LaunchTable lt = {.bufs = bufs,
+                    .nbufs = 2,
+                    .inputs = inputs,
+                    .ninputs = 1,
+                    .outputs = outputs,
+                    .noutputs = 1,
+                    .symbols = symbols,
+                    .nsymbols = 1,
+                    .kernels = &k,
+                    .nkernels = 1};
   const char *src = "#include <stdint.h>\n"
                     "void lt_triple(void *const *bufs, const int64_t *syms) {\n"
                     "  const float *x = bufs[0]; float *y = bufs[1];\n"

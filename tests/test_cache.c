@@ -37,7 +37,8 @@ static void capture_warning_notice(void *ctx, const Notice *n) {
   if (n->kind == NOTICE_WARNING) capture_warning(n->text);
 }
 
-static const char content[] = "\x7f" "ELF pretend object code, long enough to be truncated in several places";
+static const char content[] = "\x7f"
+                              "ELF pretend object code, long enough to be truncated in several places";
 #define KEY 0x1234abcd5678ef00ULL
 
 static void store(const char *path) {

@@ -13,7 +13,8 @@
 
 /* y[4] = sum of x[4,3,50] over two axes (a flattened two-axis reduction domain) */
 static void k_sum2(Zoo *z) {
-  int x = buf(z, "x", DT_F32, BUF_INPUT, 3, I(z, 4), I(z, 3), I(z, 50)), y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 4), NULL, NULL);
+  int x = buf(z, "x", DT_F32, BUF_INPUT, 3, I(z, 4), I(z, 3), I(z, 50)),
+      y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 4), NULL, NULL);
   LKernel *k = kern(z, "sum2_0", y);
   int i0 = par(k, "i0", I(z, 4));
   LPhase *ph = phase(k, RED_ADD, DT_F32);
@@ -24,7 +25,8 @@ static void k_sum2(Zoo *z) {
 
 /* y i32[4] = max over rows of x i32[4,33] (integer identity and max) */
 static void k_imax(Zoo *z) {
-  int x = buf(z, "x", DT_I32, BUF_INPUT, 2, I(z, 4), I(z, 33), NULL), y = buf(z, "y", DT_I32, BUF_OUTPUT, 1, I(z, 4), NULL, NULL);
+  int x = buf(z, "x", DT_I32, BUF_INPUT, 2, I(z, 4), I(z, 33), NULL),
+      y = buf(z, "y", DT_I32, BUF_OUTPUT, 1, I(z, 4), NULL, NULL);
   LKernel *k = kern(z, "imax_0", y);
   int i0 = par(k, "i0", I(z, 4));
   LPhase *ph = phase(k, RED_MAX, DT_I64);
@@ -35,7 +37,8 @@ static void k_imax(Zoo *z) {
 
 /* y bool[4] = min over rows of x[4,10] < 0 */
 static void k_minneg(Zoo *z) {
-  int x = buf(z, "x", DT_F32, BUF_INPUT, 2, I(z, 4), I(z, 10), NULL), y = buf(z, "y", DT_BOOL, BUF_OUTPUT, 1, I(z, 4), NULL, NULL);
+  int x = buf(z, "x", DT_F32, BUF_INPUT, 2, I(z, 4), I(z, 10), NULL),
+      y = buf(z, "y", DT_BOOL, BUF_OUTPUT, 1, I(z, 4), NULL, NULL);
   LKernel *k = kern(z, "minneg_0", y);
   int i0 = par(k, "i0", I(z, 4));
   LPhase *ph = phase(k, RED_MIN, DT_F32);
@@ -46,29 +49,34 @@ static void k_minneg(Zoo *z) {
 
 /* y f16[6,9] = f16(a f16[6,9] * b bf16[9] + 1) */
 static void k_half(Zoo *z) {
-  int a = buf(z, "a", DT_F16, BUF_INPUT, 2, I(z, 6), I(z, 9), NULL), b = buf(z, "b", DT_BF16, BUF_INPUT, 1, I(z, 9), NULL, NULL);
+  int a = buf(z, "a", DT_F16, BUF_INPUT, 2, I(z, 6), I(z, 9), NULL),
+      b = buf(z, "b", DT_BF16, BUF_INPUT, 1, I(z, 9), NULL, NULL);
   int y = buf(z, "y", DT_F16, BUF_OUTPUT, 2, I(z, 6), I(z, 9), NULL);
   LKernel *k = kern(z, "half_0", y);
   int i0 = par(k, "i0", I(z, 6)), i1 = par(k, "i1", I(z, 9));
-  Expr *v = bin(z, X_ADD, bin(z, X_MUL, ld(z, a, 2, V(z, i0), V(z, i1), NULL), ld(z, b, 1, V(z, i1), NULL, NULL)), f32c(z, 1));
+  Expr *v = bin(z, X_ADD, bin(z, X_MUL, ld(z, a, 2, V(z, i0), V(z, i1), NULL), ld(z, b, 1, V(z, i1), NULL, NULL)),
+                f32c(z, 1));
   set_out(k, 2, V(z, i0), V(z, i1), NULL, ex_cast(z->P, DT_F16, v));
 }
 
 /* A DAG of depth 40 whose tree would have 2^40 leaves: only CSE makes it renderable. */
 #define CSE_DEPTH 40
 static void k_cse(Zoo *z) {
-  int x = buf(z, "x", DT_F32, BUF_INPUT, 1, I(z, 10), NULL, NULL), y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 10), NULL, NULL);
+  int x = buf(z, "x", DT_F32, BUF_INPUT, 1, I(z, 10), NULL, NULL),
+      y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 10), NULL, NULL);
   LKernel *k = kern(z, "cse_0", y);
   int i0 = par(k, "i0", I(z, 10));
   Expr *e = ld(z, x, 1, V(z, i0), NULL, NULL);
-  for (int i = 0; i < CSE_DEPTH; i++) e = bin(z, X_ADD, bin(z, X_MUL, e, f32c(z, 0.5)), bin(z, X_MUL, e, f32c(z, 0.25)));
+  for (int i = 0; i < CSE_DEPTH; i++)
+    e = bin(z, X_ADD, bin(z, X_MUL, e, f32c(z, 0.5)), bin(z, X_MUL, e, f32c(z, 0.25)));
   set_out(k, 1, V(z, i0), NULL, NULL, e);
 }
 
 /* y[12] = silu(sum_r x[r]*rsqrt(s[0])*w1[i,r]) * sum_r x[r]*rsqrt(s[0])*w2[i,r], w1/w2 bf16[12,256]:
  * two phases that share a loop, an invariant scale, bf16 vector loads */
 static void k_gateup(Zoo *z) {
-  int x = buf(z, "x", DT_F32, BUF_INPUT, 1, I(z, 256), NULL, NULL), sc = buf(z, "s", DT_F32, BUF_INPUT, 1, I(z, 1), NULL, NULL);
+  int x = buf(z, "x", DT_F32, BUF_INPUT, 1, I(z, 256), NULL, NULL),
+      sc = buf(z, "s", DT_F32, BUF_INPUT, 1, I(z, 1), NULL, NULL);
   int w1 = buf(z, "w1", DT_BF16, BUF_INPUT, 2, I(z, 12), I(z, 256), NULL);
   int w2 = buf(z, "w2", DT_BF16, BUF_INPUT, 2, I(z, 12), I(z, 256), NULL);
   int y = buf(z, "y", DT_F32, BUF_OUTPUT, 1, I(z, 12), NULL, NULL);
@@ -82,7 +90,8 @@ static void k_gateup(Zoo *z) {
     ph->body = bin(z, X_MUL, xn, ex_cast(z->P, DT_F32, ld(z, p ? w2 : w1, 2, V(z, i0), V(z, r), NULL)));
   }
   Expr *g = ex_acc(z->P, 0, DT_F32);
-  set_out(k, 1, V(z, i0), NULL, NULL, bin(z, X_MUL, bin(z, X_MUL, g, ex_un(z->P, X_SIGMOID, g)), ex_acc(z->P, 1, DT_F32)));
+  set_out(k, 1, V(z, i0), NULL, NULL,
+          bin(z, X_MUL, bin(z, X_MUL, g, ex_un(z->P, X_SIGMOID, g)), ex_acc(z->P, 1, DT_F32)));
 }
 
 static Zoo zoo_all(void) {
@@ -259,7 +268,8 @@ static void *compile_c(const char *src, char *dir) {
   assert_non_null(f);
   fputs(src, f);
   fclose(f);
-  snprintf(cmd, sizeof cmd, "cc -std=c11 -O2 -shared -fPIC -fopenmp -Wall -Werror -Wno-unused-function -o %s %s 2>&1", so, path);
+  snprintf(cmd, sizeof cmd, "cc -std=c11 -O2 -shared -fPIC -fopenmp -Wall -Werror -Wno-unused-function -o %s %s 2>&1",
+           so, path);
   int rc = system(cmd);
   if (rc != 0) fail_msg("cc failed on generated C:\n%s", src);
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
@@ -310,7 +320,8 @@ static void run_zoo_cpu(Schedule s) {
     for (int64_t i = 0; i < h.n[ob]; i++) {
       double got = decode(out->dtype, h.raw[ob], i);
       if (!(fabs(got - want[i]) <= tolerance(out->dtype) * (1 + fabs(want[i]))))
-        fail_msg("%s (omp=%d vec=%d): element %lld is %.9g, expected %.9g", kk->name, s.omp, s.vec, (long long)i, got, want[i]);
+        fail_msg("%s (omp=%d vec=%d): element %lld is %.9g, expected %.9g", kk->name, s.omp, s.vec, (long long)i, got,
+                 want[i]);
     }
     free(want);
   }

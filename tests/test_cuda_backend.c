@@ -36,9 +36,9 @@ typedef struct FakeGpu {
   int cc_major, cc_minor; /* compute capability reported (0: 9.0) */
   int sms;                /* multiprocessors reported (0: 132) */
   int zero_attr;          /* an attribute reported as 0 (0: none) */
-  int any_function;    /* every kernel name exists (plans) */
-  int per_module;      /* a kernel exists only in the module whose cubin names it */
-  char launched[64][64]; /* kernel names launched, in order (any_function only) */
+  int any_function;       /* every kernel name exists (plans) */
+  int per_module;         /* a kernel exists only in the module whose cubin names it */
+  char launched[64][64];  /* kernel names launched, in order (any_function only) */
   int nlaunched;
 } FakeGpu;
 
@@ -133,7 +133,13 @@ static CUresult f_load(CUmodule *mod, const void *image) {
   g_gpu.module_loads++;
   *mod = (CUmodule)(void *)&g_module_token;
   const unsigned char *e = image;
-  if (!g_gpu.per_module || memcmp(e, "\x7f" "ELF", 4) || g_nmodules == 32) return 0;
+  if (!g_gpu.per_module ||
+      memcmp(e,
+             "\x7f"
+             "ELF",
+             4) ||
+      g_nmodules == 32)
+    return 0;
   uint64_t shoff;
   uint16_t shentsize, shnum;
   memcpy(&shoff, e + 0x28, 8);
@@ -611,7 +617,7 @@ static void test_source_units_split(void **state) {
   assert_int_equal(u.n, 4);
   StrBuf again = {0};
   for (int i = 0; i < u.n; i++) {
-    assert_int_equal(strncmp(u.text[i], src, shared), 0);     /* the shared helpers first */
+    assert_int_equal(strncmp(u.text[i], src, shared), 0); /* the shared helpers first */
     assert_int_equal(strncmp(u.text[i] + shared, SOURCE_UNIT_MARK, strlen(SOURCE_UNIT_MARK)), 0);
     sb_puts(&again, u.text[i] + shared);
   }

@@ -94,13 +94,14 @@ static void build_cases(void) {
     for (int s = 0; s < 4; s++) {
       char name[64];
       snprintf(name, sizeof name, "unary_%s_%d", FLOATS[t], SIZES[s]);
-      add_case(name, NULL, 0,
-               "x: %s[%d]\nreturn exp(x), log(x), sqrt(x), rsqrt(x), tanh(x), sigmoid(x), silu(x), gelu(x), relu(x - 1),"
-               " abs(x - 1), neg(x), -x",
-               FLOATS[t], SIZES[s]);
+      add_case(
+          name, NULL, 0,
+          "x: %s[%d]\nreturn exp(x), log(x), sqrt(x), rsqrt(x), tanh(x), sigmoid(x), silu(x), gelu(x), relu(x - 1),"
+          " abs(x - 1), neg(x), -x",
+          FLOATS[t], SIZES[s]);
     }
   /* Binary ops under every broadcast pattern. */
-  static const char *bshapes[][2] = {{"[3,1]", "[1,4]"}, {"[2,3,4]", "[4]"}, {"[1,3]", "[5,1,3]"},
+  static const char *bshapes[][2] = {{"[3,1]", "[1,4]"},   {"[2,3,4]", "[4]"},   {"[1,3]", "[5,1,3]"},
                                      {"[4097]", "[4097]"}, {"[127,1]", "[127]"}, {"[1]", "[3,3]"}};
   for (int i = 0; i < 6; i++)
     for (int t = 0; t < 3; t++) {
@@ -111,7 +112,8 @@ static void build_cases(void) {
                "maximum(a, b), minimum(a, b), a * 2 + 1, 3.0 - b",
                FLOATS[t], bshapes[i][0], FLOATS[t], bshapes[i][1]);
     }
-  add_case("binary_int", NULL, 0, "a: i32[3,4]; b: i32[4]\nreturn a + b, a * b, a - 1, maximum(a, b), a / (abs(b) + 1)");
+  add_case("binary_int", NULL, 0,
+           "a: i32[3,4]; b: i32[4]\nreturn a + b, a * b, a - 1, maximum(a, b), a / (abs(b) + 1)");
   add_case("binary_i64", NULL, 0, "a: i64[5]; b: i64[5]\nreturn a + b * 3, minimum(a, b)");
   add_case("binary_mixed", NULL, 0, "a: f16[4,3]; b: f32[3]; c: bf16[4,1]\nreturn a + b, a * c, b - c");
   /* Reductions over every axis pattern, size and dtype. */
@@ -151,13 +153,15 @@ static void build_cases(void) {
              FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t]);
   }
   /* Embedding, rope, attention. */
-  add_case("embedding", NULL, 0, "ids: i32[3,5]; table: f32[127,8]; ids2: i64[4]; t2: bf16[10,3]\n"
-                                 "return embedding(ids, table), embedding(ids2, t2)");
+  add_case("embedding", NULL, 0,
+           "ids: i32[3,5]; table: f32[127,8]; ids2: i64[4]; t2: bf16[10,3]\n"
+           "return embedding(ids, table), embedding(ids2, t2)");
   for (int t = 0; t < 3; t++) {
     char name[64];
     snprintf(name, sizeof name, "rope_%s", FLOATS[t]);
-    add_case(name, NULL, 0, "x: %s[1,4,7,16]; pos: i32[7]; y: %s[7,64]; p2: i64[7]\n"
-                            "return rope(x, pos, 10000.0), rope(y, p2, 500000.0)",
+    add_case(name, NULL, 0,
+             "x: %s[1,4,7,16]; pos: i32[7]; y: %s[7,64]; p2: i64[7]\n"
+             "return rope(x, pos, 10000.0), rope(y, p2, 500000.0)",
              FLOATS[t], FLOATS[t]);
     snprintf(name, sizeof name, "attention_%s", FLOATS[t]);
     add_case(name, NULL, 0,
@@ -166,14 +170,16 @@ static void build_cases(void) {
              FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t], FLOATS[t]);
   }
   /* Views and their fusion with compute. */
-  add_case("views", NULL, 0,
-           "x: f32[2,3,4]; y: f32[5,4]\n"
-           "return reshape(x, [6, 4]), permute(x, [2, 0, 1]), transpose(x, 0, 2), slice(x, 2, 1, 3), "
-           "slice(x, 1, -2), concat(x, x * 2, 1), concat(reshape(x, [6,4]), y, 0), reshape(permute(x, [1,0,2]), [3, -1]) + 1, "
-           "sum(reshape(x, [2, 12]), -1)");
-  add_case("casts", NULL, 0,
-           "x: f32[5,7]; i: i32[5]\nreturn cast(cast(x, f16), f32), cast(x * 10, i32), cast(i, f32) / 2, cast(x, bf16), "
-           "cast(cast(x, bf16), f16), cast(i, i64) * 3");
+  add_case(
+      "views", NULL, 0,
+      "x: f32[2,3,4]; y: f32[5,4]\n"
+      "return reshape(x, [6, 4]), permute(x, [2, 0, 1]), transpose(x, 0, 2), slice(x, 2, 1, 3), "
+      "slice(x, 1, -2), concat(x, x * 2, 1), concat(reshape(x, [6,4]), y, 0), reshape(permute(x, [1,0,2]), [3, -1]) + 1, "
+      "sum(reshape(x, [2, 12]), -1)");
+  add_case(
+      "casts", NULL, 0,
+      "x: f32[5,7]; i: i32[5]\nreturn cast(cast(x, f16), f32), cast(x * 10, i32), cast(i, f32) / 2, cast(x, bf16), "
+      "cast(cast(x, bf16), f16), cast(i, i64) * 3");
   /* Symbolic dimensions: one compiled program, run at several sizes. */
   static const char *seqs[] = {"seq=1", "seq=7", "seq=127"};
   for (int s = 0; s < 3; s++) {
@@ -192,10 +198,11 @@ static void build_cases(void) {
   for (int s = 0; s < 2; s++) {
     char name[64];
     snprintf(name, sizeof name, "prefill_bf16_%s", tokens[s] + 4);
-    add_case(name, tokens[s], 0,
-             "x: f32[1, seq, 64]; nw: bf16[64]; wg: bf16[96, 64]; wu: bf16[96, 64]; wd: bf16[64, 96]; wq: bf16[64, 64]\n"
-             "h = rms_norm(x, nw, 1e-6)\n"
-             "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd), linear(h, wq)");
+    add_case(
+        name, tokens[s], 0,
+        "x: f32[1, seq, 64]; nw: bf16[64]; wg: bf16[96, 64]; wu: bf16[96, 64]; wd: bf16[64, 96]; wq: bf16[64, 64]\n"
+        "h = rms_norm(x, nw, 1e-6)\n"
+        "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd), linear(h, wq)");
     /* Tensor-core GEMMs with few tiles split k (Schedule.gemm_fill): k = 576 in 4 parts of 5, 5, 5
      * and 3 stages (gate/up sharing A, and 13 tiles of 128 columns), k = 1568 in 8 parts of 7 stages,
      * the last one empty. 130 tokens: 3 tiles of rows. */
@@ -297,7 +304,8 @@ static void build_cases(void) {
     snprintf(name, sizeof name, "cast_saturate_%s", FLOATS[t]);
     add_case(name, NULL, 0,
              "x: %s[127]\na = cast(x * 1e30, i32)\nb = cast(x * 1e30, i64)\nc = cast(sqrt(x - 2.0), i32)\n"
-             "d = cast(x * 3e9, i32)\nreturn a, b, c, d", FLOATS[t]);
+             "d = cast(x * 3e9, i32)\nreturn a, b, c, d",
+             FLOATS[t]);
   }
 }
 

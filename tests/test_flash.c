@@ -81,7 +81,9 @@ static void causal_gqa_is_one_kernel(void **state) {
   char *kern = printed(c, ST_KERNEL), *tile = printed(c, ST_TILE);
   assert_contains(kern, "kernel attention_0: nothing: attention_2 computes it");
   assert_contains(kern, "kernel attention_1: nothing: attention_2 computes it");
-  assert_contains(kern, "flash attention, bf16 tensor cores (x2): rows i2 < seq, groups i1 < 4, values i3 < 16, keys r0 < seq (up to r0 = i2)");
+  assert_contains(
+      kern,
+      "flash attention, bf16 tensor cores (x2): rows i2 < seq, groups i1 < 4, values i3 < 16, keys r0 < seq (up to r0 = i2)");
   assert_contains(kern, "s = sum over d5 < 16 of q[0, i1, i2, d5] * k[0, i1 // 2, r0, d5]");
   assert_contains(kern, "score = i2 < r0 ? -inf : s*0.25");
   assert_contains(kern, "out0[0, i1, i2, i3] = o");
@@ -120,8 +122,9 @@ static void precision_picks_parts(void **state) {
 
 static void unmasked_and_flattened_heads(void **state) {
   (void)state;
-  Compilation *c = compiled("q: f32[1,4,seq,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\nreturn attention(q, k, v, false)",
-                            TARGET_CUDA, MM_HIGH);
+  Compilation *c =
+      compiled("q: f32[1,4,seq,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\nreturn attention(q, k, v, false)",
+               TARGET_CUDA, MM_HIGH);
   const KFlash *f = flash_of(c, 2);
   assert_non_null(f);
   assert_null(f->t_last); /* no mask: every block walks every key */
@@ -227,9 +230,10 @@ static void decode_is_one_kernel_per_kv_head(void **state) {
   assert_contains(kern, "k[0, i1 // 4, r0, d5]");
   assert_contains(tile, "flash-decoding");
   const char *code = sb_str(&c->code);
-  assert_contains(code, "lt_flash_decode<64, 64, 4, 2LL, "); /* head and value width 64, 4 heads a block, 2 blocks a row */
-  assert_contains(code, "lt_scratch[counter], 1u)"); /* the chunks meet at a counter (preamble) */
-  assert_null(strstr(code, "attention_0(")); /* nothing compiled for the kernels that launch nothing */
+  assert_contains(code,
+                  "lt_flash_decode<64, 64, 4, 2LL, "); /* head and value width 64, 4 heads a block, 2 blocks a row */
+  assert_contains(code, "lt_scratch[counter], 1u)");   /* the chunks meet at a counter (preamble) */
+  assert_null(strstr(code, "attention_0("));           /* nothing compiled for the kernels that launch nothing */
   nvrtc_compiles(c);
   free(kern);
   free(tile);
@@ -254,7 +258,8 @@ static void decode_at_every_precision_and_off_switch(void **state) {
   assert_string_equal(c->kernel->kernels[0].alt->name, "attention_0_rows8"); /* its own blocked variant */
   assert_string_equal(c->kernel->kernels[1].alt->name, "attention_1");       /* softmax has none: itself */
   char *kern = printed(c, ST_KERNEL);
-  assert_contains(kern, "kernel attention_0: nothing: attention_2 computes it\n\nvariant, launched instead when 8 <= seq:");
+  assert_contains(kern,
+                  "kernel attention_0: nothing: attention_2 computes it\n\nvariant, launched instead when 8 <= seq:");
   free(kern);
   nvrtc_compiles(c);
   compilation_free(c);
@@ -311,8 +316,8 @@ static void decode_shapes(void **state) {
   assert_null(flash_of(c, 2)); /* tensor cores want multiples of 16 */
   nvrtc_compiles(c);
   compilation_free(c);
-  c = compiled("q: f32[1,2,1,256]; k: f32[1,2,n,256]; v: f32[1,2,n,256]\nreturn attention(q, k, v, true)",
-               TARGET_CUDA, MM_HIGH);
+  c = compiled("q: f32[1,2,1,256]; k: f32[1,2,n,256]; v: f32[1,2,n,256]\nreturn attention(q, k, v, true)", TARGET_CUDA,
+               MM_HIGH);
   for (int i = 0; i < c->kernel->nkernels; i++) {
     assert_null(decode_of(c, i));
     assert_false(c->kernel->kernels[i].skip);

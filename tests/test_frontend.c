@@ -316,11 +316,12 @@ static void test_embedding_rope_attention(void **state) {
 }
 
 static void test_views(void **state) {
-  Parsed p = parse("x: f32[seq,4,6]; y: f32[2,3]\n"
-                   "a = reshape(x, [seq, -1]); b = reshape(a, [-1, 3, 8]); c = reshape(y, [6]); d = reshape(x, [2, -1])\n"
-                   "e = permute(x, [2, 0, 1]); f = transpose(x, 0, -1); g = slice(x, 1, 1, 3); h = slice(y, 1, -2)\n"
-                   "i = slice(x, 0, 1, -1); j = concat(y, y, 0); k = concat(x, x, axis=-1); l = slice(x, 2, 0, -1)\n"
-                   "m = cast(y, i32)\n");
+  Parsed p =
+      parse("x: f32[seq,4,6]; y: f32[2,3]\n"
+            "a = reshape(x, [seq, -1]); b = reshape(a, [-1, 3, 8]); c = reshape(y, [6]); d = reshape(x, [2, -1])\n"
+            "e = permute(x, [2, 0, 1]); f = transpose(x, 0, -1); g = slice(x, 1, 1, 3); h = slice(y, 1, -2)\n"
+            "i = slice(x, 0, 1, -1); j = concat(y, y, 0); k = concat(x, x, axis=-1); l = slice(x, 2, 0, -1)\n"
+            "m = cast(y, i32)\n");
   must_parse(&p);
   CHECK(p, "a", "f32:[seq,24]");
   CHECK(p, "b", "f32:[seq,3,8]");

@@ -14,7 +14,7 @@ static int count_kernels(const char *src, const FusionPolicy *pol, Target t) {
   for (int i = 0; i < c->kernel->nkernels; i++) {
     const KKernel *kk = &c->kernel->kernels[i];
     distinct += kk->code_name == NULL && !kk->skip; /* flash-decoding's scores and softmax: no code */
-    distinct += kk->alt && !kk->alt->skip && kk->alt->code_name == NULL; /* a register-blocked variant */
+    distinct += kk->alt && !kk->alt->skip && kk->alt->code_name == NULL;    /* a register-blocked variant */
     distinct += kk->alt && kk->alt->pre && kk->alt->pre->code_name == NULL; /* its tensor-core pre-pass */
   }
   /* The code stage has exactly one entry point per distinct kernel or variant. */
@@ -49,7 +49,8 @@ static void elementwise_chain_is_one_kernel(void **s) {
 static void linear_epilogues_fuse(void **s) {
   assert_int_equal(kernels("x: f32[4,256]; w: f32[512,256]; b: f32[512]; y = silu(linear(x, w, b))"), 1);
   assert_int_equal(kernels("x: f32[4,256]; r: f32[4,512]; w: f32[512,256]; y = r + linear(x, w)"), 1);
-  assert_int_equal(kernels("x: f32[1,256]; wg: f32[512,256]; wu: f32[512,256]; y = silu(linear(x, wg)) * linear(x, wu)"), 1);
+  assert_int_equal(
+      kernels("x: f32[1,256]; wg: f32[512,256]; wu: f32[512,256]; y = silu(linear(x, wg)) * linear(x, wu)"), 1);
 }
 static void norm_prologue_is_a_policy_choice(void **s) {
   const char *src = "x: f32[2,256]; nw: f32[256]; w: f32[128,256]; y = linear(rms_norm(x, nw, 1e-6), w)";
@@ -64,7 +65,8 @@ static void norm_prologue_is_a_policy_choice(void **s) {
 }
 static void attention_is_three_kernels(void **s) {
   /* scores (QK^T, scale, mask), softmax, and the weighted sum of V */
-  assert_int_equal(kernels("q: f32[1,4,3,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)"), 3);
+  assert_int_equal(kernels("q: f32[1,4,3,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)"),
+                   3);
 }
 
 static void no_fuse_cuts_reductions(void **s) {
@@ -93,7 +95,8 @@ static void costly_prologue_is_not_recomputed(void **s) {
   /* a residual stream read by several kernels is stored, not re-summed from its sources */
   FusionPolicy q = fusion_policy_default();
   assert_int_equal(count_kernels("a: f32[4,8]; b: f32[4,8]; c: f32[4,8]; h = a + b + c; return h * 2, h + 1, exp(h)",
-                                 &q, TARGET_CPU), 4);
+                                 &q, TARGET_CPU),
+                   4);
 }
 
 static void identical_layers_share_code(void **s) {
@@ -126,7 +129,7 @@ static void attention_prefill_variants_are_serial(void **s) {
   for (int i = 0; i < c->kernel->nkernels; i++) {
     const KKernel *kk = &c->kernel->kernels[i];
     if (!kk->alt || kk->alt->sched.rows < 2) continue; /* softmax runs itself where P x V is blocked */
-    assert_false(kk->alt->tensor_cores); /* f32 operands: CUDA cores */
+    assert_false(kk->alt->tensor_cores);               /* f32 operands: CUDA cores */
     if (kk->alt->sched.red == RS_SERIAL) serial++;
     else warp++;
     assert_int_equal(kk->sched.red != RS_SERIAL || kk->sched.rows == 1, 1); /* the decode kernel is not blocked */
@@ -206,13 +209,21 @@ static void long_chains_are_cut(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(rms_norm_is_one_kernel),         cmocka_unit_test(layer_norm_is_one_kernel),
-      cmocka_unit_test(softmax_is_one_kernel),          cmocka_unit_test(elementwise_chain_is_one_kernel),
-      cmocka_unit_test(linear_epilogues_fuse),          cmocka_unit_test(norm_prologue_is_a_policy_choice),
-      cmocka_unit_test(no_fuse_cuts_reductions),        cmocka_unit_test(attention_is_three_kernels),        cmocka_unit_test(shared_reduction_is_computed_once),
+      cmocka_unit_test(rms_norm_is_one_kernel),
+      cmocka_unit_test(layer_norm_is_one_kernel),
+      cmocka_unit_test(softmax_is_one_kernel),
+      cmocka_unit_test(elementwise_chain_is_one_kernel),
+      cmocka_unit_test(linear_epilogues_fuse),
+      cmocka_unit_test(norm_prologue_is_a_policy_choice),
+      cmocka_unit_test(no_fuse_cuts_reductions),
+      cmocka_unit_test(attention_is_three_kernels),
+      cmocka_unit_test(shared_reduction_is_computed_once),
       cmocka_unit_test(attention_prefill_variants_are_serial),
-      cmocka_unit_test(loop_stage_prints_phases),       cmocka_unit_test(identical_layers_share_code),       cmocka_unit_test(costly_prologue_is_not_recomputed),
-      cmocka_unit_test(fixpoint_reuses_kernels),        cmocka_unit_test(long_chains_are_cut),
+      cmocka_unit_test(loop_stage_prints_phases),
+      cmocka_unit_test(identical_layers_share_code),
+      cmocka_unit_test(costly_prologue_is_not_recomputed),
+      cmocka_unit_test(fixpoint_reuses_kernels),
+      cmocka_unit_test(long_chains_are_cut),
   };
   return cmocka_run_group_tests_name("fusion", tests, NULL, NULL);
 }

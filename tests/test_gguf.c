@@ -71,8 +71,7 @@ static void build_valid(Buf *b, uint32_t version, size_t align) {
   b_str(b, "x");
   kv_str(b, "k.after", "still here");
   unsigned short h[64];
-  for (int i = 0; i < 64; i++)
-    h[i] = f32_to_f16((float)i * 0.5f);
+  for (int i = 0; i < 64; i++) h[i] = f32_to_f16((float)i * 0.5f);
   GTensor t[2] = {{"t0", 0, 2, {3, 2}, T0_DATA, sizeof T0_DATA}, {"blk.0.attn_q.weight", 1, 2, {32, 2}, h, sizeof h}};
   gguf_tensors(b, t, 2, align);
 }
@@ -236,8 +235,7 @@ static void test_tensor_past_end(void **state) {
   b_u64(&b, 32);
   b_u32(&b, GGML_F32);
   b_u64(&b, 0);
-  while (b.n % 32)
-    b_put(&b, "", 1);
+  while (b.n % 32) b_put(&b, "", 1);
   b_put(&b, T0_DATA, 24); /* far fewer than 4096 bytes */
   Diag d;
   const char *m = open_fails(&b, &d);
@@ -256,8 +254,7 @@ static void test_tensor_past_end(void **state) {
   b_u64(&b, 8);
   b_u32(&b, GGML_F32);
   b_u64(&b, UINT64_MAX - 31);
-  while (b.n % 32)
-    b_put(&b, "", 1);
+  while (b.n % 32) b_put(&b, "", 1);
   b_put(&b, T0_DATA, 24);
   b_put(&b, T0_DATA, 24);
   assert_contains(open_fails(&b, &d), "runs past the end of the file");
@@ -312,13 +309,11 @@ static void one_tensor(Buf *b, const char *name, uint32_t n_dims, const uint64_t
   gguf_header(b, 3, 1, 0);
   b_str(b, name);
   b_u32(b, n_dims);
-  for (uint32_t k = 0; k < n_dims && k < 8; k++)
-    b_u64(b, ne[k]);
+  for (uint32_t k = 0; k < n_dims && k < 8; k++) b_u64(b, ne[k]);
   b_u32(b, type);
   b_u64(b, off);
   static const unsigned char zeros[512];
-  while (b->n % 32)
-    b_put(b, "", 1);
+  while (b->n % 32) b_put(b, "", 1);
   b_put(b, zeros, sizeof zeros);
 }
 
@@ -359,8 +354,7 @@ static void test_bad_tensor_infos(void **state) {
     b_u32(&b, GGML_F32);
     b_u64(&b, 0);
   }
-  while (b.n % 32)
-    b_put(&b, "", 1);
+  while (b.n % 32) b_put(&b, "", 1);
   b_put(&b, T0_DATA, 16);
   assert_contains(open_fails(&b, &d), "duplicate tensor name 'w'");
   b_free(&b);
@@ -406,8 +400,7 @@ static void test_dequant_q8_0(void **state) {
   unsigned char blk[2 * 34];
   for (int b = 0; b < 2; b++) {
     put_half(blk + 34 * b, b ? 0.25f : 0.5f);
-    for (int i = 0; i < 32; i++)
-      blk[34 * b + 2 + i] = (unsigned char)(signed char)(i - 16);
+    for (int i = 0; i < 32; i++) blk[34 * b + 2 + i] = (unsigned char)(signed char)(i - 16);
   }
   float out[64];
   Diag d = {0};
@@ -456,8 +449,7 @@ static void test_dequant_q4_k(void **state) {
   put_half(blk, 1.0f);
   put_half(blk + 2, 0.5f);
   int sc[8], mn[8];
-  for (int j = 0; j < 8; j++)
-    sc[j] = 8 * j + 5, mn[j] = 63 - 8 * j; /* 6-bit values using the top bits */
+  for (int j = 0; j < 8; j++) sc[j] = 8 * j + 5, mn[j] = 63 - 8 * j; /* 6-bit values using the top bits */
   pack_q4k_scales(blk + 4, sc, mn);
   /* element e of sub-block j has quant (e + j) % 16; sub-blocks 2p, 2p+1 share 32 bytes (lo, hi). */
   for (int p = 0; p < 4; p++)
@@ -472,8 +464,7 @@ static void test_dequant_q4_k(void **state) {
       if (out[32 * j + l] != want) fail_msg("q4_k element %d: %g, want %g", 32 * j + l, out[32 * j + l], want);
     }
   /* golden values of a patterned block, computed independently with gguf-py */
-  for (int i = 0; i < 144; i++)
-    blk[i] = (unsigned char)((i * 37 + 11) & 255);
+  for (int i = 0; i < 144; i++) blk[i] = (unsigned char)((i * 37 + 11) & 255);
   put_half(blk, 0.25f);
   put_half(blk + 2, 0.125f);
   assert_true(ggml_dequantize(GGML_Q4_K, blk, out, 256, &d));
@@ -483,8 +474,7 @@ static void test_dequant_q4_k(void **state) {
   } gold[] = {{0, 78.875f},    {1, -6.375f},   {31, 40.125f},  {32, 2.0f},    {63, 10.0f},
               {64, 105.125f},  {100, 23.75f},  {128, 105.75f}, {150, 86.25f}, {191, 11.25f},
               {192, 132.625f}, {200, 34.625f}, {224, 0.125f},  {255, 12.125f}};
-  for (size_t k = 0; k < sizeof gold / sizeof gold[0]; k++)
-    assert_true(out[gold[k].i] == gold[k].v);
+  for (size_t k = 0; k < sizeof gold / sizeof gold[0]; k++) assert_true(out[gold[k].i] == gold[k].v);
 }
 
 static void test_dequant_q6_k(void **state) {
@@ -499,8 +489,7 @@ static void test_dequant_q6_k(void **state) {
     ql[qi] |= (unsigned char)(k < 2 ? lo : lo << 4);
     qh[l] |= (unsigned char)(hi << (2 * k));
   }
-  for (int g = 0; g < 16; g++)
-    blk[192 + g] = (unsigned char)(signed char)(g - 8);
+  for (int g = 0; g < 16; g++) blk[192 + g] = (unsigned char)(signed char)(g - 8);
   put_half(blk + 208, 0.5f);
   float out[256];
   Diag d = {0};
@@ -509,8 +498,7 @@ static void test_dequant_q6_k(void **state) {
     float want = 0.5f * (float)(e / 16 - 8) * (float)(e % 64 - 32);
     if (out[e] != want) fail_msg("q6_k element %d: %g, want %g", e, out[e], want);
   }
-  for (int i = 0; i < 210; i++)
-    blk[i] = (unsigned char)((i * 37 + 11) & 255);
+  for (int i = 0; i < 210; i++) blk[i] = (unsigned char)((i * 37 + 11) & 255);
   put_half(blk + 208, 0.0625f);
   assert_true(ggml_dequantize(GGML_Q6_K, blk, out, 256, &d));
   static const struct {
@@ -519,16 +507,14 @@ static void test_dequant_q6_k(void **state) {
   } gold[] = {{0, -89.4375f}, {1, 106.0f},      {31, -6.0f},      {32, 14.4375f}, {63, -36.25f},
               {64, -190.0f},  {100, 157.6875f}, {128, -21.9375f}, {150, -10.5f},  {191, -61.25f},
               {192, -30.25f}, {200, 68.0625f},  {224, 52.875f},   {255, -3.75f}};
-  for (size_t k = 0; k < sizeof gold / sizeof gold[0]; k++)
-    assert_true(out[gold[k].i] == gold[k].v);
+  for (size_t k = 0; k < sizeof gold / sizeof gold[0]; k++) assert_true(out[gold[k].i] == gold[k].v);
 }
 
 /* Round trip: quantize a ramp with a simple quantizer written here, dequantize, compare. */
 static void test_quantize_round_trip(void **state) {
   enum { N = 128 };
   float x[N], y[N];
-  for (int i = 0; i < N; i++)
-    x[i] = sinf((float)i * 0.37f) * 3.0f + (float)(i % 7) * 0.1f;
+  for (int i = 0; i < N; i++) x[i] = sinf((float)i * 0.37f) * 3.0f + (float)(i % 7) * 0.1f;
   unsigned char q8[N / 32 * 34], q4[N / 32 * 18], q41[N / 32 * 20];
   float tol8[N / 32], tol4[N / 32], tol41[N / 32];
   for (int b = 0; b < N / 32; b++) {
@@ -552,10 +538,8 @@ static void test_quantize_round_trip(void **state) {
       c = c < 0 ? 0 : c > 15 ? 15 : c;
       e = e < 0 ? 0 : e > 15 ? 15 : e;
       unsigned char *p4 = q4 + 18 * b + 2 + i % 16, *p41 = q41 + 20 * b + 4 + i % 16;
-      if (i < 16)
-        *p4 = (unsigned char)c, *p41 = (unsigned char)e;
-      else
-        *p4 |= (unsigned char)(c << 4), *p41 |= (unsigned char)(e << 4);
+      if (i < 16) *p4 = (unsigned char)c, *p41 = (unsigned char)e;
+      else *p4 |= (unsigned char)(c << 4), *p41 |= (unsigned char)(e << 4);
     }
     tol8[b] = d8 * 0.51f + 1e-3f;
     tol4[b] = d4 * 1.01f + 1e-3f; /* the top value clips at q = 15 → 7*d */
@@ -563,14 +547,11 @@ static void test_quantize_round_trip(void **state) {
   }
   Diag d = {0};
   assert_true(ggml_dequantize(GGML_Q8_0, q8, y, N, &d));
-  for (int i = 0; i < N; i++)
-    assert_true(fabsf(y[i] - x[i]) <= tol8[i / 32]);
+  for (int i = 0; i < N; i++) assert_true(fabsf(y[i] - x[i]) <= tol8[i / 32]);
   assert_true(ggml_dequantize(GGML_Q4_0, q4, y, N, &d));
-  for (int i = 0; i < N; i++)
-    assert_true(fabsf(y[i] - x[i]) <= tol4[i / 32]);
+  for (int i = 0; i < N; i++) assert_true(fabsf(y[i] - x[i]) <= tol4[i / 32]);
   assert_true(ggml_dequantize(GGML_Q4_1, q41, y, N, &d));
-  for (int i = 0; i < N; i++)
-    assert_true(fabsf(y[i] - x[i]) <= tol41[i / 32]);
+  for (int i = 0; i < N; i++) assert_true(fabsf(y[i] - x[i]) <= tol41[i / 32]);
 }
 
 static void test_dequant_errors(void **state) {

@@ -36,7 +36,8 @@ static Shape shp(Env *e, int rank, const char *const *dims) {
   }
   return s;
 }
-#define SHAPE(e, ...) shp((e), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__})
+#define SHAPE(e, ...)                                                                                                  \
+  shp((e), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__})
 
 static int input(Env *e, const char *name, DType t, Shape s) {
   int id = graph_input(e->g, name, t, &s, 0, 0, &e->d);

@@ -10,7 +10,7 @@
 
 typedef struct Census {
   int n[KS_MMA + 1];
-  int hw_exprs; /* statements whose expressions use hardware indices */
+  int hw_exprs;          /* statements whose expressions use hardware indices */
   const KStmt *vec_loop; /* a KS_FOR with constant extent 4 starting at 0 */
 } Census;
 
@@ -172,7 +172,7 @@ static void test_cuda_block(void **state) {
   Census c = census_of(rms);
   assert_int_equal(c.n[KS_SMEM], 1);
   assert_int_equal(c.n[KS_BARRIER], 2);
-  assert_int_equal(c.n[KS_WARP_REDUCE], 2); /* within warps, then across the partials */
+  assert_int_equal(c.n[KS_WARP_REDUCE], 2);                /* within warps, then across the partials */
   assert_int_equal(rms->body->body[0]->body[0]->count, 9); /* 8 partials + broadcast slot */
   c = census_of(sm);
   assert_int_equal(c.n[KS_SMEM], 2);
@@ -268,7 +268,8 @@ static void test_vec(void **state) {
  * join it. */
 static void test_phase_groups(void **state) {
   Zoo z = zoo_new();
-  int x = buf(&z, "x", DT_F32, BUF_INPUT, 1, I(&z, 256), NULL, NULL), sc = buf(&z, "s", DT_F32, BUF_INPUT, 1, I(&z, 1), NULL, NULL);
+  int x = buf(&z, "x", DT_F32, BUF_INPUT, 1, I(&z, 256), NULL, NULL),
+      sc = buf(&z, "s", DT_F32, BUF_INPUT, 1, I(&z, 1), NULL, NULL);
   int w1 = buf(&z, "w1", DT_BF16, BUF_INPUT, 2, I(&z, 12), I(&z, 256), NULL);
   int w2 = buf(&z, "w2", DT_BF16, BUF_INPUT, 2, I(&z, 12), I(&z, 256), NULL);
   int y = buf(&z, "y", DT_F32, BUF_OUTPUT, 1, I(&z, 12), NULL, NULL);
@@ -320,7 +321,8 @@ static void mma_variant(int parts) {
     int i0 = par(k, "i0", seq), i1 = par(k, "i1", I(&z, 96));
     LPhase *ph = phase(k, RED_ADD, DT_F32);
     int r0 = red(k, ph, "r0", I(&z, 64));
-    ph->body = bin(&z, X_MUL, ld(&z, x, 2, V(&z, i0), V(&z, r0), NULL), ex_cast(z.P, DT_F32, ld(&z, w, 2, V(&z, i1), V(&z, r0), NULL)));
+    ph->body = bin(&z, X_MUL, ld(&z, x, 2, V(&z, i0), V(&z, r0), NULL),
+                   ex_cast(z.P, DT_F32, ld(&z, w, 2, V(&z, i1), V(&z, r0), NULL)));
     set_out(k, 2, V(&z, i0), V(&z, i1), NULL, ex_acc(z.P, 0, DT_F32));
   }
   Diag d = {0};
@@ -386,13 +388,14 @@ static KProgram *gemm_k_lib(Zoo *z, int64_t k_extent, int fill, int library) {
   int i0 = par(k, "i0", seq), i1 = par(k, "i1", I(z, 96));
   LPhase *ph = phase(k, RED_ADD, DT_F32);
   int r0 = red(k, ph, "r0", I(z, k_extent));
-  ph->body = bin(z, X_MUL, ld(z, x, 2, V(z, i0), V(z, r0), NULL), ex_cast(z->P, DT_F32, ld(z, w, 2, V(z, i1), V(z, r0), NULL)));
+  ph->body = bin(z, X_MUL, ld(z, x, 2, V(z, i0), V(z, r0), NULL),
+                 ex_cast(z->P, DT_F32, ld(z, w, 2, V(z, i1), V(z, r0), NULL)));
   set_out(k, 2, V(z, i0), V(z, i1), NULL, ex_acc(z->P, 0, DT_F32));
   Diag d = {0};
-  KProgram *kp = lower(z, TARGET_CUDA,
-                       (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 2, .gemm_fill = fill,
-                                  .gemm_library = library},
-                       &d);
+  KProgram *kp = lower(
+      z, TARGET_CUDA,
+      (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 2, .gemm_fill = fill, .gemm_library = library},
+      &d);
   assert_non_null(kp);
   assert_non_null(kp->kernels[0].alt);
   assert_string_equal(kp->kernels[0].alt->name, "gemm_mma");
@@ -405,10 +408,10 @@ static void test_mma_split_k(void **state) {
   KProgram *kp = gemm_k(&z, 1568, 264); /* 49 stages of 32: up to 8 parts of 7 (the last one empty) */
   const KKernel *g = kp->kernels[0].alt;
   assert_int_equal(g->body->body[0]->mma->split_max, 8);
-  assert_int_equal(eval_grid(g, 37), 8);      /* 1 tile, 8 parts */
-  assert_int_equal(eval_grid(g, 4096), 256);  /* 64 tiles, 264 / 64 = 4 parts */
-  assert_int_equal(eval_grid(g, 8448), 264);  /* 132 tiles, 2 parts */
-  assert_int_equal(eval_grid(g, 8512), 133);  /* 133 tiles: one part each */
+  assert_int_equal(eval_grid(g, 37), 8);     /* 1 tile, 8 parts */
+  assert_int_equal(eval_grid(g, 4096), 256); /* 64 tiles, 264 / 64 = 4 parts */
+  assert_int_equal(eval_grid(g, 8448), 264); /* 132 tiles, 2 parts */
+  assert_int_equal(eval_grid(g, 8512), 133); /* 133 tiles: one part each */
   /* the scratch: the tile counters, two bf16 planes of A, a partial tile for each of 264 blocks */
   SymEnv env = {0};
   symenv_set(&env, "seq", 37);
@@ -483,7 +486,9 @@ static void test_mma_library_form(void **state) {
   assert_contains(code, "lt_mma_epilogue<1, 2, 1568LL, 96LL, 1024, 0LL, 96LL, 0LL, 0LL>(");
   assert_contains(code, "return lt_wi / 1568LL;");
   char *shown = printed(kp);
-  assert_contains(shown, "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with w [96, 1568], then:");
+  assert_contains(
+      shown,
+      "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with w [96, 1568], then:");
   assert_contains(shown, "each sum read from the products in the scratch");
   free(shown);
   sb_free(&src);

@@ -114,10 +114,8 @@ static void test_arena_reports_oom(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mem_alloc_failure_is_a_diag),
-      cmocka_unit_test(test_mem_calloc_overflow_is_a_diag),
-      cmocka_unit_test(test_mem_success_and_zero_sizes),
-      cmocka_unit_test(test_x_failure_calls_the_handler),
+      cmocka_unit_test(test_mem_alloc_failure_is_a_diag), cmocka_unit_test(test_mem_calloc_overflow_is_a_diag),
+      cmocka_unit_test(test_mem_success_and_zero_sizes),  cmocka_unit_test(test_x_failure_calls_the_handler),
       cmocka_unit_test(test_arena_reports_oom),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,7 +46,8 @@ static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
   double err[64];
   if (!execute_check(c, &x, &env, err, &d)) fail_msg("reference: %s", d.msg);
   assert_int_equal(x.nout, 2);
-  if (!(err[0] <= check_tolerance(DT_F32, MM_HIGH))) fail_msg("logits error %.3g (%s, %s)", err[0], dtype_name(wdt), dims);
+  if (!(err[0] <= check_tolerance(DT_F32, MM_HIGH)))
+    fail_msg("logits error %.3g (%s, %s)", err[0], dtype_name(wdt), dims);
   /* next_token is the first maximum of the logits the same run produced */
   const float *logits = x.out[0].data;
   int64_t best = 0;
@@ -67,11 +68,26 @@ static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
   compilation_free(g);
 }
 
-static void llama_prefill(void **s) { ModelConfig c = tiny(ARCH_LLAMA); check_model(&c, DT_F32, "seq=5 past=0"); }
-static void llama_decode(void **s) { ModelConfig c = tiny(ARCH_LLAMA); check_model(&c, DT_F32, "seq=1 past=9"); }
-static void llama_chunk_bf16(void **s) { ModelConfig c = tiny(ARCH_LLAMA); check_model(&c, DT_BF16, "seq=4 past=6"); }
-static void qwen2_bias(void **s) { ModelConfig c = tiny(ARCH_QWEN2); check_model(&c, DT_F32, "seq=3 past=2"); }
-static void qwen3_qk_norm(void **s) { ModelConfig c = tiny(ARCH_QWEN3); check_model(&c, DT_F32, "seq=1 past=4"); }
+static void llama_prefill(void **s) {
+  ModelConfig c = tiny(ARCH_LLAMA);
+  check_model(&c, DT_F32, "seq=5 past=0");
+}
+static void llama_decode(void **s) {
+  ModelConfig c = tiny(ARCH_LLAMA);
+  check_model(&c, DT_F32, "seq=1 past=9");
+}
+static void llama_chunk_bf16(void **s) {
+  ModelConfig c = tiny(ARCH_LLAMA);
+  check_model(&c, DT_BF16, "seq=4 past=6");
+}
+static void qwen2_bias(void **s) {
+  ModelConfig c = tiny(ARCH_QWEN2);
+  check_model(&c, DT_F32, "seq=3 past=2");
+}
+static void qwen3_qk_norm(void **s) {
+  ModelConfig c = tiny(ARCH_QWEN3);
+  check_model(&c, DT_F32, "seq=1 past=4");
+}
 static void llama3_rope_scaling(void **s) {
   ModelConfig c = tiny(ARCH_LLAMA);
   c.rope_llama3 = 1;
@@ -101,8 +117,12 @@ static void inconsistent_config_is_an_error(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(llama_prefill),   cmocka_unit_test(llama_decode),       cmocka_unit_test(llama_chunk_bf16),
-      cmocka_unit_test(qwen2_bias),      cmocka_unit_test(qwen3_qk_norm),      cmocka_unit_test(llama3_rope_scaling),
+      cmocka_unit_test(llama_prefill),
+      cmocka_unit_test(llama_decode),
+      cmocka_unit_test(llama_chunk_bf16),
+      cmocka_unit_test(qwen2_bias),
+      cmocka_unit_test(qwen3_qk_norm),
+      cmocka_unit_test(llama3_rope_scaling),
       cmocka_unit_test(inconsistent_config_is_an_error),
   };
   return cmocka_run_group_tests_name("model_graph", tests, NULL, NULL);

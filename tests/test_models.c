@@ -74,7 +74,8 @@ static void greedy_matches(Model *m, const Expected *e, const char *name) {
     fail_msg("%s: generate: %s", name, d.msg);
   assert_int_equal(nout, e->ngreedy);
   for (int i = 0; i < nout; i++)
-    if (out[i] != e->greedy[i]) fail_msg("%s: greedy token %d is %d, transformers gives %d", name, i, out[i], e->greedy[i]);
+    if (out[i] != e->greedy[i])
+      fail_msg("%s: greedy token %d is %d, transformers gives %d", name, i, out[i], e->greedy[i]);
   free(out);
 }
 
@@ -145,7 +146,8 @@ static void generate_stops_when_interrupted(void **s) {
   load_expected(FIXTURES "/llama/expected.json", &e);
   Model *m = load(FIXTURES "/llama");
   volatile sig_atomic_t flag = 1;
-  GenerateOptions go = {.max_tokens = 8, .prefill_chunk = 5, .sampling = {.greedy = 1}, .ignore_eos = 1, .interrupt = &flag};
+  GenerateOptions go = {
+      .max_tokens = 8, .prefill_chunk = 5, .sampling = {.greedy = 1}, .ignore_eos = 1, .interrupt = &flag};
   int32_t *out = NULL;
   int nout = 0, cached = 0;
   GenerateStats st;
@@ -267,7 +269,8 @@ static void presets_match_the_cpu(void **s) {
     if (!(err <= LOGIT_TOL)) fail_msg("%s: prefill logits differ from the cpu by %.3g", names[c], err);
     /* the same prompt in two prefill chunks (the second after 20 cached tokens: flash attention's
      * causal bound with past > 0 on CUDA) leaves the same logits and cache */
-    if (!model_step(m, prompt, 20, 0, &d) || !model_step(m, prompt + 20, 17, 20, &d)) fail_msg("%s: %s", names[c], d.msg);
+    if (!model_step(m, prompt, 20, 0, &d) || !model_step(m, prompt + 20, 17, 20, &d))
+      fail_msg("%s: %s", names[c], d.msg);
     err = logits_error(m->logits, want, cfg.vocab);
     if (!(err <= LOGIT_TOL)) fail_msg("%s: chunked prefill logits differ from the cpu by %.3g", names[c], err);
     /* and in three, the middle one 5 tokens (flash-decoding with several query rows after 20 cached) */
@@ -307,9 +310,14 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(llama),         cmocka_unit_test(llama31_rope_scaling_tied), cmocka_unit_test(qwen2_qkv_bias),
-      cmocka_unit_test(qwen3_qk_norm), cmocka_unit_test(mistral),                   cmocka_unit_test(llama_bf16_weights),
-      cmocka_unit_test(context_overflow_is_an_error), cmocka_unit_test(generate_stops_when_interrupted),
+      cmocka_unit_test(llama),
+      cmocka_unit_test(llama31_rope_scaling_tied),
+      cmocka_unit_test(qwen2_qkv_bias),
+      cmocka_unit_test(qwen3_qk_norm),
+      cmocka_unit_test(mistral),
+      cmocka_unit_test(llama_bf16_weights),
+      cmocka_unit_test(context_overflow_is_an_error),
+      cmocka_unit_test(generate_stops_when_interrupted),
       cmocka_unit_test(smollm2_default_model),
       cmocka_unit_test(presets_match_the_cpu),
   };

@@ -51,7 +51,8 @@ static Plan *cpu_plan(const char *src, Backend **cpu, Compilation **c) {
 
 static void growing_runs_replan_correctly(void **s) {
   /* one plan, run at growing sizes: each run must match the reference */
-  const char *src = "x: f32[n, 64]; w: f32[64]\na = softmax(x * 2, -1)\nb = rms_norm(x + a, w, 1e-6)\ny = sum(a * b, 0)";
+  const char *src =
+      "x: f32[n, 64]; w: f32[64]\na = softmax(x * 2, -1)\nb = rms_norm(x + a, w, 1e-6)\ny = sum(a * b, 0)";
   Diag d = {0};
   Backend *cpu;
   Compilation *c;
@@ -106,7 +107,8 @@ static void runs_with_changing_symbols(void **s) {
     assert_true(ref_eval(c->graph, &env, rin, rout, &d));
     for (int o = 0; o < 3; o++) {
       double err = compare_output(&out[o], &rout[o]);
-      if (!(err <= check_tolerance(DT_F32, MM_HIGH))) fail_msg("run %d (a=%d, b=%d) output %d: error %.3g", r, sizes[r][0], sizes[r][1], o, err);
+      if (!(err <= check_tolerance(DT_F32, MM_HIGH)))
+        fail_msg("run %d (a=%d, b=%d) output %d: error %.3g", r, sizes[r][0], sizes[r][1], o, err);
       host_tensor_free(&out[o]);
       ref_tensor_free(&rout[o]);
     }

@@ -31,16 +31,11 @@ static double gauss(uint64_t *s) {
  * few outliers, so the scale choices meet their edge cases. */
 static void fill(float *x, int64_t n, uint64_t seed) {
   uint64_t s = seed;
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)(gauss(&s) * 0.05);
-  for (int64_t i = 0; i < n && i < 32; i++)
-    x[i] = 0;
-  for (int64_t i = 256; i < n && i < 288; i++)
-    x[i] = 0.125f;
-  for (int64_t i = 512; i < n && i < 768; i++)
-    x[i] = fabsf(x[i]) + 0.01f;
-  for (int64_t i = 300; i < n; i += 997)
-    x[i] *= 40;
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(gauss(&s) * 0.05);
+  for (int64_t i = 0; i < n && i < 32; i++) x[i] = 0;
+  for (int64_t i = 256; i < n && i < 288; i++) x[i] = 0.125f;
+  for (int64_t i = 512; i < n && i < 768; i++) x[i] = fabsf(x[i]) + 0.01f;
+  for (int64_t i = 300; i < n; i += 997) x[i] *= 40;
 }
 
 /* The largest |error| the format may make on one block: half its element step at the block's range
@@ -74,7 +69,7 @@ static double rms_bound(int type) {
   case GGML_Q5_1: return 0.055;
   case GGML_Q4_K: return 0.12;
   case GGML_Q5_K: return 0.07; /* min clamped at 0 and 6-bit scales: above q5_1 */
-  default: return 0.035; /* q6_k */
+  default: return 0.035;       /* q6_k */
   }
 }
 
@@ -106,11 +101,10 @@ static void round_trip_every_format(void **st) {
         }
       }
       /* a block of zeros comes back as zeros exactly */
-      for (int i = 0; i < 32; i++)
-        assert_true(y[i] == 0.0f);
+      for (int i = 0; i < 32; i++) assert_true(y[i] == 0.0f);
       double rel = sqrt(se / sx);
-      if (blocks == 41) print_message("%s: relative RMS error %.4f (bound %.3f)\n", ggml_type_name(type), rel,
-                                      rms_bound(type));
+      if (blocks == 41)
+        print_message("%s: relative RMS error %.4f (bound %.3f)\n", ggml_type_name(type), rel, rms_bound(type));
       if (blocks >= 9 && !(rel <= rms_bound(type)))
         fail_msg("%s: relative RMS error %.4f > %.3f", ggml_type_name(type), rel, rms_bound(type));
       free(x);
@@ -129,8 +123,7 @@ static void more_bits_less_error(void **st) {
   float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
   unsigned char *q = malloc((size_t)n * 2);
   uint64_t s = 7;
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)gauss(&s);
+  for (int64_t i = 0; i < n; i++) x[i] = (float)gauss(&s);
   for (int set = 0; set < 2; set++) {
     double last = INFINITY;
     for (int k = 0; k < 3; k++) {
@@ -138,8 +131,7 @@ static void more_bits_less_error(void **st) {
       Diag d = {0};
       assert_true(ggml_quantize(type, x, q, n, &d) && ggml_dequantize(type, q, y, n, &d));
       double se = 0;
-      for (int64_t i = 0; i < n; i++)
-        se += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+      for (int64_t i = 0; i < n; i++) se += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
       if (!(se < last)) fail_msg("%s: error %g is not below the previous format's %g", ggml_type_name(type), se, last);
       last = se;
     }
@@ -185,8 +177,8 @@ static void type_rule_and_fallbacks(void **st) {
   int more[32] = {0};
   for (int l = 0; l < 32; l++)
     more[l] = quant_tensor_type(QUANT_Q4_K_M, "blk.x.attn_v.weight", 2, 2048, l, 32, 0, &fb) == GGML_Q6_K;
-  int want[32] = {[0] = 1, [1] = 1, [2] = 1, [3] = 1, [6] = 1, [9] = 1, [12] = 1, [15] = 1, [18] = 1,
-                  [21] = 1, [24] = 1, [27] = 1, [28] = 1, [29] = 1, [30] = 1, [31] = 1};
+  int want[32] = {[0] = 1,  [1] = 1,  [2] = 1,  [3] = 1,  [6] = 1,  [9] = 1,  [12] = 1, [15] = 1,
+                  [18] = 1, [21] = 1, [24] = 1, [27] = 1, [28] = 1, [29] = 1, [30] = 1, [31] = 1};
   for (int l = 0; l < 32; l++)
     if (more[l] != want[l]) fail_msg("layer %d: attn_v q6_k %d, want %d", l, more[l], want[l]);
   assert_int_equal(quant_tensor_type(QUANT_Q5_K_M, "blk.6.ffn_down.weight", 2, 2048, 6, 32, 0, &fb), GGML_Q6_K);
@@ -208,7 +200,7 @@ static char *tmp_path(const char *suffix) {
  * metadata of each kind; read back by lathe's reader, then by the gguf package. */
 static void writer_read_back_and_gguf_py(void **st) {
   (void)st;
-  const int types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0, GGML_Q4_1,
+  const int types[] = {GGML_F32,  GGML_F16,  GGML_BF16, GGML_Q8_0, GGML_Q4_0, GGML_Q4_1,
                        GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
   enum { NT = sizeof types / sizeof types[0], ROW = 768, ROWS = 3, N = ROW * ROWS };
   GgufWriter *w = gguf_writer_new();
@@ -334,10 +326,8 @@ static double quantized_vs_original(const char *in, QuantScheme s, const int32_t
   if (!model_step(orig, ids, n, 0, &d) || !model_step(qm, ids, n, 0, &d)) fail_msg("%s: step: %s", in, d.msg);
   double e = logits_error(qm->logits, orig->logits, V);
   model_free(orig);
-  if (out_model)
-    *out_model = qm;
-  else
-    model_free(qm);
+  if (out_model) *out_model = qm;
+  else model_free(qm);
   return e;
 }
 
@@ -370,7 +360,8 @@ static void requantized_gguf_keeps_rows(void **st) {
   assert_true(quantize_model(FIXTURES "/llama", a, QUANT_Q8_0, &rep, &d));
   assert_true(quantize_model(a, b, QUANT_Q8_0, &rep, &d));
   ModelConfig ca, cb;
-  WeightStore *wa = weights_open(a, &ca, &d), *wb = weights_open(b, &cb, &d), *wo = weights_open(FIXTURES "/llama", &ca, &d);
+  WeightStore *wa = weights_open(a, &ca, &d), *wb = weights_open(b, &cb, &d),
+              *wo = weights_open(FIXTURES "/llama", &ca, &d);
   assert_non_null(wa);
   assert_non_null(wb);
   assert_non_null(wo);
@@ -454,14 +445,10 @@ static int teardown(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(round_trip_every_format),
-      cmocka_unit_test(more_bits_less_error),
-      cmocka_unit_test(partial_blocks_are_refused),
-      cmocka_unit_test(type_rule_and_fallbacks),
-      cmocka_unit_test(writer_read_back_and_gguf_py),
-      cmocka_unit_test(fixtures_quantized_run_close),
-      cmocka_unit_test(requantized_gguf_keeps_rows),
-      cmocka_unit_test(default_model_to_q8_0),
+      cmocka_unit_test(round_trip_every_format),      cmocka_unit_test(more_bits_less_error),
+      cmocka_unit_test(partial_blocks_are_refused),   cmocka_unit_test(type_rule_and_fallbacks),
+      cmocka_unit_test(writer_read_back_and_gguf_py), cmocka_unit_test(fixtures_quantized_run_close),
+      cmocka_unit_test(requantized_gguf_keeps_rows),  cmocka_unit_test(default_model_to_q8_0),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -60,7 +60,7 @@ static int add_node(Graph *g, GOp op, DType t, Shape s, int nin, const int *in, 
   n->col = 1 + g->n;
   return g->n++;
 }
-#define OP(g, op, t, s, attr, ...) \
+#define OP(g, op, t, s, attr, ...)                                                                                     \
   add_node((g), (op), (t), (s), (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__}, (attr))
 
 /* Adds input node `name` and binds the fixture's input slot to the given data (not copied by us). */
@@ -94,14 +94,15 @@ static void expect(const RefTensor *t, int64_t n, const double *want, double tol
     if (!(fabs(t->data[i] - want[i]) <= tol * (1 + fabs(want[i]))))
       fail_msg("element %lld: got %.9g, want %.9g", (long long)i, t->data[i], want[i]);
 }
-#define EXPECT(t, tol, ...) \
+#define EXPECT(t, tol, ...)                                                                                            \
   expect((t), (int64_t)(sizeof((double[]){__VA_ARGS__}) / sizeof(double)), (double[]){__VA_ARGS__}, (tol))
 
 static void expect_dims(const RefTensor *t, int rank, const int64_t *d) {
   assert_int_equal(t->rank, rank);
   for (int i = 0; i < rank; i++) assert_int_equal(t->dims[i], d[i]);
 }
-#define EXPECT_DIMS(t, ...) expect_dims((t), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+#define EXPECT_DIMS(t, ...)                                                                                            \
+  expect_dims((t), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 static const double F32 = 1e-6; /* results of f32 nodes are rounded to f32 */
 
@@ -259,8 +260,8 @@ static void test_rms_norm(void **state) {
   run_ok(f);
   double r = sqrt(7.5); /* mean of 1,4,9,16 */
   EXPECT(&f->out[0], F32, 1 / r, 2 / r, 6 / r, 8 / r, 1, 1, 2, 2);
-  EXPECT(&f->out[1], F32, 1 / sqrt(12.5), 2 / sqrt(12.5), 6 / sqrt(12.5), 8 / sqrt(12.5), 2 / 3.0, 2 / 3.0,
-         4 / 3.0, 4 / 3.0);
+  EXPECT(&f->out[1], F32, 1 / sqrt(12.5), 2 / sqrt(12.5), 6 / sqrt(12.5), 8 / sqrt(12.5), 2 / 3.0, 2 / 3.0, 4 / 3.0,
+         4 / 3.0);
 }
 
 static void test_layer_norm(void **state) {
@@ -395,10 +396,9 @@ static void test_attention_causal_gqa(void **state) {
   run_ok(f);
   const double *v0 = v, *v1 = v + 3;
   double want[8] = {
-      wavg(2, (double[]){0, 1}, v0), wavg(3, (double[]){0, 1, 2}, v0),
-      wavg(2, (double[]){0, 0}, v0), wavg(3, (double[]){0, 2, 4}, v0),
-      wavg(2, (double[]){0, 2}, v1), wavg(3, (double[]){0, 2, 4}, v1),
-      wavg(2, (double[]){0, 0}, v1), wavg(3, (double[]){0, 4, 8}, v1),
+      wavg(2, (double[]){0, 1}, v0),    wavg(3, (double[]){0, 1, 2}, v0), wavg(2, (double[]){0, 0}, v0),
+      wavg(3, (double[]){0, 2, 4}, v0), wavg(2, (double[]){0, 2}, v1),    wavg(3, (double[]){0, 2, 4}, v1),
+      wavg(2, (double[]){0, 0}, v1),    wavg(3, (double[]){0, 4, 8}, v1),
   };
   expect(&f->out[0], 8, want, F32);
   assert_true(fabs(f->out[0].data[2] - 1.5) < 1e-6);
@@ -444,11 +444,12 @@ static void test_views(void **state) {
   int B = add_input(f, "b", DT_F32, SH(g, 1, 3), b);
   output(f, OP(g, G_RESHAPE, DT_F32, SH(g, 3, 2), NULL, A));
   output(f, OP(g, G_PERMUTE, DT_F32, SH(g, 3, 2), AT(.naxes = 2, .axes = {1, 0}), A));
-  output(f, OP(g, G_SLICE, DT_F32, SH(g, 2, 2),
-               AT(.axis = 1, .start = ex_int(g->pool, 1), .end = ex_int(g->pool, 3)), A));
+  output(f,
+         OP(g, G_SLICE, DT_F32, SH(g, 2, 2), AT(.axis = 1, .start = ex_int(g->pool, 1), .end = ex_int(g->pool, 3)), A));
   output(f, OP(g, G_CONCAT, DT_F32, SH(g, 3, 3), AT(.axis = 0), A, B));
   int P = OP(g, G_PERMUTE, DT_F32, SH(g, 3, 1), AT(.naxes = 2, .axes = {1, 0}), B);
-  output(f, OP(g, G_CONCAT, DT_F32, SH(g, 3, 3), AT(.axis = 1), P, OP(g, G_PERMUTE, DT_F32, SH(g, 3, 2), AT(.naxes = 2, .axes = {1, 0}), A)));
+  output(f, OP(g, G_CONCAT, DT_F32, SH(g, 3, 3), AT(.axis = 1), P,
+               OP(g, G_PERMUTE, DT_F32, SH(g, 3, 2), AT(.naxes = 2, .axes = {1, 0}), A)));
   run_ok(f);
   EXPECT(&f->out[0], 0, 1, 2, 3, 4, 5, 6);
   EXPECT_DIMS(&f->out[0], 3, 2);
@@ -566,7 +567,8 @@ static void test_exact_integers(void **state) {
   int c = add_node(g, G_CONST, DT_I64, SCALAR, 0, NULL, AT(.value = 9007199254740992.0, .ivalue = 9007199254740992LL));
   int s = OP(g, G_ADD, DT_I64, SH(g, 2), NULL, a, c);
   output(f, s);
-  output(f, OP(g, G_SUM, DT_I64, SHAPE(0, {0}), AT(.naxes = 1, .axes = {0}), OP(g, G_ADD, DT_I64, SH(g, 2), NULL, s, s)));
+  output(f,
+         OP(g, G_SUM, DT_I64, SHAPE(0, {0}), AT(.naxes = 1, .axes = {0}), OP(g, G_ADD, DT_I64, SH(g, 2), NULL, s, s)));
   int m = add_node(g, G_CONST, DT_I64, SCALAR, 0, NULL, AT(.value = 9.2e18, .ivalue = INT64_MAX));
   output(f, OP(g, G_ADD, DT_I64, SH(g, 2), NULL, a, m)); /* wraps */
   run_ok(f);

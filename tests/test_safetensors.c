@@ -9,8 +9,7 @@ static void build_st(Buf *b, const char *json, const void *data, size_t n) {
   size_t len = strlen(json), padded = (len + 7) / 8 * 8;
   b_u64(b, padded);
   b_put(b, json, len);
-  for (size_t i = len; i < padded; i++)
-    b_put(b, " ", 1);
+  for (size_t i = len; i < padded; i++) b_put(b, " ", 1);
   b_put(b, data, n);
 }
 
@@ -101,8 +100,7 @@ static void test_truncated_everywhere(void **state) {
   Buf b = {0};
   build_st(&b, VALID_JSON, data, sizeof data);
   Diag d;
-  for (size_t n = 0; n < b.n; n++)
-    open_fails(b.p, n, &d);
+  for (size_t n = 0; n < b.n; n++) open_fails(b.p, n, &d);
   b_free(&b);
 }
 

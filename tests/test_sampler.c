@@ -180,8 +180,9 @@ static void device_source_compiles(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(temperature_only),     cmocka_unit_test(top_k_and_top_p), cmocka_unit_test(greedy_and_special_values),
-      cmocka_unit_test(seeds_repeat),         cmocka_unit_test(large_vocabulary), cmocka_unit_test(device_source_compiles),
+      cmocka_unit_test(temperature_only),          cmocka_unit_test(top_k_and_top_p),
+      cmocka_unit_test(greedy_and_special_values), cmocka_unit_test(seeds_repeat),
+      cmocka_unit_test(large_vocabulary),          cmocka_unit_test(device_source_compiles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -193,7 +193,8 @@ static double *rnd(int64_t n, unsigned seed) {
 
 static void assert_close(const double *got, const double *want, int64_t n, double tol) {
   for (int64_t i = 0; i < n; i++)
-    if (!(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])))) fail_msg("element %lld: got %.9g want %.9g", (long long)i, got[i], want[i]);
+    if (!(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i]))))
+      fail_msg("element %lld: got %.9g want %.9g", (long long)i, got[i], want[i]);
 }
 
 /* ---- fixtures ---- */
@@ -378,8 +379,9 @@ static void test_matmul_vectors_and_bf16(void **state) {
   Fx *f = *state;
   Graph *g = f->g;
   int v = tg_in(g, "v", DT_BF16, SH(g, 4)), m = tg_in(g, "m", DT_BF16, SH(g, 4, 3));
-  int y = tg_op(g, G_MATMUL, DT_BF16, SH(g, 3), "y", 2, v, m, 0);  /* [4] @ [4,3] -> [3] */
-  int z = tg_op(g, G_MATMUL, DT_F32, SH(g, 3), "z", 2, tg_op(g, G_PERMUTE, DT_BF16, SH(g, 3, 4), NULL, 1, m, 0, 0), v, 0);
+  int y = tg_op(g, G_MATMUL, DT_BF16, SH(g, 3), "y", 2, v, m, 0); /* [4] @ [4,3] -> [3] */
+  int z =
+      tg_op(g, G_MATMUL, DT_F32, SH(g, 3), "z", 2, tg_op(g, G_PERMUTE, DT_BF16, SH(g, 3, 4), NULL, 1, m, 0, 0), v, 0);
   attr(g, 3)->naxes = 2;
   attr(g, 3)->axes[0] = 1;
   attr(g, 3)->axes[1] = 0;
@@ -598,7 +600,8 @@ static void test_permute_slice_concat(void **state) {
       for (int k = 0; k < 4; k++) ws[(i * 2 + j) * 4 + k] = xv[(i * 3 + j + 1) * 4 + k];
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 5; j++)
-      for (int k = 0; k < 4; k++) wc[(i * 5 + j) * 4 + k] = j < 3 ? xv[(i * 3 + j) * 4 + k] : yv[(i * 2 + j - 3) * 4 + k];
+      for (int k = 0; k < 4; k++)
+        wc[(i * 5 + j) * 4 + k] = j < 3 ? xv[(i * 3 + j) * 4 + k] : yv[(i * 2 + j - 3) * 4 + k];
   double *in[2] = {xv, yv}, **r = eval_tprog(f->p, in);
   assert_close(r[f->p->outputs[0]], wp, 24, 0);
   assert_close(r[f->p->outputs[1]], ws, 16, 0);
@@ -657,7 +660,8 @@ static void test_half_cast_placement(void **state) {
   tg_out(g, e);
   const char *s = lower(f);
   assert_contains(s, "t2 = map(f32(a0)*f32(a0), x) : f32[2,8]  # rms_norm\n");
-  assert_contains(s, "n = map(f16(f32(a0)*rsqrt(a1/8.0 + 9.99999975e-06)*f32(a2)), x, t4, t5) : f16[2,8]  # rms_norm\n");
+  assert_contains(s,
+                  "n = map(f16(f32(a0)*rsqrt(a1/8.0 + 9.99999975e-06)*f32(a2)), x, t4, t5) : f16[2,8]  # rms_norm\n");
   assert_contains(s, "t7 = reduce(add, n, axes=[1]) : f32[2,1]  # sum\n");
   assert_contains(s, "t8 = view(t7, [i0, 0]) : f32[2]  # sum\n");
   assert_contains(s, "s = map(f16(a0), t8) : f16[2]  # sum\n");
@@ -769,8 +773,8 @@ static void test_builders_and_errors(void **state) {
   Shape s = {2, {ex_int(x, 3), ex_int(x, 4)}};
   int a = t_input(p, "a", DT_I32, &s);
   Expr *id[2] = {ex_var(x, 0), ex_var(x, 1)};
-  assert_int_equal(t_view(p, a, &s, id, NULL), a);           /* identity view is the source */
-  assert_int_equal(t_view(p, a, &s, id, ex_bool(x, 1)), a);  /* so is an always-valid one */
+  assert_int_equal(t_view(p, a, &s, id, NULL), a);          /* identity view is the source */
+  assert_int_equal(t_view(p, a, &s, id, ex_bool(x, 1)), a); /* so is an always-valid one */
   int r = t_reduce(p, RED_ADD, a, 2u);
   assert_int_equal(p->nodes[r].dtype, DT_I64); /* integer sums accumulate in i64 */
   assert_true(ex_is_int_const(p->nodes[r].shape.dim[1], 1));

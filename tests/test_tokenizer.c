@@ -164,8 +164,9 @@ static void test_gguf_smollm2(void **state) {
   ChatMessage m = {"user", "hi"};
   StrBuf out = {0};
   assert_true(chat_render(t, CHAT_CHATML, &m, 1, 1, &out, &d));
-  assert_string_equal(sb_str(&out), "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-                                    "Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  assert_string_equal(sb_str(&out),
+                      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                      "Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   sb_free(&out);
   json_decref(e);
   tokenizer_free(t);
@@ -254,8 +255,9 @@ static void test_chat_templates(void **state) {
   sb_free(&out);
   /* No system message: SmolLM2's template injects its default one (taken from tokenizer_config.json). */
   assert_true(chat_render(smol, CHAT_CHATML, msgs + 1, 1, 0, &out, &d));
-  assert_string_equal(sb_str(&out), "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-                                    "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+  assert_string_equal(sb_str(&out),
+                      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                      "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
   sb_free(&out);
   /* A template without a default system prompt adds none. */
   assert_true(chat_render(llama, CHAT_CHATML, msgs + 1, 1, 1, &out, &d));
@@ -325,8 +327,7 @@ static void test_malformed_tokenizer_json(void **state) {
   expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
                "{\"type\": \"Metaspace\"}}",
                "pre_tokenizer type 'Metaspace' is not supported");
-  expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}",
-               "no ByteLevel step");
+  expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", "no ByteLevel step");
   expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
                "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(unclosed\"}, \"behavior\": \"Isolated\"}}",
                "pre-tokenizer regex");
@@ -355,9 +356,10 @@ static void test_minimal_json(void **state) {
   int n;
   /* Expected ids from HF tokenizers on the same JSON: "-" is removed, each remaining piece gets a
    * prefix space, and "a b" (rank 0) merges before "Ġ a" (rank 1). */
-  static const struct { const char *text; int32_t ids[4]; } cases[] = {{"ab-ab", {3, 2, 3, 2}},
-                                                                       {" ab-ab", {3, 2, 3, 2}},
-                                                                       {"aab-b", {4, 2, 3, 1}}};
+  static const struct {
+    const char *text;
+    int32_t ids[4];
+  } cases[] = {{"ab-ab", {3, 2, 3, 2}}, {" ab-ab", {3, 2, 3, 2}}, {"aab-b", {4, 2, 3, 1}}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     assert_true(tokenizer_encode(t, cases[c].text, 0, &ids, &n, &d));
     assert_int_equal(n, 4);
@@ -410,11 +412,11 @@ static void test_ignore_merges(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parity_smollm2),   cmocka_unit_test(test_parity_gpt2_small),
+      cmocka_unit_test(test_parity_smollm2),      cmocka_unit_test(test_parity_gpt2_small),
       cmocka_unit_test(test_parity_llama3_small), cmocka_unit_test(test_gguf_smollm2),
-      cmocka_unit_test(test_streaming_decode), cmocka_unit_test(test_invalid_utf8_input),
-      cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_malformed_tokenizer_json),
-      cmocka_unit_test(test_minimal_json),     cmocka_unit_test(test_builtin_patterns),
+      cmocka_unit_test(test_streaming_decode),    cmocka_unit_test(test_invalid_utf8_input),
+      cmocka_unit_test(test_chat_templates),      cmocka_unit_test(test_malformed_tokenizer_json),
+      cmocka_unit_test(test_minimal_json),        cmocka_unit_test(test_builtin_patterns),
       cmocka_unit_test(test_ignore_merges),
   };
   return cmocka_run_group_tests(tests, 0, 0);

@@ -25,10 +25,8 @@ static int config_from(const char *json, const char *gen_json, ModelConfig *c, D
   if (gen_json) write_text(dir, "generation_config.json", gen_json);
   memset(d, 0, sizeof *d);
   int ok = model_config_from_hf_dir(dir, c, d);
-  if (dir_out)
-    *dir_out = dir;
-  else
-    remove_dir(dir);
+  if (dir_out) *dir_out = dir;
+  else remove_dir(dir);
   return ok;
 }
 
@@ -152,8 +150,7 @@ static void st_bytes(Buf *b, const char *json, const void *data, size_t n) {
   size_t len = strlen(json), padded = (len + 7) / 8 * 8;
   b_u64(b, padded);
   b_put(b, json, len);
-  for (size_t i = len; i < padded; i++)
-    b_put(b, " ", 1);
+  for (size_t i = len; i < padded; i++) b_put(b, " ", 1);
   b_put(b, data, n);
 }
 
@@ -171,8 +168,7 @@ static void test_hf_single_file(void **state) {
   write_text(dir, "config.json", LLAMA_CONFIG);
   float norm[8] = {1, 2, 3, 4, 5, 6, 7, 1.0f / 3.0f};
   unsigned short emb[32];
-  for (int i = 0; i < 32; i++)
-    emb[i] = f32_to_bf16((float)i - 0.5f);
+  for (int i = 0; i < 32; i++) emb[i] = f32_to_bf16((float)i - 0.5f);
   unsigned char data[32 + 64];
   memcpy(data, norm, 32);
   memcpy(data + 32, emb, 64);
@@ -196,8 +192,7 @@ static void test_hf_single_file(void **state) {
   assert_false(weights_has(w, "lm_head.weight", &info));
   float f[32];
   assert_true(weights_read(w, "model.embed_tokens.weight", DT_F32, f, &d));
-  for (int i = 0; i < 32; i++)
-    assert_true(f[i] == (float)i - 0.5f);
+  for (int i = 0; i < 32; i++) assert_true(f[i] == (float)i - 0.5f);
   unsigned short h[8];
   assert_true(weights_read(w, "model.norm.weight", DT_F16, h, &d));
   assert_int_equal(h[7], f32_to_f16(1.0f / 3.0f));
@@ -304,8 +299,7 @@ static void build_model_gguf(Buf *b, const char *arch, const float *q_gguf, cons
   kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
   kv_u32(b, "tokenizer.ggml.eos_token_id", 2);
   static float emb[32];
-  for (int i = 0; i < 32; i++)
-    emb[i] = (float)i * 0.25f;
+  for (int i = 0; i < 32; i++) emb[i] = (float)i * 0.25f;
   int with_output = strcmp(arch, "llama") != 0; /* untied in the qwen3 variant */
   GTensor t[8] = {
       {"token_embd.weight", GGML_F32, 2, {8, 4}, emb, 32 * 4},
@@ -322,10 +316,8 @@ static void build_model_gguf(Buf *b, const char *arch, const float *q_gguf, cons
 
 static WeightStore *open_model_gguf(const char *arch, float *q_hf, float *k_hf, char **dir_out, ModelConfig *c,
                                     Diag *d) {
-  for (int i = 0; i < 64; i++)
-    q_hf[i] = (float)i;
-  for (int i = 0; i < 32; i++)
-    k_hf[i] = 100.0f + (float)i;
+  for (int i = 0; i < 64; i++) q_hf[i] = (float)i;
+  for (int i = 0; i < 32; i++) k_hf[i] = 100.0f + (float)i;
   float qg[64], kg[32];
   int permute = strcmp(arch, "llama") == 0;
   if (permute) {
@@ -339,8 +331,7 @@ static WeightStore *open_model_gguf(const char *arch, float *q_hf, float *k_hf, 
   for (int r = 0; r < 2; r++) {
     unsigned short h = f32_to_f16(0.5f);
     memcpy(q8 + 34 * r, &h, 2);
-    for (int i = 0; i < 32; i++)
-      q8[34 * r + 2 + i] = (unsigned char)(signed char)(r ? -i : i);
+    for (int i = 0; i < 32; i++) q8[34 * r + 2 + i] = (unsigned char)(signed char)(r ? -i : i);
   }
   Buf b = {0};
   build_model_gguf(&b, arch, qg, kg, q8);
@@ -460,10 +451,8 @@ static GgufFile *llama3_gguf(Buf *b, float factor_scale_entry, Diag *d) {
   float fac[64];
   for (int i = 0; i < 64; i++) {
     double freq = 1.0 / pow(500000.0, (2.0 * i) / 128.0), wavelen = 2 * M_PI / freq;
-    if (wavelen < 8192.0 / 4)
-      fac[i] = 1.0f;
-    else if (wavelen > 8192.0 / 1)
-      fac[i] = 8.0f;
+    if (wavelen < 8192.0 / 4) fac[i] = 1.0f;
+    else if (wavelen > 8192.0 / 1) fac[i] = 8.0f;
     else {
       double smooth = (8192.0 / wavelen - 1) / (4 - 1);
       fac[i] = (float)(1 / ((1 - smooth) / 8 + smooth));
@@ -540,8 +529,7 @@ static void test_real_default_model(void **state) {
     WeightInfo info;
     assert_true(weights_has(w, names[k], &info));
     int64_t n = 1;
-    for (int i = 0; i < info.rank; i++)
-      n *= info.dims[i];
+    for (int i = 0; i < info.rank; i++) n *= info.dims[i];
     float *buf = malloc(sizeof(float) * (size_t)n);
     if (!weights_read(w, names[k], DT_F32, buf, &d)) fail_msg("%s", d.msg);
     double sum_abs = 0;

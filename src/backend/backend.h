@@ -23,8 +23,8 @@ typedef struct BackendOps {
   BackendModule *(*compile)(Backend *b, const char *source, Diag *d);
   void (*module_free)(Backend *b, BackendModule *m);
   /* Launches kernel `name` of module m. bufs/syms as in code.h's ABI. grid/block are ignored on the CPU. */
-  int (*launch)(Backend *b, BackendModule *m, const char *name, void *const *bufs, int nbufs,
-                const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d);
+  int (*launch)(Backend *b, BackendModule *m, const char *name, void *const *bufs, int nbufs, const int64_t *syms,
+                int nsyms, int64_t grid, int block, Diag *d);
   int (*sync)(Backend *b, Diag *d);
   void (*destroy)(Backend *b);
   /* Optional (NULL where a backend has none): a recorded sequence of launches replayed with one call,

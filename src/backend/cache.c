@@ -144,18 +144,15 @@ CacheLookup cache_load(const char *path, uint64_t key, void **data, size_t *size
   CacheLookup res = CACHE_BAD;
   const unsigned char *t = buf + n - CACHE_TRAILER_BYTES;
   size_t length = n - CACHE_TRAILER_BYTES;
-  if (got != n)
-    bad(why, nwhy, "%s", "shorter than its size while reading (truncated)");
+  if (got != n) bad(why, nwhy, "%s", "shorter than its size while reading (truncated)");
   else if (memcmp(t, trailer_magic, 8) != 0)
     bad(why, nwhy, "%s", "no trailer: truncated, overwritten or not written by lathe");
   else if (get_u64(t + 16) != length)
     bad(why, nwhy, "%s", "its length does not match its trailer (truncated or extended)");
-  else if (get_u64(t + 8) != key)
-    bad(why, nwhy, "%s", "written for another program (its key differs)");
+  else if (get_u64(t + 8) != key) bad(why, nwhy, "%s", "written for another program (its key differs)");
   else if (get_u64(t + 24) != checksum_finish(hash_bytes(HASH_SEED, buf, length), key, length))
     bad(why, nwhy, "%s", "its content does not match its checksum (overwritten)");
-  else
-    res = CACHE_HIT;
+  else res = CACHE_HIT;
   if (res != CACHE_HIT) {
     free(buf);
     return res;
@@ -217,15 +214,16 @@ int cache_seal_file(const char *path, uint64_t key, char *why, size_t nwhy) {
 void cache_discard(const char *path, const char *why) {
   if (unlink(path) != 0 && errno != ENOENT)
     notice(NOTICE_WARNING, "cache entry %s is damaged (%s) and cannot be removed (%s); compiling without it", path, why,
-         strerror(errno));
-  else
-    notice(NOTICE_WARNING, "cache entry %s is damaged (%s); rebuilding it", path, why);
+           strerror(errno));
+  else notice(NOTICE_WARNING, "cache entry %s is damaged (%s); rebuilding it", path, why);
 }
 
 void cache_warn_fallback(const char *dir, const char *why) {
   static int warned; /* once per process: every later compile falls back the same way */
   if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-  if (why) notice(NOTICE_WARNING, "cannot use the cache directory %s (%s); compiling in a temporary directory instead", dir, why);
+  if (why)
+    notice(NOTICE_WARNING, "cannot use the cache directory %s (%s); compiling in a temporary directory instead", dir,
+           why);
   else notice(NOTICE_WARNING, "cannot use the cache directory (%s); compiling in a temporary directory instead", dir);
 }
 

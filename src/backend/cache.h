@@ -31,8 +31,7 @@ typedef enum CacheLookup { CACHE_MISS, CACHE_HIT, CACHE_BAD, CACHE_NOMEM } Cache
 CacheLookup cache_load(const char *path, uint64_t key, void **data, size_t *size, char *why, size_t nwhy);
 /* Stores content under path: a temporary file in dir, the trailer, fsync, rename. 0 on failure (disk full,
  * directory not writable) with the reason in why; nothing is left behind. */
-int cache_store(const char *dir, const char *path, uint64_t key, const void *data, size_t size, char *why,
-                size_t nwhy);
+int cache_store(const char *dir, const char *path, uint64_t key, const void *data, size_t size, char *why, size_t nwhy);
 /* Appends the trailer to the file at path (content already written, e.g. by a compiler) and fsyncs it; the
  * caller renames it into place. 0 on failure with the reason in why. */
 int cache_seal_file(const char *path, uint64_t key, char *why, size_t nwhy);

@@ -23,8 +23,8 @@ extern char **environ;
 
 /* Reassociation lets the compiler vectorize float sum reductions (dot products); NaN and infinity
  * semantics are kept (no -ffinite-math-only), so results stay within the f32 check tolerances. */
-#define CPU_FLAGS                                                                                              \
-  "-O3 -march=native -fopenmp -shared -fPIC -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros "   \
+#define CPU_FLAGS                                                                                                      \
+  "-O3 -march=native -fopenmp -shared -fPIC -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros "            \
   "-fno-trapping-math"
 #define CPU_LIBS "-lm"
 #define MAX_ARGS 64
@@ -165,10 +165,8 @@ static void diag_compiler_output(Diag *d, const char *err_path, const char *src_
     text[len] = '\0';
   }
   while (len && (text[len - 1] == '\n' || text[len - 1] == ' ')) text[--len] = '\0';
-  if (len)
-    diag_error(d, 0, 0, "C compiler failed: %s", text);
-  else
-    diag_error(d, 0, 0, "C compiler failed with exit status %d and no message", status);
+  if (len) diag_error(d, 0, 0, "C compiler failed: %s", text);
+  else diag_error(d, 0, 0, "C compiler failed with exit status %d and no message", status);
 }
 
 /* Creates a unique empty file "<dir>/.tmp-<key>-XXXXXX<suffix>"; path receives its name. */
@@ -194,8 +192,7 @@ static int write_all(int fd, const char *s, size_t n) {
 
 /* Compiles source into final_so (atomically, via a temp name in dir). Returns 1 on success,
  * 0 when the compiler failed (final), -1 when dir is not usable (the caller may try elsewhere). */
-static int compile_to(CpuImpl *c, const char *dir, uint64_t key, const char *source, const char *final_so,
-                      Diag *d) {
+static int compile_to(CpuImpl *c, const char *dir, uint64_t key, const char *source, const char *final_so, Diag *d) {
   char src_path[4200], so_path[4200], err_path[4200];
   int src_fd = make_temp(src_path, sizeof src_path, dir, key, ".c");
   int so_fd = make_temp(so_path, sizeof so_path, dir, key, ".so");
@@ -485,8 +482,8 @@ static int set_node(CpuNode *n, void *const *bufs, int nbufs, const int64_t *sym
   return 1;
 }
 
-static int cpu_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const char *name, void *const *bufs,
-                         int nbufs, const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
+static int cpu_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const char *name, void *const *bufs, int nbufs,
+                         const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
   CpuKernelFn fn = bm ? lookup_kernel((CpuModule *)bm, name) : NULL;
   if (!fn) {
     diag_error(d, 0, 0, "kernel '%s' not found in module", name ? name : "?");
@@ -507,8 +504,8 @@ static int cpu_graph_instantiate(Backend *b, BackendGraph *g, Diag *d) {
   return 1;
 }
 
-static int cpu_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs,
-                            const int64_t *syms, int nsyms, int64_t grid, Diag *d) {
+static int cpu_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs, const int64_t *syms,
+                            int nsyms, int64_t grid, Diag *d) {
   if (!g->ready || node < 0 || node >= g->n) {
     diag_error(d, 0, 0, "cpu graph: node %d does not exist", node);
     return 0;

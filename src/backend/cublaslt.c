@@ -119,7 +119,8 @@ CublasLt *cublaslt_open(void *workspace, size_t bytes, Diag *d) {
   }
   /* row-major C[m][n] = A[m][k] W[n][k]^T is, column-major, C^T (n x m) = W^T' (op T of a k x n) x A^T (k x m) */
   int ta = LT_OP_T, tb = LT_OP_N;
-  if ((st = lt->desc_create(&lt->desc, LT_COMPUTE_32F, LT_R_32F)) || (st = lt->desc_set(lt->desc, LT_DESC_TRANSA, &ta, sizeof ta)) ||
+  if ((st = lt->desc_create(&lt->desc, LT_COMPUTE_32F, LT_R_32F)) ||
+      (st = lt->desc_set(lt->desc, LT_DESC_TRANSA, &ta, sizeof ta)) ||
       (st = lt->desc_set(lt->desc, LT_DESC_TRANSB, &tb, sizeof tb))) {
     lt_fail(d, "cublasLtMatmulDesc", st);
     cublaslt_close(lt);
@@ -158,7 +159,9 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
       found < 1) {
     if (pref) lt->pref_destroy(pref);
     lt->layout_destroy(s->a), lt->layout_destroy(s->b), lt->layout_destroy(s->c);
-    if (!st) diag_error(d, 0, 0, "cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n, (long long)k);
+    if (!st)
+      diag_error(d, 0, 0, "cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n,
+                 (long long)k);
     else lt_fail(d, "cublasLtMatmulAlgoGetHeuristic", st);
     return NULL;
   }
@@ -167,7 +170,8 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
     if (h[i].state == 0) s->algo[s->nalgo++] = h[i].algo;
   if (!s->nalgo) {
     lt->layout_destroy(s->a), lt->layout_destroy(s->b), lt->layout_destroy(s->c);
-    diag_error(d, 0, 0, "cuBLASLt: no usable algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n, (long long)k);
+    diag_error(d, 0, 0, "cuBLASLt: no usable algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n,
+               (long long)k);
     return NULL;
   }
   lt->nshapes++;

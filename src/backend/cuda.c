@@ -36,16 +36,16 @@ typedef struct CudaImpl {
   CUcontext ctx; /* the device's primary context, retained */
   int have_ctx;
   int max_threads;
-  char arch[16];      /* "sm_90" */
-  TargetDesc desc;    /* the device's description, from cuDeviceGetAttribute */
-  int pdl;            /* graph edges with programmatic dependent launch (sm_90+, driver has them) */
-  char dev_name[128]; /* "NVIDIA H200" */
+  char arch[16];       /* "sm_90" */
+  TargetDesc desc;     /* the device's description, from cuDeviceGetAttribute */
+  int pdl;             /* graph edges with programmatic dependent launch (sm_90+, driver has them) */
+  char dev_name[128];  /* "NVIDIA H200" */
   char nvrtc_id[1200]; /* NVRTC version and library file, part of every cache key */
   int have_nvrtc_id;
   char last_kernel[128]; /* for errors that surface at the next synchronize */
   int compiles, cache_hits;
   CUevent *timers; /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
-  CublasLt *lt;      /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
+  CublasLt *lt;    /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
   int lt_tried;
   CUdeviceptr lt_ws; /* its workspace */
 } CudaImpl;
@@ -164,8 +164,8 @@ static const char *nvrtc_identity(CudaImpl *c) {
   char *real = realpath(s.path, NULL); /* malloc'ed: a fixed buffer must be PATH_MAX for FORTIFY */
   const char *file = real ? real : s.path;
   stat(file, &st);
-  snprintf(c->nvrtc_id, sizeof c->nvrtc_id, "nvrtc %d.%d %.1024s %lld %lld", major, minor, file,
-           (long long)st.st_size, (long long)st.st_mtime);
+  snprintf(c->nvrtc_id, sizeof c->nvrtc_id, "nvrtc %d.%d %.1024s %lld %lld", major, minor, file, (long long)st.st_size,
+           (long long)st.st_mtime);
   free(real);
   return c->nvrtc_id;
 }
@@ -283,7 +283,8 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     if (started[i]) pthread_join(threads[i], NULL);
     if (u->compiled && u->ok) {
       char why[256]; /* best effort: a cache that cannot be written only costs a recompile next time */
-      if (dir && !cache_store(dir, u->path, u->key, u->cubin, u->size, why, sizeof why)) cache_warn_unwritable(dir, why);
+      if (dir && !cache_store(dir, u->path, u->key, u->cubin, u->size, why, sizeof why))
+        cache_warn_unwritable(dir, why);
       u->ok = load_unit(c, u->cubin, &mods[i], &u->d);
       free(u->cubin);
     }
@@ -341,8 +342,8 @@ static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunctio
 
 /* Kernel arguments as the driver takes them: a pointer to each value, in parameter order (buffers,
  * then symbols as long long), NULL-terminated. The values live in ptrs/vals. */
-static void pack_args(void *const *bufs, int nbufs, const int64_t *syms, int nsyms, CUdeviceptr *ptrs,
-                      long long *vals, void **params) {
+static void pack_args(void *const *bufs, int nbufs, const int64_t *syms, int nsyms, CUdeviceptr *ptrs, long long *vals,
+                      void **params) {
   for (int i = 0; i < nbufs; i++) {
     ptrs[i] = dptr(bufs[i]);
     params[i] = &ptrs[i];
@@ -363,13 +364,13 @@ static int cuda_launch(Backend *b, BackendModule *bm, const char *name, void *co
     return 0;
   }
   if (nbufs < 0 || nsyms < 0 || nbufs + nsyms > CUDA_MAX_ARGS) {
-    diag_error(d, 0, 0, "cuLaunchKernel(%s): %d buffers and %d symbols exceed the limit of %d arguments", name,
-               nbufs, nsyms, CUDA_MAX_ARGS);
+    diag_error(d, 0, 0, "cuLaunchKernel(%s): %d buffers and %d symbols exceed the limit of %d arguments", name, nbufs,
+               nsyms, CUDA_MAX_ARGS);
     return 0;
   }
   if (grid < 0 || grid > 0x7fffffff || block < 1 || block > c->max_threads) {
-    diag_error(d, 0, 0, "cuLaunchKernel(%s): launch shape grid=%" PRId64 " block=%d out of range (block 1..%d)",
-               name, grid, block, c->max_threads);
+    diag_error(d, 0, 0, "cuLaunchKernel(%s): launch shape grid=%" PRId64 " block=%d out of range (block 1..%d)", name,
+               grid, block, c->max_threads);
     return 0;
   }
   if (!make_current(c, d)) return 0;
@@ -448,8 +449,9 @@ static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const 
    * predecessor to complete (griddepcontrol.wait, render_cuda.c), so only launch latency overlaps. */
   const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL;
   int programmatic = c->pdl && dep;
-  if (!check(c, d, c->drv.cuGraphAddKernelNode(&g->nodes[g->n], g->graph, programmatic ? NULL : dep,
-                                               programmatic ? 0 : (dep ? 1 : 0), &kp),
+  if (!check(c, d,
+             c->drv.cuGraphAddKernelNode(&g->nodes[g->n], g->graph, programmatic ? NULL : dep,
+                                         programmatic ? 0 : (dep ? 1 : 0), &kp),
              "cuGraphAddKernelNode", name))
     return 0;
   if (programmatic) {
@@ -471,12 +473,11 @@ static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const 
 
 static int cuda_graph_instantiate(Backend *b, BackendGraph *g, Diag *d) {
   CudaImpl *c = impl_of(b);
-  return check(c, d, c->drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), "cuGraphInstantiateWithFlags",
-               NULL);
+  return check(c, d, c->drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), "cuGraphInstantiateWithFlags", NULL);
 }
 
-static int cuda_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs,
-                             const int64_t *syms, int nsyms, int64_t grid, Diag *d) {
+static int cuda_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs, const int64_t *syms,
+                             int nsyms, int64_t grid, Diag *d) {
   CudaImpl *c = impl_of(b);
   if (node < 0 || node >= g->n || !g->exec) {
     diag_error(d, 0, 0, "cuda: graph node %d does not exist", node);
@@ -528,8 +529,9 @@ static int cuda_timer_mark(Backend *b, int slot, Diag *d) {
 static double cuda_timer_ms(Backend *b, int from, int to) {
   CudaImpl *c = impl_of(b);
   float ms = 0;
-  if (!c->timers || from < 0 || to < 0 || from >= BACKEND_TIMER_SLOTS || to >= BACKEND_TIMER_SLOTS || !c->timers[from] ||
-      !c->timers[to] || c->drv.cuEventElapsedTime(&ms, c->timers[from], c->timers[to]) != CUDA_SUCCESS)
+  if (!c->timers || from < 0 || to < 0 || from >= BACKEND_TIMER_SLOTS || to >= BACKEND_TIMER_SLOTS ||
+      !c->timers[from] || !c->timers[to] ||
+      c->drv.cuEventElapsedTime(&ms, c->timers[from], c->timers[to]) != CUDA_SUCCESS)
     return 0;
   return ms;
 }
@@ -545,7 +547,8 @@ static int cuda_gemm_available(Backend *b) {
   if (!setting_bool(SET_CUBLASLT, 1)) return 0;
   if (!c->drv.dl) return 0; /* a driver table filled by hand (tests): cuBLASLt would go to the real one */
   Diag d = {0};
-  if (!make_current(c, &d) || !check(c, &d, c->drv.cuMemAlloc(&c->lt_ws, CUBLASLT_WORKSPACE), "cuMemAlloc", "cuBLASLt workspace")) {
+  if (!make_current(c, &d) ||
+      !check(c, &d, c->drv.cuMemAlloc(&c->lt_ws, CUBLASLT_WORKSPACE), "cuMemAlloc", "cuBLASLt workspace")) {
     c->lt_ws = 0;
   } else if (!(c->lt = cublaslt_open((void *)(uintptr_t)c->lt_ws, CUBLASLT_WORKSPACE, &d))) {
     c->drv.cuMemFree(c->lt_ws);
@@ -588,8 +591,9 @@ static int choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const 
   c->drv.cuEventDestroy(ev[1]);
   cublaslt_choose(c->lt, m, n, k, best);
   if (setting_bool(SET_PROFILE, 0))
-    notice(NOTICE_PROFILE, "lathe: cuBLASLt %lld x %lld x %lld: candidate %d of %d, %.4f ms (the heuristic's first %.4f ms)",
-            (long long)m, (long long)n, (long long)k, best + 1, count, best_ms, first_ms);
+    notice(NOTICE_PROFILE,
+           "lathe: cuBLASLt %lld x %lld x %lld: candidate %d of %d, %.4f ms (the heuristic's first %.4f ms)",
+           (long long)m, (long long)n, (long long)k, best + 1, count, best_ms, first_ms);
   return 1;
 }
 
@@ -680,7 +684,8 @@ static int query_device(CudaImpl *c, Diag *d) {
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &t->max_threads_per_block, "max threads per block"},
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &t->max_threads_per_sm, "max threads per multiprocessor"},
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &t->smem_per_block, "shared memory per block"},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &t->smem_per_block_optin, "opt-in shared memory per block"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &t->smem_per_block_optin,
+       "opt-in shared memory per block"},
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &t->smem_per_sm, "shared memory per multiprocessor"},
       {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, &t->regs_per_block, "registers per block"},
       {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, &t->regs_per_sm, "registers per multiprocessor"},

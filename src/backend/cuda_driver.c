@@ -12,7 +12,8 @@ typedef struct DriverSym {
   size_t offset;
 } DriverSym;
 
-#define SYM(field, exported) {exported, offsetof(CudaDriver, field)}
+#define SYM(field, exported)                                                                                           \
+  { exported, offsetof(CudaDriver, field) }
 static const DriverSym driver_syms[] = {
     SYM(cuInit, "cuInit"),
     SYM(cuDriverGetVersion, "cuDriverGetVersion"),
@@ -64,8 +65,7 @@ int cuda_driver_load(CudaDriver *drv, Diag *d) {
   for (size_t i = 0; i < sizeof driver_syms / sizeof driver_syms[0]; i++) {
     void *sym = dlsym(dl, driver_syms[i].name);
     if (!sym) {
-      diag_error(d, 0, 0, "CUDA driver libcuda.so.1 lacks %s: the driver is too old for lathe",
-                 driver_syms[i].name);
+      diag_error(d, 0, 0, "CUDA driver libcuda.so.1 lacks %s: the driver is too old for lathe", driver_syms[i].name);
       dlclose(dl);
       memset(drv, 0, sizeof *drv);
       return 0;
@@ -99,8 +99,6 @@ void cuda_diag(const CudaDriver *drv, Diag *d, CUresult rc, const char *call, co
     snprintf(code, sizeof code, "CUDA error %d", rc);
     name = code;
   }
-  if (what)
-    diag_error(d, 0, 0, "%s(%s): %s: %s", call, what, name, text ? text : "unknown error");
-  else
-    diag_error(d, 0, 0, "%s: %s: %s", call, name, text ? text : "unknown error");
+  if (what) diag_error(d, 0, 0, "%s(%s): %s: %s", call, what, name, text ? text : "unknown error");
+  else diag_error(d, 0, 0, "%s: %s: %s", call, name, text ? text : "unknown error");
 }

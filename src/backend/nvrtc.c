@@ -36,8 +36,8 @@ static void *try_open(const char *dir, const char *name) {
 }
 
 static void load_api(void) {
-  static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2",
-                                      "libnvrtc.so.11", NULL};
+  static const char *const names[] = {"libnvrtc.so",      "libnvrtc.so.13", "libnvrtc.so.12",
+                                      "libnvrtc.so.11.2", "libnvrtc.so.11", NULL};
   char home_lib[900] = "";
   const char *home = setting_str(SET_CUDA_HOME);
   if (home) snprintf(home_lib, sizeof home_lib, "%s/lib64", home);
@@ -57,8 +57,7 @@ static void load_api(void) {
   *(void **)&a.cubin = dlsym(lib, "nvrtcGetCUBIN");
   *(void **)&a.destroy = dlsym(lib, "nvrtcDestroyProgram");
   *(void **)&a.error_string = dlsym(lib, "nvrtcGetErrorString");
-  if (!a.create || !a.compile || !a.log_size || !a.log || !a.cubin_size || !a.cubin || !a.destroy ||
-      !a.error_string) {
+  if (!a.create || !a.compile || !a.log_size || !a.log || !a.cubin_size || !a.cubin || !a.destroy || !a.error_string) {
     dlclose(lib);
     return;
   }

@@ -9,9 +9,9 @@ static int utf8_len(const unsigned char *s) {
   if (!n || c > 0xF4) return 0;
   for (int i = 1; i < n; i++)
     if ((s[i] & 0xC0) != 0x80) return 0;
-  if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+  if (c == 0xE0 && s[1] < 0xA0) return 0;  /* overlong */
   if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-  if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+  if (c == 0xF0 && s[1] < 0x90) return 0;  /* overlong */
   if (c == 0xF4 && s[1] >= 0x90) return 0; /* above U+10FFFF */
   return n;
 }
@@ -49,8 +49,6 @@ void diag_error(Diag *d, int line, int col, const char *fmt, ...) {
 }
 
 void diag_format(const Diag *d, const char *file, char *out, unsigned long n) {
-  if (d->line > 0)
-    snprintf(out, n, "%s:%d:%d: error: %s", file ? file : "<program>", d->line, d->col, d->msg);
-  else
-    snprintf(out, n, "error: %s", d->msg);
+  if (d->line > 0) snprintf(out, n, "%s:%d:%d: error: %s", file ? file : "<program>", d->line, d->col, d->msg);
+  else snprintf(out, n, "error: %s", d->msg);
 }

@@ -70,8 +70,8 @@ void *file_image_open(const char *path, size_t reader_size, FileImageParse parse
   return open_image(map, path, reader_size, parse, d);
 }
 
-void *file_image_open_memory(const void *data, size_t size, const char *name, size_t reader_size,
-                             FileImageParse parse, Diag *d) {
+void *file_image_open_memory(const void *data, size_t size, const char *name, size_t reader_size, FileImageParse parse,
+                             Diag *d) {
   return open_image((MappedFile){data, data ? size : 0, 0}, name, reader_size, parse, d);
 }
 

@@ -33,8 +33,8 @@ typedef int (*FileImageParse)(void *reader, Diag *d);
  * on it. NULL, with d set, when the file cannot be mapped, memory runs out or parse fails; nothing is
  * left allocated then. */
 void *file_image_open(const char *path, size_t reader_size, FileImageParse parse, Diag *d);
-void *file_image_open_memory(const void *data, size_t size, const char *name, size_t reader_size,
-                             FileImageParse parse, Diag *d);
+void *file_image_open_memory(const void *data, size_t size, const char *name, size_t reader_size, FileImageParse parse,
+                             Diag *d);
 /* Frees a reader made by file_image_open*; NULL is ignored. */
 void file_image_close(void *reader);
 #endif

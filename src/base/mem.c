@@ -9,10 +9,8 @@ static OomHandler oom_handler;
 void mem_set_oom_handler(OomHandler h) { oom_handler = h; }
 
 void mem_oom_message(char *out, size_t cap, size_t n, const char *what) {
-  if (n == SIZE_MAX)
-    snprintf(out, cap, "out of memory: the size of %s overflows", what ? what : "an allocation");
-  else
-    snprintf(out, cap, "out of memory: %zu bytes for %s", n, what ? what : "an allocation");
+  if (n == SIZE_MAX) snprintf(out, cap, "out of memory: the size of %s overflows", what ? what : "an allocation");
+  else snprintf(out, cap, "out of memory: %zu bytes for %s", n, what ? what : "an allocation");
 }
 
 _Noreturn void mem_fail(size_t n, const char *what) {

@@ -12,7 +12,7 @@ void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2,
 void sb_puts(StrBuf *b, const char *s);
 void sb_putc(StrBuf *b, char c);
 void sb_indent(StrBuf *b, int level); /* two spaces per level */
-const char *sb_str(StrBuf *b);       /* "" when empty */
-void sb_clear(StrBuf *b);            /* empty it, keeping the memory */
+const char *sb_str(StrBuf *b);        /* "" when empty */
+void sb_clear(StrBuf *b);             /* empty it, keeping the memory */
 void sb_free(StrBuf *b);
 #endif

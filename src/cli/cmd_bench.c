@@ -23,17 +23,23 @@ typedef struct BenchArgs {
   double bandwidth_gbs;
 } BenchArgs;
 
-
 /* 1 to go on, 0 after a usage error, 2 after printing the help */
 static int parse(int argc, char **argv, BenchArgs *a) {
-  *a = (BenchArgs){.target = "auto", .dtype = "bf16", .prompt_len = 128, .gen_len = 256, .prefill_len = 512,
-                   .bandwidth_gbs = 0, .reps = 3};
+  *a = (BenchArgs){.target = "auto",
+                   .dtype = "bf16",
+                   .prompt_len = 128,
+                   .gen_len = 256,
+                   .prefill_len = 512,
+                   .bandwidth_gbs = 0,
+                   .reps = 3};
   const char *pos = NULL;
   Opt opts[] = {
       {"--model", "-m", OPT_STR, "MODEL", "the model (as the positional MODEL)", &a->model,
        .def = "the default model, see lathe env"},
-      {"--config", NULL, OPT_STR, "NAME", "a built-in architecture instead of a model: qwen3-0.6b, llama-3.2-1b, "
-       "qwen3-8b or smollm2-135m (with --random-weights)", &a->config},
+      {"--config", NULL, OPT_STR, "NAME",
+       "a built-in architecture instead of a model: qwen3-0.6b, llama-3.2-1b, "
+       "qwen3-8b or smollm2-135m (with --random-weights)",
+       &a->config},
       {"--random-weights", NULL, OPT_FLAG, NULL, "random weights for --config", &a->random_weights},
       {"--dtype", NULL, OPT_STR, "f32|f16|bf16", "the weights' type with --config", &a->dtype},
       {"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target},
@@ -53,10 +59,14 @@ static int parse(int argc, char **argv, BenchArgs *a) {
        &a->fuse_recompute},
       {"--json", NULL, OPT_FLAG, NULL, "print one JSON object", &a->json},
   };
-  CmdSpec spec = {"bench", "[MODEL | --config NAME --random-weights] [options]",
+  CmdSpec spec = {"bench",
+                  "[MODEL | --config NAME --random-weights] [options]",
                   "Prefill time, decode tokens/s, % of the memory-bandwidth floor, cold and warm compile time and\n"
                   "memory, for a model or a built-in architecture with random weights.",
-                  opts, sizeof opts / sizeof opts[0], "MODEL", &pos,
+                  opts,
+                  sizeof opts / sizeof opts[0],
+                  "MODEL",
+                  &pos,
                   "The floor is the decode speed at which a step only reads the bytes it needs (the weights, one\n"
                   "row of an untied embedding table) at the given bandwidth."};
   int r = opts_parse(&spec, argc, argv);
@@ -219,15 +229,14 @@ int cmd_bench(int argc, char **argv) {
   double floor_tok_s = bw > 0 ? bw * 1e9 / (double)read_bytes : 0;
   const char *name = a.config ? a.config : a.model;
   if (a.json) {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}",
-                          "model", name, "target", target_name(t), "weights_dtype", dtype_name(m->weight_dtype),
-                          "prompt_len", a.prompt_len, "gen_len", a.gen_len, "prefill_len", a.prefill_len,
-                          "prefill_ms", prefill_ms, "decode_tok_s", tok_s, "floor_tok_s",
-                          bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
-                          bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms,
-                          "warm_compile_ms", warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(),
-                          "weight_bytes", (json_int_t)wb, "step_read_bytes", (json_int_t)read_bytes,
-                          "kv_cache_bytes", (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}", "model", name,
+        "target", target_name(t), "weights_dtype", dtype_name(m->weight_dtype), "prompt_len", a.prompt_len, "gen_len",
+        a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms, "decode_tok_s", tok_s, "floor_tok_s",
+        bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
+        bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms, "warm_compile_ms",
+        warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(), "weight_bytes", (json_int_t)wb,
+        "step_read_bytes", (json_int_t)read_bytes, "kv_cache_bytes", (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
     json_object_set_new(o, "sampled_decode_tok_s", json_real(sampled_tok_s));
     json_object_set_new(o, "fuse_recompute", json_boolean(lo.fuse_recompute));

@@ -113,7 +113,9 @@ static int encode_messages(Chat *c, const ChatMessage *msgs, int nmsgs, int32_t 
   return ok;
 }
 
-static int encode_conversation(Chat *c, int32_t **ids, int *n) { return encode_messages(c, c->conv.msgs, c->conv.n, ids, n); }
+static int encode_conversation(Chat *c, int32_t **ids, int *n) {
+  return encode_messages(c, c->conv.msgs, c->conv.n, ids, n);
+}
 
 /* Encodes the conversation, first dropping its oldest turns while the prompt leaves no room for a
  * reply of --max-tokens (or a quarter of the context, when less). Returns 1 with the prompt in ids/n;
@@ -237,7 +239,8 @@ static int command(Chat *c, const char *line) {
     fputs(HELP, stdout);
   } else if (IS("/reset") || IS("/clear")) {
     conv_reset(&c->conv);
-    fprintf(stderr, "lathe: the conversation is cleared%s\n", conv_has_system(&c->conv) ? " (the system prompt stays)" : "");
+    fprintf(stderr, "lathe: the conversation is cleared%s\n",
+            conv_has_system(&c->conv) ? " (the system prompt stays)" : "");
   } else if (IS("/system")) {
     if (arg) {
       conv_set_system(&c->conv, arg);

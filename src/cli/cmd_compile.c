@@ -17,23 +17,36 @@ int cmd_compile(int argc, char **argv) {
   MatmulPrecision matmul = MM_HIGH;
   Opt opts[] = {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
-      {"--config", NULL, OPT_STR, "NAME", "a built-in model architecture with bf16 weights: qwen3-0.6b, "
-       "llama-3.2-1b, qwen3-8b or smollm2-135m", &config},
+      {"--config", NULL, OPT_STR, "NAME",
+       "a built-in model architecture with bf16 weights: qwen3-0.6b, "
+       "llama-3.2-1b, qwen3-8b or smollm2-135m",
+       &config},
       {"--ir", NULL, OPT_STR, "STAGE", "the stage to print: graph, tensor, loop, tile, kernel or code", &stage_name},
       {"--target", NULL, OPT_STR, "cpu|cuda", "the backend to compile for", &target_name_arg, .def = "cpu"},
       {"--output", "-o", OPT_STR, "OUT", "write to OUT instead of stdout", &out_path},
-      {"--fuse-recompute", NULL, OPT_FLAG, NULL, "allow fusions that recompute a reduction (norm -> linear "
-       "prologue)", &fuse_recompute},
+      {"--fuse-recompute", NULL, OPT_FLAG, NULL,
+       "allow fusions that recompute a reduction (norm -> linear "
+       "prologue)",
+       &fuse_recompute},
       {"--no-fuse", NULL, OPT_FLAG, NULL, "one kernel per reduction (no reduction fusion)", &no_fuse},
-      {"--device", NULL, OPT_STR, "NAME", "the device schedules are chosen for: h200 (CUDA's default), a100, l4, t4 "
-       "(built-in descriptions, no GPU needed) or host (the CPU); implies --target cuda for a GPU", &device},
-      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "tensor-core GEMMs on CUDA (see lathe generate "
-       "--help)", &matmul_name, .def = "high"},
+      {"--device", NULL, OPT_STR, "NAME",
+       "the device schedules are chosen for: h200 (CUDA's default), a100, l4, t4 "
+       "(built-in descriptions, no GPU needed) or host (the CPU); implies --target cuda for a GPU",
+       &device},
+      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium",
+       "tensor-core GEMMs on CUDA (see lathe generate "
+       "--help)",
+       &matmul_name, .def = "high"},
   };
-  CmdSpec spec = {"compile", "(-e PROGRAM | FILE.lt | MODEL | --config NAME) [options]",
+  CmdSpec spec = {"compile",
+                  "(-e PROGRAM | FILE.lt | MODEL | --config NAME) [options]",
                   "Compile a tensor program, a model's forward step (MODEL: a .gguf file or a Hugging Face\n"
                   "directory; its weights are not read) or a built-in architecture, and print one stage.",
-                  opts, sizeof opts / sizeof opts[0], "FILE", &path, NULL};
+                  opts,
+                  sizeof opts / sizeof opts[0],
+                  "FILE",
+                  &path,
+                  NULL};
   int r = opts_parse(&spec, argc, argv);
   if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
   if (!stage_parse(stage_name, &stage)) {

@@ -16,7 +16,7 @@
 typedef struct Stream {
   const char *echo; /* the prompt text to print first, or NULL */
   int started;
-  int ids;          /* the model has no tokenizer: print the token ids, comma-separated */
+  int ids; /* the model has no tokenizer: print the token ids, comma-separated */
   int nprinted;
 } Stream;
 
@@ -88,8 +88,8 @@ static int encode_prompt(const GenArgs *a, const Model *m, int32_t **ids, int *n
 
 /* The prompt from --prompt-file, `--prompt -` or a piped standard input (into a->prompt). */
 static int read_prompt(GenArgs *a) {
-  int from_stdin = (a->prompt && !strcmp(a->prompt, "-")) ||
-                   (!a->prompt && !a->prompt_file && !a->prompt_tokens && !isatty(0));
+  int from_stdin =
+      (a->prompt && !strcmp(a->prompt, "-")) || (!a->prompt && !a->prompt_file && !a->prompt_tokens && !isatty(0));
   if (!from_stdin && !a->prompt_file) return 1;
   const char *what = from_stdin ? "standard input" : a->prompt_file;
   FILE *f = from_stdin ? stdin : fopen(a->prompt_file, "rb");
@@ -170,13 +170,14 @@ int cmd_generate(int argc, char **argv) {
     json_object_set_new(o, "text", json_string(sb_str(&text)));
     json_object_set_new(o, "stop_reason", json_string(st.stop_reason));
     const SamplerOptions *so = &a.gen.sampling;
-    json_object_set_new(o, "sampling", json_pack("{s:b, s:f, s:i, s:f, s:I, s:s}", "greedy", sampler_is_greedy(so),
-                                                 "temperature", so->temperature, "top_k", so->top_k, "top_p",
-                                                 so->top_p, "seed", (json_int_t)so->seed, "defaults_from",
-                                                 a.sampling_from));
+    json_object_set_new(o, "sampling",
+                        json_pack("{s:b, s:f, s:i, s:f, s:I, s:s}", "greedy", sampler_is_greedy(so), "temperature",
+                                  so->temperature, "top_k", so->top_k, "top_p", so->top_p, "seed", (json_int_t)so->seed,
+                                  "defaults_from", a.sampling_from));
     json_object_set_new(stats, "prefill_ms", json_real(st.prefill_ms));
     json_object_set_new(stats, "decode_ms", json_real(st.decode_ms));
-    json_object_set_new(stats, "decode_tokens_per_s", json_real(st.decode_ms > 0 ? st.generated * 1e3 / st.decode_ms : 0));
+    json_object_set_new(stats, "decode_tokens_per_s",
+                        json_real(st.decode_ms > 0 ? st.generated * 1e3 / st.decode_ms : 0));
     json_object_set_new(o, "stats", stats);
     char *s = json_dumps(o, JSON_COMPACT);
     if (!s) {

@@ -70,11 +70,15 @@ int cmd_pull(int argc, char **argv) {
       {"--dir", NULL, OPT_STR, "DIR", "download into DIR instead of the model cache", &dir},
       {"--quiet", "-q", OPT_FLAG, NULL, "no progress output", &quiet},
   };
-  CmdSpec cs = {"pull", "ORG/NAME[:FILE] [options]",
+  CmdSpec cs = {"pull",
+                "ORG/NAME[:FILE] [options]",
                 "Download a Hugging Face model repository (config, tokenizer and safetensors files) or, with :FILE,\n"
                 "one file of it (a GGUF by name, or by a quantization tag such as :Q4_K_M) into the model cache,\n"
                 "resuming a partial download and checking every file's size and checksum.",
-                opts, sizeof opts / sizeof opts[0], "ORG/NAME[:FILE]", &spec,
+                opts,
+                sizeof opts / sizeof opts[0],
+                "ORG/NAME[:FILE]",
+                &spec,
                 "Environment: LATHE_HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (gated models)."};
   int r = opts_parse(&cs, argc, argv);
   if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
@@ -106,8 +110,10 @@ int cmd_list(int argc, char **argv) {
   int json = 0;
   Opt opts[] = {{"--json", NULL, OPT_FLAG, NULL, "one JSON array of {name, path, bytes, complete}", &json}};
   char summary[4300];
-  snprintf(summary, sizeof summary, "The models in the cache (%s): pulled repositories, GGUF files and the\n"
-           "default model. Each NAME works as MODEL in generate, chat, bench and compile.", hub_models_dir());
+  snprintf(summary, sizeof summary,
+           "The models in the cache (%s): pulled repositories, GGUF files and the\n"
+           "default model. Each NAME works as MODEL in generate, chat, bench and compile.",
+           hub_models_dir());
   CmdSpec cs = {"list", "[--json]", summary, opts, 1, NULL, NULL, NULL};
   int r = opts_parse(&cs, argc, argv);
   if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;

@@ -16,13 +16,18 @@ int cmd_quantize(int argc, char **argv) {
        .def = ""},
       {"--quiet", "-q", OPT_FLAG, NULL, "no progress or summary on stderr", &quiet},
   };
-  CmdSpec cs = {"quantize", "IN OUT --type TYPE [options]",
+  CmdSpec cs = {"quantize",
+                "IN OUT --type TYPE [options]",
                 "Write the model IN (a Hugging Face directory of f32/f16/bf16 safetensors, or a GGUF of any type\n"
                 "lathe reads, dequantized first) to OUT as a GGUF v3 file: 1-D tensors f32, matrices in TYPE's\n"
                 "mixture (q4_k_m / q5_k_m: q6_k for the LM head and some attn_v / ffn_down; a row length the block\n"
                 "does not divide falls back to q5_0 / q5_1 / q8_0, else f16). A GGUF input's metadata and tokenizer\n"
                 "are copied; a Hugging Face directory's tokenizer is not converted.",
-                opts, sizeof opts / sizeof opts[0], "IN", &in, NULL};
+                opts,
+                sizeof opts / sizeof opts[0],
+                "IN",
+                &in,
+                NULL};
   /* The option parser takes one positional: lift OUT (the second) out of argv first. */
   char **args = calloc((size_t)argc + 1, sizeof *args);
   if (!args) return EXIT_ERROR;
@@ -65,8 +70,8 @@ int cmd_quantize(int argc, char **argv) {
     return EXIT_ERROR;
   }
   if (!quiet) {
-    fprintf(stderr, "lathe: quantize: %s -> %s (%s): %d tensors, %lld parameters, %.1f MB (%.2f bits/weight);",
-            in, out, quant_scheme_name(s), rep.n_tensors, (long long)rep.in_params, rep.out_bytes / 1e6,
+    fprintf(stderr, "lathe: quantize: %s -> %s (%s): %d tensors, %lld parameters, %.1f MB (%.2f bits/weight);", in, out,
+            quant_scheme_name(s), rep.n_tensors, (long long)rep.in_params, rep.out_bytes / 1e6,
             rep.in_params ? 8.0 * (double)rep.out_bytes / (double)rep.in_params : 0.0);
     for (int t = 0; t < 32; t++)
       if (rep.n_by_type[t]) fprintf(stderr, " %s %lld", ggml_type_name(t), (long long)rep.n_by_type[t]);

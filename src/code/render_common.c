@@ -70,15 +70,15 @@ static void names_free(NameSet *ns) {
  *    generated expressions name, a fixed list of the languages, not of the generated code. */
 static const char *const reserved[] = {
     /* C and C++ keywords (C++ because CUDA C is C++), including C++'s alternative operator spellings */
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
-    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
-    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
-    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
-    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
-    "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
-    "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
-    "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "main",
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+    "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+    "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double",
+    "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+    "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+    "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return",
+    "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
+    "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual",
+    "void", "volatile", "wchar_t", "while", "main",
     /* types: <stdint.h>'s and the CUDA preamble's */
     "i64", "int64_t", "int32_t", "int16_t", "int8_t", "uint64_t", "uint32_t", "uint16_t", "uint8_t", "uintptr_t",
     /* functions the generated expressions call, and CUDA's built-in variables and functions */
@@ -202,19 +202,37 @@ void rc_kernel_end(Render *R) {
 /* ---- dialects ---- */
 
 const Dialect rc_dialect_c = {
-    .renderer = "render_c", .target = "CPU", .i64 = "int64_t", .i32 = "int32_t", .u16 = "uint16_t", .u8 = "uint8_t",
-    .bool_compute = "int", .nan = "NAN", .inf = "INFINITY",
+    .renderer = "render_c",
+    .target = "CPU",
+    .i64 = "int64_t",
+    .i32 = "int32_t",
+    .u16 = "uint16_t",
+    .u8 = "uint8_t",
+    .bool_compute = "int",
+    .nan = "NAN",
+    .inf = "INFINITY",
     .parallel_for = "#pragma omp parallel for schedule(static)",
 };
 
 const Dialect rc_dialect_cuda = {
-    .renderer = "render_cuda", .target = "CUDA", .i64 = "i64", .i32 = "int", .u16 = "unsigned short",
-    .u8 = "unsigned char", .bool_compute = "bool", .nan = "__int_as_float(0x7fffffff)",
+    .renderer = "render_cuda",
+    .target = "CUDA",
+    .i64 = "i64",
+    .i32 = "int",
+    .u16 = "unsigned short",
+    .u8 = "unsigned char",
+    .bool_compute = "bool",
+    .nan = "__int_as_float(0x7fffffff)",
     .inf = "__int_as_float(0x7f800000)",
     .hw = {"((i64)threadIdx.x)", "((i64)blockIdx.x)", "((i64)(threadIdx.x & 31u))", "((i64)(threadIdx.x >> 5))",
            "((i64)blockDim.x)"},
-    .shared = "__shared__", .barrier = "__syncthreads();", .shuffle_xor = "__shfl_xor_sync(0xffffffffu, %s, %s)",
-    .bits_to_float = "__uint_as_float", .vec2 = "lt_u2", .vec4 = "lt_u4", .templates = 1,
+    .shared = "__shared__",
+    .barrier = "__syncthreads();",
+    .shuffle_xor = "__shfl_xor_sync(0xffffffffu, %s, %s)",
+    .bits_to_float = "__uint_as_float",
+    .vec2 = "lt_u2",
+    .vec4 = "lt_u4",
+    .templates = 1,
 };
 
 /* ---- types ---- */
@@ -228,7 +246,8 @@ const char *rc_compute_type(const Render *R, DType t) {
 const char *rc_storage_type(const Render *R, DType t) {
   switch (t) {
   case DT_F32: return "float";
-  case DT_F16: case DT_BF16: return R->dl->u16;
+  case DT_F16:
+  case DT_BF16: return R->dl->u16;
   case DT_I32: return R->dl->i32;
   case DT_I64: return R->dl->i64;
   case DT_BOOL: return R->dl->u8;
@@ -280,7 +299,8 @@ static void put_store(Render *R, const KStmt *s, int level) {
   sb_puts(o, "] = ");
   switch (bt) {
   case DT_F32: rc_put_as_float(R, o, roots[1]); break;
-  case DT_F16: case DT_BF16:
+  case DT_F16:
+  case DT_BF16:
     sb_puts(o, bt == DT_F16 ? "lt_f32_to_f16(" : "lt_f32_to_bf16(");
     rc_put_as_float(R, o, roots[1]);
     sb_putc(o, ')');
@@ -329,13 +349,13 @@ void rc_put_return(Render *R, int level, Expr *value) {
 
 static void put_warp_reduce(Render *R, const KStmt *s, int level) {
   if (!R->dl->shuffle_xor) {
-      refuse(R, "warp shuffles");
-      return;
-    }
+    refuse(R, "warp shuffles");
+    return;
+  }
   if (s->tmp < 0 || s->tmp >= R->kk->ntmps) {
-      rc_fail(R, "warp reduce of undeclared temporary %d", s->tmp);
-      return;
-    }
+    rc_fail(R, "warp reduce of undeclared temporary %d", s->tmp);
+    return;
+  }
   const char *t = R->tmp_name[s->tmp];
   int fl = dtype_is_float(R->kk->tmp_dtype[s->tmp]);
   char shfl[160];
@@ -346,7 +366,8 @@ static void put_warp_reduce(Render *R, const KStmt *s, int level) {
   sb_indent(o, level);
   sb_printf(o, "for (int lt_off = 16; lt_off > 0; lt_off >>= 1) %s = ", t);
   if (s->rop == RED_ADD) sb_printf(o, "%s + %s;\n", t, shfl);
-  else sb_printf(o, "%s(%s, %s);\n", s->rop == RED_MAX ? (fl ? "fmaxf" : "lt_maxi") : (fl ? "fminf" : "lt_mini"), t, shfl);
+  else
+    sb_printf(o, "%s(%s, %s);\n", s->rop == RED_MAX ? (fl ? "fmaxf" : "lt_maxi") : (fl ? "fminf" : "lt_mini"), t, shfl);
 }
 
 /* count consecutive elements into temporaries: 16-byte (or 8/4-byte) vector loads on CUDA, whose
@@ -355,8 +376,8 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   const char *name = s->buf >= 0 && s->buf < R->lp->nbufs ? R->buf_name[s->buf] : NULL;
   size_t size = dtype_size(s->dtype);
-  if (!name || s->count < 2 || s->tmp < 0 || s->tmp + s->count > R->kk->ntmps || R->lp->bufs[s->buf].dtype != s->dtype ||
-      (size != 2 && size != 4)) {
+  if (!name || s->count < 2 || s->tmp < 0 || s->tmp + s->count > R->kk->ntmps ||
+      R->lp->bufs[s->buf].dtype != s->dtype || (size != 2 && size != 4)) {
     rc_fail(R, "malformed vector load from buffer %d", s->buf);
     return;
   }
@@ -412,10 +433,9 @@ static void put_vload(Render *R, const KStmt *s, int level) {
 static void put_stmt(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   switch (s->kind) {
-  case KS_SEQ:
-    put_children(R, s, level);
-    return;
-  case KS_FOR: case KS_PARFOR: {
+  case KS_SEQ: put_children(R, s, level); return;
+  case KS_FOR:
+  case KS_PARFOR: {
     if (s->kind == KS_PARFOR && !R->dl->parallel_for) {
       refuse(R, "parallel-for");
       return;
@@ -463,7 +483,8 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     sb_puts(o, "}\n");
     return;
   }
-  case KS_DECL: case KS_ASSIGN: {
+  case KS_DECL:
+  case KS_ASSIGN: {
     if (s->tmp < 0 || s->tmp >= R->kk->ntmps) {
       rc_fail(R, "temporary %d is not declared", s->tmp);
       return;
@@ -509,10 +530,8 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
       refuse(R, "flash attention");
       return;
     }
-    if (s->flash && s->flash->decode)
-      rc_put_flash_decode(R, s, level);
-    else
-      rc_put_flash(R, s, level);
+    if (s->flash && s->flash->decode) rc_put_flash_decode(R, s, level);
+    else rc_put_flash(R, s, level);
     return;
   }
   rc_fail(R, "unknown statement kind %d", (int)s->kind);

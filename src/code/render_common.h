@@ -19,18 +19,18 @@ typedef struct CseMap CseMap;
  * say) is one more table, a preamble and its kernel signature. NULL: the language lacks the feature,
  * and a kernel that needs it fails to render with a clear error. */
 typedef struct Dialect {
-  const char *renderer, *target;       /* "render_cuda", "CUDA": error messages */
-  const char *i64, *i32, *u16, *u8;   /* integer types (u16: f16/bf16 storage, u8: bool storage) */
-  const char *bool_compute;           /* a bool value inside a kernel */
-  const char *nan, *inf;              /* float constants */
-  const char *hw[5];                  /* HwIndex order: thread, block, lane, warp, block size */
-  const char *shared;                 /* qualifier of block-shared arrays */
-  const char *barrier;                /* the statement that synchronises a block */
-  const char *shuffle_xor;            /* printf format of (value, lane mask): value exchanged in a warp */
-  const char *bits_to_float;          /* reinterprets 32 bits as a float (vector loads; NULL: element loads) */
-  const char *vec2, *vec4;            /* 8- and 16-byte vector types of 32-bit words */
-  const char *parallel_for;           /* the line before a KS_PARFOR loop */
-  int templates;                      /* the template kernels (templates/ *.cuh: KS_MMA, KS_FLASH) */
+  const char *renderer, *target;    /* "render_cuda", "CUDA": error messages */
+  const char *i64, *i32, *u16, *u8; /* integer types (u16: f16/bf16 storage, u8: bool storage) */
+  const char *bool_compute;         /* a bool value inside a kernel */
+  const char *nan, *inf;            /* float constants */
+  const char *hw[5];                /* HwIndex order: thread, block, lane, warp, block size */
+  const char *shared;               /* qualifier of block-shared arrays */
+  const char *barrier;              /* the statement that synchronises a block */
+  const char *shuffle_xor;          /* printf format of (value, lane mask): value exchanged in a warp */
+  const char *bits_to_float;        /* reinterprets 32 bits as a float (vector loads; NULL: element loads) */
+  const char *vec2, *vec4;          /* 8- and 16-byte vector types of 32-bit words */
+  const char *parallel_for;         /* the line before a KS_PARFOR loop */
+  int templates;                    /* the template kernels (templates/ *.cuh: KS_MMA, KS_FLASH) */
 } Dialect;
 extern const Dialect rc_dialect_c, rc_dialect_cuda;
 
@@ -51,7 +51,7 @@ typedef struct Render {
   DType smem_dtype[RC_MAX_SMEM];
   NameSet names;
   int ncse;
-  CseMap *cse; /* the statement being rendered */
+  CseMap *cse;   /* the statement being rendered */
   int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
 } Render;
 

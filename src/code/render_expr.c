@@ -11,9 +11,9 @@
 
 typedef struct CseEnt {
   const Expr *e;
-  int uses;                 /* parent edges inside the statement (+1 per root) */
+  int uses; /* parent edges inside the statement (+1 per root) */
   unsigned char seen_uncond, seen_cond, uncond;
-  const char *name;         /* set once hoisted */
+  const char *name; /* set once hoisted */
 } CseEnt;
 
 struct CseMap {
@@ -112,7 +112,6 @@ static Expr *flatten_fn(void *ctx, ExprPool *p, Expr *e) {
 
 /* ---- expressions ---- */
 
-
 static void put_float(Render *R, StrBuf *b, double v) {
   if (isnan(v)) {
     sb_puts(b, R->dl->nan);
@@ -206,10 +205,22 @@ void rc_put_load(Render *R, StrBuf *b, const Expr *e) {
   char widen[32];
   snprintf(widen, sizeof widen, "((%s)", R->dl->i64);
   switch (t) {
-  case DT_F16: pre = "lt_f16_to_f32("; post = ")"; break;
-  case DT_BF16: pre = "lt_bf16_to_f32("; post = ")"; break;
-  case DT_I32: pre = widen; post = ")"; break;
-  case DT_BOOL: pre = "("; post = " != 0)"; break;
+  case DT_F16:
+    pre = "lt_f16_to_f32(";
+    post = ")";
+    break;
+  case DT_BF16:
+    pre = "lt_bf16_to_f32(";
+    post = ")";
+    break;
+  case DT_I32:
+    pre = widen;
+    post = ")";
+    break;
+  case DT_BOOL:
+    pre = "(";
+    post = " != 0)";
+    break;
   default: break;
   }
   sb_printf(b, "%s%s[", pre, name);
@@ -237,7 +248,8 @@ static const char *infix(ExprOp op) {
   case X_ADD: return " + ";
   case X_SUB: return " - ";
   case X_MUL: return " * ";
-  case X_DIV: case X_IDIV: return " / ";
+  case X_DIV:
+  case X_IDIV: return " / ";
   case X_MOD: return " % ";
   case X_LT: return " < ";
   case X_LE: return " <= ";
@@ -284,14 +296,36 @@ static void put_node(Render *R, StrBuf *b, const Expr *e) {
     return;
   case X_HW: put_hw(R, b, (HwIndex)e->ival); return;
   case X_LOAD: rc_put_load(R, b, e); return;
-  case X_ARG: case X_ACC: rc_fail(R, "%s left in a kernel-stage expression", ex_op_name(e->op)); return;
-  case X_NEG: sb_puts(b, "(-"); rc_put_ref(R, b, e->a[0]); sb_putc(b, ')'); return;
-  case X_NOT: sb_puts(b, "(!"); rc_put_ref(R, b, e->a[0]); sb_putc(b, ')'); return;
-  case X_RSQRT: sb_puts(b, "(1.0f / sqrtf("); rc_put_ref(R, b, e->a[0]); sb_puts(b, "))"); return;
-  case X_SIGMOID: sb_puts(b, "(1.0f / (1.0f + expf(-"); rc_put_ref(R, b, e->a[0]); sb_puts(b, ")))"); return;
-  case X_ABS: sb_puts(b, fl ? "fabsf(" : "lt_absi("); rc_put_ref(R, b, e->a[0]); sb_putc(b, ')'); return;
+  case X_ARG:
+  case X_ACC: rc_fail(R, "%s left in a kernel-stage expression", ex_op_name(e->op)); return;
+  case X_NEG:
+    sb_puts(b, "(-");
+    rc_put_ref(R, b, e->a[0]);
+    sb_putc(b, ')');
+    return;
+  case X_NOT:
+    sb_puts(b, "(!");
+    rc_put_ref(R, b, e->a[0]);
+    sb_putc(b, ')');
+    return;
+  case X_RSQRT:
+    sb_puts(b, "(1.0f / sqrtf(");
+    rc_put_ref(R, b, e->a[0]);
+    sb_puts(b, "))");
+    return;
+  case X_SIGMOID:
+    sb_puts(b, "(1.0f / (1.0f + expf(-");
+    rc_put_ref(R, b, e->a[0]);
+    sb_puts(b, ")))");
+    return;
+  case X_ABS:
+    sb_puts(b, fl ? "fabsf(" : "lt_absi(");
+    rc_put_ref(R, b, e->a[0]);
+    sb_putc(b, ')');
+    return;
   case X_CAST: put_cast(R, b, e->dtype, e->a[0]); return;
-  case X_MAX: case X_MIN:
+  case X_MAX:
+  case X_MIN:
     if (fl) sb_puts(b, e->op == X_MAX ? "fmaxf(" : "fminf(");
     else sb_puts(b, e->op == X_MAX ? "lt_maxi(" : "lt_mini(");
     rc_put_ref(R, b, e->a[0]);
@@ -367,4 +401,3 @@ void rc_cse_end(Render *R) {
   free(R->cse);
   R->cse = NULL;
 }
-

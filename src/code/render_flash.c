@@ -62,7 +62,8 @@ void rc_put_flash(Render *R, const KStmt *s, int level) {
   rc_line(R, B, "const float %s = lt_out;", R->tmp_name[f->o_tmp]);
   rc_put_stmt(R, f->store, B);
   rc_line(R, L, "};");
-  rc_line(R, L, "lt_flash<%d, %lld, %lld, %lldLL, %s>(lt_M, lt_T, lt_fq, lt_fk, lt_fv, lt_ftlast, lt_fscore, lt_fstore);",
+  rc_line(R, L,
+          "lt_flash<%d, %lld, %lld, %lldLL, %s>(lt_M, lt_T, lt_fq, lt_fk, lt_fv, lt_ftlast, lt_fscore, lt_fstore);",
           f->parts, (long long)f->d_extent, (long long)f->width, (long long)f->groups, f->t_last ? "true" : "false");
   L--;
   rc_line(R, L, "}");

@@ -23,7 +23,8 @@ static void bind_row(Render *R, const KFlash *f, int L) {
 
 /* The shared group variable at head `row` of the block (an expression of lt_r, or "0"). */
 static void bind_share(Render *R, const KFlash *f, int L, const char *row) {
-  if (f->share >= 0) rc_line(R, L, "const i64 %s = lt_sb * %dLL + %s;", R->var_name[f->group_var[f->share]], f->rows, row);
+  if (f->share >= 0)
+    rc_line(R, L, "const i64 %s = lt_sb * %dLL + %s;", R->var_name[f->group_var[f->share]], f->rows, row);
 }
 
 /* `auto NAME = [&](PARAMS) -> RET {` with the row's variables bound; returns the body's level. */
@@ -78,7 +79,8 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   rc_line(R, B, "const float %s = lt_out;", R->tmp_name[f->o_tmp]);
   rc_put_stmt(R, f->store, B);
   rc_line(R, L, "};");
-  rc_line(R, L, "lt_flash_decode<%d, %d, %d, %lldLL, %d, %s>(lt_M, lt_T, lt_scratch, lt_fq, lt_fk, lt_fv, lt_ftlast, "
+  rc_line(R, L,
+          "lt_flash_decode<%d, %d, %d, %lldLL, %d, %s>(lt_M, lt_T, lt_scratch, lt_fq, lt_fk, lt_fv, lt_ftlast, "
           "lt_fscore, lt_fstore);",
           (int)f->d_extent, (int)f->width, f->rows, (long long)(f->groups / f->rows), MMA_COUNTERS / 4,
           f->t_last ? "true" : "false");

@@ -15,7 +15,7 @@ static void bind_columns(Render *R, const KMma *m, int level, const char *flat) 
   int64_t stride = 1;
   for (int i = m->nn - 1; i >= 0; i--) {
     rc_line(R, level, "const i64 %s = (%s / %lldLL) %% %lldLL;", R->var_name[m->n_var[i]], flat, (long long)stride,
-         (long long)m->n_ext[i]);
+            (long long)m->n_ext[i]);
     stride *= m->n_ext[i];
   }
 }
@@ -39,7 +39,8 @@ static void put_weight_fn(Render *R, const KMma *m, int b, int L) {
 
 /* lt_fstore(row, flat column, acc0, acc1): the kernel's store with the accumulators as its temporaries. */
 static void put_store_fn(Render *R, const KMma *m, int L) {
-  rc_line(R, L, "auto lt_fstore = [&](const i64 lt_m, const i64 lt_nn, const float lt_acc0, const float lt_acc1) -> void {");
+  rc_line(R, L,
+          "auto lt_fstore = [&](const i64 lt_m, const i64 lt_nn, const float lt_acc0, const float lt_acc1) -> void {");
   rc_line(R, L + 1, "const i64 %s = lt_m;", R->var_name[m->m_var]);
   bind_columns(R, m, L + 1, "lt_nn");
   for (int b = 0; b < m->nb; b++) rc_line(R, L + 1, "const float %s = lt_acc%d;", R->tmp_name[m->acc_tmp[b]], b);
@@ -77,7 +78,8 @@ static void put_epilogue(Render *R, const KMma *m, int L) {
   put_store_fn(R, m, L);
   long long at[2] = {0, 0}, rows[2] = {0, 0};
   for (int b = 0; b < m->nb; b++) at[b] = (long long)m->prod_at[b] * m->a_parts, rows[b] = (long long)m->prod_rows[b];
-  rc_line(R, L, "lt_mma_epilogue<%d, %d, %lldLL, %lldLL, %d, %lldLL, %lldLL, %lldLL, %lldLL>(lt_M, lt_scratch, lt_frow0, "
+  rc_line(R, L,
+          "lt_mma_epilogue<%d, %d, %lldLL, %lldLL, %d, %lldLL, %lldLL, %lldLL, %lldLL>(lt_M, lt_scratch, lt_frow0, "
           "lt_frow1, lt_fstore);",
           m->nb, m->a_parts, (long long)m->k_extent, (long long)m->n_total, MMA_COUNTERS / 4, at[0], rows[0], at[1],
           rows[1]);

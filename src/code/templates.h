@@ -13,9 +13,9 @@ struct EmbeddedFile {
 /* Every template, ending with {0}. */
 extern const struct EmbeddedFile lt_embedded[];
 
-extern const char lt_embed_preamble[]; /* CUDA C: helpers every kernel may call (f16/bf16, mma, cp.async) */
+extern const char lt_embed_preamble[];     /* CUDA C: helpers every kernel may call (f16/bf16, mma, cp.async) */
 extern const char lt_embed_mma[];          /* tensor-core GEMM (render_mma.c) */
 extern const char lt_embed_flash[];        /* flash attention on tensor cores (render_flash.c) */
 extern const char lt_embed_flash_decode[]; /* flash-decoding (render_flash_decode.c) */
-extern const char lt_embed_sampler[];  /* the device sampler (generate/sampler_device.c) */
+extern const char lt_embed_sampler[];      /* the device sampler (generate/sampler_device.c) */
 #endif

@@ -67,7 +67,6 @@ static void host_set(HostTensor *t, int64_t i, double v) {
   }
 }
 
-
 typedef struct Range {
   int is_int;
   double lo, hi; /* floats: [lo, hi); ints: [lo, hi] */
@@ -147,8 +146,9 @@ double compare_output(const HostTensor *got, const RefTensor *want) {
     }
     if (is_int && y != r) return INFINITY;
     if (is_int && want->ival) { /* beyond 2^53 the doubles agree where the integers need not */
-      int64_t gi = got->dtype == DT_I64 ? ((const int64_t *)got->data)[i]
-                   : got->dtype == DT_I32 ? ((const int32_t *)got->data)[i] : (int64_t)y;
+      int64_t gi = got->dtype == DT_I64   ? ((const int64_t *)got->data)[i]
+                   : got->dtype == DT_I32 ? ((const int32_t *)got->data)[i]
+                                          : (int64_t)y;
       if (gi != want->ival[i]) return INFINITY;
     }
     if (fabs(r) > maxref) maxref = fabs(r);

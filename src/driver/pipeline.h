@@ -13,7 +13,7 @@ typedef struct Compilation {
   Arena *arena;
   ExprPool *pool;
   Target target;
-  TargetDesc device;      /* target_default(target) unless the caller sets it (a backend's own, --device) */
+  TargetDesc device; /* target_default(target) unless the caller sets it (a backend's own, --device) */
   FusionPolicy fusion;
   MatmulPrecision matmul; /* MM_HIGH unless the caller sets it before compiling */
   Graph *graph;

@@ -203,8 +203,7 @@ static int find_op(const char *name, OpSpec *s) {
   s->op = op;
   s->info = info;
   s->max = info->nparams;
-  for (s->min = 0; s->min < info->nparams && gparam_required(info, s->min); s->min++) {
-  }
+  for (s->min = 0; s->min < info->nparams && gparam_required(info, s->min); s->min++) {}
   return 1;
 }
 
@@ -403,8 +402,7 @@ static int parse_call(Parser *p, Value *out) {
     Token *t = peek(p);
     int slot;
     if (t->kind == TK_IDENT && is_punct(peek2(p), '=')) {
-      for (slot = 0; slot < np && strcmp(param_name(spec, slot), t->text); slot++) {
-      }
+      for (slot = 0; slot < np && strcmp(param_name(spec, slot), t->text); slot++) {}
       if (slot == np)
         return ERR(p, t, "%s has no argument '%s' (arguments: %s)", spec->name, t->text, param_list(p, spec));
       if (c.given[slot]) return ERR(p, t, "%s: argument '%s' given twice", spec->name, t->text);
@@ -517,7 +515,7 @@ static int fold(Parser *p, const Token *op, Value *a, const Value *b) {
   char c = op->punct;
   if (a->is_int && b->is_int && c != '/') {
     int64_t r;
-    int ovf = c == '+' ? __builtin_add_overflow(a->ival, b->ival, &r)
+    int ovf = c == '+'   ? __builtin_add_overflow(a->ival, b->ival, &r)
               : c == '-' ? __builtin_sub_overflow(a->ival, b->ival, &r)
                          : __builtin_mul_overflow(a->ival, b->ival, &r);
     if (ovf) return ERR(p, op, "integer overflow in constant expression");
@@ -586,7 +584,8 @@ static int parse_input(Parser *p, Token *name) {
     if (s.rank == LT_MAX_RANK) return ERR(p, d, "too many dimensions (at most %d)", LT_MAX_RANK);
     if (d->kind == TK_INT) {
       if (d->ival <= 0) return ERR(p, d, "dimension must be a positive integer, got %lld", (long long)d->ival);
-      if (d->ival > ((int64_t)1 << 40)) return ERR(p, d, "dimension %lld is too large (at most 2^40)", (long long)d->ival);
+      if (d->ival > ((int64_t)1 << 40))
+        return ERR(p, d, "dimension %lld is too large (at most 2^40)", (long long)d->ival);
       s.dim[s.rank++] = ex_int(p->g->pool, d->ival);
     } else if (d->kind == TK_IDENT && !is_reserved(d->text)) {
       if (!is_symbol(p, d->text) && p->g->nsymbols >= (int)(sizeof p->g->symbols / sizeof p->g->symbols[0]))

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static int is_eos(const Model *m, int id) {
   if (id == m->cfg.eos_id) return 1;
   for (int i = 0; i < m->cfg.n_eos; i++)

@@ -8,9 +8,9 @@
 
 typedef struct GenerateOptions {
   int max_tokens;
-  int prefill_chunk;          /* tokens per prefill step */
+  int prefill_chunk; /* tokens per prefill step */
   SamplerOptions sampling;
-  const char *stop[8];        /* stop strings (checked on the decoded text) */
+  const char *stop[8]; /* stop strings (checked on the decoded text) */
   int nstop;
   int ignore_eos;
   /* When non-NULL and set (by a signal handler or another thread), generation stops before its next
@@ -21,7 +21,7 @@ typedef struct GenerateOptions {
 typedef struct GenerateStats {
   int prompt_tokens, generated;
   double prefill_ms, decode_ms;
-  const char *stop_reason;    /* "eos", "stop", "length", "context", "interrupted" */
+  const char *stop_reason; /* "eos", "stop", "length", "context", "interrupted" */
 } GenerateStats;
 
 /* Called with each new token and its newly complete text (may be ""); return non-zero to stop. */

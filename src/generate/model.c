@@ -10,14 +10,12 @@
 #include "../model/gguf.h"
 #include "../model/model_check.h"
 
-
 /* Weights keep the file's float type where the kernels can read it; quantized and other types are
  * dequantized to f32 at load. */
 static DType pick_weight_dtype(WeightStore *w, const ModelLoadOptions *o) {
   if (o->weight_dtype_set) return o->weight_dtype;
   WeightInfo wi;
-  if (weights_has(w, "model.embed_tokens.weight", &wi) && (wi.dtype == DT_BF16 || wi.dtype == DT_F16))
-    return wi.dtype;
+  if (weights_has(w, "model.embed_tokens.weight", &wi) && (wi.dtype == DT_BF16 || wi.dtype == DT_F16)) return wi.dtype;
   return DT_F32;
 }
 
@@ -50,8 +48,9 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
   size_t cap = 0;
   void *host = NULL;
   int nweights = 0, done = 0;
-  for (int i = 0; i < g->ninputs; i++) nweights += !strncmp(g->nodes[g->inputs[i]].name, "model.", 6) ||
-                                                   !strcmp(g->nodes[g->inputs[i]].name, "lm_head.weight");
+  for (int i = 0; i < g->ninputs; i++)
+    nweights +=
+        !strncmp(g->nodes[g->inputs[i]].name, "model.", 6) || !strcmp(g->nodes[g->inputs[i]].name, "lm_head.weight");
   for (int i = 0; i < g->ninputs; i++) {
     const GNode *n = &g->nodes[g->inputs[i]];
     const char *name = n->name;
@@ -72,9 +71,7 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     if (bytes > cap) {
       free(host);
       cap = bytes;
-      if (!(host = mem_alloc(d, cap, name))) {
-        return 0;
-      }
+      if (!(host = mem_alloc(d, cap, name))) { return 0; }
     }
     if (!strcmp(name, "rope.inv_freq")) {
       model_rope_inv_freq(&m->cfg, host);
@@ -125,7 +122,8 @@ Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag 
     /* A GGUF without tokenizer.ggml.* (lathe quantize from a directory without tokenizer.json) runs on
      * token ids, as such a directory does. */
     if (gguf_get_str(weights_gguf(m->weights), "tokenizer.ggml.model", &tok_model) &&
-        !(m->tok = tokenizer_from_gguf(weights_gguf(m->weights), d))) goto fail;
+        !(m->tok = tokenizer_from_gguf(weights_gguf(m->weights), d)))
+      goto fail;
   } else {
     /* A directory without tokenizer.json still runs on token ids (--prompt-tokens). */
     char tj[4096];
@@ -170,9 +168,11 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
   char tail[128];
   if (fit >= 8) snprintf(tail, sizeof tail, "a context of up to %.0f positions fits (--ctx %.0f)", fit, fit);
   else snprintf(tail, sizeof tail, "not even the weights fit");
-  diag_error(d, 0, 0, "a context of %d positions needs %.2f GB (KV cache %.2f GB at %.1f KB per position, weights "
-             "%.2f GB), but the %s has %.2f GB free; %s", m->max_ctx, (kv + weights) / 1e9, kv / 1e9, per / 1e3,
-             weights / 1e9, m->backend->ops->name, (double)avail / 1e9, tail);
+  diag_error(d, 0, 0,
+             "a context of %d positions needs %.2f GB (KV cache %.2f GB at %.1f KB per position, weights "
+             "%.2f GB), but the %s has %.2f GB free; %s",
+             m->max_ctx, (kv + weights) / 1e9, kv / 1e9, per / 1e3, weights / 1e9, m->backend->ops->name,
+             (double)avail / 1e9, tail);
   return 0;
 }
 
@@ -278,7 +278,9 @@ static int step(Model *m, const int32_t *ids, int n, int past, float *logits, in
   return ok;
 }
 
-int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) { return step(m, ids, n, past, m->logits, NULL, d); }
+int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) {
+  return step(m, ids, n, past, m->logits, NULL, d);
+}
 
 int model_step_greedy(Model *m, const int32_t *ids, int n, int past, int32_t *next, Diag *d) {
   return step(m, ids, n, past, NULL, next, d);

@@ -18,8 +18,8 @@ typedef struct Model {
   Compilation *comp;
   Plan *plan;
   int max_ctx;
-  int in_ids, in_pos;   /* program input indices */
-  float *logits;        /* vocab floats, the last step's output */
+  int in_ids, in_pos;     /* program input indices */
+  float *logits;          /* vocab floats, the last step's output */
   DeviceSampler *sampler; /* CUDA: sampling on the device, made at the first sampled step */
   double compile_ms, load_ms;
   size_t weight_bytes, cache_bytes;
@@ -28,8 +28,8 @@ typedef struct Model {
 
 typedef struct ModelLoadOptions {
   Target target;
-  int max_ctx;          /* 0: min(config max, 4096) */
-  int quiet;            /* no progress output on stderr */
+  int max_ctx; /* 0: min(config max, 4096) */
+  int quiet;   /* no progress output on stderr */
   /* Storage type of the weights on the device: 0 = auto (the file's f16/bf16 type, else f32: quantized
    * tensors dequantized exactly); else weight_dtype (bf16 halves an f32 model's bytes per token at a
    * rounding of 2^-9 relative). */

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-SamplerOptions sampler_defaults(void) { return (SamplerOptions){.temperature = 0.7, .top_k = 40, .top_p = 0.9, .seed = 0}; }
+SamplerOptions sampler_defaults(void) {
+  return (SamplerOptions){.temperature = 0.7, .top_k = 40, .top_p = 0.9, .seed = 0};
+}
 
 void sampler_init(Sampler *s, const SamplerOptions *o) {
   s->o = *o;

@@ -18,18 +18,18 @@
 #include <stdint.h>
 
 typedef struct SamplerOptions {
-  int greedy;          /* argmax; ignores the rest */
-  double temperature;  /* <= 0 means greedy */
-  int top_k;           /* 0 = off */
-  double top_p;        /* 1 = off */
+  int greedy;         /* argmax; ignores the rest */
+  double temperature; /* <= 0 means greedy */
+  int top_k;          /* 0 = off */
+  double top_p;       /* 1 = off */
   uint64_t seed;
 } SamplerOptions;
 
 typedef struct Sampler {
   SamplerOptions o;
   uint64_t state;
-  float *z;    /* host scratch: the weights of a step */
-  int *idx;    /* host scratch: top-k's candidates */
+  float *z; /* host scratch: the weights of a step */
+  int *idx; /* host scratch: top-k's candidates */
   int cap;
 } Sampler;
 

@@ -270,7 +270,7 @@ static Expr *divide_count(Graph *g, const Shape *src, const Shape *dst, int skip
   if (b.k == 0 || a.k % b.k) goto fallback;
   a.k /= b.k;
   return factors_product(g->pool, &a);
-fallback: {
+fallback : {
   Shape known = *dst;
   known.dim[skip] = ex_int(g->pool, 1);
   return ex_bin(g->pool, X_IDIV, numel(g, src), numel(g, &known));
@@ -372,8 +372,7 @@ static int infer_matmul(Ctx *c, GNode *nd, GNode *const *in) {
     return FAIL(c, "matmul: operands must have at least 1 dimension: %s @ %s", shape_str(c->g, A), shape_str(c->g, B));
   int a1 = A->rank == 1, b1 = B->rank == 1;
   Expr *ka = A->dim[A->rank - 1], *kb = b1 ? B->dim[0] : B->dim[B->rank - 2];
-  if (ka != kb)
-    return FAIL(c, "matmul: inner dimensions differ: %s @ %s", shape_str(c->g, A), shape_str(c->g, B));
+  if (ka != kb) return FAIL(c, "matmul: inner dimensions differ: %s @ %s", shape_str(c->g, A), shape_str(c->g, B));
   Shape ba = {0}, bb = {0}, o;
   for (int i = 0; i < A->rank - 2; i++) ba.dim[ba.rank++] = A->dim[i];
   for (int i = 0; i < B->rank - 2; i++) bb.dim[bb.rank++] = B->dim[i];
@@ -390,8 +389,7 @@ static int infer_linear(Ctx *c, GNode *nd, GNode *const *in) {
   int nin = nd->nin;
   const GNode *x = in[0], *w = in[1];
   if (need_rank(c, x, "x", 1)) return -1;
-  if (w->shape.rank != 2)
-    return FAIL(c, "linear: weight must be 2-D [out, in], got %s", shape_str(c->g, &w->shape));
+  if (w->shape.rank != 2) return FAIL(c, "linear: weight must be 2-D [out, in], got %s", shape_str(c->g, &w->shape));
   Expr *fin = x->shape.dim[x->shape.rank - 1];
   if (w->shape.dim[1] != fin)
     return FAIL(c, "linear: weight %s does not match input features %s of %s (expected [out,%s])",
@@ -429,13 +427,11 @@ static int infer_rope(Ctx *c, GNode *nd, GNode *const *in) {
   if (!const_dim(s->dim[s->rank - 1], &hd) || hd % 2)
     return FAIL(c, "rope: head_dim (last dim of %s) must be an even constant", shape_str(c->g, s));
   if (pos->shape.rank != 1 || pos->shape.dim[0] != s->dim[s->rank - 2])
-    return FAIL(c, "rope: pos shape %s does not match seq dim %s of %s (expected [%s])",
-                shape_str(c->g, &pos->shape), expr_str(c->g, s->dim[s->rank - 2]), shape_str(c->g, s),
-                expr_str(c->g, s->dim[s->rank - 2]));
+    return FAIL(c, "rope: pos shape %s does not match seq dim %s of %s (expected [%s])", shape_str(c->g, &pos->shape),
+                expr_str(c->g, s->dim[s->rank - 2]), shape_str(c->g, s), expr_str(c->g, s->dim[s->rank - 2]));
   if (freqs) {
     int64_t nf;
-    if (need_float(c, freqs, "freqs") || freqs->shape.rank != 1 || !const_dim(freqs->shape.dim[0], &nf) ||
-        nf != hd / 2)
+    if (need_float(c, freqs, "freqs") || freqs->shape.rank != 1 || !const_dim(freqs->shape.dim[0], &nf) || nf != hd / 2)
       return FAIL(c, "rope: freqs must be [%lld] (head_dim/2), got %s", (long long)(hd / 2),
                   shape_str(c->g, &freqs->shape));
   } else if (!(nd->attr.theta > 0) || !isfinite(nd->attr.theta)) {
@@ -665,13 +661,17 @@ static int check_cache_use(Ctx *c, const GNode *nd, GNode *const *in) {
     const char *name = s->name ? s->name : "?";
     if (s->writer) {
       const GNode *w = &c->g->nodes[s->writer];
-      return FAIL(c, "%s: the cache '%s' is updated in place by the cache_write at line %d, column %d; read the "
-                  "result of cache_write instead", c->op, name, w->line, w->col);
+      return FAIL(c,
+                  "%s: the cache '%s' is updated in place by the cache_write at line %d, column %d; read the "
+                  "result of cache_write instead",
+                  c->op, name, w->line, w->col);
     }
     if (nd->op == G_CACHE_WRITE && i == 0 && s->first_use) {
       const GNode *u = &c->g->nodes[s->first_use];
-      return FAIL(c, "cache_write: the cache '%s' is also read by the %s at line %d, column %d; read the result of "
-                  "cache_write instead (it is updated in place)", name, gop_name(u->op), u->line, u->col);
+      return FAIL(c,
+                  "cache_write: the cache '%s' is also read by the %s at line %d, column %d; read the result of "
+                  "cache_write instead (it is updated in place)",
+                  name, gop_name(u->op), u->line, u->col);
     }
   }
   return 0;

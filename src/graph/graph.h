@@ -19,12 +19,12 @@ typedef enum GOp {
 } GOp;
 
 typedef struct GAttr {
-  double value;      /* G_CONST: the literal (a float literal, or an integer one as a double) */
-  int64_t ivalue;    /* G_CONST of an integer dtype: the exact integer literal */
-  double eps;        /* norms */
-  double theta;      /* rope */
-  int axis;          /* softmax, slice, concat (non-negative after validation) */
-  int naxes;         /* reductions: number of axes; permute: rank */
+  double value;          /* G_CONST: the literal (a float literal, or an integer one as a double) */
+  int64_t ivalue;        /* G_CONST of an integer dtype: the exact integer literal */
+  double eps;            /* norms */
+  double theta;          /* rope */
+  int axis;              /* softmax, slice, concat (non-negative after validation) */
+  int naxes;             /* reductions: number of axes; permute: rank */
   int axes[LT_MAX_RANK]; /* reductions: sorted non-negative axes; permute: the permutation */
   int keepdim;
   int causal;
@@ -76,7 +76,16 @@ const char *gop_name(GOp op); /* the language's spelling: "rms_norm", "add", ...
 
 /* An op's parameters in the language, from ops.def (see the macros there). */
 typedef enum GParamKind {
-  GP_TENSOR, GP_AXES, GP_AXIS, GP_PERM, GP_NUM, GP_FLAG, GP_INDEX, GP_POSITION, GP_SHAPE, GP_DTYPE,
+  GP_TENSOR,
+  GP_AXES,
+  GP_AXIS,
+  GP_PERM,
+  GP_NUM,
+  GP_FLAG,
+  GP_INDEX,
+  GP_POSITION,
+  GP_SHAPE,
+  GP_DTYPE,
   GP_SWAP /* parser sugar (transpose): two axes of operand 0 exchanged -> attr.axes as a permutation */
 } GParamKind;
 /* printer: leave a false flag out; leave the attribute out when the node has every operand (rope: freqs) */
@@ -84,9 +93,9 @@ enum { GPF_OMIT_FALSE = 1, GPF_OMIT_AT_MAX_IN = 2, GPF_REQUIRED = 4, GPF_OPTIONA
 typedef struct GParam {
   const char *name;
   GParamKind kind;
-  size_t offset;    /* of the attribute in GAttr (not GP_TENSOR) */
-  double dflt;      /* GP_NUM, GP_AXIS: value when not given */
-  unsigned flags;   /* GPF_* */
+  size_t offset;  /* of the attribute in GAttr (not GP_TENSOR) */
+  double dflt;    /* GP_NUM, GP_AXIS: value when not given */
+  unsigned flags; /* GPF_* */
 } GParam;
 #define GOP_MAX_PARAMS 4
 typedef struct GOpInfo {

@@ -59,10 +59,12 @@ static void put_attrs(StrBuf *b, const GNode *n) {
     case GP_AXIS: sb_printf(b, "%d", *(const int *)field); break;
     case GP_NUM: put_double(b, *(const double *)field); break;
     case GP_FLAG: sb_puts(b, *(const int *)field ? "true" : "false"); break;
-    case GP_INDEX: case GP_POSITION: ex_print(b, *(Expr *const *)field, NULL); break;
+    case GP_INDEX:
+    case GP_POSITION: ex_print(b, *(Expr *const *)field, NULL); break;
     case GP_SHAPE: shape_print(b, &n->shape); break;
     case GP_DTYPE: sb_puts(b, dtype_name(n->dtype)); break;
-    case GP_TENSOR: case GP_SWAP: break;
+    case GP_TENSOR:
+    case GP_SWAP: break;
     }
   }
 }

@@ -30,9 +30,10 @@ int graph_check_sizes(const Graph *g, const SymEnv *env, Diag *d) {
     int ok = 1;
     for (int k = 0; ok && k < n->shape.rank; k++) {
       if (!ex_eval_int(n->shape.dim[k], env, &dims[k])) {
-        diag_error(d, n->line, n->col, "%s: dimension %d of %s%s cannot be evaluated at %s (a symbol without a "
-                   "value, or a size that overflows)", what(n, w, sizeof w), k, dtype_name(n->dtype), sb_str(&b),
-                   env_str(ev, sizeof ev, env));
+        diag_error(d, n->line, n->col,
+                   "%s: dimension %d of %s%s cannot be evaluated at %s (a symbol without a "
+                   "value, or a size that overflows)",
+                   what(n, w, sizeof w), k, dtype_name(n->dtype), sb_str(&b), env_str(ev, sizeof ev, env));
         ok = 0;
       } else if (dims[k] < 0) {
         diag_error(d, n->line, n->col, "%s: dimension %d of %s%s is %lld at %s", what(n, w, sizeof w), k,

@@ -20,7 +20,7 @@ int hub_ref_parse(const char *spec, HubRef *r, Diag *d);
 typedef struct HubFile {
   char *path;
   int64_t size;
-  char sha256[65]; /* LFS files: the content's SHA-256; "" otherwise */
+  char sha256[65];  /* LFS files: the content's SHA-256; "" otherwise */
   char git_oid[41]; /* the git blob id (SHA-1 of "blob SIZE\0" + content); "" when not listed */
 } HubFile;
 
@@ -44,15 +44,14 @@ typedef struct HubPullOptions {
  * (the directory, or the GGUF file) into out. Files already complete are kept; a partial file
  * (NAME.part) is resumed; every file is checked against the hub's size and checksum before it is
  * renamed into place, so a failed pull leaves no file that looks complete. */
-int hub_pull(const HubRef *ref, const HubPullOptions *opts, const HubProgress *progress, char *out, size_t n,
-             Diag *d);
+int hub_pull(const HubRef *ref, const HubPullOptions *opts, const HubProgress *progress, char *out, size_t n, Diag *d);
 
 /* The model cache directory (no trailing slash). */
 const char *hub_models_dir(void);
 
 /* A cached model: a repository directory (config.json inside) or a GGUF file. */
 typedef struct HubCachedModel {
-  char name[512];  /* "ORG/NAME", "ORG/NAME:FILE.gguf" or a top-level "FILE.gguf" */
+  char name[512]; /* "ORG/NAME", "ORG/NAME:FILE.gguf" or a top-level "FILE.gguf" */
   char path[4096];
   int64_t bytes;
   int64_t mtime;

@@ -108,7 +108,8 @@ static void scan_repo(List *l, const char *dir, const char *name) {
     if (!is_file(p, &st)) continue;
     HubCachedModel *m = push(l);
     if (!m) break;
-    if (snprintf(m->name, sizeof m->name, "%s:%.*s", name, (int)(strlen(e->d_name) - (part ? 5 : 0)), e->d_name) < 0) continue;
+    if (snprintf(m->name, sizeof m->name, "%s:%.*s", name, (int)(strlen(e->d_name) - (part ? 5 : 0)), e->d_name) < 0)
+      continue;
     copy_str(m->path, sizeof m->path, p);
     m->bytes = (int64_t)st.st_size;
     m->mtime = (int64_t)st.st_mtime;

@@ -266,8 +266,8 @@ static int attempt(const HubConn *c, const char *url, const HubFile *f, const ch
     return -1;
   }
   if (retryable(rc, t.status)) {
-    hub_note(c, "%s: %s after %lld bytes", f->path,
-             rc == CURLE_OK ? "server busy" : curl_easy_strerror(rc), (long long)(have + t.written));
+    hub_note(c, "%s: %s after %lld bytes", f->path, rc == CURLE_OK ? "server busy" : curl_easy_strerror(rc),
+             (long long)(have + t.written));
     return -1;
   }
   if (rc != CURLE_OK) {

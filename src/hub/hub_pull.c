@@ -62,8 +62,7 @@ HubFile *hub_list_files(const HubConn *c, const char *repo, const char *rev, int
   if (status != 200) {
     if (status == 401 || status == 403)
       diag_error(d, 0, 0, "pull: %s at %s needs a token (HTTP %ld): set HF_TOKEN", repo, c->endpoint, status);
-    else if (status == 404)
-      diag_error(d, 0, 0, "pull: no model '%s' (revision %s) at %s", repo, rev, c->endpoint);
+    else if (status == 404) diag_error(d, 0, 0, "pull: no model '%s' (revision %s) at %s", repo, rev, c->endpoint);
     else diag_error(d, 0, 0, "pull: listing %s failed: HTTP %ld", url, status);
     free(body);
     return NULL;
@@ -124,8 +123,13 @@ static int has_suffix(const char *s, const char *suf) {
 
 /* The files a Hugging Face model directory needs (top level only). */
 static int wanted_for_model(const char *path) {
-  static const char *names[] = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                                "special_tokens_map.json", "chat_template.jinja", "model.safetensors.index.json"};
+  static const char *names[] = {"config.json",
+                                "generation_config.json",
+                                "tokenizer.json",
+                                "tokenizer_config.json",
+                                "special_tokens_map.json",
+                                "chat_template.jinja",
+                                "model.safetensors.index.json"};
   if (strchr(path, '/')) return 0;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (!strcmp(path, names[i])) return 1;
@@ -167,8 +171,9 @@ static int choose(const HubRef *ref, const HubFile *f, int n, char *pick, int *s
       return 1;
     }
     if (count > 1) diag_error(d, 0, 0, "pull: '%s' matches several files of %s: %s", ref->file, ref->repo, ggufs);
-    else diag_error(d, 0, 0, "pull: %s has no file '%s'%s%s", ref->repo, ref->file, *ggufs ? "; its GGUF files: " : "",
-                    ggufs);
+    else
+      diag_error(d, 0, 0, "pull: %s has no file '%s'%s%s", ref->repo, ref->file, *ggufs ? "; its GGUF files: " : "",
+                 ggufs);
     return -1;
   }
   int weights = 0, config = 0, k = 0;
@@ -184,8 +189,9 @@ static int choose(const HubRef *ref, const HubFile *f, int n, char *pick, int *s
     if (*ggufs)
       diag_error(d, 0, 0, "pull: %s has no safetensors model; pull one of its GGUF files as %s:FILE (%s)", ref->repo,
                  ref->repo, ggufs);
-    else diag_error(d, 0, 0, "pull: %s has no %s: not a model lathe can load", ref->repo,
-                    config ? "*.safetensors weights" : "config.json");
+    else
+      diag_error(d, 0, 0, "pull: %s has no %s: not a model lathe can load", ref->repo,
+                 config ? "*.safetensors weights" : "config.json");
     return -1;
   }
   return k;
@@ -196,9 +202,10 @@ static int write_manifest(const char *dir, const HubRef *ref, const char *rev, c
   json_t *files = json_array();
   for (int i = 0; i < n; i++)
     if (pick[i])
-      json_array_append_new(files, json_pack("{s:s, s:I, s:s}", "path", f[i].path, "size", (json_int_t)f[i].size,
-                                             "sha256", f[i].sha256));
-  json_t *m = json_pack("{s:s, s:s, s:s, s:o}", "repo", ref->repo, "revision", rev, "endpoint", endpoint, "files", files);
+      json_array_append_new(
+          files, json_pack("{s:s, s:I, s:s}", "path", f[i].path, "size", (json_int_t)f[i].size, "sha256", f[i].sha256));
+  json_t *m =
+      json_pack("{s:s, s:s, s:s, s:o}", "repo", ref->repo, "revision", rev, "endpoint", endpoint, "files", files);
   char path[4200], tmp[4300];
   snprintf(path, sizeof path, "%s/" MANIFEST, dir);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -208,8 +215,7 @@ static int write_manifest(const char *dir, const HubRef *ref, const char *rev, c
   return ok;
 }
 
-int hub_pull(const HubRef *ref, const HubPullOptions *opts, const HubProgress *progress, char *out, size_t n,
-             Diag *d) {
+int hub_pull(const HubRef *ref, const HubPullOptions *opts, const HubProgress *progress, char *out, size_t n, Diag *d) {
   HubPullOptions o = opts ? *opts : (HubPullOptions){0};
   if (!o.revision) o.revision = "main";
   if (!o.endpoint) o.endpoint = setting_str(SET_HF_ENDPOINT);

@@ -18,8 +18,10 @@ int dtype_parse(const char *s, DType *out) {
 
 size_t dtype_size(DType t) {
   switch (t) {
-  case DT_F32: case DT_I32: return 4;
-  case DT_F16: case DT_BF16: return 2;
+  case DT_F32:
+  case DT_I32: return 4;
+  case DT_F16:
+  case DT_BF16: return 2;
   case DT_I64: return 8;
   case DT_BOOL: return 1;
   default: return 0;
@@ -55,8 +57,7 @@ float f16_to_f32(unsigned short h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
   if (exp == 0) {
     if (man == 0) bits = sign;
-    else { /* subnormal: value = man * 2^-24 */
-      float f = (float)man * 5.9604644775390625e-08f;
+    else { /* subnormal: value = man * 2^-24 */ float f = (float)man * 5.9604644775390625e-08f;
       return sign ? -f : f;
     }
   } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);

@@ -24,18 +24,15 @@ static const struct {
   const char *name;
   int arity;
 } op_info[X_OP_COUNT] = {
-    [X_CONST] = {"const", 0},  [X_SYM] = {"sym", 0},       [X_VAR] = {"var", 0},
-    [X_ARG] = {"arg", 0},      [X_ACC] = {"acc", 0},       [X_TMP] = {"tmp", 0},
-    [X_HW] = {"hw", 0},        [X_LOAD] = {"load", 0},     [X_NEG] = {"neg", 1},
-    [X_NOT] = {"not", 1},      [X_EXP] = {"exp", 1},       [X_LOG] = {"log", 1},
-    [X_SQRT] = {"sqrt", 1},    [X_RSQRT] = {"rsqrt", 1},   [X_TANH] = {"tanh", 1},
-    [X_SIGMOID] = {"sigmoid", 1}, [X_ABS] = {"abs", 1},    [X_ERF] = {"erf", 1},
-    [X_SIN] = {"sin", 1},      [X_COS] = {"cos", 1},       [X_CAST] = {"cast", 1},
-    [X_ADD] = {"add", 2},      [X_SUB] = {"sub", 2},       [X_MUL] = {"mul", 2},
-    [X_DIV] = {"div", 2},      [X_MAX] = {"max", 2},       [X_MIN] = {"min", 2},
-    [X_POW] = {"pow", 2},      [X_IDIV] = {"idiv", 2},     [X_MOD] = {"mod", 2},
-    [X_LT] = {"lt", 2},        [X_LE] = {"le", 2},         [X_EQ] = {"eq", 2},
-    [X_NE] = {"ne", 2},        [X_AND] = {"and", 2},       [X_OR] = {"or", 2},
+    [X_CONST] = {"const", 0},   [X_SYM] = {"sym", 0},     [X_VAR] = {"var", 0},   [X_ARG] = {"arg", 0},
+    [X_ACC] = {"acc", 0},       [X_TMP] = {"tmp", 0},     [X_HW] = {"hw", 0},     [X_LOAD] = {"load", 0},
+    [X_NEG] = {"neg", 1},       [X_NOT] = {"not", 1},     [X_EXP] = {"exp", 1},   [X_LOG] = {"log", 1},
+    [X_SQRT] = {"sqrt", 1},     [X_RSQRT] = {"rsqrt", 1}, [X_TANH] = {"tanh", 1}, [X_SIGMOID] = {"sigmoid", 1},
+    [X_ABS] = {"abs", 1},       [X_ERF] = {"erf", 1},     [X_SIN] = {"sin", 1},   [X_COS] = {"cos", 1},
+    [X_CAST] = {"cast", 1},     [X_ADD] = {"add", 2},     [X_SUB] = {"sub", 2},   [X_MUL] = {"mul", 2},
+    [X_DIV] = {"div", 2},       [X_MAX] = {"max", 2},     [X_MIN] = {"min", 2},   [X_POW] = {"pow", 2},
+    [X_IDIV] = {"idiv", 2},     [X_MOD] = {"mod", 2},     [X_LT] = {"lt", 2},     [X_LE] = {"le", 2},
+    [X_EQ] = {"eq", 2},         [X_NE] = {"ne", 2},       [X_AND] = {"and", 2},   [X_OR] = {"or", 2},
     [X_SELECT] = {"select", 3},
 };
 
@@ -96,7 +93,9 @@ static Expr *mk(ExprPool *p, ExprOp op, DType t, int n, int aux, int64_t ival, d
     e->flags |= a[i]->flags;
   }
   switch (op) {
-  case X_VAR: if (ival >= 0 && ival < 64) e->varmask |= 1ULL << ival; break;
+  case X_VAR:
+    if (ival >= 0 && ival < 64) e->varmask |= 1ULL << ival;
+    break;
   case X_LOAD: e->flags |= EXF_LOAD; break;
   case X_ACC: e->flags |= EXF_ACC; break;
   case X_ARG: e->flags |= EXF_ARG; break;
@@ -152,9 +151,7 @@ Expr *ex_load(ExprPool *p, int buf, DType storage, int n, Expr *const *idx, MemS
 }
 
 int ex_is_const(const Expr *e) { return e->op == X_CONST; }
-int ex_is_int_const(const Expr *e, int64_t v) {
-  return e->op == X_CONST && !dtype_is_float(e->dtype) && e->ival == v;
-}
+int ex_is_int_const(const Expr *e, int64_t v) { return e->op == X_CONST && !dtype_is_float(e->dtype) && e->ival == v; }
 static double cval(const Expr *e) { return dtype_is_float(e->dtype) ? e->fval : (double)e->ival; }
 static int is_zero(const Expr *e) { return e->op == X_CONST && cval(e) == 0; }
 static int is_one(const Expr *e) { return e->op == X_CONST && cval(e) == 1; }
@@ -230,7 +227,9 @@ static int fold_int(ExprOp op, int64_t x, int64_t y, int64_t *r) {
   case X_ADD: *r = wadd(x, y); return 1;
   case X_SUB: *r = wsub(x, y); return 1;
   case X_MUL: *r = wmul(x, y); return 1;
-  case X_DIV: case X_IDIV: case X_MOD:
+  case X_DIV:
+  case X_IDIV:
+  case X_MOD:
     if (y == 0) return 0;
     if (y == -1) *r = op == X_MOD ? 0 : wsub(0, x); /* INT64_MIN / -1 wraps */
     else *r = op == X_MOD ? x % y : x / y;
@@ -320,8 +319,7 @@ Expr *ex_bin(ExprPool *p, ExprOp op, Expr *a, Expr *b) {
   case X_OR:
     if (b->op == X_CONST) return b->ival ? b : a;
     break;
-  default:
-    break;
+  default: break;
   }
   Expr *ops[2] = {a, b};
   return mk(p, op, rt, 2, 0, 0, 0, NULL, ops);
@@ -379,7 +377,13 @@ static void memo_put(Memo *m, const Expr *e, Expr *v) {
 
 Expr *ex_rebuild(ExprPool *p, Expr *e, Expr *const *ops) {
   switch (e->op) {
-  case X_CONST: case X_SYM: case X_VAR: case X_ARG: case X_ACC: case X_TMP: case X_HW: return e;
+  case X_CONST:
+  case X_SYM:
+  case X_VAR:
+  case X_ARG:
+  case X_ACC:
+  case X_TMP:
+  case X_HW: return e;
   case X_LOAD: return ex_load(p, (int)e->ival, e->dtype, e->n, ops, (MemSpace)e->aux);
   case X_CAST: return ex_cast(p, e->dtype, ops[0]);
   case X_SELECT: return ex_select(p, ops[0], ops[1], ops[2]);
@@ -480,8 +484,18 @@ int ex_eval_int(const Expr *e, const SymEnv *env, int64_t *out) {
   case X_ADD: return ck_add(x, y, out); /* sizes that overflow are an error, never a wrapped size */
   case X_SUB: return ck_sub(x, y, out);
   case X_MUL: return ck_mul(x, y, out);
-  case X_DIV: case X_IDIV: if (!y || (y == -1 && x == INT64_MIN)) return 0; *out = x / y; return 1;
-  case X_MOD: if (!y || y == -1) { *out = 0; return y != 0; } *out = x % y; return 1;
+  case X_DIV:
+  case X_IDIV:
+    if (!y || (y == -1 && x == INT64_MIN)) return 0;
+    *out = x / y;
+    return 1;
+  case X_MOD:
+    if (!y || y == -1) {
+      *out = 0;
+      return y != 0;
+    }
+    *out = x % y;
+    return 1;
   case X_MAX: *out = x > y ? x : y; return 1;
   case X_MIN: *out = x < y ? x : y; return 1;
   case X_LT: *out = x < y; return 1;
@@ -499,11 +513,18 @@ static int prec(const Expr *e) {
   case X_SELECT: return 1;
   case X_OR: return 2;
   case X_AND: return 3;
-  case X_EQ: case X_NE: return 4;
-  case X_LT: case X_LE: return 5;
-  case X_ADD: case X_SUB: return 6;
-  case X_MUL: case X_DIV: case X_IDIV: case X_MOD: return 7;
-  case X_NEG: case X_NOT: return 8;
+  case X_EQ:
+  case X_NE: return 4;
+  case X_LT:
+  case X_LE: return 5;
+  case X_ADD:
+  case X_SUB: return 6;
+  case X_MUL:
+  case X_DIV:
+  case X_IDIV:
+  case X_MOD: return 7;
+  case X_NEG:
+  case X_NOT: return 8;
   default: return 9;
   }
 }
@@ -578,8 +599,14 @@ static void print_rec(StrBuf *b, const Expr *e, const ExprNames *nm, int parent_
     }
     sb_putc(b, ']');
     break;
-  case X_NEG: sb_putc(b, '-'); print_operand(b, e->a[0], nm, pr + 1); break;
-  case X_NOT: sb_putc(b, '!'); print_operand(b, e->a[0], nm, pr + 1); break;
+  case X_NEG:
+    sb_putc(b, '-');
+    print_operand(b, e->a[0], nm, pr + 1);
+    break;
+  case X_NOT:
+    sb_putc(b, '!');
+    print_operand(b, e->a[0], nm, pr + 1);
+    break;
   case X_CAST:
     sb_printf(b, "%s(", dtype_name(e->dtype));
     print_rec(b, e->a[0], nm, 0);

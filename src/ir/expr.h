@@ -17,21 +17,44 @@
 
 typedef enum ExprOp {
   /* leaves */
-  X_CONST,  /* ival (ints, bool) or fval (floats) */
-  X_SYM,    /* run-time dimension symbol, `name`; dtype i64 */
-  X_VAR,    /* loop / axis variable number `ival`; dtype i64 */
-  X_ARG,    /* tensor stage: input `ival` of a map, at the map's own index */
-  X_ACC,    /* loop stage: the result of reduction phase `ival` */
-  X_TMP,    /* kernel stage: scalar temporary `ival` */
-  X_HW,     /* kernel stage: hardware index, ival is an HwIndex; dtype i64 */
-  X_LOAD,   /* buffer `ival` (aux = memory space) at indices a[0..n-1]; dtype = the buffer's storage type */
+  X_CONST, /* ival (ints, bool) or fval (floats) */
+  X_SYM,   /* run-time dimension symbol, `name`; dtype i64 */
+  X_VAR,   /* loop / axis variable number `ival`; dtype i64 */
+  X_ARG,   /* tensor stage: input `ival` of a map, at the map's own index */
+  X_ACC,   /* loop stage: the result of reduction phase `ival` */
+  X_TMP,   /* kernel stage: scalar temporary `ival` */
+  X_HW,    /* kernel stage: hardware index, ival is an HwIndex; dtype i64 */
+  X_LOAD,  /* buffer `ival` (aux = memory space) at indices a[0..n-1]; dtype = the buffer's storage type */
   /* unary */
-  X_NEG, X_NOT, X_EXP, X_LOG, X_SQRT, X_RSQRT, X_TANH, X_SIGMOID, X_ABS, X_ERF, X_SIN, X_COS,
+  X_NEG,
+  X_NOT,
+  X_EXP,
+  X_LOG,
+  X_SQRT,
+  X_RSQRT,
+  X_TANH,
+  X_SIGMOID,
+  X_ABS,
+  X_ERF,
+  X_SIN,
+  X_COS,
   X_CAST, /* to `dtype` (f16/bf16 round) */
   /* binary */
-  X_ADD, X_SUB, X_MUL, X_DIV, X_MAX, X_MIN, X_POW,
-  X_IDIV, X_MOD, /* integers, C semantics; index math only (operands non-negative) */
-  X_LT, X_LE, X_EQ, X_NE, X_AND, X_OR,
+  X_ADD,
+  X_SUB,
+  X_MUL,
+  X_DIV,
+  X_MAX,
+  X_MIN,
+  X_POW,
+  X_IDIV,
+  X_MOD, /* integers, C semantics; index math only (operands non-negative) */
+  X_LT,
+  X_LE,
+  X_EQ,
+  X_NE,
+  X_AND,
+  X_OR,
   /* ternary */
   X_SELECT, /* a[0] ? a[1] : a[2] */
   X_OP_COUNT
@@ -44,17 +67,17 @@ typedef struct Expr Expr;
 struct Expr {
   ExprOp op;
   DType dtype;
-  int n;        /* number of operands */
-  int aux;      /* X_LOAD: MemSpace */
-  int64_t ival; /* integer constant, variable/argument/phase/temp/buffer number, HwIndex */
-  double fval;  /* float constant */
-  const char *name;  /* X_SYM */
-  uint64_t varmask;  /* bit v set when X_VAR v (v < 64) occurs inside */
-  unsigned flags;    /* EXF_* below, OR-ed over the subtree */
-  int depth;         /* 1 for a leaf, else 1 + the deepest operand's */
+  int n;            /* number of operands */
+  int aux;          /* X_LOAD: MemSpace */
+  int64_t ival;     /* integer constant, variable/argument/phase/temp/buffer number, HwIndex */
+  double fval;      /* float constant */
+  const char *name; /* X_SYM */
+  uint64_t varmask; /* bit v set when X_VAR v (v < 64) occurs inside */
+  unsigned flags;   /* EXF_* below, OR-ed over the subtree */
+  int depth;        /* 1 for a leaf, else 1 + the deepest operand's */
   uint64_t hash;
   Expr *next_in_bucket;
-  Expr *a[];    /* operands */
+  Expr *a[]; /* operands */
 };
 
 enum { EXF_LOAD = 1, EXF_ACC = 2, EXF_ARG = 4, EXF_SYM = 8, EXF_TMP = 16, EXF_HW = 32 };
@@ -62,8 +85,8 @@ enum { EXF_LOAD = 1, EXF_ACC = 2, EXF_ARG = 4, EXF_SYM = 8, EXF_TMP = 16, EXF_HW
 typedef struct ExprPool ExprPool;
 ExprPool *expr_pool_new(Arena *arena); /* lives in (and is freed with) the arena */
 
-Expr *ex_int(ExprPool *p, int64_t v);            /* i64 constant */
-Expr *ex_const(ExprPool *p, DType t, double v);  /* constant of any type (ints: ex_float_to_int) */
+Expr *ex_int(ExprPool *p, int64_t v);                /* i64 constant */
+Expr *ex_const(ExprPool *p, DType t, double v);      /* constant of any type (ints: ex_float_to_int) */
 Expr *ex_const_int(ExprPool *p, DType t, int64_t v); /* exact integer constant (wraps to i32; floats round) */
 /* Float -> integer conversion as every backend and the reference do it: NaN -> 0, out of range -> the
  * nearest end of t's range (i32 or i64), otherwise truncation toward zero. */
@@ -88,8 +111,8 @@ Expr *ex_mul(ExprPool *p, Expr *a, Expr *b);
 
 int ex_is_const(const Expr *e);
 int ex_is_int_const(const Expr *e, int64_t v); /* e is the integer constant v */
-const char *ex_op_name(ExprOp op);              /* "add", "exp", ... */
-int ex_op_arity(ExprOp op);                     /* 0 for leaves (X_LOAD: variable) */
+const char *ex_op_name(ExprOp op);             /* "add", "exp", ... */
+int ex_op_arity(ExprOp op);                    /* 0 for leaves (X_LOAD: variable) */
 
 /* Post-order rewrite with memoisation (shared subexpressions are visited once).
  * After a node's operands are rewritten and the node rebuilt, fn(ctx, node) returns its replacement
@@ -139,7 +162,7 @@ typedef struct Shape {
 } Shape;
 int shape_equal(const Shape *a, const Shape *b);
 Expr *shape_numel(ExprPool *p, const Shape *s);
-void shape_print(StrBuf *b, const Shape *s); /* [1,32,seq] */
+void shape_print(StrBuf *b, const Shape *s);                      /* [1,32,seq] */
 int shape_eval(const Shape *s, const SymEnv *env, int64_t *dims); /* 0 if a symbol is unbound */
-int64_t shape_numel_eval(const Shape *s, const SymEnv *env); /* -1: a symbol is unbound, or > LT_MAX_NUMEL */
+int64_t shape_numel_eval(const Shape *s, const SymEnv *env);      /* -1: a symbol is unbound, or > LT_MAX_NUMEL */
 #endif

@@ -42,30 +42,30 @@ typedef enum KStmtKind {
 typedef enum KMmaRole { MMA_GEMM, MMA_PACK, MMA_EPILOGUE } KMmaRole;
 
 typedef struct KMma {
-  int m_var;         /* X_VAR of the row axis (a run-time extent: the tokens of a prefill) */
+  int m_var; /* X_VAR of the row axis (a run-time extent: the tokens of a prefill) */
   Expr *m_extent;
-  int k_var;         /* X_VAR of the reduction */
-  int64_t k_extent;  /* a multiple of 16 */
-  int bk;            /* k per shared-memory stage: 32 where k_extent allows, else 16 */
-  int a_parts;       /* 1: A rounded to bf16; 2: A = hi + lo, two MMAs per step */
-  int nn;            /* column axes, last fastest; their product n_total is a multiple of 32 */
+  int k_var;        /* X_VAR of the reduction */
+  int64_t k_extent; /* a multiple of 16 */
+  int bk;           /* k per shared-memory stage: 32 where k_extent allows, else 16 */
+  int a_parts;      /* 1: A rounded to bf16; 2: A = hi + lo, two MMAs per step */
+  int nn;           /* column axes, last fastest; their product n_total is a multiple of 32 */
   int n_var[LT_MAX_RANK];
   int64_t n_ext[LT_MAX_RANK];
   int64_t n_total;
-  Expr *a;           /* A[m][k], f32, not depending on the column variables */
-  int nb;            /* 1 or 2 weights (gate and up) */
-  Expr *b[2];        /* each a bf16 X_LOAD at (column variables, k), k the last index; rows of a
-                        multiple of 8 elements, so 8 values of k are one aligned 16-byte copy */
-  int acc_tmp[2];    /* the temporaries that hold each sum in `store` */
+  Expr *a;             /* A[m][k], f32, not depending on the column variables */
+  int nb;              /* 1 or 2 weights (gate and up) */
+  Expr *b[2];          /* each a bf16 X_LOAD at (column variables, k), k the last index; rows of a
+                          multiple of 8 elements, so 8 values of k are one aligned 16-byte copy */
+  int acc_tmp[2];      /* the temporaries that hold each sum in `store` */
   struct KStmt *store; /* stores one output element (uses m_var, the column variables, acc_tmp) */
-  int split_max;     /* > 1: the k range may be split over up to this many blocks per output tile,
-                        as many as the grid holds (grid = tiles x splits, splits chosen from the rows
-                        at run time); the last block of a tile adds the parts in split order */
+  int split_max;       /* > 1: the k range may be split over up to this many blocks per output tile,
+                          as many as the grid holds (grid = tiles x splits, splits chosen from the rows
+                          at run time); the last block of a tile adds the parts in split order */
   /* MMA_EPILOGUE: sum b is read from the products in the scratch (after the A planes), at
    * prod_at[b] * M + row * prod_rows[b] + the weight row its column reads */
   int64_t prod_at[2], prod_rows[2];
   KMmaRole role;
-  int smem_limit;    /* bytes of static shared memory a block may use (the device's, TargetDesc) */
+  int smem_limit; /* bytes of static shared memory a block may use (the device's, TargetDesc) */
 } KMma;
 
 /* Attention as one kernel (kernel/lower_flash.c, code/render_flash.c): for each query row m and
@@ -77,21 +77,21 @@ typedef struct KMma {
  * (1: rounded; 2: hi + lo, three MMAs per product: hi*hi + hi*lo + lo*hi). */
 typedef struct KFlash {
   int m_var;
-  Expr *m_extent;      /* query rows (run-time) */
+  Expr *m_extent; /* query rows (run-time) */
   int t_var;
-  Expr *t_extent;      /* keys (run-time) */
+  Expr *t_extent; /* keys (run-time) */
   int d_var;
-  int64_t d_extent;    /* the dot product's length: at most 128 (tensor cores: a multiple of 16) */
-  int ngroup, nvalue;  /* group axes (one block's columns share q and k) and value axes, last fastest */
+  int64_t d_extent;   /* the dot product's length: at most 128 (tensor cores: a multiple of 16) */
+  int ngroup, nvalue; /* group axes (one block's columns share q and k) and value axes, last fastest */
   int group_var[LT_MAX_RANK], value_var[LT_MAX_RANK];
   int64_t group_ext[LT_MAX_RANK], value_ext[LT_MAX_RANK];
   int64_t groups, width; /* products of the extents; width at most 128 (tensor cores: a multiple of 16) */
-  Expr *q, *k, *v;     /* f32 */
-  int s_tmp;           /* the dot product, in `score` */
-  Expr *score;         /* f32; -inf masks the key out */
-  Expr *t_last;        /* NULL, or the last key row m can see: score is -inf for every t > t_last, which
-                          is m plus terms of neither m nor t (a causal mask), so blocks stop early */
-  int o_tmp;           /* the attention's output, in `store` */
+  Expr *q, *k, *v;       /* f32 */
+  int s_tmp;             /* the dot product, in `score` */
+  Expr *score;           /* f32; -inf masks the key out */
+  Expr *t_last;          /* NULL, or the last key row m can see: score is -inf for every t > t_last, which
+                            is m plus terms of neither m nor t (a causal mask), so blocks stop early */
+  int o_tmp;             /* the attention's output, in `store` */
   struct KStmt *store;
   int parts;
   int scores_kernel, softmax_kernel; /* the loop-stage kernels (A and B) whose work this kernel does */
@@ -121,11 +121,11 @@ struct KStmt {
   MemSpace space;       /* KS_STORE */
   int nidx;
   Expr *idx[LT_MAX_RANK]; /* KS_STORE / KS_VLOAD */
-  ReduceOp rop;         /* KS_WARP_REDUCE */
-  int count;            /* KS_SMEM, KS_VLOAD */
-  KMma *mma;            /* KS_MMA */
-  KFlash *flash;        /* KS_FLASH */
-  KStmt **body;         /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
+  ReduceOp rop;           /* KS_WARP_REDUCE */
+  int count;              /* KS_SMEM, KS_VLOAD */
+  KMma *mma;              /* KS_MMA */
+  KFlash *flash;          /* KS_FLASH */
+  KStmt **body;           /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
   int nbody;
 };
 
@@ -135,17 +135,17 @@ typedef struct KKernel KKernel;
  * per weight), then the epilogue kernel, which adds the planes' products. */
 typedef struct KGemmLib {
   int nw;
-  int w_param[2];   /* the GEMM kernel's parameter index of each distinct weight */
+  int w_param[2]; /* the GEMM kernel's parameter index of each distinct weight */
   int64_t w_rows[2];
   int64_t k;
   int a_parts;
-  Expr *m;          /* rows of A (symbols) */
+  Expr *m; /* rows of A (symbols) */
   KKernel *epilogue;
 } KGemmLib;
 
 typedef struct KParam {
-  int buf;        /* LBuf id */
-  int is_output;  /* written by this kernel */
+  int buf;       /* LBuf id */
+  int is_output; /* written by this kernel */
 } KParam;
 
 #define K_MAX_PARAMS 32

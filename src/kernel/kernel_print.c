@@ -89,9 +89,7 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
   int child = level + 1;
   if (s->kind != KS_SEQ) sb_indent(b, level);
   switch (s->kind) {
-  case KS_SEQ:
-    child = level;
-    break;
+  case KS_SEQ: child = level; break;
   case KS_FOR: {
     const char *v = pn_var(n, s->var);
     sb_printf(b, "for %s = ", v);
@@ -133,12 +131,8 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     ex_print(b, s->value, nm);
     sb_putc(b, '\n');
     break;
-  case KS_SMEM:
-    sb_printf(b, "smem smem%d: %s[%d]\n", s->buf, dtype_name(s->dtype), s->count);
-    break;
-  case KS_BARRIER:
-    sb_puts(b, "barrier\n");
-    break;
+  case KS_SMEM: sb_printf(b, "smem smem%d: %s[%d]\n", s->buf, dtype_name(s->dtype), s->count); break;
+  case KS_BARRIER: sb_puts(b, "barrier\n"); break;
   case KS_VLOAD:
     sb_printf(b, "%s..", pn_tmp(n, s->tmp));
     sb_printf(b, "%s: %s = vload%d ", pn_tmp(n, s->tmp + s->count - 1), dtype_name(s->dtype), s->count);
@@ -173,7 +167,8 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
       sb_printf(b, "mma bf16 tensor cores (A from the scratch planes, k stages of %d): rows %s < ", m->bk,
                 pn_var(n, m->m_var));
       ex_print(b, m->m_extent, nm);
-      sb_printf(b, ", %lld columns, sum over %s < %lld", (long long)m->n_total, pn_var(n, m->k_var), (long long)m->k_extent);
+      sb_printf(b, ", %lld columns, sum over %s < %lld", (long long)m->n_total, pn_var(n, m->k_var),
+                (long long)m->k_extent);
       if (m->split_max > 1) sb_printf(b, " (split over up to %d blocks)", m->split_max);
       sb_puts(b, " of ");
       ex_print(b, m->a, nm);
@@ -252,8 +247,9 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
         PrintNames names = {kp, alt, {0}};
         sb_puts(b, "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with");
         for (int w = 0; w < lib->nw; w++)
-          sb_printf(b, "%s %s [%lld, %lld]", w ? " and" : "", pn_buf(&names, alt->params[lib->w_param[w]].buf, MEM_GLOBAL),
-                    (long long)lib->w_rows[w], (long long)lib->k);
+          sb_printf(b, "%s %s [%lld, %lld]", w ? " and" : "",
+                    pn_buf(&names, alt->params[lib->w_param[w]].buf, MEM_GLOBAL), (long long)lib->w_rows[w],
+                    (long long)lib->k);
         sb_puts(b, ", then:\n");
         print_kernel(b, kp, lib->epilogue);
       }

@@ -20,7 +20,8 @@ static Expr *causal_last(const Expr *score, int m, int t) {
   if (a->op != X_ADD) return NULL;
   for (int side = 0; side < 2; side++) {
     const Expr *x = a->a[side], *rest = a->a[1 - side];
-    if (x->op == X_VAR && x->ival == m && !(rest->varmask & ((1ull << m) | (1ull << t))) && !(rest->flags & (EXF_LOAD | EXF_TMP)))
+    if (x->op == X_VAR && x->ival == m && !(rest->varmask & ((1ull << m) | (1ull << t))) &&
+        !(rest->flags & (EXF_LOAD | EXF_TMP)))
       return a;
   }
   return NULL;
@@ -58,8 +59,8 @@ static void decode_launch(Lower *L, KFlash *f) {
   KKernel *kk = L->kk;
   kk->grid = ex_mul(P, row_blocks, f->chunks);
   kk->block = 128;
-  kk->scratch = ex_add(P, ex_int(P, MMA_COUNTERS),
-                       ex_mul(P, kk->grid, ex_int(P, (int64_t)f->rows * (f->width + 2) * 4)));
+  kk->scratch =
+      ex_add(P, ex_int(P, MMA_COUNTERS), ex_mul(P, kk->grid, ex_int(P, (int64_t)f->rows * (f->width + 2) * 4)));
 }
 
 int kl_flash_body(Lower *L, const AttnMatch *am) {

@@ -7,7 +7,6 @@
 #include <string.h>
 #include "lower_internal.h"
 
-
 KStmt *kl_output_store(Lower *L) {
   const LKernel *k = L->k;
   const LBuf *out = &L->lp->bufs[k->out_buf];
@@ -117,7 +116,8 @@ static int check_schedule(Lower *L) {
     return 0;
   }
   if (s->flash_decode && s->decode_fill < 1) {
-    diag_error(L->d, 0, 0, "kernel %s: flash-decoding without a block count to fill (Schedule.decode_fill)", L->k->name);
+    diag_error(L->d, 0, 0, "kernel %s: flash-decoding without a block count to fill (Schedule.decode_fill)",
+               L->k->name);
     return 0;
   }
   return 1;
@@ -153,7 +153,8 @@ static void lower_body(Lower *L) {
   } else {
     int per_block = L->s.red == RS_WARP ? B / L->dev->warp_size : B;
     Expr *who = L->s.red == RS_WARP ? ex_hw(P, HW_WARP) : ex_hw(P, HW_THREAD);
-    Expr *p = kl_decl_tmp(L, root, DT_I64, "p", ex_add(P, ex_mul(P, ex_hw(P, HW_BLOCK), ex_int(P, per_block)), who), NULL);
+    Expr *p =
+        kl_decl_tmp(L, root, DT_I64, "p", ex_add(P, ex_mul(P, ex_hw(P, HW_BLOCK), ex_int(P, per_block)), who), NULL);
     KStmt *guard = kl_st_if(L, root, ex_bin(P, X_LT, p, npoints));
     emit_point(L, guard, p);
     kk->grid = ex_bin(P, X_IDIV, ex_add(P, npoints, ex_int(P, per_block - 1)), ex_int(P, per_block));
@@ -291,7 +292,8 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, Bui
   kk->name = k->name;
   kk->sched = L.s;
   kk->nvars = k->nvars;
-  for (int i = 0; i < k->nvars; i++) kk->var_names[i] = k->var_names[i] ? k->var_names[i] : arena_printf(lp->arena, "x%d", i);
+  for (int i = 0; i < k->nvars; i++)
+    kk->var_names[i] = k->var_names[i] ? k->var_names[i] : arena_printf(lp->arena, "x%d", i);
   if (b.kind == KIND_GEMM) {
     if (!kl_mma_body(&L, b.gemm)) return 0;
   } else if (b.kind == KIND_FLASH || b.kind == KIND_FLASH_DECODE) {

@@ -122,7 +122,8 @@ static int affine_coeff(const Expr *e, int v, int64_t *c) {
   int64_t a, b;
   switch (e->op) {
   case X_VAR: *c = 1; return 1;
-  case X_ADD: case X_SUB:
+  case X_ADD:
+  case X_SUB:
     if (!affine_coeff(e->a[0], v, &a) || !affine_coeff(e->a[1], v, &b)) return 0;
     *c = e->op == X_ADD ? a + b : a - b;
     return 1;
@@ -142,7 +143,8 @@ static int multiple_of(const Expr *e, int64_t V, int step_var) {
   switch (e->op) {
   case X_CONST: return !dtype_is_float(e->dtype) && e->ival % V == 0;
   case X_VAR: return e->ival == step_var;
-  case X_ADD: case X_SUB: return multiple_of(e->a[0], V, step_var) && multiple_of(e->a[1], V, step_var);
+  case X_ADD:
+  case X_SUB: return multiple_of(e->a[0], V, step_var) && multiple_of(e->a[1], V, step_var);
   case X_MUL: return multiple_of(e->a[0], V, step_var) || multiple_of(e->a[1], V, step_var);
   default: return 0;
   }
@@ -290,7 +292,7 @@ static int joins_group(const LKernel *k, int first, int next) {
  * remainder to guard), and U * (vector loads per step) stays <= 8 to bound registers. */
 static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {
   if (V <= 1 || ph->axes[0].extent->op != X_CONST) return 1;
-  int64_t chunk = (int64_t)coop_threads(L) * V; /* elements per pass of all threads */
+  int64_t chunk = (int64_t)coop_threads(L) * V;   /* elements per pass of all threads */
   if (ph->axes[0].extent->ival % chunk) return 1; /* threads differ in their number of vectors */
   int64_t per_thread = ph->axes[0].extent->ival / chunk;
   for (int u = 4; u > 1; u /= 2)
@@ -348,7 +350,8 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
     memo_free(&probe.seen[1]);
     int U = phase_unroll(L, ph, V, probe.n);
     Expr *step = ex_mul(P, stride, ex_int(P, V)); /* between unrolled vectors */
-    KStmt *loop = kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));
+    KStmt *loop =
+        kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));
     Expr **bu = xmalloc(sizeof(Expr *) * (size_t)(U * ne), "the unrolled expressions");
     VecLoads vl = {.L = L, .kvar = kv, .rvar = rv, .V = V};
     for (int u = 0; u < U; u++)

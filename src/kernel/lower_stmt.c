@@ -107,14 +107,16 @@ static Expr *subst_fn(void *ctx, ExprPool *p, Expr *e) {
   if (e->op == X_ACC) {
     Expr *t = e->ival >= 0 && e->ival < L_MAX_PHASES ? L->acc_map[e->ival] : NULL;
     if (!t) {
-      if (!L->failed) diag_error(L->d, 0, 0, "kernel %s: acc%lld is used before its phase", L->kk->name, (long long)e->ival);
+      if (!L->failed)
+        diag_error(L->d, 0, 0, "kernel %s: acc%lld is used before its phase", L->kk->name, (long long)e->ival);
       L->failed = 1;
       return e;
     }
     return t->dtype == e->dtype ? t : ex_cast(p, e->dtype, t);
   }
   if (e->op == X_ARG) {
-    if (!L->failed) diag_error(L->d, 0, 0, "kernel %s: tensor-stage argument a%lld in a loop body", L->kk->name, (long long)e->ival);
+    if (!L->failed)
+      diag_error(L->d, 0, 0, "kernel %s: tensor-stage argument a%lld in a loop body", L->kk->name, (long long)e->ival);
     L->failed = 1;
   }
   return e;
@@ -191,9 +193,18 @@ KStmt *kl_domain_loop(Lower *L, KStmt *parent, const LAxis *axes, int n, Expr *s
 void kl_coop_start(Lower *L, Expr **start, Expr **stride) {
   ExprPool *P = L->pool;
   switch (L->target == TARGET_CUDA ? L->s.red : RS_SERIAL) {
-  case RS_WARP: *start = ex_hw(P, HW_LANE); *stride = ex_int(P, L->dev->warp_size); break;
-  case RS_BLOCK: *start = ex_hw(P, HW_THREAD); *stride = ex_int(P, L->s.block_threads); break;
-  default: *start = ex_int(P, 0); *stride = ex_int(P, 1); break;
+  case RS_WARP:
+    *start = ex_hw(P, HW_LANE);
+    *stride = ex_int(P, L->dev->warp_size);
+    break;
+  case RS_BLOCK:
+    *start = ex_hw(P, HW_THREAD);
+    *stride = ex_int(P, L->s.block_threads);
+    break;
+  default:
+    *start = ex_int(P, 0);
+    *stride = ex_int(P, 1);
+    break;
   }
 }
 
@@ -221,4 +232,3 @@ void kl_block_reduce(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op) {
   /* Each phase has its own buffer, so no later phase overwrites one still being read. */
   kl_st_assign(L, seq, acc_id, ex_load(P, sm, acc->dtype, 1, &bslot, MEM_SHARED));
 }
-

@@ -193,8 +193,7 @@ static Expr *expand_node(Builder *b, int node, Expr *const *idx, int nidx, int i
   note_reached(b, node);
   if (!is_root && b->node_buf[node] >= 0) return load_buf(b, b->node_buf[node], idx, nidx);
   switch (n->kind) {
-  case T_INPUT:
-    return load_buf(b, b->node_buf[node], idx, nidx);
+  case T_INPUT: return load_buf(b, b->node_buf[node], idx, nidx);
   case T_MAP: {
     Expr *args[T_MAX_SRC];
     for (int i = 0; i < n->nsrc; i++)
@@ -239,9 +238,14 @@ static Expr *expand_node(Builder *b, int node, Expr *const *idx, int nidx, int i
 
 static void find_transcendental(void *ctx, const Expr *e) {
   switch (e->op) {
-  case X_EXP: case X_LOG: case X_TANH: case X_SIGMOID: case X_ERF: case X_SIN: case X_COS: case X_POW:
-    *(int *)ctx = 1;
-    break;
+  case X_EXP:
+  case X_LOG:
+  case X_TANH:
+  case X_SIGMOID:
+  case X_ERF:
+  case X_SIN:
+  case X_COS:
+  case X_POW: *(int *)ctx = 1; break;
   default: break;
   }
 }

@@ -35,7 +35,7 @@ typedef struct LAxis {
 #define L_MAX_VARS 64
 
 typedef struct LPhase {
-  int id;          /* X_ACC id inside this kernel (= index in phases[]) */
+  int id; /* X_ACC id inside this kernel (= index in phases[]) */
   ReduceOp op;
   DType acc_dtype; /* f32 for floats, i64 for ints */
   int naxes;
@@ -52,10 +52,10 @@ typedef struct LKernel {
   LPhase phases[L_MAX_PHASES];
   int ninner;
   LAxis inner[LT_MAX_RANK];
-  int out_buf;                 /* LBuf id written */
-  Expr *out_idx[LT_MAX_RANK];  /* one per output dim; usually X_VAR of a par or inner axis */
-  Expr *value;                 /* stored value; its dtype is the buffer's dtype */
-  int nvars;                   /* X_VAR ids in use: 0..nvars-1 */
+  int out_buf;                       /* LBuf id written */
+  Expr *out_idx[LT_MAX_RANK];        /* one per output dim; usually X_VAR of a par or inner axis */
+  Expr *value;                       /* stored value; its dtype is the buffer's dtype */
+  int nvars;                         /* X_VAR ids in use: 0..nvars-1 */
   const char *var_names[L_MAX_VARS]; /* "i0", "r0", "j0", ... */
 } LKernel;
 
@@ -66,7 +66,7 @@ typedef struct LProgram {
   int nbufs;
   LKernel *kernels; /* in execution order */
   int nkernels;
-  int inputs[LT_MAX_INPUTS], ninputs;   /* buffer ids in program input order */
+  int inputs[LT_MAX_INPUTS], ninputs;    /* buffer ids in program input order */
   int outputs[LT_MAX_OUTPUTS], noutputs; /* buffer ids in program output order */
   const char *symbols[16];
   int nsymbols;
@@ -74,10 +74,10 @@ typedef struct LProgram {
 
 /* Which legal fusions are taken: a schedule decision, chosen per target (and later by the tuner). */
 typedef struct FusionPolicy {
-  int fuse_reductions;  /* fuse a reduction into the kernel that consumes it (norms, softmax, epilogues) */
-  int allow_recompute;  /* also when its result is recomputed per consumer point (norm -> linear prologue) */
-  int shared_max_inputs; /* a value several kernels read is inlined into each of them only while it reads
-                            at most this many buffers (and no reduction); otherwise it gets a buffer */
+  int fuse_reductions;        /* fuse a reduction into the kernel that consumes it (norms, softmax, epilogues) */
+  int allow_recompute;        /* also when its result is recomputed per consumer point (norm -> linear prologue) */
+  int shared_max_inputs;      /* a value several kernels read is inlined into each of them only while it reads
+                                 at most this many buffers (and no reduction); otherwise it gets a buffer */
   int inline_costly_prologue; /* inline transcendental math (exp, sigmoid, ...) into a reduction body that
                                  would recompute it for every point of another parallel axis */
 } FusionPolicy;

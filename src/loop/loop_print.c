@@ -44,9 +44,7 @@ static void print_axes(StrBuf *b, const LAxis *ax, int n, const ExprNames *nm) {
   }
 }
 
-static const char *kind_name(LBufKind k) {
-  return k == BUF_INPUT ? "input" : k == BUF_OUTPUT ? "output" : "temp";
-}
+static const char *kind_name(LBufKind k) { return k == BUF_INPUT ? "input" : k == BUF_OUTPUT ? "output" : "temp"; }
 
 void loop_print(StrBuf *b, const LProgram *p) {
   for (int i = 0; i < p->nbufs; i++) {

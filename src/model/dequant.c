@@ -55,8 +55,7 @@ static float half_at(const unsigned char *p) {
 
 static void block_q8_0(const unsigned char *b, float *y) {
   float d = half_at(b);
-  for (int i = 0; i < 32; i++)
-    y[i] = (float)(signed char)b[2 + i] * d;
+  for (int i = 0; i < 32; i++) y[i] = (float)(signed char)b[2 + i] * d;
 }
 
 static void block_q4_0(const unsigned char *b, float *y) {
@@ -188,8 +187,7 @@ int ggml_dequantize(int type, const void *src, float *dst, int64_t n, Diag *d) {
   switch (type) {
   case GGML_F32: memcpy(dst, s, (size_t)n * 4); return 1;
   case GGML_F16:
-    for (int64_t i = 0; i < n; i++)
-      dst[i] = half_at(s + 2 * i);
+    for (int64_t i = 0; i < n; i++) dst[i] = half_at(s + 2 * i);
     return 1;
   case GGML_BF16:
     for (int64_t i = 0; i < n; i++) {
@@ -208,7 +206,6 @@ int ggml_dequantize(int type, const void *src, float *dst, int64_t n, Diag *d) {
                                                   : type == GGML_Q4_K ? block_q4_k
                                                   : type == GGML_Q5_K ? block_q5_k
                                                                       : block_q6_k;
-  for (int64_t i = 0; i < n / be; i++)
-    block(s + (size_t)i * bb, dst + i * be);
+  for (int64_t i = 0; i < n / be; i++) block(s + (size_t)i * bb, dst + i * be);
   return 1;
 }

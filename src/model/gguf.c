@@ -21,8 +21,8 @@ typedef struct GgufKV {
   const char *s; /* string */
   int elem_type; /* arrays */
   uint64_t n;
-  const uint8_t *raw; /* arrays of scalars: first element, inside the file image */
-  const char **strs;  /* arrays of strings: NUL-terminated copies */
+  const uint8_t *raw;   /* arrays of scalars: first element, inside the file image */
+  const char **strs;    /* arrays of strings: NUL-terminated copies */
   const uint8_t *value; /* the value's bytes as stored (gguf_kv_raw) */
   size_t value_len;
 } GgufKV;
@@ -180,21 +180,17 @@ static void skip_array(Reader *r, const char *key, int depth) {
   }
   size_t es = scalar_size((int)et);
   if (es) {
-    if (n > remaining(r) / es)
-      fail(r, "key '%s': array of %llu elements runs past the end of the file", key, ULL(n));
-    else
-      take(r, (size_t)(n * es), "array");
+    if (n > remaining(r) / es) fail(r, "key '%s': array of %llu elements runs past the end of the file", key, ULL(n));
+    else take(r, (size_t)(n * es), "array");
   } else if (et == GGUF_STRING) {
     for (uint64_t i = 0; i < n && !r->failed; i++) {
       uint64_t len = rd_u64(r, "string length");
       if (!r->failed && len > remaining(r))
         fail(r, "key '%s': string of %llu bytes in element %llu runs past the end of the file", key, ULL(len), ULL(i));
-      else
-        take(r, (size_t)len, "string");
+      else take(r, (size_t)len, "string");
     }
   } else if (et == GGUF_ARRAY) {
-    for (uint64_t i = 0; i < n && !r->failed; i++)
-      skip_array(r, key, depth + 1);
+    for (uint64_t i = 0; i < n && !r->failed; i++) skip_array(r, key, depth + 1);
   } else {
     fail(r, "key '%s': unknown array element type %u", key, et);
   }
@@ -237,16 +233,14 @@ static void read_value(Reader *r, Arena *a, GgufKV *kv) {
       return;
     }
     kv->strs = ARENA_ARRAY(a, const char *, kv->n ? kv->n : 1);
-    for (uint64_t i = 0; i < kv->n && !r->failed; i++)
-      kv->strs[i] = rd_string(r, a, kv->key);
+    for (uint64_t i = 0; i < kv->n && !r->failed; i++) kv->strs[i] = rd_string(r, a, kv->key);
   } else if (kv->elem_type == GGUF_ARRAY) {
     if (kv->n > remaining(r) / 12) {
       fail(r, "key '%s': array of %llu arrays (at offset %llu) runs past the end of the file", kv->key, ULL(kv->n),
            ULL(at));
       return;
     }
-    for (uint64_t i = 0; i < kv->n && !r->failed; i++)
-      skip_array(r, kv->key, 1);
+    for (uint64_t i = 0; i < kv->n && !r->failed; i++) skip_array(r, kv->key, 1);
   } else {
     fail(r, "key '%s': unknown array element type %d", kv->key, kv->elem_type);
   }
@@ -296,8 +290,7 @@ static int read_tensor_infos(Reader *r, GgufFile *f, uint64_t n_tensors, uint64_
     }
     t->n_dims = (int)n_dims;
     int64_t nelem = 1;
-    for (int k = 0; k < GGUF_MAX_DIMS; k++)
-      t->ne[k] = 1;
+    for (int k = 0; k < GGUF_MAX_DIMS; k++) t->ne[k] = 1;
     for (uint32_t k = 0; k < n_dims; k++) {
       uint64_t ne = rd_u64(r, "tensor dimension");
       if (r->failed) break;

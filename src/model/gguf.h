@@ -9,19 +9,39 @@
 
 /* ggml tensor types this reader knows (numbering as in the GGUF spec). */
 typedef enum GgmlType {
-  GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7, GGML_Q8_0 = 8,
-  GGML_Q4_K = 12, GGML_Q5_K = 13, GGML_Q6_K = 14, GGML_BF16 = 30
+  GGML_F32 = 0,
+  GGML_F16 = 1,
+  GGML_Q4_0 = 2,
+  GGML_Q4_1 = 3,
+  GGML_Q5_0 = 6,
+  GGML_Q5_1 = 7,
+  GGML_Q8_0 = 8,
+  GGML_Q4_K = 12,
+  GGML_Q5_K = 13,
+  GGML_Q6_K = 14,
+  GGML_BF16 = 30
 } GgmlType;
 const char *ggml_type_name(int type); /* "q4_1", ... or "unknown" */
 
 typedef enum GgufValueType {
-  GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5, GGUF_F32 = 6,
-  GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_U64 = 10, GGUF_I64 = 11, GGUF_F64 = 12
+  GGUF_U8 = 0,
+  GGUF_I8 = 1,
+  GGUF_U16 = 2,
+  GGUF_I16 = 3,
+  GGUF_U32 = 4,
+  GGUF_I32 = 5,
+  GGUF_F32 = 6,
+  GGUF_BOOL = 7,
+  GGUF_STRING = 8,
+  GGUF_ARRAY = 9,
+  GGUF_U64 = 10,
+  GGUF_I64 = 11,
+  GGUF_F64 = 12
 } GgufValueType;
 
 typedef struct GgufTensor {
   const char *name;
-  int type;         /* GgmlType */
+  int type; /* GgmlType */
   int n_dims;
   int64_t ne[4];    /* ggml order: ne[0] is the fastest-varying (row length) */
   const void *data; /* into the mapping */
@@ -48,8 +68,8 @@ int gguf_get_bool(const GgufFile *f, const char *key, int *out);
 int gguf_get_str(const GgufFile *f, const char *key, const char **out);
 /* Arrays: element count and type; elements by index. */
 int gguf_get_arr(const GgufFile *f, const char *key, GgufValueType *elem_type, size_t *n);
-const char *gguf_arr_str(const GgufFile *f, const char *key, size_t i);   /* NULL if not a string array */
-int64_t gguf_arr_int(const GgufFile *f, const char *key, size_t i);       /* 0 if not an int array */
+const char *gguf_arr_str(const GgufFile *f, const char *key, size_t i); /* NULL if not a string array */
+int64_t gguf_arr_int(const GgufFile *f, const char *key, size_t i);     /* 0 if not an int array */
 double gguf_arr_float(const GgufFile *f, const char *key, size_t i);
 
 /* Metadata pairs in file order, for copying them into another file: the key, the value type and the

@@ -30,8 +30,7 @@ GgufWriter *gguf_writer_new(void) { return calloc(1, sizeof(GgufWriter)); }
 
 void gguf_writer_free(GgufWriter *w) {
   if (!w) return;
-  for (size_t i = 0; i < w->n_kv; i++)
-    free(w->keys[i]);
+  for (size_t i = 0; i < w->n_kv; i++) free(w->keys[i]);
   for (int i = 0; i < w->n_tensors; i++) {
     free(w->tensors[i].name);
     free(w->tensors[i].data);
@@ -46,8 +45,7 @@ static void put(GgufWriter *w, const void *p, size_t n) {
   if (w->oom) return;
   if (w->kv_len + n > w->kv_cap) {
     size_t cap = w->kv_cap ? w->kv_cap : 4096;
-    while (cap < w->kv_len + n)
-      cap *= 2;
+    while (cap < w->kv_len + n) cap *= 2;
     unsigned char *nk = realloc(w->kv, cap);
     if (!nk) {
       w->oom = 1;
@@ -115,8 +113,7 @@ void gguf_writer_str_array(GgufWriter *w, const char *key, const char *const *v,
   begin(w, key, GGUF_ARRAY);
   put_u32(w, GGUF_STRING);
   put_u64(w, n);
-  for (size_t i = 0; i < n; i++)
-    put_str(w, v[i]);
+  for (size_t i = 0; i < n; i++) put_str(w, v[i]);
 }
 
 void gguf_writer_i32_array(GgufWriter *w, const char *key, const int32_t *v, size_t n) {
@@ -146,11 +143,10 @@ int gguf_writer_tensor(GgufWriter *w, const char *name, int type, int n_dims, co
     return 0;
   }
   int64_t n = 1;
-  for (int k = 0; k < n_dims; k++)
-    n *= ne[k];
+  for (int k = 0; k < n_dims; k++) n *= ne[k];
   if (ne[0] % be || (size_t)(n / be) * bb != nbytes) {
-    diag_error(d, 0, 0, "gguf write: tensor '%s': %zu bytes do not hold %lld %s elements in rows of %lld", name,
-               nbytes, (long long)n, ggml_type_name(type), (long long)ne[0]);
+    diag_error(d, 0, 0, "gguf write: tensor '%s': %zu bytes do not hold %lld %s elements in rows of %lld", name, nbytes,
+               (long long)n, ggml_type_name(type), (long long)ne[0]);
     return 0;
   }
   for (int i = 0; i < w->n_tensors; i++)
@@ -181,8 +177,7 @@ int gguf_writer_tensor(GgufWriter *w, const char *name, int type, int n_dims, co
   memcpy(t->data, data, nbytes);
   t->type = type;
   t->n_dims = n_dims;
-  for (int k = 0; k < 4; k++)
-    t->ne[k] = k < n_dims ? ne[k] : 1;
+  for (int k = 0; k < 4; k++) t->ne[k] = k < n_dims ? ne[k] : 1;
   t->nbytes = nbytes;
   w->n_tensors++;
   return 1;
@@ -213,8 +208,7 @@ size_t gguf_writer_write(GgufWriter *w, const char *path, Diag *d) {
     const WTensor *t = &w->tensors[i];
     put_str(&hdr, t->name);
     put_u32(&hdr, (uint32_t)t->n_dims);
-    for (int k = 0; k < t->n_dims; k++)
-      put_u64(&hdr, (uint64_t)t->ne[k]);
+    for (int k = 0; k < t->n_dims; k++) put_u64(&hdr, (uint64_t)t->ne[k]);
     put_u32(&hdr, (uint32_t)t->type);
     put_u64(&hdr, off);
     off = padded(off + t->nbytes);
@@ -232,8 +226,8 @@ size_t gguf_writer_write(GgufWriter *w, const char *path, Diag *d) {
     return 0;
   }
   size_t total = padded(hdr.kv_len);
-  int ok = fwrite(hdr.kv, 1, hdr.kv_len, f) == hdr.kv_len &&
-           fwrite(zeros, 1, total - hdr.kv_len, f) == total - hdr.kv_len;
+  int ok =
+      fwrite(hdr.kv, 1, hdr.kv_len, f) == hdr.kv_len && fwrite(zeros, 1, total - hdr.kv_len, f) == total - hdr.kv_len;
   for (int i = 0; ok && i < w->n_tensors; i++) {
     const WTensor *t = &w->tensors[i];
     size_t pad = i + 1 < w->n_tensors ? padded(t->nbytes) - t->nbytes : 0;

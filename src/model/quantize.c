@@ -43,8 +43,7 @@ static int code(float x, float d, int lo, int hi) { return d != 0 ? clampi(lrint
 static void quant_q8_0(const float *x, unsigned char *b) {
   float amax = fabsf(signed_absmax(x, 32));
   float d = put_half(b, amax / 127.0f);
-  for (int i = 0; i < 32; i++)
-    b[2 + i] = (unsigned char)(signed char)code(x[i], d, -127, 127);
+  for (int i = 0; i < 32; i++) b[2 + i] = (unsigned char)(signed char)code(x[i], d, -127, 127);
 }
 
 /* q4_0 and q5_0: 32 codes of `bits` bits around zero; the high bit (q5_0) goes into 4 bytes. */
@@ -133,8 +132,7 @@ static void quant_q6_k(const float *x, unsigned char *b) {
   for (int j = 0; j < 16; j++) {
     sc[j] = (signed char)code(scale[j], d, -128, 127);
     float dj = d * (float)sc[j];
-    for (int l = 0; l < 16; l++)
-      q[16 * j + l] = code(x[16 * j + l], dj, -32, 31) + 32;
+    for (int l = 0; l < 16; l++) q[16 * j + l] = code(x[16 * j + l], dj, -32, 31) + 32;
   }
   memset(qh, 0, 64);
   for (int half = 0; half < 2; half++) {
@@ -142,7 +140,8 @@ static void quant_q6_k(const float *x, unsigned char *b) {
     for (int l = 0; l < 32; l++) {
       ql[64 * half + l] = (unsigned char)((h[l] & 0xF) | (h[l + 64] & 0xF) << 4);
       ql[64 * half + l + 32] = (unsigned char)((h[l + 32] & 0xF) | (h[l + 96] & 0xF) << 4);
-      qh[32 * half + l] = (unsigned char)(h[l] >> 4 | (h[l + 32] >> 4) << 2 | (h[l + 64] >> 4) << 4 | (h[l + 96] >> 4) << 6);
+      qh[32 * half + l] =
+          (unsigned char)(h[l] >> 4 | (h[l + 32] >> 4) << 2 | (h[l + 64] >> 4) << 4 | (h[l + 96] >> 4) << 6);
     }
   }
 }
@@ -186,7 +185,6 @@ int ggml_quantize(int type, const float *src, void *dst, int64_t n, Diag *d) {
                                                   : type == GGML_Q4_K ? quant_q4_k
                                                   : type == GGML_Q5_K ? quant_q5_k
                                                                       : quant_q6_k;
-  for (int64_t i = 0; i < n / be; i++)
-    block(src + i * be, o + (size_t)i * bb);
+  for (int64_t i = 0; i < n / be; i++) block(src + i * be, o + (size_t)i * bb);
   return 1;
 }

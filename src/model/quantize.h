@@ -27,11 +27,11 @@ int quant_tensor_type(QuantScheme s, const char *name, int n_dims, int64_t row_l
 
 typedef struct QuantReport {
   int n_tensors;
-  int n_fallback;       /* tensors whose row length forced a fallback type */
+  int n_fallback;        /* tensors whose row length forced a fallback type */
   int64_t n_by_type[32]; /* tensors written per ggml type */
   int64_t in_params;
-  size_t out_bytes;      /* size of the written file */
-  int tokenizer;         /* 1 if the tokenizer was written */
+  size_t out_bytes; /* size of the written file */
+  int tokenizer;    /* 1 if the tokenizer was written */
 } QuantReport;
 
 /* Reads the model at `in` (a Hugging Face directory or a .gguf), writes `out` (GGUF v3). Progress goes

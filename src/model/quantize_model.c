@@ -28,8 +28,8 @@ static const struct {
   const char *name;
   QuantScheme s;
   int base, file_type; /* llama.cpp's LLAMA_FTYPE_MOSTLY_* */
-} schemes[] = {{"q8_0", QUANT_Q8_0, GGML_Q8_0, 7},       {"q4_0", QUANT_Q4_0, GGML_Q4_0, 2},
-               {"q4_1", QUANT_Q4_1, GGML_Q4_1, 3},       {"q4_k_m", QUANT_Q4_K_M, GGML_Q4_K, 15},
+} schemes[] = {{"q8_0", QUANT_Q8_0, GGML_Q8_0, 7},      {"q4_0", QUANT_Q4_0, GGML_Q4_0, 2},
+               {"q4_1", QUANT_Q4_1, GGML_Q4_1, 3},      {"q4_k_m", QUANT_Q4_K_M, GGML_Q4_K, 15},
                {"q5_k_m", QUANT_Q5_K_M, GGML_Q5_K, 17}, {"q6_k", QUANT_Q6_K, GGML_Q6_K, 18}};
 enum { N_SCHEMES = sizeof schemes / sizeof schemes[0] };
 
@@ -106,12 +106,10 @@ static void meta_f32(GgufWriter *w, const char *arch, const char *suffix, double
 
 static const char *base_name(const char *path) {
   size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/')
-    n--;
+  while (n > 1 && path[n - 1] == '/') n--;
   static char buf[256];
   size_t start = n;
-  while (start > 0 && path[start - 1] != '/')
-    start--;
+  while (start > 0 && path[start - 1] != '/') start--;
   snprintf(buf, sizeof buf, "%.*s", (int)(n - start), path + start);
   if (has_suffix(buf, ".gguf")) buf[strlen(buf) - 5] = 0;
   return buf;
@@ -168,10 +166,8 @@ static void llama3_rope_freqs(const ModelConfig *c, float *out) {
   double low_wl = c->rope_orig_ctx / c->rope_low_freq, high_wl = c->rope_orig_ctx / c->rope_high_freq;
   for (int i = 0; i < half; i++) {
     double wavelen = 2 * M_PI / pow(c->rope_theta, -2.0 * i / c->head_dim), f;
-    if (wavelen < high_wl)
-      f = 1.0;
-    else if (wavelen > low_wl)
-      f = c->rope_factor;
+    if (wavelen < high_wl) f = 1.0;
+    else if (wavelen > low_wl) f = c->rope_factor;
     else {
       double smooth = (c->rope_orig_ctx / wavelen - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
       f = 1.0 / ((1 - smooth) / c->rope_factor + smooth);
@@ -273,10 +269,8 @@ int quantize_model(const char *in, const char *out, QuantScheme s, QuantReport *
     int half = c.head_dim / 2;
     float *fr = malloc(sizeof(float) * (size_t)half);
     ok = fr != NULL;
-    if (ok && weights_has(ws, "rope_freqs.weight", NULL))
-      ok = weights_read(ws, "rope_freqs.weight", DT_F32, fr, d);
-    else if (ok)
-      llama3_rope_freqs(&c, fr);
+    if (ok && weights_has(ws, "rope_freqs.weight", NULL)) ok = weights_read(ws, "rope_freqs.weight", DT_F32, fr, d);
+    else if (ok) llama3_rope_freqs(&c, fr);
     int64_t ne[1] = {half};
     if (ok) ok = gguf_writer_tensor(w, "rope_freqs.weight", GGML_F32, 1, ne, fr, sizeof(float) * (size_t)half, d);
     free(fr);
@@ -289,8 +283,7 @@ int quantize_model(const char *in, const char *out, QuantScheme s, QuantReport *
       break;
     }
     int64_t n = 1;
-    for (int k = 0; k < info.rank; k++)
-      n *= info.dims[k];
+    for (int k = 0; k < info.rank; k++) n *= info.dims[k];
     float *src = malloc(sizeof(float) * (size_t)(n ? n : 1));
     if (!src) {
       diag_error(d, 0, 0, "out of memory reading '%s'", jobs[i].hf);
@@ -306,8 +299,7 @@ int quantize_model(const char *in, const char *out, QuantScheme s, QuantReport *
     rep->out_bytes = gguf_writer_write(w, out, d);
     ok = rep->out_bytes > 0;
   }
-  for (int i = 0; names && i < n_jobs; i++)
-    free(names[i]);
+  for (int i = 0; names && i < n_jobs; i++) free(names[i]);
   free(names);
   free(jobs);
   gguf_writer_free(w);

@@ -105,11 +105,10 @@ static int parse(StFile *f, Diag *d) {
     return 0;
   }
   uint64_t hlen = 0;
-  for (int i = 7; i >= 0; i--)
-    hlen = hlen << 8 | f->im.base[i];
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->im.base[i];
   if (hlen > f->im.size - 8 || hlen > ST_MAX_HEADER) {
-    diag_error(d, 0, 0, "%s: header length %llu runs past the end of the file (size %zu) or exceeds 100 MiB", f->im.name,
-               (unsigned long long)hlen, f->im.size);
+    diag_error(d, 0, 0, "%s: header length %llu runs past the end of the file (size %zu) or exceeds 100 MiB",
+               f->im.name, (unsigned long long)hlen, f->im.size);
     return 0;
   }
   json_error_t jerr;

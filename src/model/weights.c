@@ -33,7 +33,7 @@ struct WeightStore {
   Entry *entries;
   int n, cap_entries;
   const char *last_shard_path; /* of the shard open_shard opened last */
-  int *slots; /* open-addressing hash of entry indices (-1 empty) */
+  int *slots;                  /* open-addressing hash of entry indices (-1 empty) */
   int n_slots;
 };
 
@@ -51,12 +51,10 @@ static Entry *find_entry(const WeightStore *w, const char *name) {
 /* Builds the hash once every entry is in; fails on a duplicate name. */
 static int build_index(WeightStore *w, Diag *d) {
   int n = 16;
-  while (n < 2 * w->n)
-    n *= 2;
+  while (n < 2 * w->n) n *= 2;
   w->n_slots = n;
   w->slots = ARENA_ARRAY(w->arena, int, n);
-  for (int i = 0; i < n; i++)
-    w->slots[i] = -1;
+  for (int i = 0; i < n; i++) w->slots[i] = -1;
   for (int e = 0; e < w->n; e++) {
     const char *name = w->entries[e].name;
     size_t i = hash_str(HASH_SEED, name) & (size_t)(n - 1);
@@ -94,8 +92,7 @@ static void add_st_tensor(WeightStore *w, const char *name, const StTensor *t, c
   e->file = file;
   e->info.rank = t->rank;
   e->info.dtype = t->dtype;
-  for (int i = 0; i < 4; i++)
-    e->info.dims[i] = i < t->rank ? t->shape[i] : 1;
+  for (int i = 0; i < 4; i++) e->info.dims[i] = i < t->rank ? t->shape[i] : 1;
 }
 
 static StFile *open_shard(WeightStore *w, const char *file, Diag *d) {
@@ -174,7 +171,8 @@ static int index_names_shard(const char *index_path, const char *file) {
   const char *key;
   int found = 0;
   json_t *map = root ? json_object_get(root, "weight_map") : NULL;
-  if (json_is_object(map)) json_object_foreach(map, key, v) found |= json_is_string(v) && !strcmp(json_string_value(v), file);
+  if (json_is_object(map))
+    json_object_foreach(map, key, v) found |= json_is_string(v) && !strcmp(json_string_value(v), file);
   json_decref(root);
   return found;
 }
@@ -222,8 +220,7 @@ static int open_gguf(WeightStore *w, const char *path, ModelConfig *cfg, Diag *d
     e->file = w->source;
     e->info.rank = t->n_dims;
     e->info.dtype = gguf_stored_dtype(t->type);
-    for (int k = 0; k < 4; k++)
-      e->info.dims[k] = k < t->n_dims ? t->ne[t->n_dims - 1 - k] : 1;
+    for (int k = 0; k < 4; k++) e->info.dims[k] = k < t->n_dims ? t->ne[t->n_dims - 1 - k] : 1;
     if (permuted && hf && strstr(hf, ".self_attn.") && (strstr(hf, ".q_proj.") || strstr(hf, ".k_proj."))) {
       int heads = strstr(hf, ".q_proj.") ? cfg->heads : cfg->kv_heads;
       int64_t rows = e->info.dims[0];
@@ -277,8 +274,7 @@ WeightStore *weights_open(const char *path, ModelConfig *cfg, Diag *d) {
 
 void weights_close(WeightStore *w) {
   if (!w) return;
-  for (int i = 0; i < w->n_shards; i++)
-    st_close(w->shards[i]);
+  for (int i = 0; i < w->n_shards; i++) st_close(w->shards[i]);
   gguf_close(w->gguf);
   arena_free(w->arena);
   free(w);
@@ -297,8 +293,7 @@ static void store_f32(DType want, void *dst, int64_t at, const float *src, int64
     memcpy((float *)dst + at, src, sizeof(float) * (size_t)n);
   } else {
     unsigned short *o = (unsigned short *)dst + at;
-    for (int64_t i = 0; i < n; i++)
-      o[i] = want == DT_F16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = want == DT_F16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
   }
 }
 
@@ -315,8 +310,7 @@ static int read_gguf(const Entry *e, DType want, void *dst, Diag *d) {
   size_t bb;
   ggml_type_block(t->type, &blk, &bb);
   int64_t n = 1;
-  for (int k = 0; k < t->n_dims; k++)
-    n *= t->ne[k];
+  for (int k = 0; k < t->n_dims; k++) n *= t->ne[k];
   /* Rows in PyTorch order: a 1-D tensor (a bias) is n rows of one element for the permutation. */
   int64_t row_len = t->n_dims >= 2 ? t->ne[0] : 1, rows = row_len ? n / row_len : 0;
   if (t->n_dims < 2 || !e->unpermute_heads) {
@@ -331,15 +325,12 @@ static int read_gguf(const Entry *e, DType want, void *dst, Diag *d) {
       int64_t m = n - at < chunk ? n - at : chunk;
       ok = ggml_dequantize(t->type, (const unsigned char *)t->data + (size_t)(at / blk) * bb, buf, m, d);
       if (!ok) break;
-      if (tmp)
-        memcpy(tmp + at, buf, sizeof(float) * (size_t)m);
-      else
-        store_f32(want, dst, at, buf, m);
+      if (tmp) memcpy(tmp + at, buf, sizeof(float) * (size_t)m);
+      else store_f32(want, dst, at, buf, m);
     }
     if (ok && tmp) { /* permuted 1-D bias */
       int64_t hd = n / e->unpermute_heads;
-      for (int64_t g = 0; g < n; g++)
-        store_f32(want, dst, hf_row(g, hd), &tmp[g], 1);
+      for (int64_t g = 0; g < n; g++) store_f32(want, dst, hf_row(g, hd), &tmp[g], 1);
     }
     free(tmp);
     free(buf);

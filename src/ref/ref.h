@@ -9,7 +9,7 @@ typedef struct RefTensor {
   int rank;
   int64_t dims[LT_MAX_RANK];
   int64_t numel;
-  double *data; /* row-major; owned (free with ref_tensor_free) */
+  double *data;  /* row-major; owned (free with ref_tensor_free) */
   int64_t *ival; /* results of integer dtype: the exact values (data holds them rounded to doubles); NULL for
                     floats and for given inputs (their doubles hold small integers) */
 } RefTensor;

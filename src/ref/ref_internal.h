@@ -12,9 +12,9 @@ typedef struct RefOp {
   RefTensor *out;
   const SymEnv *env;
   Diag *d;
-  int *exact;               /* set by an op that filled out->ival */
-  const Graph *g;           /* ref_input: the graph inputs' order */
-  const RefTensor *inputs;  /* ref_input: their values */
+  int *exact;              /* set by an op that filled out->ival */
+  const Graph *g;          /* ref_input: the graph inputs' order */
+  const RefTensor *inputs; /* ref_input: their values */
 } RefOp;
 
 /* Records "fmt..." at the node's source position; returns 0 so callers can `return ref_fail(...)`. */

@@ -30,8 +30,8 @@ int ref_matmul(const RefOp *op) {
     int ka = i - (br - abr), kb2 = i - (br - bbr);
     int64_t da = ka >= 0 ? a->dims[ka] : 1, db = kb2 >= 0 ? b->dims[kb2] : 1;
     if (da != db && da != 1 && db != 1)
-      return ref_fail(op, "matmul: batch dims of %s and %s do not broadcast", ref_dims_str(x, sizeof x, a->rank, a->dims),
-                      ref_dims_str(y, sizeof y, b->rank, b->dims));
+      return ref_fail(op, "matmul: batch dims of %s and %s do not broadcast",
+                      ref_dims_str(x, sizeof x, a->rank, a->dims), ref_dims_str(y, sizeof y, b->rank, b->dims));
     bd[i] = da == 1 ? db : da;
     sa[i] = da == 1 ? 0 : ssa;
     sb[i] = db == 1 ? 0 : ssb;
@@ -67,7 +67,8 @@ int ref_linear(const RefOp *op) {
                     ref_dims_str(s1, sizeof s1, x->rank, x->dims), ref_dims_str(s2, sizeof s2, w->rank, w->dims));
   int64_t in = w->dims[1], outf = w->dims[0], rows = 1;
   for (int i = 0; i < x->rank - 1; i++) rows *= x->dims[i];
-  if (b && b->numel != outf) return ref_fail(op, "linear: bias has %lld elements, expected %lld", (long long)b->numel, (long long)outf);
+  if (b && b->numel != outf)
+    return ref_fail(op, "linear: bias has %lld elements, expected %lld", (long long)b->numel, (long long)outf);
   if (op->out->numel != rows * outf) return numel_mismatch(op, rows * outf);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t o = 0; o < outf; o++) {
@@ -82,7 +83,8 @@ int ref_embedding(const RefOp *op) {
   const RefTensor *ids = op->in[0], *table = op->in[1];
   char s1[160];
   if (table->rank != 2)
-    return ref_fail(op, "embedding: table has shape %s, expected [vocab, dim]", ref_dims_str(s1, sizeof s1, table->rank, table->dims));
+    return ref_fail(op, "embedding: table has shape %s, expected [vocab, dim]",
+                    ref_dims_str(s1, sizeof s1, table->rank, table->dims));
   int64_t vocab = table->dims[0], dim = table->dims[1];
   if (op->out->numel != ids->numel * dim) return numel_mismatch(op, ids->numel * dim);
   if (op->out->ival) *op->exact = 1;
@@ -104,12 +106,14 @@ int ref_embedding(const RefOp *op) {
 int ref_rope(const RefOp *op) {
   const RefTensor *x = op->in[0], *pos = op->in[1];
   char s1[160], s2[160];
-  if (x->rank < 2) return ref_fail(op, "rope: input %s needs [..., seq, head_dim]", ref_dims_str(s1, sizeof s1, x->rank, x->dims));
+  if (x->rank < 2)
+    return ref_fail(op, "rope: input %s needs [..., seq, head_dim]", ref_dims_str(s1, sizeof s1, x->rank, x->dims));
   int64_t S = x->dims[x->rank - 2], D = x->dims[x->rank - 1], half = D / 2;
   if (D % 2) return ref_fail(op, "rope: head_dim %lld is odd", (long long)D);
   if (pos->numel != S)
-    return ref_fail(op, "rope: positions %s do not match seq %lld of input %s", ref_dims_str(s1, sizeof s1, pos->rank, pos->dims),
-                    (long long)S, ref_dims_str(s2, sizeof s2, x->rank, x->dims));
+    return ref_fail(op, "rope: positions %s do not match seq %lld of input %s",
+                    ref_dims_str(s1, sizeof s1, pos->rank, pos->dims), (long long)S,
+                    ref_dims_str(s2, sizeof s2, x->rank, x->dims));
   for (int64_t s = 0; s < S; s++)
     if (!(pos->data[s] >= 0 && isfinite(pos->data[s])))
       return ref_fail(op, "rope: position %g at index %lld out of range (must be >= 0)", pos->data[s], (long long)s);
@@ -148,7 +152,8 @@ int ref_attention(const RefOp *op) {
   if (op->out->numel != B * H * S * DV) return numel_mismatch(op, B * H * S * DV);
   if (T == 0 && op->out->numel > 0) return ref_fail(op, "attention: no keys (k and v have 0 positions)");
   double scale = 1.0 / sqrt((double)D), *p = malloc((size_t)(T ? T : 1) * sizeof(double));
-  if (!p) return ref_fail(op, "attention: out of memory: %zu bytes for the scores", (size_t)(T ? T : 1) * sizeof(double));
+  if (!p)
+    return ref_fail(op, "attention: out of memory: %zu bytes for the scores", (size_t)(T ? T : 1) * sizeof(double));
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < H; h++) {
       const double *K = k->data + (b * KH + h / group) * T * D, *V = v->data + (b * KH + h / group) * T * DV;

@@ -9,7 +9,8 @@ int ref_reduce(const RefOp *op) {
   const GAttr *at = &op->node->attr;
   GOp kind = op->node->op;
   int red[LT_MAX_RANK] = {0};
-  if (at->naxes < 0 || at->naxes > LT_MAX_RANK) return ref_fail(op, "%s: invalid axis count %d", ref_op_name(kind), at->naxes);
+  if (at->naxes < 0 || at->naxes > LT_MAX_RANK)
+    return ref_fail(op, "%s: invalid axis count %d", ref_op_name(kind), at->naxes);
   if (at->naxes == 0) {
     /* No axes: torch.sum(x) reduces everything (unless the result keeps every element). */
     if (o->numel != x->numel || x->numel == 0)
@@ -87,7 +88,9 @@ int ref_argmax(const RefOp *op) {
   for (int i = a + 1; i < x->rank; i++) inner *= x->dims[i];
   if (n == 0 && outer * inner > 0)
     return ref_fail(op, "argmax: axis %d is empty (argmax of no elements is undefined)", a);
-  if (o->numel != outer * inner) return ref_fail(op, "argmax: result has %lld elements, expected %lld", (long long)o->numel, (long long)(outer * inner));
+  if (o->numel != outer * inner)
+    return ref_fail(op, "argmax: result has %lld elements, expected %lld", (long long)o->numel,
+                    (long long)(outer * inner));
   for (int64_t i = 0; i < outer; i++)
     for (int64_t j = 0; j < inner; j++) {
       int64_t best = -1;

@@ -76,8 +76,8 @@ int ref_slice(const RefOp *op) {
   if (axis < 0 || axis >= x->rank) return ref_fail(op, "slice: axis %d out of range for rank %d", axis, x->rank);
   if (!ref_eval_dim(op, op->node->attr.start, &start) || !ref_eval_dim(op, op->node->attr.end, &end)) return 0;
   if (start < 0 || end < start || end > x->dims[axis])
-    return ref_fail(op, "slice: range [%lld, %lld) out of bounds for axis %d of %s", (long long)start, (long long)end, axis,
-                    ref_dims_str(a, sizeof a, x->rank, x->dims));
+    return ref_fail(op, "slice: range [%lld, %lld) out of bounds for axis %d of %s", (long long)start, (long long)end,
+                    axis, ref_dims_str(a, sizeof a, x->rank, x->dims));
   if (!dims_equal_except(x, o, axis) || o->dims[axis] != end - start)
     return ref_fail(op, "slice: [%lld, %lld) of axis %d of %s does not give %s", (long long)start, (long long)end, axis,
                     ref_dims_str(a, sizeof a, x->rank, x->dims), ref_dims_str(b, sizeof b, o->rank, o->dims));

@@ -45,7 +45,8 @@ Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
     plan_free(p);
     return NULL;
   }
-  if (!(p->io_host = mem_calloc(d, 1, IO_BYTES, "the plan's I/O area")) || !(p->io_dev = b->ops->alloc(b, IO_BYTES, d))) {
+  if (!(p->io_host = mem_calloc(d, 1, IO_BYTES, "the plan's I/O area")) ||
+      !(p->io_dev = b->ops->alloc(b, IO_BYTES, d))) {
     plan_free(p);
     return NULL;
   }
@@ -116,13 +117,10 @@ static int eval_or_diag(const Expr *e, const SymEnv *env, const char *what, int6
   if (ex_eval_int(e, env, out)) return 1;
   UnboundSearch s = {env, NULL};
   ex_visit(e, find_unbound, &s);
-  if (s.name)
-    diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", s.name, s.name);
-  else
-    diag_error(d, 0, 0, "%s cannot be evaluated (it overflows int64, divides by zero or is not an integer)", what);
+  if (s.name) diag_error(d, 0, 0, "symbolic dimension '%s' has no value; pass --dim %s=N", s.name, s.name);
+  else diag_error(d, 0, 0, "%s cannot be evaluated (it overflows int64, divides by zero or is not an integer)", what);
   return 0;
 }
-
 
 /* The run state's arrays are allocated once per plan (p->rs) and reused by every run (a decode step
  * would otherwise allocate and clear ~100 KB of argument tables); plan_free releases them. */
@@ -180,7 +178,7 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   uint64_t present;
   uint64_t changed = plan_changed_symbols(p, env, symv, &present);
   p->have_last = 0; /* until this run's state is complete */
-  if (p->rs.dev) { /* reuse: only what runs do not overwrite is cleared */
+  if (p->rs.dev) {  /* reuse: only what runs do not overwrite is cleared */
     *s = p->rs;
     memset(s->dev, 0, (size_t)s->nbufs * sizeof *s->dev);
     memset(s->io_at, 0, (size_t)s->nbufs * sizeof *s->io_at);
@@ -206,9 +204,8 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->need = xcalloc(nkk, sizeof *s->need, "the plan's requirements");
   s->lib_m = xcalloc(nkk, sizeof *s->lib_m, "the plan's library GEMM rows");
   s->epi_grids = xcalloc(nkk, sizeof *s->epi_grids, "the plan's epilogue grids");
-  if (!s->bytes || !s->dev || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need ||
-      !s->lib_m || !s->epi_grids ||
-      !s->nargs || !s->nsyms || !s->use || !s->io_at) {
+  if (!s->bytes || !s->dev || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need || !s->lib_m ||
+      !s->epi_grids || !s->nargs || !s->nsyms || !s->use || !s->io_at) {
     diag_error(d, 0, 0, "plan: out of memory");
     state_release(s);
     return 0;
@@ -223,8 +220,7 @@ sized:
       int64_t dim;
       if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dim, d)) return 0;
       if (dim < 0) {
-        diag_error(d, 0, 0, "buffer '%s': dimension %d is %lld, which is negative", buf->name, k,
-                   (long long)dim);
+        diag_error(d, 0, 0, "buffer '%s': dimension %d is %lld, which is negative", buf->name, k, (long long)dim);
         return 0;
       }
       dims[k] = dim;
@@ -264,15 +260,14 @@ sized:
     size_t nbuf = (size_t)(lp->nbufs > 0 ? lp->nbufs : 1);
     p->ws = mem_calloc(d, nbuf, sizeof *p->ws, "the plan's workspaces");
     p->ws_bytes = mem_calloc(d, nbuf, sizeof *p->ws_bytes, "the plan's workspaces");
-    if (!p->ws || !p->ws_bytes) {
-      return 0;
-    }
+    if (!p->ws || !p->ws_bytes) { return 0; }
   }
   for (int i = 0; i < lp->nbufs; i++) {
     if (s->dev[i]) continue;
     /* a temporary no kernel uses (the scores of an attention that flash-decoding computes) */
     if (lp->bufs[i].kind == LB_TEMP && p->first_use && p->first_use[i] < 0) continue;
-    if ((!p->ws[i] || p->ws_bytes[i] < s->bytes[i]) && !grow(p, &p->ws[i], &p->ws_bytes[i], s->bytes[i], 0, d)) return 0;
+    if ((!p->ws[i] || p->ws_bytes[i] < s->bytes[i]) && !grow(p, &p->ws[i], &p->ws_bytes[i], s->bytes[i], 0, d))
+      return 0;
     s->dev[i] = p->ws[i];
   }
   /* which kernel or variant runs, and the scratch they need, before any argument points at it */
@@ -322,8 +317,7 @@ sized:
     s->grids[k] = 1;
     if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) return 0;
     s->pre_grids[k] = 0;
-    if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d))
-      return 0;
+    if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d)) return 0;
     s->lib_m[k] = 0;
     if (kk->lib && p->gemm_library < 0) p->gemm_library = p->b->ops->gemm_available(p->b);
     if (kk->lib && p->gemm_library &&
@@ -399,7 +393,6 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-
 int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d) {
   if (iters < 1 || warmup < 0) {
     diag_error(d, 0, 0, "bench: need at least one timed iteration (got warmup=%d iters=%d)", warmup, iters);
@@ -436,9 +429,7 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
   if (!p->bound) {
     p->bound = mem_calloc(d, (size_t)lp->ninputs, sizeof *p->bound, "the plan's bound inputs");
     p->bound_bytes = mem_calloc(d, (size_t)lp->ninputs, sizeof *p->bound_bytes, "the plan's bound inputs");
-    if (!p->bound || !p->bound_bytes) {
-      return 0;
-    }
+    if (!p->bound || !p->bound_bytes) { return 0; }
   }
   const LaunchBuf *buf = &lp->bufs[lp->inputs[input]];
   int64_t numel, dims[LT_MAX_RANK];
@@ -446,8 +437,7 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
     if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dims[k], d)) return 0;
   size_t bytes;
   if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &bytes)) {
-    diag_error(d, 0, 0, "input '%s' would have more than 2^56 elements (or a negative size) at these sizes",
-               buf->name);
+    diag_error(d, 0, 0, "input '%s' would have more than 2^56 elements (or a negative size) at these sizes", buf->name);
     return 0;
   }
   if (p->bound[input] && p->bound_bytes[input] != bytes) {

@@ -10,23 +10,23 @@
 /* Everything one set of symbol values needs: device buffers and per-kernel arguments. */
 typedef struct RunState {
   int nbufs;
-  size_t *bytes;  /* by buffer (LaunchTable.bufs) */
-  void **dev;     /* by buffer (LaunchTable.bufs) */
-  void **args;    /* nkernels * ARG_STRIDE: buffers, then the symbol table when symbols are in memory */
-  int *nargs;     /* per kernel: arguments passed */
-  int64_t *syms;  /* nkernels * 16: by-value symbols (none when they are in memory) */
-  int *nsyms;     /* per kernel: by-value symbols passed */
+  size_t *bytes;            /* by buffer (LaunchTable.bufs) */
+  void **dev;               /* by buffer (LaunchTable.bufs) */
+  void **args;              /* nkernels * ARG_STRIDE: buffers, then the symbol table when symbols are in memory */
+  int *nargs;               /* per kernel: arguments passed */
+  int64_t *syms;            /* nkernels * 16: by-value symbols (none when they are in memory) */
+  int *nsyms;               /* per kernel: by-value symbols passed */
   const LaunchKernel **use; /* per kernel: the kernel or its variant (LaunchKernel.alt), chosen by the sizes */
   int any_variant;
-  size_t *io_at;  /* per buffer: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
-  size_t io_used; /* bytes of the block this run uploads */
-  int64_t *grids; /* nkernels */
+  size_t *io_at;      /* per buffer: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
+  size_t io_used;     /* bytes of the block this run uploads */
+  int64_t *grids;     /* nkernels */
   int64_t *pre_grids; /* nkernels: grid of the chosen kernel's pre-pass (LaunchKernel.pre) */
   int64_t *need;      /* nkernels: scratch bytes of the chosen kernel */
   int64_t *lib_m;     /* nkernels: rows of the library GEMMs that replace the chosen kernel (LaunchKernel.lib),
                          0 = none (the kernel runs itself) */
   int64_t *epi_grids; /* nkernels: grid of the library form's epilogue */
-  int64_t graph_key; /* value of the plan's graph symbol in this run (-1 if none) */
+  int64_t graph_key;  /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
 /* A kernel slot's profiled parts: the pre-pass, the kernel, the library GEMMs that replace it, the
@@ -38,7 +38,7 @@ enum { PROF_PRE, PROF_KERNEL, PROF_LIBRARY, PROF_EPILOGUE, PROF_PARTS };
 
 struct Plan {
   const LaunchTable *lt; /* borrowed: lives in the compilation's arena, which must outlive the plan */
-  Backend *b;         /* borrowed */
+  Backend *b;            /* borrowed */
   BackendModule *m;
   char *source;
   /* LATHE_PROFILE=1: device time per kernel slot and part (PROF_PARTS each), summed over runs
@@ -49,8 +49,8 @@ struct Plan {
   /* LATHE_PROFILE=steps: where the wall time of graph-replayed runs goes (graphs on) */
   int step_profile, step_runs, step_updates;
   double step_prep_ms, step_update_ms, step_launch_ms, step_wait_ms, step_gpu_ms, step_out_ms;
-  void **bound;        /* per program input: persistent device buffer (weights, state) or NULL */
-  void **ws;           /* per buffer: buffers kept across runs for non-bound inputs and outputs */
+  void **bound; /* per program input: persistent device buffer (weights, state) or NULL */
+  void **ws;    /* per buffer: buffers kept across runs for non-bound inputs and outputs */
   size_t *ws_bytes;
   /* Temporaries share one arena, placed by liveness: two temporaries overlap in memory only if no
    * kernel runs while both are live. Offsets are planned for each buffer's capacity and re-planned
@@ -94,7 +94,6 @@ struct Plan {
   unsigned char *io_host;
   size_t io_syms; /* bytes at the block's start for the symbol table */
 };
-
 
 /* plan_memory.c: offsets of the temporaries in the shared arena (re-planned when one outgrows its
  * capacity) and their device pointers for this run. */

@@ -16,7 +16,6 @@ static int graph_applicable(const Plan *p, const RunState *s) {
   return 1;
 }
 
-
 static int graph_build(Plan *p, RunState *s, Diag *d) {
   const BackendOps *o = p->b->ops;
   int nk = p->lt->nkernels;
@@ -31,9 +30,8 @@ static int graph_build(Plan *p, RunState *s, Diag *d) {
     const LaunchKernel *kk = s->use[k];
     p->g_node[k] = kk->skip ? -1 : nodes++; /* kernels that launch nothing are no nodes */
     if (kk->skip) continue;
-    if (!o->graph_add(p->b, p->graph, p->m, kk->fn,
-                      &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16], s->nsyms[k],
-                      s->grids[k], kk->block, d))
+    if (!o->graph_add(p->b, p->graph, p->m, kk->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+                      &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d))
       return 0;
   }
   memcpy(p->g_args, s->args, nkk * ARG_STRIDE * sizeof(void *));
@@ -63,7 +61,8 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
   if (!p->step_profile) return o->graph_launch(p->b, p->graph, d) && o->sync(p->b, d);
   int timed = o->timer_mark && o->timer_ms;
   double t1 = now_ms();
-  if ((timed && !o->timer_mark(p->b, 0, d)) || !o->graph_launch(p->b, p->graph, d) || (timed && !o->timer_mark(p->b, 1, d)))
+  if ((timed && !o->timer_mark(p->b, 0, d)) || !o->graph_launch(p->b, p->graph, d) ||
+      (timed && !o->timer_mark(p->b, 1, d)))
     return 0;
   double t2 = now_ms();
   if (!o->sync(p->b, d)) return 0;
@@ -193,12 +192,13 @@ void plan_print_profile(const Plan *p, const char *what) {
   prof_ms = fn_ms;
   qsort(order, (size_t)nf, sizeof(int), by_time_desc);
   double runs = p->runs ? p->runs : 1;
-  notice(NOTICE_PROFILE, "lathe profile%s%s: %d runs, %.3f ms per run in %d kernels (%d functions):", *what ? " of " : "",
-         what, p->runs, total / runs, p->lt->nkernels, nf);
+  notice(NOTICE_PROFILE,
+         "lathe profile%s%s: %d runs, %.3f ms per run in %d kernels (%d functions):", *what ? " of " : "", what,
+         p->runs, total / runs, p->lt->nkernels, nf);
   for (int i = 0; i < nf; i++) {
     int f = order[i];
-    notice(NOTICE_PROFILE, "  %8.3f ms/run %5.1f%%  %3d x %-32s %.4f ms each", fn_ms[f] / runs, total > 0 ? 100 * fn_ms[f] / total : 0,
-            count[f], fn[f], fn_ms[f] / runs / count[f]);
+    notice(NOTICE_PROFILE, "  %8.3f ms/run %5.1f%%  %3d x %-32s %.4f ms each", fn_ms[f] / runs,
+           total > 0 ? 100 * fn_ms[f] / total : 0, count[f], fn[f], fn_ms[f] / runs / count[f]);
   }
   for (int f = 0; f < nf; f++) free(fn[f]);
   free(order);
@@ -210,8 +210,8 @@ void plan_print_profile(const Plan *p, const char *what) {
 void plan_print_step_profile(const Plan *p) {
   double n = p->step_runs;
   notice(NOTICE_PROFILE,
-          "lathe step profile: %d graph replays; per replay: host prep %.3f ms, %.1f node updates %.3f ms, launch "
-          "%.3f ms, wait %.3f ms (graph on device %.3f ms), outputs %.3f ms",
-          p->step_runs, p->step_prep_ms / n, p->step_updates / n, p->step_update_ms / n, p->step_launch_ms / n,
-          p->step_wait_ms / n, p->step_gpu_ms / n, p->step_out_ms / n);
+         "lathe step profile: %d graph replays; per replay: host prep %.3f ms, %.1f node updates %.3f ms, launch "
+         "%.3f ms, wait %.3f ms (graph on device %.3f ms), outputs %.3f ms",
+         p->step_runs, p->step_prep_ms / n, p->step_updates / n, p->step_update_ms / n, p->step_launch_ms / n,
+         p->step_wait_ms / n, p->step_gpu_ms / n, p->step_out_ms / n);
 }

@@ -103,4 +103,3 @@ int plan_place_temporaries(Plan *p, RunState *s, Diag *d) {
     }
   return 1;
 }
-

@@ -37,8 +37,8 @@ int lw_node(Lower *L, int gid) {
   Shape scalar = {0};
   /* Only reached when a constant is used where a tensor is needed (e.g. as an output). */
   DType t = n->op == G_CONST ? n->dtype : DT_F32;
-  Expr *v = n->op == G_CONST && !dtype_is_float(t) ? ex_const_int(L->x, t, n->attr.ivalue)
-                                                   : ex_const(L->x, t, n->attr.value);
+  Expr *v =
+      n->op == G_CONST && !dtype_is_float(t) ? ex_const_int(L->x, t, n->attr.ivalue) : ex_const(L->x, t, n->attr.value);
   int id = t_map(L->p, v, t, &scalar, NULL, 0);
   L->p->nodes[id].origin = "const";
   L->tid[gid] = id;

@@ -35,7 +35,8 @@ Expr *lw_numel_axes(Lower *L, const Shape *s, unsigned axes);
 int lw_softmax(Lower *L, int t, unsigned axes, DType dt);
 int lw_fail(Lower *L, const GNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* One function per op (the LOWER column of ops.def), shared by op families; each returns the tensor node holding the op's result, or -1 with the diag set. */
+/* One function per op (the LOWER column of ops.def), shared by op families; each returns the tensor node holding the
+ * op's result, or -1 with the diag set. */
 int lower_input(Lower *L, const GNode *n);
 int lower_const(Lower *L, const GNode *n); /* -2: a literal is folded into its consumers */
 int lower_embedding(Lower *L, const GNode *n);

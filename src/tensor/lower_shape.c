@@ -83,8 +83,7 @@ int lower_shape_op(Lower *L, const GNode *n) {
   for (int d = 0; d < r; d++) idx[d] = lw_var(L, d);
   if (n->op == G_PERMUTE)
     for (int k = 0; k < r; k++) idx[n->attr.axes[k]] = lw_var(L, k);
-  else /* G_SLICE */
-    idx[n->attr.axis] = ex_add(L->x, lw_var(L, n->attr.axis), n->attr.start);
+  else /* G_SLICE */ idx[n->attr.axis] = ex_add(L->x, lw_var(L, n->attr.axis), n->attr.start);
   return t_view(L->p, src, &n->shape, idx, NULL);
 }
 

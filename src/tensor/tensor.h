@@ -46,7 +46,7 @@ typedef struct TProgram {
   ExprPool *pool;
   TNode *nodes; /* topologically ordered: sources have smaller ids */
   int n, cap;
-  int inputs[LT_MAX_INPUTS], ninputs;   /* node ids of T_INPUT, in graph order */
+  int inputs[LT_MAX_INPUTS], ninputs;    /* node ids of T_INPUT, in graph order */
   int outputs[LT_MAX_OUTPUTS], noutputs; /* node ids of program outputs, in graph order */
   const char *output_names[LT_MAX_OUTPUTS];
   const char *symbols[16];

@@ -41,7 +41,7 @@ static void print_axes(StrBuf *b, unsigned axes) {
 
 void tensor_print(StrBuf *b, const TProgram *p) {
   const char **shown = xcalloc((size_t)(p->n ? p->n : 1), sizeof *shown, "the tensor printer");
-  char (*gen)[24] = xcalloc((size_t)(p->n ? p->n : 1), sizeof *gen, "the tensor printer");
+  char(*gen)[24] = xcalloc((size_t)(p->n ? p->n : 1), sizeof *gen, "the tensor printer");
   NameSet names = {.cap = 64};
   while (names.cap < 2 * (size_t)p->n + 2) names.cap *= 2;
   names.slot = xcalloc(names.cap, sizeof *names.slot, "the tensor printer");

@@ -82,8 +82,8 @@ static void thread_scan_fn(void *ctx, const Expr *e) {
     if (!only_as_quotient(e->a[i], s->v, s->warp)) s->bad = 1;
   const Expr *last = e->a[e->n - 1];
   int contiguous = (last->op == X_VAR && last->ival == s->v) ||
-                   (last->op == X_MOD && last->a[0]->op == X_VAR && last->a[0]->ival == s->v && last->a[1]->op == X_CONST &&
-                    last->a[1]->ival % s->warp == 0) ||
+                   (last->op == X_MOD && last->a[0]->op == X_VAR && last->a[0]->ival == s->v &&
+                    last->a[1]->op == X_CONST && last->a[1]->ival % s->warp == 0) ||
                    only_as_quotient(last, s->v, s->warp);
   if (!contiguous) s->bad = 1;
 }

@@ -14,11 +14,11 @@ typedef enum RedStrategy {
 const char *red_strategy_name(RedStrategy r);
 
 typedef struct Schedule {
-  RedStrategy red;    /* CUDA */
-  int block_threads;  /* CUDA: threads per block (multiple of 32, <= 1024) */
-  int vec;            /* elements per thread step (1, 2, 4, 8): CPU: along reductions and inner loops;
-                         CUDA: the widest vector of a one-axis reduction (lower_phase.c) */
-  int omp;            /* CPU: OpenMP over the parallel axes */
+  RedStrategy red;   /* CUDA */
+  int block_threads; /* CUDA: threads per block (multiple of 32, <= 1024) */
+  int vec;           /* elements per thread step (1, 2, 4, 8): CPU: along reductions and inner loops;
+                        CUDA: the widest vector of a one-axis reduction (lower_phase.c) */
+  int omp;           /* CPU: OpenMP over the parallel axes */
   /* Register blocking: `rows` consecutive values of parallel axis `row_axis` (an index into the
    * kernel's par axes) are computed together, so a buffer whose index does not depend on that axis
    * (a weight, for the tokens of a prefill) is read once for all of them. rows = 1: off. */
@@ -74,12 +74,12 @@ typedef enum KernelKind {
 const char *kernel_kind_name(KernelKind k);
 
 typedef struct TileChoice {
-  KernelKind self;    /* KIND_LOOP, KIND_FLASH_DECODE or KIND_SKIP */
-  KernelKind variant; /* with Schedule.rows > 1: KIND_ROWS, KIND_GEMM or KIND_FLASH; else KIND_NONE */
-  int library;        /* the GEMM also has its library form (cuBLASLt) */
-  const GemmMatch *gemm;    /* variant == KIND_GEMM: what the matcher found */
-  const AttnMatch *flash;   /* variant == KIND_FLASH */
-  const AttnMatch *decode;  /* self == KIND_FLASH_DECODE */
+  KernelKind self;         /* KIND_LOOP, KIND_FLASH_DECODE or KIND_SKIP */
+  KernelKind variant;      /* with Schedule.rows > 1: KIND_ROWS, KIND_GEMM or KIND_FLASH; else KIND_NONE */
+  int library;             /* the GEMM also has its library form (cuBLASLt) */
+  const GemmMatch *gemm;   /* variant == KIND_GEMM: what the matcher found */
+  const AttnMatch *flash;  /* variant == KIND_FLASH */
+  const AttnMatch *decode; /* self == KIND_FLASH_DECODE */
   /* The scores and softmax kernels of an attention whose P x V is kernel `by` (-1: none): in decode
    * (by's self is flash-decoding) this kernel launches nothing; in prefill (by's variant is flash
    * attention, under its condition) it gets a variant that launches nothing. */
@@ -118,8 +118,8 @@ TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const Fusi
                             Diag *d);
 /* The given schedules (one per kernel, e.g. a tuner's), each checked by schedule_check: honoured, or
  * NULL with d saying which kernel's knob is illegal and why. fusion may be NULL (printed as default). */
-TileProgram *tile_from_schedules(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
-                                 const Schedule *given, Diag *d);
+TileProgram *tile_from_schedules(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion,
+                                 MatmulPrecision mm, const Schedule *given, Diag *d);
 /* `--ir tile`:  kernel rms_norm_0: i0,i1->grid(32) r0->thread(256) reduce=block-tree vec=1 */
 void tile_print(StrBuf *b, const TileProgram *tp);
 #endif

@@ -63,7 +63,8 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
       axes(b, k, k->phases[ph].axes, k->phases[ph].naxes);
       sb_printf(b, " -> %s", split);
       if (s->red == RS_WARP && tp->target == TARGET_CUDA) sb_printf(b, "(%d)", warp);
-      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? warp : s->block_threads);
+      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL)
+        sb_printf(b, "(%d)", s->red == RS_WARP ? warp : s->block_threads);
       if (tp->target == TARGET_CUDA)
         sb_printf(b, " reduce=%s", s->red == RS_BLOCK ? "block-tree" : s->red == RS_WARP ? "warp-shuffle" : "serial");
       if (k->phases[ph].recompute) sb_puts(b, " recompute");
@@ -73,11 +74,13 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
       axes(b, k, k->inner, k->ninner);
       sb_printf(b, " -> %s", split);
       if (s->red == RS_WARP && tp->target == TARGET_CUDA) sb_printf(b, "(%d)", warp);
-      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL) sb_printf(b, "(%d)", s->red == RS_WARP ? warp : s->block_threads);
+      if (tp->target == TARGET_CUDA && s->red != RS_SERIAL)
+        sb_printf(b, "(%d)", s->red == RS_WARP ? warp : s->block_threads);
     }
     sb_printf(b, " vec=%d", s->vec);
     if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
-      sb_printf(b, " rows=%d(%s)", s->rows, k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
+      sb_printf(b, " rows=%d(%s)", s->rows,
+                k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
     if (s->mma) sb_printf(b, " mma=bf16x%d", s->mma);
     if (s->mma && s->gemm_fill) sb_printf(b, " split-k-fill=%d", s->gemm_fill);
     if (s->mma && s->gemm_library) sb_puts(b, " or-cublaslt");
@@ -91,14 +94,17 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
       const TileKernel *by = &tp->kernels[c->by];
       if (!c->by_decode) var = KIND_SKIP; /* under the flash variant's condition */
       else if (by->c.variant == KIND_NONE || by->c.variant == KIND_FLASH) var = KIND_NONE;
-      else if (!(var != KIND_NONE && s->rows == by->s.rows && k->par[s->row_axis].extent == by->k->par[by->s.row_axis].extent))
+      else if (!(var != KIND_NONE && s->rows == by->s.rows &&
+                 k->par[s->row_axis].extent == by->k->par[by->s.row_axis].extent))
         var = KIND_LOOP; /* its own kernel where the P x V's (CUDA-core) variant runs */
     }
     sb_printf(b, " => %s", kernel_kind_name(c->self));
     if (var != KIND_NONE) sb_printf(b, " + variant %s%s", kernel_kind_name(var), c->library ? "|cublaslt" : "");
     if (c->by >= 0 && c->by < tp->nkernels)
       sb_printf(b, " (computed by %s in %s)", tp->kernels[c->by].k->name,
-                c->by_decode && c->by_prefill ? "decode and prefill" : c->by_decode ? "decode" : "prefill");
+                c->by_decode && c->by_prefill ? "decode and prefill"
+                : c->by_decode                ? "decode"
+                                              : "prefill");
     sb_putc(b, '\n');
   }
 }

@@ -37,7 +37,8 @@ ChatTemplate tokenizer_chat_template(const Tokenizer *t) {
     if (strstr(t->chat_template, "<|start_header_id|>")) return CHAT_LLAMA3;
     if (strstr(t->chat_template, "<|im_start|>")) return CHAT_CHATML;
   }
-  if (tokenizer_token_id(t, "<|start_header_id|>") >= 0 && tokenizer_token_id(t, "<|im_start|>") < 0) return CHAT_LLAMA3;
+  if (tokenizer_token_id(t, "<|start_header_id|>") >= 0 && tokenizer_token_id(t, "<|im_start|>") < 0)
+    return CHAT_LLAMA3;
   return CHAT_CHATML;
 }
 

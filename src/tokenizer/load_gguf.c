@@ -86,9 +86,7 @@ Tokenizer *tokenizer_from_gguf(const struct GgufFile *f, Diag *d) {
     int add_bos = 0;
     t->add_bos = gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos) && add_bos;
     const char *tpl = NULL;
-    if (gguf_get_str(f, "tokenizer.chat_template", &tpl)) {
-      t->chat_template = xstrdup(tpl, "the chat template");
-    }
+    if (gguf_get_str(f, "tokenizer.chat_template", &tpl)) { t->chat_template = xstrdup(tpl, "the chat template"); }
     ok = tok_finish(t, d);
   }
   if (!ok) {

@@ -86,8 +86,10 @@ static int load_normalizer(Tokenizer *t, json_t *n, Diag *d) {
     json_array_foreach(json_object_get(n, "normalizers"), i, c) if (!load_normalizer(t, c, d)) return 0;
     return 1;
   }
-  static const struct { const char *name; Normalization norm; } forms[] = {
-      {"NFC", NORM_NFC}, {"NFD", NORM_NFD}, {"NFKC", NORM_NFKC}, {"NFKD", NORM_NFKD}};
+  static const struct {
+    const char *name;
+    Normalization norm;
+  } forms[] = {{"NFC", NORM_NFC}, {"NFD", NORM_NFD}, {"NFKC", NORM_NFKC}, {"NFKD", NORM_NFKD}};
   for (size_t i = 0; type && i < sizeof forms / sizeof forms[0]; i++) {
     if (strcmp(type, forms[i].name) != 0) continue;
     if (t->norm != NORM_NONE && t->norm != forms[i].norm) break;
@@ -99,9 +101,14 @@ static int load_normalizer(Tokenizer *t, json_t *n, Diag *d) {
 }
 
 static int parse_behavior(const char *s, SplitBehavior *b) {
-  static const struct { const char *name; SplitBehavior b; } names[] = {
-      {"Isolated", SPLIT_ISOLATED}, {"Removed", SPLIT_REMOVED}, {"MergedWithPrevious", SPLIT_MERGED_PREV},
-      {"MergedWithNext", SPLIT_MERGED_NEXT}, {"Contiguous", SPLIT_CONTIGUOUS}};
+  static const struct {
+    const char *name;
+    SplitBehavior b;
+  } names[] = {{"Isolated", SPLIT_ISOLATED},
+               {"Removed", SPLIT_REMOVED},
+               {"MergedWithPrevious", SPLIT_MERGED_PREV},
+               {"MergedWithNext", SPLIT_MERGED_NEXT},
+               {"Contiguous", SPLIT_CONTIGUOUS}};
   for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
     if (strcmp(s, names[i].name) == 0) return *b = names[i].b, 1;
   return 0;
@@ -129,8 +136,8 @@ static int load_pretokenizer(Tokenizer *t, json_t *p, int *saw_bytelevel, Diag *
     return pre_add_bytelevel(t, bool_field(p, "use_regex", 1), bool_field(p, "add_prefix_space", 0), d);
   }
   if (strcmp(type, "Digits") == 0)
-    return pre_add_split(t, bool_field(p, "individual_digits", 0) ? TOK_PATTERN_DIGITS : "\\p{N}+", 0,
-                         SPLIT_ISOLATED, 0, d);
+    return pre_add_split(t, bool_field(p, "individual_digits", 0) ? TOK_PATTERN_DIGITS : "\\p{N}+", 0, SPLIT_ISOLATED,
+                         0, d);
   if (strcmp(type, "Split") == 0) {
     json_t *pat = json_object_get(p, "pattern");
     const char *re = str_field(pat, "Regex"), *lit = str_field(pat, "String");
@@ -161,7 +168,7 @@ static void load_post_processor(Tokenizer *t, json_t *p) {
   if (!name) return;
   json_t *ids = json_object_get(json_object_get(json_object_get(p, "special_tokens"), name), "ids");
   int id = json_is_integer(json_array_get(ids, 0)) ? (int)json_integer_value(json_array_get(ids, 0))
-                                                    : tokenizer_token_id(t, name);
+                                                   : tokenizer_token_id(t, name);
   if (id >= 0 && id < t->vocab_size) t->bos = id, t->add_bos = 1;
 }
 

@@ -8,7 +8,8 @@
 #include "tokenizer_internal.h"
 #include "../base/mem.h"
 
-const char *const TOK_PATTERN_GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char *const TOK_PATTERN_GPT2 =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const char *const TOK_PATTERN_LLAMA3 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
@@ -21,7 +22,8 @@ static pcre2_code *compile(const char *pattern, int literal, Diag *d) {
   int err;
   PCRE2_SIZE off;
   /* MATCH_INVALID_UTF: arbitrary bytes are legal input; invalid sequences simply never match. */
-  uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* UCP is not allowed with LITERAL */
+  uint32_t opts =
+      PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* UCP is not allowed with LITERAL */
   pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &err, &off, NULL);
   if (!re) {
     PCRE2_UCHAR msg[160];
@@ -179,7 +181,8 @@ static int run_steps(const Tokenizer *t, int k, const char *s, size_t n, PieceFn
     Spans sp = {0};
     ok = find_spans(st->re, s, n, &sp, d);
     if (ok) apply_behavior(&sp, st->kind == PRE_SPLIT ? st->behavior : SPLIT_ISOLATED, st->invert);
-    for (size_t i = 0; ok && i < sp.n; i++) ok = run_steps(t, k + 1, s + sp.v[i].start, sp.v[i].end - sp.v[i].start, fn, ctx, d);
+    for (size_t i = 0; ok && i < sp.n; i++)
+      ok = run_steps(t, k + 1, s + sp.v[i].start, sp.v[i].end - sp.v[i].start, fn, ctx, d);
     free(sp.v);
   }
   free(owned);

@@ -26,7 +26,13 @@ typedef struct MergeMap {
 } MergeMap;
 
 /* How a Split pre-tokenizer treats its matches (as in HF tokenizers). */
-typedef enum SplitBehavior { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS } SplitBehavior;
+typedef enum SplitBehavior {
+  SPLIT_ISOLATED,
+  SPLIT_REMOVED,
+  SPLIT_MERGED_PREV,
+  SPLIT_MERGED_NEXT,
+  SPLIT_CONTIGUOUS
+} SplitBehavior;
 
 typedef enum PreStepKind { PRE_SPLIT, PRE_BYTELEVEL } PreStepKind;
 typedef struct PreStep {
@@ -57,8 +63,8 @@ struct Tokenizer {
   int nsteps;
   Normalization norm;
   int bos, eos, add_bos;
-  char *chat_template;       /* Jinja text or NULL */
-  char *default_system;      /* ChatML default system prompt extracted from the template, or NULL */
+  char *chat_template;  /* Jinja text or NULL */
+  char *default_system; /* ChatML default system prompt extracted from the template, or NULL */
 };
 
 /* Shared tables and maps (vocab.c). */
@@ -83,7 +89,7 @@ int bytelevel_byte(uint32_t cp);
 
 /* Pre-tokenizer steps (pretokenize.c). Patterns are compiled with PCRE2_UTF | PCRE2_UCP. */
 extern const char *const TOK_PATTERN_GPT2, *const TOK_PATTERN_LLAMA3, *const TOK_PATTERN_QWEN2,
-    *const TOK_PATTERN_DIGITS;
+                                                                          *const TOK_PATTERN_DIGITS;
 int pre_add_split(Tokenizer *t, const char *pattern, int literal, SplitBehavior b, int invert, Diag *d);
 int pre_add_bytelevel(Tokenizer *t, int use_regex, int add_prefix_space, Diag *d);
 void pre_free(Tokenizer *t);
@@ -96,6 +102,5 @@ void bpe_encode_piece(const Tokenizer *t, const char *s, size_t n, int32_t **ids
 
 /* Loads from the text of a tokenizer.json (and optionally tokenizer_config.json, may be
  * NULL); used by tokenizer_from_hf_dir and by the fuzz target. */
-Tokenizer *tokenizer_from_hf_json(const char *json, size_t n, const char *config_json, size_t config_n,
-                                  Diag *d);
+Tokenizer *tokenizer_from_hf_json(const char *json, size_t n, const char *config_json, size_t config_n, Diag *d);
 #endif

@@ -16,16 +16,16 @@
 
 static int g_passed, g_failed;
 
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) {                                            \
-      g_passed++;                                          \
-    } else {                                               \
-      g_failed++;                                          \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
+#define CHECK(cond, ...)                                                                                               \
+  do {                                                                                                                 \
+    if (cond) {                                                                                                        \
+      g_passed++;                                                                                                      \
+    } else {                                                                                                           \
+      g_failed++;                                                                                                      \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                                           \
+      printf(__VA_ARGS__);                                                                                             \
+      printf("\n");                                                                                                    \
+    }                                                                                                                  \
   } while (0)
 
 /* Kernels in code.h's CUDA ABI: buffers first, then the symbols as long long. */
@@ -163,7 +163,8 @@ static void test_errors(Backend *b, BackendModule *m) {
   CHECK(b->ops->sync(b, &d3), "sync after errors: %s", d3.msg);
 
   Diag d4 = {0};
-  BackendModule *bad = b->ops->compile(b, "extern \"C\" __global__ void broken(float *x) { x[0] = undefined_name; }\n", &d4);
+  BackendModule *bad =
+      b->ops->compile(b, "extern \"C\" __global__ void broken(float *x) { x[0] = undefined_name; }\n", &d4);
   CHECK(bad == NULL, "bad source compiled");
   CHECK(d4.set && strstr(d4.msg, "undefined_name") != NULL, "nvrtc error text: %s", d4.msg);
   printf("  NVRTC error -> %s\n", d4.msg);

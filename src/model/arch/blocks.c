@@ -153,6 +153,18 @@ int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, 
   return op(b, G_CAST, op(b, G_EMBEDDING, ids, b->table, -1, NULL), -1, -1, &cast);
 }
 
+Graph *mb_llama_decoder(const ModelConfig *c, const ModelBuildOptions *o, const AttnSpec *s, Arena *arena,
+                        ExprPool *pool, Diag *d) {
+  ModelBuilder b;
+  int h = mb_begin(&b, c, o, arena, pool, d);
+  if (h < 0) return NULL;
+  for (int l = 0; l < c->layers && !b.fail; l++) {
+    h = mb_attention_block(&b, h, l, s);
+    h = mb_swiglu_mlp_block(&b, h, l);
+  }
+  return mb_finish(&b, h);
+}
+
 Graph *mb_finish(ModelBuilder *b, int h) {
   const ModelConfig *c = b->c;
   /* Only the last position's logits are needed. */

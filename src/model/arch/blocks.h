@@ -40,6 +40,11 @@ int mb_attention_block(ModelBuilder *b, int h, int layer, const AttnSpec *s);
 /* h + down_proj(silu(gate_proj(x)) * up_proj(x)), pre-normed by post_attention_layernorm. */
 int mb_swiglu_mlp_block(ModelBuilder *b, int h, int layer);
 
+/* The Llama decoder every architecture here builds: embedding; per layer h += attention(rms_norm(h)),
+ * h += swiglu(rms_norm(h)); final norm; LM head. The architectures differ in their attention (s). */
+Graph *mb_llama_decoder(const ModelConfig *c, const ModelBuildOptions *o, const AttnSpec *s, Arena *arena,
+                        ExprPool *pool, Diag *d);
+
 /* The Llama-family tensor names (Llama, Mistral, Qwen2, Qwen3 share them). */
 extern const TensorNamePair LLAMA_TOP_TENSORS[];
 extern const TensorNamePair LLAMA_LAYER_TENSORS[];

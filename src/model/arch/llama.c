@@ -20,15 +20,8 @@ static int gguf_config(const struct GgufFile *f, ModelConfig *c, Diag *d) {
 }
 
 static Graph *build(const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d) {
-  ModelBuilder b;
-  int h = mb_begin(&b, c, o, arena, pool, d);
-  if (h < 0) return NULL;
   AttnSpec attn = {.qkv_bias = c->qkv_bias};
-  for (int l = 0; l < c->layers && !b.fail; l++) {
-    h = mb_attention_block(&b, h, l, &attn);
-    h = mb_swiglu_mlp_block(&b, h, l);
-  }
-  return mb_finish(&b, h);
+  return mb_llama_decoder(c, o, &attn, arena, pool, d);
 }
 
 const ArchDesc ARCH_DESC_LLAMA = {.id = ARCH_LLAMA,

@@ -141,9 +141,7 @@ const char *default_model_path(void) {
   static char buf[4096];
   const char *env = setting_str(SET_MODEL);
   if (env) return env;
-  const char *xdg = setting_str(SET_XDG_CACHE_HOME), *home = setting_str(SET_HOME);
-  if (xdg) snprintf(buf, sizeof buf, "%s/lathe/models/%s", xdg, DEFAULT_MODEL_FILE);
-  else snprintf(buf, sizeof buf, "%s/.cache/lathe/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
+  snprintf(buf, sizeof buf, "%.4000s/%s", hub_models_dir(), DEFAULT_MODEL_FILE);
   return buf;
 }
 

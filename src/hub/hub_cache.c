@@ -5,10 +5,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include "hub.h"
+#include "hub_internal.h"
 #include "../base/settings.h"
-
-#define MANIFEST ".lathe-pull.json"
 
 const char *hub_models_dir(void) {
   static char buf[4096];
@@ -16,6 +14,11 @@ const char *hub_models_dir(void) {
   if (xdg) snprintf(buf, sizeof buf, "%s/lathe/models", xdg);
   else snprintf(buf, sizeof buf, "%s/.cache/lathe/models", home ? home : ".");
   return buf;
+}
+
+int hub_has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcasecmp(s + a - b, suf);
 }
 
 /* dir/name into out; 0 when it does not fit. */
@@ -28,11 +31,6 @@ __attribute__((noinline)) static int path_join(char *out, size_t n, const char *
 __attribute__((noinline)) static int copy_str(char *out, size_t n, const char *s) {
   int k = snprintf(out, n, "%s", s);
   return k >= 0 && (size_t)k < n;
-}
-
-static int has_suffix(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && !strcasecmp(s + a - b, suf);
 }
 
 static int is_file(const char *p, struct stat *st) { return stat(p, st) == 0 && S_ISREG(st->st_mode); }
@@ -69,13 +67,13 @@ static int64_t dir_bytes(const char *dir, int *partial, int64_t *mtime) {
   if (!dp) return 0;
   struct dirent *e;
   while ((e = readdir(dp))) {
-    if (e->d_name[0] == '.' && strcmp(e->d_name, MANIFEST)) continue;
+    if (e->d_name[0] == '.' && strcmp(e->d_name, HUB_MANIFEST)) continue;
     char p[8192];
     struct stat st;
     if (!path_join(p, sizeof p, dir, e->d_name)) continue;
     if (!is_file(p, &st)) continue;
-    if (has_suffix(e->d_name, ".gguf")) continue; /* listed on their own */
-    if (has_suffix(e->d_name, ".part")) *partial = 1;
+    if (hub_has_suffix(e->d_name, ".gguf")) continue; /* listed on their own */
+    if (hub_has_suffix(e->d_name, ".part")) *partial = 1;
     total += (int64_t)st.st_size;
     if ((int64_t)st.st_mtime > *mtime) *mtime = (int64_t)st.st_mtime;
   }
@@ -95,15 +93,15 @@ static void scan_repo(List *l, const char *dir, const char *name) {
     copy_str(m->name, sizeof m->name, name);
     copy_str(m->path, sizeof m->path, dir);
     m->bytes = dir_bytes(dir, &partial, &m->mtime);
-    path_join(p, sizeof p, dir, MANIFEST);
+    path_join(p, sizeof p, dir, HUB_MANIFEST);
     m->complete = !partial && is_file(p, &st);
   }
   DIR *dp = opendir(dir);
   if (!dp) return;
   struct dirent *e;
   while ((e = readdir(dp))) {
-    int part = has_suffix(e->d_name, ".gguf.part");
-    if (e->d_name[0] == '.' || (!has_suffix(e->d_name, ".gguf") && !part)) continue;
+    int part = hub_has_suffix(e->d_name, ".gguf.part");
+    if (e->d_name[0] == '.' || (!hub_has_suffix(e->d_name, ".gguf") && !part)) continue;
     if (!path_join(p, sizeof p, dir, e->d_name)) continue;
     if (!is_file(p, &st)) continue;
     HubCachedModel *m = push(l);
@@ -134,7 +132,7 @@ HubCachedModel *hub_list(int *n, Diag *d) {
     char p[8192];
     struct stat st;
     if (!path_join(p, sizeof p, root, e->d_name)) continue;
-    if (is_file(p, &st) && has_suffix(e->d_name, ".gguf")) {
+    if (is_file(p, &st) && hub_has_suffix(e->d_name, ".gguf")) {
       HubCachedModel *m = push(&l);
       if (!m) break;
       copy_str(m->name, sizeof m->name, e->d_name);
@@ -176,7 +174,7 @@ static int find_tagged(const char *dir, const char *tag, char *out, size_t n) {
   struct dirent *e;
   int found = 0;
   while ((e = readdir(dp))) {
-    if (!has_suffix(e->d_name, ".gguf") || !strcasestr(e->d_name, tag)) continue;
+    if (!hub_has_suffix(e->d_name, ".gguf") || !strcasestr(e->d_name, tag)) continue;
     if (found++) break;
     path_join(out, n, dir, e->d_name);
   }

@@ -4,6 +4,12 @@
 #include <stddef.h>
 #include "hub.h"
 
+/* The file a completed repository pull leaves in its directory (what it fetched, from where). */
+#define HUB_MANIFEST ".lathe-pull.json"
+
+/* Whether s ends in suf, ignoring case (".gguf", ".safetensors"). */
+int hub_has_suffix(const char *s, const char *suf);
+
 /* Where a pull talks to and with what. */
 typedef struct HubConn {
   const char *endpoint; /* no trailing slash */

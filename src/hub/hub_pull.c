@@ -12,8 +12,6 @@
 #include "../base/settings.h"
 
 #define DEFAULT_ENDPOINT "https://huggingface.co"
-#define MANIFEST ".lathe-pull.json"
-
 static int valid_repo_char(char c) { return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'; }
 
 int hub_ref_parse(const char *spec, HubRef *r, Diag *d) {
@@ -116,11 +114,6 @@ HubFile *hub_list_files(const HubConn *c, const char *repo, const char *rev, int
   return files;
 }
 
-static int has_suffix(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && !strcasecmp(s + a - b, suf);
-}
-
 /* The files a Hugging Face model directory needs (top level only). */
 static int wanted_for_model(const char *path) {
   static const char *names[] = {"config.json",
@@ -133,13 +126,13 @@ static int wanted_for_model(const char *path) {
   if (strchr(path, '/')) return 0;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (!strcmp(path, names[i])) return 1;
-  return has_suffix(path, ".safetensors");
+  return hub_has_suffix(path, ".safetensors");
 }
 
 static void list_gguf(const HubFile *f, int n, char *out, size_t cap) {
   out[0] = 0;
   for (int i = 0; i < n; i++) {
-    if (!has_suffix(f[i].path, ".gguf")) continue;
+    if (!hub_has_suffix(f[i].path, ".gguf")) continue;
     size_t l = strlen(out);
     if (l + strlen(f[i].path) + 3 >= cap) break;
     snprintf(out + l, cap - l, "%s%s", l ? ", " : "", f[i].path);
@@ -160,7 +153,7 @@ static int choose(const HubRef *ref, const HubFile *f, int n, char *pick, int *s
       }
     int found = -1, count = 0;
     for (int i = 0; i < n; i++)
-      if (has_suffix(f[i].path, ".gguf") && strcasestr(f[i].path, ref->file)) {
+      if (hub_has_suffix(f[i].path, ".gguf") && strcasestr(f[i].path, ref->file)) {
         found = i;
         count++;
       }
@@ -181,7 +174,7 @@ static int choose(const HubRef *ref, const HubFile *f, int n, char *pick, int *s
     if (wanted_for_model(f[i].path)) {
       pick[i] = 1;
       k++;
-      weights += has_suffix(f[i].path, ".safetensors");
+      weights += hub_has_suffix(f[i].path, ".safetensors");
       config += !strcmp(f[i].path, "config.json");
     }
   if (!weights || !config) {
@@ -207,7 +200,7 @@ static int write_manifest(const char *dir, const HubRef *ref, const char *rev, c
   json_t *m =
       json_pack("{s:s, s:s, s:s, s:o}", "repo", ref->repo, "revision", rev, "endpoint", endpoint, "files", files);
   char path[4200], tmp[4300];
-  snprintf(path, sizeof path, "%s/" MANIFEST, dir);
+  snprintf(path, sizeof path, "%s/" HUB_MANIFEST, dir);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   int ok = json_dump_file(m, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0;
   json_decref(m);

@@ -39,7 +39,8 @@ in the JSON is the bound with that read.
 Usage:
     python3 bench/torch_batched.py --configs llama-3.2-1b,qwen3-8b --batches 1,16,64 --prompt-len 128
         --gen-len 128 [--json OUT.json] [--budget-s S] [--device cuda]
-    python3 bench/torch_batched.py --self-test [--device cpu]    # float32 tiny configs, seconds on a CPU
+    python3 bench/torch_batched.py --self-test [--device cpu] [--no-compile]   # float32 tiny configs on the CPU:
+        ~10 s (~30 s the first time, while inductor compiles its C++; 2 s with --no-compile)
     python3 bench/torch_batched.py --configs tiny-llama --batches 1,4 --device cpu [--no-compile]
 Each config runs in its own child process (a CUDA error poisons a process); the table is printed last, the full
 results go to --json.
@@ -595,7 +596,7 @@ def main():
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--gen-len", type=int, default=128)
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", help="torch device (default: cuda; cpu for --self-test)")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
     ap.add_argument("--warmup", type=int, default=5, help="decode steps run (compile + CUDA-graph record) first")
     ap.add_argument("--repeats", type=int, default=3, help="timed decode passes (median)")
@@ -612,9 +613,9 @@ def main():
     args = ap.parse_args()
     cfgs = load_configs()
     if args.self_test:
-        if "--device" not in " ".join(sys.argv):
-            args.device = "cpu"
+        args.device = args.device or "cpu"
         return self_test(args, cfgs)
+    args.device = args.device or "cuda"
     configs = [c for c in args.configs.split(",") if c]
     for c in configs:
         if c not in cfgs:

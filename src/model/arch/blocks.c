@@ -111,7 +111,7 @@ static int paged_attention(ModelBuilder *b, int q, int k, int v, int layer) {
   int a = b->fail ? -1 : graph_op(b->g, G_ATTENTION, in, 4, NULL, 0, 0, b->d); /* [tok, heads, 1, hd] */
   if (a < 0) b->fail = 1;
   Expr *odims[3] = {n(b, 1), b->seq, n(b, (int64_t)c->heads * hd)};
-  return reshape(b, a, 3, odims);
+  return reshape(b, permute(b, a, 2, 0, 1, 3), 3, odims);
 }
 
 int mb_attention_block(ModelBuilder *b, int h, int layer, const AttnSpec *s) {

@@ -185,6 +185,27 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
   return 0;
 }
 
+/* The paged pool's blocks: kv_memory bytes, or a fraction of the memory the weights leave free. */
+static int pool_blocks(const Model *m, DType wdt, const ModelLoadOptions *o, Diag *d) {
+  double per_block = (double)model_kv_bytes_per_position(&m->cfg) * o->kv_block, bytes = (double)o->kv_memory;
+  if (!o->kv_memory) {
+    double avail = m->backend->ops->memory_free ? (double)m->backend->ops->memory_free(m->backend) : 0;
+    double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
+    int gpu = m->backend->target.kind == TARGET_CUDA;
+    double frac = o->kv_fraction > 0 ? o->kv_fraction : gpu ? 0.9 : 0.25;
+    bytes = avail > weights ? (avail - weights) * frac : 0;
+    if (!avail) bytes = 1e9; /* the backend cannot say: 1 GB */
+    if (!gpu && o->kv_fraction <= 0 && bytes > 4e9) bytes = 4e9;
+  }
+  double blocks = bytes / per_block;
+  if (blocks > 1 << 30) blocks = 1 << 30;
+  if (blocks < 1) {
+    diag_error(d, 0, 0, "no room for a KV cache block (%.1f MB each) in %.2f GB", per_block / 1e6, bytes / 1e9);
+    return 0;
+  }
+  return (int)blocks;
+}
+
 /* Builds and compiles the forward step and binds weights, caches and frequencies. */
 static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d) {
   /* Within its sliding window, a sliding-window model's attention is full attention: the window caps the context. */
@@ -196,13 +217,14 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
                m->max_ctx, window);
     return 0;
   }
-  if (o->kv_block < 0 || o->kv_block > 1024 || (o->kv_block && o->kv_blocks <= 0)) {
+  if (o->kv_block < 0 || o->kv_block > 1024 || o->kv_blocks < 0) {
     diag_error(d, 0, 0, "a paged KV cache needs blocks of 1 to 1024 positions and at least one block (got %d x %d)",
                o->kv_blocks, o->kv_block);
     return 0;
   }
   m->kv_block = o->kv_block;
   m->kv_blocks = o->kv_block ? o->kv_blocks : 0;
+  if (o->kv_block && !m->kv_blocks && !(m->kv_blocks = pool_blocks(m, wdt, o, d))) return 0;
   m->blocks_per_seq = o->kv_block ? (m->max_ctx + o->kv_block - 1) / o->kv_block : 0;
   ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32, o->kv_block};
   m->weight_dtype = wdt;

@@ -44,6 +44,10 @@ typedef struct ModelLoadOptions {
    * instead of one sequence's step over a contiguous cache of max_ctx positions (max_ctx is then the
    * longest sequence). */
   int kv_block, kv_blocks;
+  /* kv_blocks = 0: the pool takes kv_memory bytes, or else kv_fraction (default 0.9 on a GPU, 0.25 on the CPU
+   * up to 4 GB) of the memory left free after the weights. */
+  size_t kv_memory;
+  double kv_fraction;
 } ModelLoadOptions;
 
 /* An empty compilation for a model's step under o's target, fusion and matmul precision (what

@@ -544,11 +544,11 @@ static void random_run(SchedConfig cfg, uint64_t seed, int nsteps, int *preempti
 static void test_randomized(void **state) {
   int pre_tiny = 0, pre_large = 0;
   stop_mod = 53;
-  random_run(config(8, 4, 16, 4), 1, 1500, &pre_tiny);     /* tiny: constant preemption */
-  random_run(config(13, 3, 7, 5), 2, 1500, &pre_tiny);     /* odd sizes */
-  random_run(config(5, 16, 32, 3), 3, 800, &pre_tiny);     /* big blocks, few of them */
-  random_run(config(256, 4, 64, 16), 4, 1500, &pre_large); /* large */
-  random_run(config(40, 1, 9, 9), 5, 600, &pre_tiny);      /* one-token blocks, budget = max_seqs */
+  random_run(config(8, 4, 16, 4), 1, 3000, &pre_tiny);     /* tiny: constant preemption */
+  random_run(config(13, 3, 7, 5), 2, 3000, &pre_tiny);     /* odd sizes */
+  random_run(config(5, 16, 32, 3), 3, 1500, &pre_tiny);    /* big blocks, few of them */
+  random_run(config(256, 4, 64, 16), 4, 3000, &pre_large); /* large */
+  random_run(config(40, 1, 9, 9), 5, 1500, &pre_tiny);     /* one-token blocks, budget = max_seqs */
   stop_mod = 0;
   assert_true(pre_tiny > 0);
   printf("randomized: %d preemptions in the small pools, %d in the large ones\n", pre_tiny, pre_large);

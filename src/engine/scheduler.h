@@ -54,8 +54,9 @@ typedef struct StepEntry {
   int start, n;            /* positions */
   int first;               /* index of its first token in the plan's per-token arrays */
   int table_at, table_len; /* its block table: block_tables[table_at .. table_at + table_len) */
-  int sample;              /* 1: ends at the sequence's last known token: the engine samples its next token from the
-                            * logits of the entry's last row and passes it to sched_commit */
+  /* sample: 1 when the entry ends at the sequence's last known token: the engine samples its next token from
+   * the logits of the entry's last row (token first + n - 1) and passes it to sched_commit. */
+  int sample;
 } StepEntry;
 
 typedef struct StepPlan {

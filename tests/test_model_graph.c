@@ -27,18 +27,22 @@ static ModelConfig tiny(ModelArch arch) {
   return c;
 }
 
-static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
-  ModelBuildOptions o = {.max_ctx = 32, .weight_dtype = wdt, .cache_dtype = DT_F32};
+/* dims: "name=value ..." for every symbol; paged: the batched step over a paged cache of blocks of 4 */
+static void check_model_as(const ModelConfig *cfg, DType wdt, const char *dims, int paged) {
+  ModelBuildOptions o = {.max_ctx = 32, .weight_dtype = wdt, .cache_dtype = DT_F32, .paged_block = paged ? 4 : 0};
   Diag d = {0};
   Compilation *c = compilation_new(TARGET_CPU, NULL);
   c->graph = model_build(cfg, &o, c->arena, c->pool, &d);
   if (!c->graph) fail_msg("build: %s", d.msg);
   if (!compile_graph(c, ST_CODE, &d)) fail_msg("compile: %s", d.msg);
   SymEnv env = {0};
-  int64_t seq, past;
-  assert_int_equal(sscanf(dims, "seq=%lld past=%lld", (long long *)&seq, (long long *)&past), 2);
-  symenv_set(&env, "seq", seq);
-  symenv_set(&env, "past", past);
+  char names[8][16]; /* the environment keeps the names' pointers */
+  long long value;
+  int used, k = 0;
+  for (const char *p = dims; k < 8 && sscanf(p, " %15[a-z]=%lld%n", names[k], &value, &used) == 2; p += used, k++)
+    symenv_set(&env, names[k], value);
+  for (int i = 0; i < c->graph->nsymbols; i++)
+    if (!symenv_get(&env, c->graph->symbols[i], &(int64_t){0})) fail_msg("no value for %s", c->graph->symbols[i]);
   Backend *cpu = backend_cpu_new(&d);
   assert_non_null(cpu);
   Execution x;
@@ -48,12 +52,16 @@ static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
   assert_int_equal(x.nout, 2);
   if (!(err[0] <= check_tolerance(DT_F32, MM_HIGH)))
     fail_msg("logits error %.3g (%s, %s)", err[0], dtype_name(wdt), dims);
-  /* next_token is the first maximum of the logits the same run produced */
+  /* next_token is the first maximum of each row of logits the same run produced */
   const float *logits = x.out[0].data;
-  int64_t best = 0;
-  for (int i = 1; i < cfg->vocab; i++)
-    if (logits[i] > logits[best]) best = i;
-  assert_int_equal(*(const int64_t *)x.out[1].data, best);
+  int64_t rows = x.out[0].numel / cfg->vocab;
+  assert_true(rows >= 1);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t best = 0;
+    for (int i = 1; i < cfg->vocab; i++)
+      if (logits[r * cfg->vocab + i] > logits[r * cfg->vocab + best]) best = i;
+    assert_int_equal(((const int64_t *)x.out[1].data)[r], best);
+  }
   execution_free(&x);
   cpu->ops->destroy(cpu);
   compilation_free(c);
@@ -66,6 +74,19 @@ static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) {
   if (!nvrtc_compile(sb_str(&g->code), "sm_90", &cubin, &size, &d)) fail_msg("nvrtc: %s", d.msg);
   free(cubin);
   compilation_free(g);
+}
+
+static void check_model(const ModelConfig *cfg, DType wdt, const char *dims) { check_model_as(cfg, wdt, dims, 0); }
+
+/* The batched step: 7 tokens of 3 sequences (random positions, block tables and slots, a few of them out of
+ * range: clamped reads and dropped writes, as the reference defines them), 3 logit rows. */
+static void llama_paged(void **s) {
+  ModelConfig c = tiny(ARCH_LLAMA);
+  check_model_as(&c, DT_F32, "tok=7 seqs=3 ctx=11 rows=3 blocks=6", 1);
+}
+static void qwen3_paged_bf16(void **s) {
+  ModelConfig c = tiny(ARCH_QWEN3);
+  check_model_as(&c, DT_BF16, "tok=9 seqs=2 ctx=6 rows=2 blocks=5", 1);
 }
 
 static void llama_prefill(void **s) {
@@ -123,6 +144,8 @@ int main(void) {
       cmocka_unit_test(qwen2_bias),
       cmocka_unit_test(qwen3_qk_norm),
       cmocka_unit_test(llama3_rope_scaling),
+      cmocka_unit_test(llama_paged),
+      cmocka_unit_test(qwen3_paged_bf16),
       cmocka_unit_test(inconsistent_config_is_an_error),
   };
   return cmocka_run_group_tests_name("model_graph", tests, NULL, NULL);

@@ -13,7 +13,7 @@ int cmd_compile(int argc, char **argv) {
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   int target_given = 0;
-  int fuse_recompute = 0, no_fuse = 0;
+  int fuse_recompute = 0, no_fuse = 0, kv_block = 0;
   MatmulPrecision matmul = MM_HIGH;
   Opt opts[] = {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
@@ -37,6 +37,10 @@ int cmd_compile(int argc, char **argv) {
        "tensor-core GEMMs on CUDA (see lathe generate "
        "--help)",
        &matmul_name, .def = "high"},
+      {"--kv-block", NULL, OPT_INT, "N",
+       "a model's batched step over a paged KV cache of N-position blocks (as the engine runs it) instead of "
+       "one sequence's step",
+       &kv_block, 0, 1024, .def = "0"},
   };
   CmdSpec spec = {"compile",
                   "(-e PROGRAM | FILE.lt | MODEL | --config NAME) [options]",
@@ -95,12 +99,12 @@ int cmd_compile(int argc, char **argv) {
   Diag d = {0};
   int rc = EXIT_OK, ok;
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */
-    ModelBuildOptions bo = {4096, DT_BF16, DT_F32};
+    ModelBuildOptions bo = {4096, DT_BF16, DT_F32, kv_block};
     ok = (c->graph = model_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
   } else if (model) { /* the whole model's forward step, built from its config (weights are not read) */
     ModelConfig cfg;
     WeightStore *w = model_weights_open(path, &cfg, &d);
-    ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32};
+    ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32, kv_block};
     ok = w && (c->graph = model_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
     weights_close(w);
   } else {

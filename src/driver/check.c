@@ -86,6 +86,19 @@ static Range input_range(const Graph *g, int node, const SymEnv *env) {
         int64_t rows = 1;
         ex_eval_int(g->nodes[n->in[1]].shape.dim[0], env, &rows);
         if (r.lo < 0 || rows - 1 < r.hi) r = (Range){1, 0, (double)(rows - 1)};
+      } else if (n->op == G_CACHE_SCATTER && j == 2) { /* some slots outside the pool: they write nothing */
+        int64_t blocks = 1, bs = 1;
+        ex_eval_int(g->nodes[n->in[0]].shape.dim[0], env, &blocks);
+        ex_eval_int(g->nodes[n->in[0]].shape.dim[1], env, &bs);
+        r = (Range){1, -1, (double)(blocks * bs)};
+      } else if (n->op == G_PAGED_GATHER && j > 0) { /* table entries and rows, a few out of range (clamped) */
+        int64_t hi = 1;
+        ex_eval_int(g->nodes[n->in[j == 1 ? 0 : 1]].shape.dim[0], env, &hi);
+        r = (Range){1, -1, (double)hi};
+      } else if (n->op == G_ATTENTION && j == 3) {
+        int64_t keys = 1;
+        ex_eval_int(g->nodes[n->in[1]].shape.dim[2], env, &keys);
+        r = (Range){1, 1, (double)keys};
       } else if (n->op == G_ROPE && j == 1) {
         r = (Range){1, 0, 63};
       } else if (j == 0 && (n->op == G_LOG || n->op == G_SQRT || n->op == G_RSQRT || n->op == G_POW)) {

@@ -355,7 +355,7 @@ static int bind_param(Parser *p, Call *c, int i, const int *in, GAttr *at, int *
 static int build_call(Parser *p, Call *c, Value *out) {
   const OpSpec *s = c->spec;
   GAttr at = gop_default_attr(s->op);
-  int in[3], nin = 0, line = c->at->line, col = c->at->col, swap[2], nswap = 0;
+  int in[G_MAX_IN], nin = 0, line = c->at->line, col = c->at->col, swap[2], nswap = 0;
   for (int i = 0; i < s->max; i++)
     if (c->given[i] && s->info->params[i].kind == GP_TENSOR && get_tensor(p, c, i, &in[nin++])) return -1;
   for (int i = 0; i < s->max; i++)

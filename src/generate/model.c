@@ -43,6 +43,14 @@ static void fill_random(const char *name, DType t, void *dst, int64_t n) {
   }
 }
 
+/* Inputs given anew at every step (not weights, caches or frequencies). */
+static int model_step_input(const char *name) {
+  static const char *const step[] = {"ids", "pos", "seq", "slot", "block_table", "out_rows"};
+  for (size_t i = 0; i < sizeof step / sizeof step[0]; i++)
+    if (!strcmp(name, step[i])) return 1;
+  return 0;
+}
+
 static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
   const Graph *g = m->comp->graph;
   size_t cap = 0;
@@ -56,7 +64,7 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     const char *name = n->name;
     int pi = plan_input_index(m->plan, name);
     if (pi < 0) continue; /* not used by the compiled program */
-    if (!strcmp(name, "ids") || !strcmp(name, "pos")) continue;
+    if (model_step_input(name)) continue;
     int64_t numel = shape_numel_eval(&n->shape, env);
     if (numel < 0) {
       diag_error(d, 0, 0, "model input '%s' would have more than 2^56 elements", name);
@@ -161,7 +169,8 @@ Compilation *model_compilation_new(const ModelLoadOptions *o) {
 static int memory_fits(const Model *m, DType wdt, Diag *d) {
   size_t avail = m->backend->ops->memory_free ? m->backend->ops->memory_free(m->backend) : 0;
   if (!avail) return 1;
-  double per = (double)model_kv_bytes_per_position(&m->cfg), kv = per * m->max_ctx;
+  double per = (double)model_kv_bytes_per_position(&m->cfg);
+  double kv = per * (m->kv_block ? (double)m->kv_blocks * m->kv_block : m->max_ctx);
   double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
   if (kv + weights <= (double)avail) return 1;
   double fit = weights < (double)avail ? ((double)avail - weights) / per : 0;
@@ -176,6 +185,27 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
   return 0;
 }
 
+/* The paged pool's blocks: kv_memory bytes, or a fraction of the memory the weights leave free. */
+static int pool_blocks(const Model *m, DType wdt, const ModelLoadOptions *o, Diag *d) {
+  double per_block = (double)model_kv_bytes_per_position(&m->cfg) * o->kv_block, bytes = (double)o->kv_memory;
+  if (!o->kv_memory) {
+    double avail = m->backend->ops->memory_free ? (double)m->backend->ops->memory_free(m->backend) : 0;
+    double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
+    int gpu = m->backend->target.kind == TARGET_CUDA;
+    double frac = o->kv_fraction > 0 ? o->kv_fraction : gpu ? 0.9 : 0.25;
+    bytes = avail > weights ? (avail - weights) * frac : 0;
+    if (!avail) bytes = 1e9; /* the backend cannot say: 1 GB */
+    if (!gpu && o->kv_fraction <= 0 && bytes > 4e9) bytes = 4e9;
+  }
+  double blocks = bytes / per_block;
+  if (blocks > 1 << 30) blocks = 1 << 30;
+  if (blocks < 1) {
+    diag_error(d, 0, 0, "no room for a KV cache block (%.1f MB each) in %.2f GB", per_block / 1e6, bytes / 1e9);
+    return 0;
+  }
+  return (int)blocks;
+}
+
 /* Builds and compiles the forward step and binds weights, caches and frequencies. */
 static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t0, Diag *d) {
   /* Within its sliding window, a sliding-window model's attention is full attention: the window caps the context. */
@@ -187,7 +217,16 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
                m->max_ctx, window);
     return 0;
   }
-  ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32};
+  if (o->kv_block < 0 || o->kv_block > 1024 || o->kv_blocks < 0) {
+    diag_error(d, 0, 0, "a paged KV cache needs blocks of 1 to 1024 positions and at least one block (got %d x %d)",
+               o->kv_blocks, o->kv_block);
+    return 0;
+  }
+  m->kv_block = o->kv_block;
+  m->kv_blocks = o->kv_block ? o->kv_blocks : 0;
+  if (o->kv_block && !m->kv_blocks && !(m->kv_blocks = pool_blocks(m, wdt, o, d))) return 0;
+  m->blocks_per_seq = o->kv_block ? (m->max_ctx + o->kv_block - 1) / o->kv_block : 0;
+  ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32, o->kv_block};
   m->weight_dtype = wdt;
   if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);
@@ -199,10 +238,15 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->compile_ms = now_ms() - t1;
   m->in_ids = plan_input_index(m->plan, "ids");
   m->in_pos = plan_input_index(m->plan, "pos");
-  if (setting_bool(SET_CUDA_GRAPHS, 1)) plan_use_graphs(m->plan, "seq", 1); /* decode steps */
+  m->in_seq = plan_input_index(m->plan, "seq");
+  m->in_slot = plan_input_index(m->plan, "slot");
+  m->in_table = plan_input_index(m->plan, "block_table");
+  m->in_rows = plan_input_index(m->plan, "out_rows");
+  if (setting_bool(SET_CUDA_GRAPHS, 1) && !m->kv_block) plan_use_graphs(m->plan, "seq", 1); /* decode steps */
   SymEnv env = {0};
   symenv_set(&env, "seq", 1);
   symenv_set(&env, "past", 0);
+  symenv_set(&env, "blocks", m->kv_blocks);
   if (!bind_weights(m, &env, o->quiet, d)) return 0;
   m->logits = xmalloc(sizeof(float) * (size_t)m->cfg.vocab, "the logits");
   m->load_ms = now_ms() - t0;
@@ -297,4 +341,59 @@ int model_step_sample(Model *m, const int32_t *ids, int n, int past, Sampler *s,
   if (!m->sampler && !(m->sampler = device_sampler_new(m->backend, d))) return 0;
   if (!step(m, ids, n, past, NULL, NULL, d)) return 0;
   return device_sampler_pick(m->sampler, &s->o, u, plan_output_device(m->plan, 0), m->cfg.vocab, next, d);
+}
+
+int model_step_batch(Model *m, const BatchStep *b, float *logits, int32_t *next, Diag *d) {
+  if (!m->kv_block) {
+    diag_error(d, 0, 0, "internal: a batched step on a model loaded for one sequence");
+    return 0;
+  }
+  if (b->ntok <= 0 || b->nseqs <= 0 || b->nrows <= 0 || b->ctx <= 0 || b->ctx > m->max_ctx) {
+    diag_error(d, 0, 0, "batched step: %d tokens of %d sequences, %d logit rows, %d keys (context %d)", b->ntok,
+               b->nseqs, b->nrows, b->ctx, m->max_ctx);
+    return 0;
+  }
+  int64_t slots = (int64_t)m->kv_blocks * m->kv_block;
+  for (int i = 0; i < b->ntok; i++) {
+    if (b->ids[i] < 0 || b->ids[i] >= m->cfg.vocab) {
+      diag_error(d, 0, 0, "token id %d is outside the vocabulary [0, %d)", b->ids[i], m->cfg.vocab);
+      return 0;
+    }
+    if (b->pos[i] < 0 || b->pos[i] >= b->ctx || b->seq[i] < 0 || b->seq[i] >= b->nseqs || b->slot[i] < 0 ||
+        b->slot[i] >= slots) {
+      diag_error(d, 0, 0, "batched step: token %d has position %d (keys %d), sequence %d of %d, slot %d of %lld", i,
+                 b->pos[i], b->ctx, b->seq[i], b->nseqs, b->slot[i], (long long)slots);
+      return 0;
+    }
+  }
+  for (int i = 0; i < b->nrows; i++)
+    if (b->rows[i] < 0 || b->rows[i] >= b->ntok) {
+      diag_error(d, 0, 0, "batched step: logit row %d names token %d of %d", i, b->rows[i], b->ntok);
+      return 0;
+    }
+  SymEnv env = {0};
+  symenv_set(&env, "tok", b->ntok);
+  symenv_set(&env, "seqs", b->nseqs);
+  symenv_set(&env, "ctx", b->ctx);
+  symenv_set(&env, "rows", b->nrows);
+  symenv_set(&env, "blocks", m->kv_blocks);
+  void *inputs[LT_MAX_INPUTS] = {0};
+  inputs[m->in_ids] = (void *)b->ids;
+  if (m->in_pos >= 0) inputs[m->in_pos] = (void *)b->pos;
+  if (m->in_seq >= 0) inputs[m->in_seq] = (void *)b->seq;
+  if (m->in_slot >= 0) inputs[m->in_slot] = (void *)b->slot;
+  if (m->in_table >= 0) inputs[m->in_table] = (void *)b->block_table;
+  if (m->in_rows >= 0) inputs[m->in_rows] = (void *)b->rows;
+  int64_t *next64 = next ? xmalloc(sizeof(int64_t) * (size_t)b->nrows, "the greedy tokens") : NULL;
+  void *outputs[2] = {logits, next64};
+  int ok = plan_run(m->plan, &env, inputs, outputs, d);
+  for (int i = 0; ok && next && i < b->nrows; i++) {
+    if (next64[i] < 0 || next64[i] >= m->cfg.vocab) {
+      diag_error(d, 0, 0, "the device's greedy token %lld is outside the vocabulary", (long long)next64[i]);
+      ok = 0;
+    }
+    next[i] = (int32_t)next64[i];
+  }
+  free(next64);
+  return ok;
 }

@@ -18,7 +18,10 @@ typedef struct Model {
   Compilation *comp;
   Plan *plan;
   int max_ctx;
-  int in_ids, in_pos;     /* program input indices */
+  int in_ids, in_pos; /* program input indices */
+  /* A batched model (ModelLoadOptions.kv_block): the paged pool's blocks and the other step inputs. */
+  int kv_block, kv_blocks, blocks_per_seq;
+  int in_seq, in_slot, in_table, in_rows;
   float *logits;          /* vocab floats, the last step's output */
   DeviceSampler *sampler; /* CUDA: sampling on the device, made at the first sampled step */
   double compile_ms, load_ms;
@@ -37,6 +40,14 @@ typedef struct ModelLoadOptions {
   DType weight_dtype;
   MatmulPrecision matmul; /* tensor-core GEMMs of a prefill on CUDA (tile.h) */
   int fuse_recompute;     /* fusion may recompute a reduction per consumer point (loop.h, allow_recompute) */
+  /* > 0: the batched step (model_step_batch) over a paged KV cache of kv_blocks blocks of kv_block positions,
+   * instead of one sequence's step over a contiguous cache of max_ctx positions (max_ctx is then the
+   * longest sequence). */
+  int kv_block, kv_blocks;
+  /* kv_blocks = 0: the pool takes kv_memory bytes, or else kv_fraction (default 0.9 on a GPU, 0.25 on the CPU
+   * up to 4 GB) of the memory left free after the weights. */
+  size_t kv_memory;
+  double kv_fraction;
 } ModelLoadOptions;
 
 /* An empty compilation for a model's step under o's target, fusion and matmul precision (what
@@ -66,4 +77,16 @@ int model_step_greedy(Model *m, const int32_t *ids, int n, int past, int32_t *ne
  * greedy; on CUDA sampled on the device from the logits left there (4 bytes copied back); elsewhere
  * sampled on the host from the copied logits. m->logits is filled only in that last case. */
 int model_step_sample(Model *m, const int32_t *ids, int n, int past, Sampler *s, int32_t *next, Diag *d);
+
+/* One step of a batched model: ntok tokens from nseqs sequences. Token i is ids[i] at position pos[i] of the
+ * sequence whose block table is row seq[i] of block_table (nseqs rows of m->blocks_per_seq block ids); its K
+ * and V go to pool slot slot[i] (block * kv_block + pos % kv_block); it attends over positions 0..pos[i] of
+ * its sequence. ctx is at least every pos[i] + 1. The logits of the nrows tokens rows[] are computed. */
+typedef struct BatchStep {
+  int ntok, nseqs, nrows, ctx;
+  const int32_t *ids, *pos, *seq, *slot, *block_table, *rows;
+} BatchStep;
+/* Runs one batched step. logits (nrows x vocab floats) and next (nrows greedy tokens) may each be NULL: what is
+ * NULL stays on the device (plan_output_device(m->plan, 0) holds the logits for a device sampler). */
+int model_step_batch(Model *m, const BatchStep *b, float *logits, int32_t *next, Diag *d);
 #endif

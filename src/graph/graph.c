@@ -464,10 +464,59 @@ static int infer_attention(Ctx *c, GNode *nd, GNode *const *in) {
   if (h % kvh)
     return FAIL(c, "attention: query heads %lld is not a multiple of key/value heads %lld", (long long)h,
                 (long long)kvh);
+  if (nd->nin == 4) {
+    const GNode *len = in[3];
+    if (need_int(c, len, "kv_len")) return -1;
+    if (len->shape.rank != 1 || len->shape.dim[0] != Q->dim[0])
+      return FAIL(c, "attention: kv_len must be 1-D [batch] = [%s], got %s", shape_str(c->g, &(Shape){1, {Q->dim[0]}}),
+                  shape_str(c->g, &len->shape));
+  }
   nd->shape = *Q;
   nd->shape.dim[3] = V->dim[3];
   nd->dtype = q->dtype;
   nd->attr.causal = nd->attr.causal != 0;
+  return 0;
+}
+
+/* cache [blocks, block_size, d...], x [tokens, d...], slots [tokens] */
+static int infer_cache_scatter(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *cache = in[0], *x = in[1], *slots = in[2];
+  if (cache->op != G_INPUT)
+    return FAIL(c, "cache_scatter: the cache must be a program input (persistent state), not a computed value");
+  const Shape *C = &cache->shape, *X = &x->shape;
+  if (need_int(c, slots, "slots")) return -1;
+  if (C->rank < 2 || C->rank != X->rank + 1)
+    return FAIL(c, "cache_scatter: cache %s must be [blocks, block_size, ...] with one more axis than x %s",
+                shape_str(c->g, C), shape_str(c->g, X));
+  for (int d = 1; d < X->rank; d++)
+    if (C->dim[d + 1] != X->dim[d])
+      return FAIL(c, "cache_scatter: cache %s rows and x %s rows differ", shape_str(c->g, C), shape_str(c->g, X));
+  if (slots->shape.rank != 1 || slots->shape.dim[0] != X->dim[0])
+    return FAIL(c, "cache_scatter: slots %s must be 1-D, one per row of x %s", shape_str(c->g, &slots->shape),
+                shape_str(c->g, X));
+  if (dtype_is_float(cache->dtype) != dtype_is_float(x->dtype))
+    return FAIL(c, "cache_scatter: cache is %s but the value is %s", dtype_name(cache->dtype), dtype_name(x->dtype));
+  nd->shape = *C;
+  nd->dtype = cache->dtype;
+  return 0;
+}
+
+/* pool [blocks, block_size, d...], table [seqs, blocks_per_seq], rows [tokens] -> [tokens, len, d...] */
+static int infer_paged_gather(Ctx *c, GNode *nd, GNode *const *in) {
+  const GNode *pool = in[0], *table = in[1], *rows = in[2];
+  const Shape *P = &pool->shape;
+  if (need_int(c, table, "table") || need_int(c, rows, "rows")) return -1;
+  if (P->rank < 2) return FAIL(c, "paged_gather: pool %s must be [blocks, block_size, ...]", shape_str(c->g, P));
+  if (table->shape.rank != 2)
+    return FAIL(c, "paged_gather: table must be 2-D [sequences, blocks], got %s", shape_str(c->g, &table->shape));
+  if (rows->shape.rank != 1) return FAIL(c, "paged_gather: rows must be 1-D, got %s", shape_str(c->g, &rows->shape));
+  if (!nd->attr.end || !dim_ok(nd->attr.end))
+    return FAIL(c, "paged_gather: len must be a positive size (an integer or a size name)");
+  nd->shape.rank = P->rank;
+  nd->shape.dim[0] = rows->shape.dim[0];
+  nd->shape.dim[1] = nd->attr.end;
+  for (int d = 2; d < P->rank; d++) nd->shape.dim[d] = P->dim[d];
+  nd->dtype = pool->dtype;
   return 0;
 }
 
@@ -666,7 +715,7 @@ static int check_cache_use(Ctx *c, const GNode *nd, GNode *const *in) {
                   "result of cache_write instead",
                   c->op, name, w->line, w->col);
     }
-    if (nd->op == G_CACHE_WRITE && i == 0 && s->first_use) {
+    if ((nd->op == G_CACHE_WRITE || nd->op == G_CACHE_SCATTER) && i == 0 && s->first_use) {
       const GNode *u = &c->g->nodes[s->first_use];
       return FAIL(c,
                   "cache_write: the cache '%s' is also read by the %s at line %d, column %d; read the result of "
@@ -695,7 +744,7 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
     if (lo == hi) return FAIL(&c, "%s: expected %d input%s, got %d", c.op, lo, lo == 1 ? "" : "s", nin);
     return FAIL(&c, "%s: expected %d to %d inputs, got %d", c.op, lo, hi, nin);
   }
-  GNode *x[3] = {0};
+  GNode *x[G_MAX_IN] = {0};
   for (int i = 0; i < nin; i++) {
     if (in[i] < 0 || in[i] >= g->n) return FAIL(&c, "%s: input %d refers to no node (%d)", c.op, i, in[i]);
     x[i] = &g->nodes[in[i]];
@@ -724,7 +773,7 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
   for (int i = 0; i < nin; i++) {
     GNode *src = &g->nodes[in[i]];
     if (!src->first_use) src->first_use = id;
-    if (op == G_CACHE_WRITE && i == 0) src->writer = id;
+    if ((op == G_CACHE_WRITE || op == G_CACHE_SCATTER) && i == 0) src->writer = id;
   }
   return id;
 }

@@ -33,13 +33,16 @@ typedef struct GAttr {
   DType dtype;       /* cast target */
 } GAttr;
 
+/* The most operands an op takes (attention with kv_len). */
+#define G_MAX_IN 4
+
 typedef struct GNode {
   int id;
   GOp op;
   DType dtype;
   Shape shape;
   int nin;
-  int in[3];
+  int in[G_MAX_IN];
   GAttr attr;
   const char *name; /* input name, or the name it was assigned to; may be NULL */
   int line, col;    /* where in the source it came from (0 if built by code) */
@@ -97,7 +100,7 @@ typedef struct GParam {
   double dflt;    /* GP_NUM, GP_AXIS: value when not given */
   unsigned flags; /* GPF_* */
 } GParam;
-#define GOP_MAX_PARAMS 4
+#define GOP_MAX_PARAMS 5
 typedef struct GOpInfo {
   const char *name;
   int min_in, max_in; /* operands graph_op accepts */

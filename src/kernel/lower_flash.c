@@ -9,11 +9,15 @@
 #include <string.h>
 #include "lower_internal.h"
 
-/* score == (a < t ? -inf : x) with a = m or m + terms of neither m nor t: a, else NULL */
-static Expr *causal_last(const Expr *score, int m, int t) {
+/* score == (a < t ? -inf : x) with a = m or m + terms of neither m nor t: a; or score == (n <= t ? -inf : x)
+ * with n an expression of m alone (a row's own key count, attention's kv_len): n - 1; else NULL */
+static Expr *causal_last(ExprPool *P, const Expr *score, int m, int t) {
   if (score->op != X_SELECT || score->a[1]->op != X_CONST || !isinf(score->a[1]->fval) || score->a[1]->fval > 0)
     return NULL;
   const Expr *c = score->a[0];
+  if (c->op == X_LE && c->a[1]->op == X_VAR && c->a[1]->ival == t && !(c->a[0]->varmask & ~(1ull << m)) &&
+      !(c->a[0]->flags & (EXF_TMP | EXF_ACC | EXF_HW)) && !dtype_is_float(c->a[0]->dtype))
+    return ex_add(P, ex_cast(P, DT_I64, c->a[0]), ex_int(P, -1));
   if (c->op != X_LT || c->a[1]->op != X_VAR || c->a[1]->ival != t) return NULL;
   Expr *a = c->a[0];
   if (a->op == X_VAR && a->ival == m) return a;
@@ -102,7 +106,7 @@ int kl_flash_body(Lower *L, const AttnMatch *am) {
   f->k = am->k->dtype == DT_F32 ? am->k : ex_cast(P, DT_F32, am->k);
   f->v = am->v->dtype == DT_F32 ? am->v : ex_cast(P, DT_F32, am->v);
   f->score = am->score;
-  f->t_last = m >= 0 ? causal_last(f->score, m, t) : NULL;
+  f->t_last = m >= 0 ? causal_last(P, f->score, m, t) : NULL;
   f->parts = decode ? 0 : L->s.flash;
   /* the store, with the sum over t in o_tmp */
   f->o_tmp = kk->ntmps;

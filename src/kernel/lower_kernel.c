@@ -17,7 +17,11 @@ KStmt *kl_output_store(Lower *L) {
   for (int i = 0; i < s->nidx; i++) s->idx[i] = kl_subst(L, k->out_idx[i]);
   Expr *v = kl_subst(L, k->value);
   s->value = v->dtype == out->dtype ? v : ex_cast(L->pool, out->dtype, v);
-  return s;
+  if (!k->out_valid) return s;
+  KStmt *guard = kl_st_new(L, KS_IF);
+  guard->cond = kl_subst(L, k->out_valid);
+  kl_st_add(L, guard, s);
+  return guard;
 }
 
 static void emit_store(Lower *L, KStmt *seq) { kl_st_add(L, seq, kl_output_store(L)); }

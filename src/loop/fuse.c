@@ -403,7 +403,15 @@ int fuse_build_kernel(Builder *b, LKernel *k, int root, int out_buf, DType out_d
   if (!v) return 0;
   k->value = ex_cast(b->pool, out_dtype, v);
   k->out_buf = out_buf;
-  for (int d = 0; d < out_rank; d++) k->out_idx[d] = is_update ? n->idx[d] : idx[d];
+  if (is_update && n->nsrc == 3) { /* a scatter: the index tensor's value at x's leading axes */
+    Expr *at = expand(b, n->src[2], idx, b->t->nodes[n->src[2]].shape.rank);
+    if (!at) return 0;
+    FnSubst s = {&at, 1, idx, rank};
+    for (int d = 0; d < out_rank; d++) k->out_idx[d] = ex_rewrite(b->pool, n->idx[d], fn_subst_cb, &s);
+    if (n->valid) k->out_valid = ex_rewrite(b->pool, n->valid, fn_subst_cb, &s);
+  } else {
+    for (int d = 0; d < out_rank; d++) k->out_idx[d] = is_update ? n->idx[d] : idx[d];
+  }
   /* Output axes some phase depends on are parallel; the rest are the inner (store) loop. */
   uint64_t par = 0;
   for (int i = 0; i < k->nphase; i++) {

@@ -197,6 +197,7 @@ static void renumber_kernel(LKernel *k, const int *to, ExprPool *pool) {
   for (int i = 0; i < k->nphase; i++) k->phases[i].body = ex_rewrite(pool, k->phases[i].body, renumber_load, &r);
   for (int d = 0; d < LT_MAX_RANK; d++)
     if (k->out_idx[d]) k->out_idx[d] = ex_rewrite(pool, k->out_idx[d], renumber_load, &r);
+  if (k->out_valid) k->out_valid = ex_rewrite(pool, k->out_valid, renumber_load, &r);
 }
 
 static void add_buf(LProgram *p, const char *name, DType t, const Shape *s, LBufKind kind) {

@@ -55,6 +55,7 @@ typedef struct LKernel {
   int out_buf;                       /* LBuf id written */
   Expr *out_idx[LT_MAX_RANK];        /* one per output dim; usually X_VAR of a par or inner axis */
   Expr *value;                       /* stored value; its dtype is the buffer's dtype */
+  Expr *out_valid;                   /* the store happens only where this holds (a scatter's range); NULL: always */
   int nvars;                         /* X_VAR ids in use: 0..nvars-1 */
   const char *var_names[L_MAX_VARS]; /* "i0", "r0", "j0", ... */
 } LKernel;

@@ -82,6 +82,11 @@ void loop_print(StrBuf *b, const LProgram *p) {
       sb_puts(b, ":\n");
     }
     sb_indent(b, lvl);
+    if (k->out_valid) {
+      sb_puts(b, "if ");
+      ex_print(b, k->out_valid, &nm);
+      sb_puts(b, ": ");
+    }
     sb_printf(b, "%s[", p->bufs[k->out_buf].name);
     for (int d = 0; d < p->bufs[k->out_buf].shape.rank; d++) {
       if (d) sb_puts(b, ", ");

@@ -138,7 +138,7 @@ static int eval_node(const Graph *g, int i, const SymEnv *env, const RefTensor *
   const GNode *n = &g->nodes[i];
   RefTensor *out = &vals[i];
   int exact = 0;
-  RefOp op = {n, {NULL, NULL, NULL}, out, env, d, &exact, g, inputs};
+  RefOp op = {n, {NULL}, out, env, d, &exact, g, inputs};
   const GOpInfo *info = gop_info(n->op);
   if (!info || !ref_fns[n->op]) return ref_fail(&op, "reference interpreter: unknown op %d", (int)n->op);
   if (n->nin < info->min_in || n->nin > info->max_in)

@@ -8,7 +8,7 @@
  * dims the node's shape evaluates to (ops fill out->data; the driver rounds to the node's dtype). */
 typedef struct RefOp {
   const GNode *node;
-  const RefTensor *in[3];
+  const RefTensor *in[G_MAX_IN];
   RefTensor *out;
   const SymEnv *env;
   Diag *d;
@@ -49,6 +49,8 @@ int ref_rms_norm(const RefOp *op);
 int ref_layer_norm(const RefOp *op);
 int ref_matmul(const RefOp *op);
 int ref_cache_write(const RefOp *op);
+int ref_cache_scatter(const RefOp *op);
+int ref_paged_gather(const RefOp *op);
 int ref_linear(const RefOp *op);
 int ref_embedding(const RefOp *op);
 int ref_rope(const RefOp *op);

@@ -138,8 +138,9 @@ int ref_rope(const RefOp *op) {
   return 1;
 }
 
+/* With kv_len, row b's keys from kv_len[b] on are masked too. */
 int ref_attention(const RefOp *op) {
-  const RefTensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+  const RefTensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *len = op->node->nin == 4 ? op->in[3] : NULL;
   char s1[160], s2[160], s3[160];
   if (q->rank != 4 || k->rank != 4 || v->rank != 4 || k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] ||
       k->dims[3] != q->dims[3] || v->dims[1] != k->dims[1] || v->dims[2] != k->dims[2] || k->dims[1] == 0 ||
@@ -163,6 +164,7 @@ int ref_attention(const RefOp *op) {
         /* Causal with a cache: query s sits at absolute position s + (T - S). */
         int64_t nvis = op->node->attr.causal ? s + (T - S) + 1 : T;
         if (nvis > T) nvis = T;
+        if (len && ref_ival(len, b) < nvis) nvis = ref_ival(len, b);
         if (nvis <= 0) { /* every key masked: softmax of all -inf is NaN in torch */
           for (int64_t j = 0; j < DV; j++) O[j] = NAN;
           continue;

@@ -144,3 +144,58 @@ int ref_cache_write(const RefOp *op) {
   } while (ref_next_index(x->rank, x->dims, idx));
   return 1;
 }
+
+/* cache_scatter: the cache with row slots[t] of its [blocks * block_size, ...] rows replaced by x[t]; slots
+ * outside the pool write nothing. */
+int ref_cache_scatter(const RefOp *op) {
+  const RefTensor *c = op->in[0], *x = op->in[1], *slots = op->in[2];
+  char s1[160], s2[160];
+  if (c->rank < 2 || x->rank + 1 != c->rank || slots->rank != 1 || slots->dims[0] != x->dims[0])
+    return ref_fail(op, "cache_scatter: x %s does not fit cache %s", ref_dims_str(s1, sizeof s1, x->rank, x->dims),
+                    ref_dims_str(s2, sizeof s2, c->rank, c->dims));
+  for (int64_t i = 0; i < c->numel; i++) {
+    op->out->data[i] = c->data[i];
+    move_int(op, c, i, i);
+  }
+  done_int(op);
+  int64_t nrows = c->dims[0] * c->dims[1], row = x->dims[0] ? x->numel / x->dims[0] : 0;
+  for (int64_t t = 0; t < x->dims[0]; t++) {
+    int64_t s = ref_ival(slots, t);
+    if (s < 0 || s >= nrows) continue;
+    for (int64_t j = 0; j < row; j++) {
+      op->out->data[s * row + j] = ref_round(op->node->dtype, x->data[t * row + j]);
+      move_int(op, x, s * row + j, t * row + j);
+    }
+  }
+  return 1;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* paged_gather: out[t, j, ...] = pool[table[rows[t], j / bs], j % bs, ...], the row and block indices
+ * clamped into the table and the pool. */
+int ref_paged_gather(const RefOp *op) {
+  const RefTensor *p = op->in[0], *tab = op->in[1], *rows = op->in[2];
+  int64_t len;
+  if (!ref_eval_dim(op, op->node->attr.end, &len)) return 0;
+  char s1[160], s2[160];
+  if (p->rank < 2 || tab->rank != 2 || rows->rank != 1 || !p->dims[0] || !tab->dims[0] || !tab->dims[1])
+    return ref_fail(op, "paged_gather: pool %s or table %s is empty or misshapen",
+                    ref_dims_str(s1, sizeof s1, p->rank, p->dims), ref_dims_str(s2, sizeof s2, tab->rank, tab->dims));
+  int64_t bs = p->dims[1], row = p->numel / (p->dims[0] * bs), nt = rows->dims[0];
+  if (op->out->numel != nt * len * row)
+    return ref_fail(op, "paged_gather: result should hold %lld elements", (long long)(nt * len * row));
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t r = clamp64(ref_ival(rows, t), 0, tab->dims[0] - 1);
+    for (int64_t j = 0; j < len; j++) {
+      int64_t blk = clamp64(ref_ival(tab, r * tab->dims[1] + clamp64(j / bs, 0, tab->dims[1] - 1)), 0, p->dims[0] - 1);
+      int64_t src = (blk * bs + j % bs) * row, dst = (t * len + j) * row;
+      for (int64_t i = 0; i < row; i++) {
+        op->out->data[dst + i] = p->data[src + i];
+        move_int(op, p, dst + i, src + i);
+      }
+    }
+  }
+  done_int(op);
+  return 1;
+}

@@ -50,4 +50,6 @@ int lower_matmul(Lower *L, const GNode *n);
 int lower_linear(Lower *L, const GNode *n);
 int lower_shape_op(Lower *L, const GNode *n); /* reshape, permute, slice, concat */
 int lower_cache_write(Lower *L, const GNode *n);
+int lower_cache_scatter(Lower *L, const GNode *n);
+int lower_paged_gather(Lower *L, const GNode *n);
 #endif

@@ -127,7 +127,16 @@ int lower_attention(Lower *L, const GNode *n) {
     Expr *masked = ex_bin(x, X_LT, ex_add(x, i2, ex_bin(x, X_SUB, T, S)), i3);
     fn = ex_select(x, masked, lw_f32(L, -INFINITY), fn);
   }
-  int sm = t_map(L->p, fn, DT_F32, &ss, &sc, 1);
+  int msrc[2] = {sc, -1}, nms = 1;
+  if (n->nin == 4) { /* keys from kv_len[b] on are masked */
+    int len = lw_node(L, n->in[3]);
+    if (len < 0) return -1;
+    Expr *li[1] = {i0};
+    msrc[nms++] = t_view(L->p, len, &ss, li, NULL);
+    Expr *masked = ex_bin(x, X_LE, ex_cast(x, DT_I64, lw_arg(L, 1, len)), i3);
+    fn = ex_select(x, masked, lw_f32(L, -INFINITY), fn);
+  }
+  int sm = t_map(L->p, fn, DT_F32, &ss, msrc, nms);
   int pr = lw_softmax(L, sm, 1u << 3, DT_F32);
 
   /* out [B,H,S,DV] = sum_t p[b,h,s,t] v[b,h/g,t,dv] */

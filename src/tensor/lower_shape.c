@@ -97,3 +97,42 @@ int lower_cache_write(Lower *L, const GNode *n) {
     idx[d] = d == n->attr.axis ? ex_add(x, lw_var(L, d), n->attr.start) : lw_var(L, d);
   return t_update(L->p, cache, val, idx);
 }
+
+/* cache_scatter: x[t] goes to row slots[t] of the cache's [blocks * block_size] rows, converted to the
+ * cache's dtype; a slot outside them writes nothing. */
+int lower_cache_scatter(Lower *L, const GNode *n) {
+  ExprPool *x = L->x;
+  int cache = lw_node(L, n->in[0]), val = lw_cast(L, lw_node(L, n->in[1]), n->dtype), slots = lw_node(L, n->in[2]);
+  if (val < 0 || slots < 0) return -1;
+  const Shape *C = lw_shape(L, cache);
+  Expr *slot = ex_cast(x, DT_I64, lw_arg(L, 0, slots)), *bs = C->dim[1];
+  Expr *idx[LT_MAX_RANK] = {ex_bin(x, X_IDIV, slot, bs), ex_bin(x, X_MOD, slot, bs)};
+  for (int d = 2; d < C->rank; d++) idx[d] = lw_var(L, d - 1);
+  Expr *valid = ex_bin(x, X_AND, ex_bin(x, X_LE, ex_int(x, 0), slot), ex_bin(x, X_LT, slot, ex_mul(x, C->dim[0], bs)));
+  return t_scatter(L->p, cache, val, slots, idx, valid);
+}
+
+static Expr *clamp(ExprPool *x, Expr *v, Expr *hi) {
+  return ex_bin(x, X_MIN, ex_bin(x, X_MAX, v, ex_int(x, 0)), ex_add(x, hi, ex_int(x, -1)));
+}
+
+/* paged_gather: the row's block table entry for key j names the pool block; the key is row j % block_size of
+ * it. Every index is clamped, so a table entry that is garbage reads some block of the pool, never outside. */
+int lower_paged_gather(Lower *L, const GNode *n) {
+  ExprPool *x = L->x;
+  int pool = lw_node(L, n->in[0]), table = lw_node(L, n->in[1]), rows = lw_node(L, n->in[2]);
+  if (pool < 0 || table < 0 || rows < 0) return -1;
+  const Shape *P = lw_shape(L, pool), *TB = lw_shape(L, table);
+  Expr *nt = lw_shape(L, rows)->dim[0], *bs = P->dim[1], *v0 = lw_var(L, 0), *v1 = lw_var(L, 1);
+  Shape one = {1, {nt}}, tl = {2, {nt, n->attr.end}};
+  int rc = t_map(L->p, clamp(x, ex_cast(x, DT_I64, lw_arg(L, 0, rows)), TB->dim[0]), DT_I64, &one, &rows, 1);
+  int trow = t_gather(L->p, table, rc); /* [tokens, blocks per sequence] */
+  Expr *ti[2] = {v0, ex_bin(x, X_MIN, ex_bin(x, X_IDIV, v1, bs), ex_add(x, TB->dim[1], ex_int(x, -1)))};
+  int entry = t_view(L->p, trow, &tl, ti, NULL);
+  int blk = t_map(L->p, clamp(x, ex_cast(x, DT_I64, lw_arg(L, 0, entry)), P->dim[0]), DT_I64, &tl, &entry, 1);
+  int g = t_gather(L->p, pool, blk); /* [tokens, len, block_size, ...] */
+  Shape out = n->shape;
+  Expr *gi[LT_MAX_RANK] = {v0, v1, ex_bin(x, X_MOD, v1, bs)};
+  for (int d = 2; d < P->rank; d++) gi[d + 1] = lw_var(L, d);
+  return t_view(L->p, g, &out, gi, NULL);
+}

@@ -131,3 +131,12 @@ int t_update(TProgram *p, int dst, int x, Expr *const *idx) {
   n->src[1] = x;
   return n->id;
 }
+
+int t_scatter(TProgram *p, int dst, int x, int ids, Expr *const *idx, Expr *valid) {
+  int id = t_update(p, dst, x, idx);
+  TNode *n = &p->nodes[id];
+  n->nsrc = 3;
+  n->src[2] = ids;
+  n->valid = valid;
+  return id;
+}

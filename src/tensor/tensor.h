@@ -9,6 +9,8 @@
  *   gather(table, ids)         out[i..., j...] = table[ids[i...], j...]
  *   update(dst, x)             dst (a program input holding state) with x written at dst[idx(i)] for every
  *                              index i of x (idx over X_VAR(k) = x's axis k); done in place in dst's buffer
+ *   update(dst, x, ids)        the same, with X_ARG(0) in idx and `valid` = ids at x's leading axes (a
+ *                              scatter: the paged KV cache's write); where `valid` is false nothing is written
  *   view(s)                    no data movement: for each source axis d, idx[d] is the source index as
  *                              an Expr over X_VAR(k) = output axis k; where `valid` (if set) is false the
  *                              value is 0 (padding, used by concat)
@@ -35,7 +37,7 @@ typedef struct TNode {
   ReduceOp rop;           /* T_REDUCE (T_CONTRACT is always add) */
   unsigned axes;          /* T_REDUCE / T_CONTRACT: bit k set = axis k reduced */
   Expr *idx[LT_MAX_RANK]; /* T_VIEW: one per source axis; T_UPDATE: one per dst axis, over x's axes */
-  Expr *valid;            /* T_VIEW: NULL = always valid */
+  Expr *valid;            /* T_VIEW, T_UPDATE: NULL = always valid */
   const char *name;       /* user-visible name from the graph (input name, assigned name) or NULL */
   const char *origin;     /* graph op this came from, e.g. "rms_norm", for printing and kernel names */
   int line, col;          /* source position of that graph op (0: none) */
@@ -65,6 +67,7 @@ int t_contract(TProgram *p, int a, int b, unsigned axes);
 int t_gather(TProgram *p, int table, int ids);
 int t_view(TProgram *p, int src, const Shape *out, Expr *const *idx, Expr *valid);
 int t_update(TProgram *p, int dst, int x, Expr *const *idx);
+int t_scatter(TProgram *p, int dst, int x, int ids, Expr *const *idx, Expr *valid);
 
 /* `--ir tensor`:  t5 = reduce(add, t4, axes=[2]) : f32[1,32,1]  # rms_norm */
 void tensor_print(StrBuf *b, const TProgram *p);

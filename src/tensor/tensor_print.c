@@ -79,7 +79,8 @@ void tensor_print(StrBuf *b, const TProgram *p) {
     case T_UPDATE:
     case T_VIEW: {
       sb_printf(b, t->kind == T_VIEW ? "view(%s, [" : "update(%s, ", shown[t->src[0]]);
-      if (t->kind == T_UPDATE) sb_printf(b, "%s, at [", shown[t->src[1]]);
+      if (t->kind == T_UPDATE && t->nsrc == 3) sb_printf(b, "%s, a0 = %s, at [", shown[t->src[1]], shown[t->src[2]]);
+      else if (t->kind == T_UPDATE) sb_printf(b, "%s, at [", shown[t->src[1]]);
       int rank = p->nodes[t->src[0]].shape.rank;
       for (int d = 0; d < rank; d++) {
         if (d) sb_puts(b, ", ");

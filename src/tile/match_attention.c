@@ -217,6 +217,14 @@ int match_attention(const LProgram *lp, int ci, int ra, int decode, AttnMatch *m
   m->decode = decode;
   if (!decode && ra < 0) REFUSE("%s: flash attention needs a blocked row axis", C->name);
   if (ra >= C->npar) REFUSE("%s: row axis %d does not exist", C->name, ra);
+  /* Flash-decoding takes one query row per block, so K and V may differ from row to row (a batch of
+   * sequences, each with its own keys): an unblocked decode kernel's one run-time axis is its rows. */
+  if (decode && ra < 0)
+    for (int i = 0; i < C->npar; i++)
+      if (C->par[i].extent->op != X_CONST) {
+        if (ra >= 0) REFUSE("%s: more than one run-time column axis", C->name);
+        ra = i;
+      }
   if (C->ninner || C->nphase != 1)
     REFUSE("%s is not P x V: it has %d reductions and %d inner axes", C->name, C->nphase, C->ninner);
   const LPhase *ph = &C->phases[0];
@@ -243,7 +251,7 @@ int match_attention(const LProgram *lp, int ci, int ra, int decode, AttnMatch *m
   }
   uint64_t tb = 1ull << t, mb = mv >= 0 ? 1ull << mv : 0;
   if (!pl) REFUSE("%s is not P x V: neither factor is an f32 buffer read with the summed axis last", C->name);
-  if ((v->varmask & mb) || (v->flags & (EXF_ACC | EXF_TMP | EXF_HW)) || !dtype_is_float(v->dtype))
+  if ((!decode && (v->varmask & mb)) || (v->flags & (EXF_ACC | EXF_TMP | EXF_HW)) || !dtype_is_float(v->dtype))
     REFUSE("%s is not P x V: V depends on the query row or is not a float", C->name);
   int pbuf = (int)pl->ival;
   int bi = kernel_writing(lp, pbuf, ci);
@@ -287,7 +295,7 @@ int match_attention(const LProgram *lp, int ci, int ra, int decode, AttnMatch *m
   if (score->dtype != DT_F32) score = ex_cast(P, DT_F32, score);
   /* Q does not depend on t, K not on m */
   Expr *q = (x0->varmask & tb) ? x1 : x0, *k = (x0->varmask & tb) ? x0 : x1;
-  if ((q->varmask & tb) || (k->varmask & mb) || ((q->flags | k->flags) & (EXF_ACC | EXF_TMP | EXF_HW)))
+  if ((q->varmask & tb) || (!decode && (k->varmask & mb)) || ((q->flags | k->flags) & (EXF_ACC | EXF_TMP | EXF_HW)))
     REFUSE("%s is not P x V: Q depends on the keys or K on the query row", C->name);
   if (!dtype_is_float(q->dtype) || !dtype_is_float(k->dtype)) REFUSE("%s: Q or K is not a float", C->name);
   /* nothing between A and C writes what the score side reads */

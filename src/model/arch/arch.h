@@ -23,6 +23,9 @@ typedef struct ModelBuildOptions {
   int max_ctx;        /* KV cache positions */
   DType weight_dtype; /* dtype of the weight inputs (f32, f16, bf16) */
   DType cache_dtype;  /* dtype of the KV caches */
+  /* 0: one sequence, `seq` tokens after `past`, contiguous caches cache.k.L [1, kv_heads, max_ctx, head_dim].
+   * > 0: a ragged batch over a paged cache of blocks of this many positions (see mb_begin). */
+  int paged_block;
 } ModelBuildOptions;
 
 /* A GGUF tensor-name part and its Hugging Face counterpart ("attn_q" <-> "self_attn.q_proj"). */

@@ -79,6 +79,41 @@ static int split_heads(ModelBuilder *b, int x, int heads) {
   return permute0213(b, reshape(b, x, 4, dims));
 }
 
+static int h_plus_o_proj(ModelBuilder *b, int h, int a, const char *o_name) {
+  const ModelConfig *c = b->c;
+  return op(b, G_ADD, h, mb_linear(b, a, o_name, c->hidden, (int64_t)c->heads * c->head_dim, 0), -1, NULL);
+}
+
+static int permute(ModelBuilder *b, int x, int a0, int a1, int a2, int a3) {
+  GAttr a = {.naxes = 4, .axes = {a0, a1, a2, a3}};
+  return op(b, G_PERMUTE, x, -1, -1, &a);
+}
+
+/* q [1, heads, tok, hd], k and v [1, kv_heads, tok, hd] -> [1, tok, heads * hd]: k and v go to their slots in
+ * the layer's pools, and each token attends over its sequence's keys through the block table. */
+static int paged_attention(ModelBuilder *b, int q, int k, int v, int layer) {
+  const ModelConfig *c = b->c;
+  char name[64];
+  int hd = c->head_dim;
+  Expr *pdims[4] = {graph_symbol(b->g, "blocks"), n(b, b->o->paged_block), n(b, c->kv_heads), n(b, hd)};
+  Expr *rows[3] = {b->seq, n(b, c->kv_heads), n(b, hd)};
+  int pool[2];
+  for (int i = 0; i < 2; i++) {
+    snprintf(name, sizeof name, "cache.%c.%d", i ? 'v' : 'k', layer);
+    int x = reshape(b, permute(b, i ? v : k, 2, 1, 0, 3), 3, rows); /* [tok, kv_heads, hd] */
+    int scattered = op(b, G_CACHE_SCATTER, input(b, name, b->o->cache_dtype, 4, pdims), x, b->slots, NULL);
+    GAttr len = {.end = b->ctx};
+    /* [tok, ctx, kv_heads, hd] -> [tok, kv_heads, ctx, hd] */
+    pool[i] = permute(b, op(b, G_PAGED_GATHER, scattered, b->table, b->seq_of, &len), 0, 2, 1, 3);
+  }
+  if (b->fail) return -1;
+  int in[4] = {permute(b, q, 2, 1, 0, 3), pool[0], pool[1], b->kv_len};
+  int a = b->fail ? -1 : graph_op(b->g, G_ATTENTION, in, 4, NULL, 0, 0, b->d); /* [tok, heads, 1, hd] */
+  if (a < 0) b->fail = 1;
+  Expr *odims[3] = {n(b, 1), b->seq, n(b, (int64_t)c->heads * hd)};
+  return reshape(b, permute(b, a, 2, 0, 1, 3), 3, odims);
+}
+
 int mb_attention_block(ModelBuilder *b, int h, int layer, const AttnSpec *s) {
   const ModelConfig *c = b->c;
   char p[96], name[256];
@@ -102,6 +137,7 @@ int mb_attention_block(ModelBuilder *b, int h, int layer, const AttnSpec *s) {
   }
   q = op(b, G_ROPE, q, b->pos, b->inv_freq, NULL);
   k = op(b, G_ROPE, k, b->pos, b->inv_freq, NULL);
+  if (b->o->paged_block) return h_plus_o_proj(b, h, paged_attention(b, q, k, v, layer), o_name);
   Expr *cdims[4] = {n(b, 1), n(b, c->kv_heads), n(b, b->o->max_ctx), n(b, hd)};
   snprintf(name, sizeof name, "cache.k.%d", layer);
   int kc = input(b, name, b->o->cache_dtype, 4, cdims);
@@ -117,7 +153,7 @@ int mb_attention_block(ModelBuilder *b, int h, int layer, const AttnSpec *s) {
   int a = permute0213(b, op(b, G_ATTENTION, q, ks, vs, &at));
   Expr *odims[3] = {n(b, 1), b->seq, n(b, (int64_t)c->heads * hd)};
   a = reshape(b, a, 3, odims);
-  return op(b, G_ADD, h, mb_linear(b, a, o_name, c->hidden, (int64_t)c->heads * hd, 0), -1, NULL);
+  return h_plus_o_proj(b, h, a, o_name);
 }
 
 int mb_swiglu_mlp_block(ModelBuilder *b, int h, int layer) {
@@ -140,17 +176,27 @@ int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, 
                c->heads, c->kv_heads, c->head_dim, c->hidden, c->layers);
     return -1;
   }
-  *b = (ModelBuilder){graph_new(arena, pool), c, o, d, NULL, NULL, -1, -1, -1, 0};
-  b->seq = graph_symbol(b->g, "seq");
-  b->past = graph_symbol(b->g, "past");
+  *b = (ModelBuilder){
+      .g = graph_new(arena, pool), .c = c, .o = o, .d = d, .pos = -1, .inv_freq = -1, .embed = -1, .table = -1};
+  int paged = o->paged_block > 0;
+  b->seq = graph_symbol(b->g, paged ? "tok" : "seq");
+  b->past = paged ? NULL : graph_symbol(b->g, "past");
   Expr *idims[2] = {n(b, 1), b->seq};
   int ids = input(b, "ids", DT_I32, 2, idims);
   b->pos = input(b, "pos", DT_I32, 1, &b->seq);
+  if (paged) {
+    b->seq_of = input(b, "seq", DT_I32, 1, &b->seq);
+    b->slots = input(b, "slot", DT_I32, 1, &b->seq);
+    Expr *tdims[2] = {graph_symbol(b->g, "seqs"), n(b, (o->max_ctx + o->paged_block - 1) / o->paged_block)};
+    b->table = input(b, "block_table", DT_I32, 2, tdims);
+    b->ctx = graph_symbol(b->g, "ctx");
+    b->kv_len = op(b, G_ADD, b->pos, graph_const_int(b->g, 1, 0, 0), -1, NULL);
+  }
   Expr *fd = n(b, c->head_dim / 2);
   b->inv_freq = input(b, "rope.inv_freq", DT_F32, 1, &fd);
-  b->table = mb_weight(b, "model.embed_tokens.weight", c->vocab, c->hidden);
+  b->embed = mb_weight(b, "model.embed_tokens.weight", c->vocab, c->hidden);
   GAttr cast = {.dtype = DT_F32};
-  return op(b, G_CAST, op(b, G_EMBEDDING, ids, b->table, -1, NULL), -1, -1, &cast);
+  return op(b, G_CAST, op(b, G_EMBEDDING, ids, b->embed, -1, NULL), -1, -1, &cast);
 }
 
 Graph *mb_llama_decoder(const ModelConfig *c, const ModelBuildOptions *o, const AttnSpec *s, Arena *arena,
@@ -167,11 +213,15 @@ Graph *mb_llama_decoder(const ModelConfig *c, const ModelBuildOptions *o, const 
 
 Graph *mb_finish(ModelBuilder *b, int h) {
   const ModelConfig *c = b->c;
-  /* Only the last position's logits are needed. */
-  GAttr last = {.axis = 1, .start = ex_add(b->g->pool, b->seq, n(b, -1)), .end = b->seq};
-  h = op(b, G_SLICE, h, -1, -1, &last);
+  if (b->o->paged_block) { /* the logits of the out_rows tokens: [rows, hidden] */
+    Expr *flat[2] = {b->seq, n(b, c->hidden)}, *rows = graph_symbol(b->g, "rows");
+    h = op(b, G_EMBEDDING, input(b, "out_rows", DT_I32, 1, &rows), reshape(b, h, 2, flat), -1, NULL);
+  } else { /* only the last position's logits are needed */
+    GAttr last = {.axis = 1, .start = ex_add(b->g->pool, b->seq, n(b, -1)), .end = b->seq};
+    h = op(b, G_SLICE, h, -1, -1, &last);
+  }
   h = mb_rms_norm(b, h, mb_weight(b, "model.norm.weight", c->hidden, 0));
-  int head = c->tied_embeddings ? b->table : mb_weight(b, "lm_head.weight", c->vocab, c->hidden);
+  int head = c->tied_embeddings ? b->embed : mb_weight(b, "lm_head.weight", c->vocab, c->hidden);
   GAttr cast = {.dtype = DT_F32};
   int logits = op(b, G_CAST, op(b, G_LINEAR, h, head, -1, NULL), -1, -1, &cast);
   /* The greedy choice on the device: a decode step then copies back 8 bytes instead of the logits. */

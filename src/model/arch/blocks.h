@@ -12,17 +12,24 @@ typedef struct ModelBuilder {
   const ModelConfig *c;
   const ModelBuildOptions *o;
   Diag *d;
-  Expr *seq, *past;
-  int pos, inv_freq; /* the "pos" and "rope.inv_freq" inputs */
-  int table;         /* the token embedding (also the tied LM head) */
+  Expr *seq, *past;                 /* paged: seq is "tok", the batch's tokens; past is unused */
+  int pos, inv_freq;                /* the "pos" and "rope.inv_freq" inputs */
+  int seq_of, slots, table, kv_len; /* paged: the tokens' block-table rows and cache slots, the tables, pos + 1 */
+  Expr *ctx;                        /* paged: keys each token's attention spans (at least its pos + 1) */
+  int embed;                        /* the token embedding (also the tied LM head) */
   int fail;
 } ModelBuilder;
 
 /* Checks the sizes, makes the graph, the seq/past symbols and the ids/pos/frequency inputs; returns the
- * embedded tokens h [1, seq, hidden] in f32, or -1. */
+ * embedded tokens h [1, seq, hidden] in f32, or -1.
+ * With o->paged_block (a ragged batch), the step's inputs are, for its `tok` tokens: ids, pos, seq (the
+ * token's row of the block table) and slot (where its K and V go: block * block_size + pos % block_size);
+ * block_table [seqs, ceil(max_ctx / block)] and out_rows [rows] (the tokens whose logits are wanted). Each
+ * layer's caches are pools cache.k.L / cache.v.L [blocks, block, kv_heads, head_dim]; attention spans `ctx`
+ * keys (at least the largest pos + 1 of the step), masked from pos + 1 on per token. */
 int mb_begin(ModelBuilder *b, const ModelConfig *c, const ModelBuildOptions *o, Arena *arena, ExprPool *pool, Diag *d);
-/* Final RMSNorm of the last position, the LM head (tied or lm_head.weight), the logits and their argmax as
- * outputs. */
+/* Final RMSNorm of the last position (paged: of the out_rows tokens), the LM head (tied or lm_head.weight), the logits
+ * and their argmax as outputs. */
 Graph *mb_finish(ModelBuilder *b, int h);
 
 int mb_weight(ModelBuilder *b, const char *name, int64_t d0, int64_t d1); /* d1 = 0: rank 1 */

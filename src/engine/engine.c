@@ -1,0 +1,343 @@
+/* The batched engine (engine.h): a scheduler step becomes one model_step_batch, every sequence that reached
+ * its last known token gets its next token (the device's argmax when greedy, else its own sampler over its
+ * row of logits), and the step's events say what each request got. */
+#include "engine.h"
+#include <stdlib.h>
+#include <string.h>
+#include "../base/clock.h"
+#include "../base/mem.h"
+#include "../base/strbuf.h"
+
+typedef struct Request {
+  int live;           /* added and not yet reported finished */
+  int cancel_pending; /* cancelled: the next step reports it */
+  int ignore_eos;
+  Sampler sampler;
+  DecodeState ds;
+  StrBuf text, piece; /* text: everything decoded (stop strings); piece: this step's new text */
+  char **stop;
+  int nstop;
+  int32_t *out;
+  int nout, cap;
+} Request;
+
+struct Engine {
+  Model *m;
+  Sched *sched;
+  StepPlan plan;
+  Request *req;
+  int nreq, capreq;
+  EngineEvent *ev;
+  int nev, capev;
+  /* the step's host arrays, grown as needed */
+  int32_t *table, *rows, *next, *new_tokens, *row_of;
+  float *logits;
+  size_t cap_table, cap_rows, cap_logits;
+  DeviceSampler *dsampler;
+  long generated;
+  double step_ms;
+};
+
+static void grow(void **p, size_t *cap, size_t want, size_t elem, const char *what) {
+  if (want <= *cap) return;
+  size_t n = *cap ? *cap : 16;
+  while (n < want) n *= 2;
+  *p = xrealloc(*p, n * elem, what);
+  *cap = n;
+}
+
+Engine *engine_new(Model *m, const EngineOptions *o, Diag *d) {
+  if (!m->kv_block) {
+    diag_error(d, 0, 0, "the engine needs a model loaded for batched steps (a paged KV cache)");
+    return NULL;
+  }
+  SchedConfig c = {m->kv_blocks,
+                   m->kv_block,
+                   o->max_batch_tokens > 0 ? o->max_batch_tokens : 2048,
+                   o->max_seqs > 0 ? o->max_seqs : 256,
+                   m->max_ctx,
+                   m->cfg.vocab};
+  if (c.max_batch_tokens < c.max_seqs) c.max_seqs = c.max_batch_tokens;
+  Engine *e = xcalloc(1, sizeof *e, "the engine");
+  e->m = m;
+  if (!(e->sched = sched_new(&c, d))) {
+    free(e);
+    return NULL;
+  }
+  step_plan_init(&e->plan);
+  return e;
+}
+
+static void request_free(Request *r) {
+  sampler_free(&r->sampler);
+  sb_free(&r->text);
+  sb_free(&r->piece);
+  for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
+  free(r->stop);
+  free(r->out);
+}
+
+void engine_free(Engine *e) {
+  if (!e) return;
+  for (int i = 0; i < e->nreq; i++) request_free(&e->req[i]);
+  free(e->req);
+  free(e->ev);
+  free(e->table);
+  free(e->rows);
+  free(e->next);
+  free(e->new_tokens);
+  free(e->row_of);
+  free(e->logits);
+  device_sampler_free(e->dsampler);
+  step_plan_free(&e->plan);
+  sched_free(e->sched);
+  free(e);
+}
+
+int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
+  const Model *m = e->m;
+  if (r->nprompt <= 0) {
+    diag_error(d, 0, 0, "empty prompt: give at least one token");
+    return -1;
+  }
+  if (r->nprompt >= m->max_ctx) {
+    diag_error(d, 0, 0, "the prompt has %d tokens but the context holds %d", r->nprompt, m->max_ctx);
+    return -1;
+  }
+  if (r->max_tokens < 1) {
+    diag_error(d, 0, 0, "max_tokens must be at least 1 (got %d)", r->max_tokens);
+    return -1;
+  }
+  if (r->nstop && !m->tok) {
+    diag_error(d, 0, 0, "stop strings need the model's tokenizer, and this model has none");
+    return -1;
+  }
+  if (r->sampling.top_p <= 0 || r->sampling.top_p > 1 || r->sampling.top_k < 0) {
+    diag_error(d, 0, 0, "sampling: top_p must be in (0, 1] and top_k at least 0 (got %g, %d)", r->sampling.top_p,
+               r->sampling.top_k);
+    return -1;
+  }
+  /* a request asking for more than the context holds stops there ("length") */
+  int max_new = r->max_tokens < m->max_ctx - r->nprompt ? r->max_tokens : m->max_ctx - r->nprompt;
+  int id = sched_add(e->sched, r->prompt, r->nprompt, max_new, d);
+  if (id < 0) return -1;
+  if (id >= e->capreq) {
+    int n = e->capreq ? e->capreq * 2 : 16;
+    while (n <= id) n *= 2;
+    e->req = xrealloc(e->req, sizeof *e->req * (size_t)n, "the engine's requests");
+    memset(e->req + e->capreq, 0, sizeof *e->req * (size_t)(n - e->capreq));
+    e->capreq = n;
+  }
+  if (id >= e->nreq) e->nreq = id + 1;
+  Request *q = &e->req[id];
+  memset(q, 0, sizeof *q);
+  q->live = 1;
+  q->ignore_eos = r->ignore_eos;
+  sampler_init(&q->sampler, &r->sampling);
+  q->nstop = r->nstop;
+  q->stop = r->nstop ? xcalloc((size_t)r->nstop, sizeof *q->stop, "the stop strings") : NULL;
+  for (int i = 0; i < r->nstop; i++) q->stop[i] = xstrdup(r->stop[i] ? r->stop[i] : "", "a stop string");
+  return id;
+}
+
+static Request *live_request(Engine *e, int id, Diag *d) {
+  if (id < 0 || id >= e->nreq || !e->req[id].live || e->req[id].cancel_pending) {
+    diag_error(d, 0, 0, "no running or waiting request %d", id);
+    return NULL;
+  }
+  return &e->req[id];
+}
+
+int engine_cancel(Engine *e, int id, Diag *d) {
+  Request *q = live_request(e, id, d);
+  if (!q || sched_cancel(e->sched, id, d) < 0) return -1;
+  q->cancel_pending = 1;
+  return 0;
+}
+
+int engine_has_work(const Engine *e) {
+  for (int i = 0; i < e->nreq; i++)
+    if (e->req[i].cancel_pending) return 1;
+  return sched_has_work(e->sched);
+}
+
+static void emit(Engine *e, EngineEventKind kind, int id, int32_t token, const char *text, const char *reason) {
+  if (e->nev == e->capev) {
+    e->capev = e->capev ? e->capev * 2 : 64;
+    e->ev = xrealloc(e->ev, sizeof *e->ev * (size_t)e->capev, "the engine's events");
+  }
+  e->ev[e->nev++] = (EngineEvent){kind, id, token, text, reason};
+}
+
+static int is_eos(const Model *m, int id) {
+  if (id == m->cfg.eos_id) return 1;
+  for (int i = 0; i < m->cfg.n_eos; i++)
+    if (m->cfg.eos_ids[i] == id) return 1;
+  return m->tok && id == tokenizer_eos(m->tok);
+}
+
+static void finish(Engine *e, int id, const char *reason) {
+  Request *q = &e->req[id];
+  if (e->m->tok) {
+    tokenizer_decode_flush(&q->ds, &q->piece);
+    if (q->piece.len) emit(e, EV_TOKEN, id, -1, sb_str(&q->piece), NULL);
+  }
+  emit(e, EV_FINISHED, id, -1, NULL, reason);
+  q->live = 0;
+  sampler_free(&q->sampler);
+  memset(&q->sampler, 0, sizeof q->sampler);
+  sb_free(&q->text);
+}
+
+/* The scheduler's plan as the model's batched step; which logit row each sampling entry reads. */
+static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
+  const StepPlan *p = &e->plan;
+  const Model *m = e->m;
+  int bps = m->blocks_per_seq;
+  grow((void **)&e->table, &e->cap_table, (size_t)p->nentries * (size_t)bps, sizeof(int32_t), "the block tables");
+  grow((void **)&e->rows, &e->cap_rows, (size_t)p->nentries + 1, sizeof(int32_t), "the logit rows");
+  e->next = xrealloc(e->next, sizeof(int32_t) * e->cap_rows, "the greedy tokens");
+  e->new_tokens = xrealloc(e->new_tokens, sizeof(int32_t) * e->cap_rows, "the new tokens");
+  e->row_of = xrealloc(e->row_of, sizeof(int32_t) * e->cap_rows, "the logit rows");
+  int nrows = 0, ctx = 1;
+  for (int i = 0; i < p->nentries; i++) {
+    const StepEntry *en = &p->entries[i];
+    int32_t *row = e->table + (size_t)i * (size_t)bps;
+    for (int k = 0; k < bps; k++) /* unused entries name a block the sequence holds: never read unmasked */
+      row[k] = k < en->table_len ? p->block_tables[en->table_at + k] : en->table_len ? row[en->table_len - 1] : 0;
+    if (en->start + en->n > ctx) ctx = en->start + en->n;
+    e->row_of[i] = -1;
+    if (en->sample) {
+      e->row_of[i] = nrows;
+      e->rows[nrows++] = en->first + en->n - 1;
+    }
+  }
+  *any_sampled = nrows > 0;
+  if (!nrows) e->rows[nrows++] = 0; /* a step of prefill chunks only: one row, unused */
+  *b = (BatchStep){p->ntokens,   p->nentries, nrows,    ctx,      p->tokens,
+                   p->positions, p->entry_of, p->slots, e->table, e->rows};
+  return nrows;
+}
+
+/* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler. */
+static int pick_tokens(Engine *e, const BatchStep *b, int host_logits, Diag *d) {
+  const StepPlan *p = &e->plan;
+  Model *m = e->m;
+  for (int i = 0; i < p->nentries; i++) {
+    int r = e->row_of[i];
+    e->new_tokens[i] = -1;
+    if (r < 0) continue;
+    Request *q = &e->req[p->entries[i].seq];
+    if (sampler_is_greedy(&q->sampler.o)) {
+      e->new_tokens[i] = e->next[r];
+      continue;
+    }
+    float u = sampler_draw(&q->sampler);
+    if (host_logits) {
+      e->new_tokens[i] = sampler_pick(&q->sampler, u, e->logits + (size_t)r * (size_t)m->cfg.vocab, m->cfg.vocab);
+    } else {
+      const char *dev = plan_output_device(m->plan, 0);
+      if (!e->dsampler && !(e->dsampler = device_sampler_new(m->backend, d))) return 0;
+      if (!device_sampler_pick(e->dsampler, &q->sampler.o, u, dev + (size_t)r * (size_t)m->cfg.vocab * sizeof(float),
+                               m->cfg.vocab, &e->new_tokens[i], d))
+        return 0;
+    }
+  }
+  (void)b;
+  return 1;
+}
+
+/* After the commit: the tokens' events, stop tokens and strings, and sequences the scheduler finished. */
+static int report(Engine *e, Diag *d) {
+  const StepPlan *p = &e->plan;
+  const Model *m = e->m;
+  for (int i = 0; i < p->nentries; i++) {
+    if (e->row_of[i] < 0) continue;
+    int id = p->entries[i].seq;
+    Request *q = &e->req[id];
+    if (!q->live || q->cancel_pending) continue;
+    int32_t tok = e->new_tokens[i];
+    e->generated++;
+    SeqInfo si;
+    if (sched_seq(e->sched, id, &si) < 0) continue;
+    if (!q->ignore_eos && is_eos(m, tok)) {
+      if (si.state != SEQ_FINISHED && sched_finish(e->sched, id, SEQ_FINISH_STOP, d) < 0) return 0;
+      finish(e, id, "stop");
+      continue;
+    }
+    if (q->nout == q->cap) {
+      q->cap = q->cap ? q->cap * 2 : 64;
+      q->out = xrealloc(q->out, sizeof(int32_t) * (size_t)q->cap, "a request's tokens");
+    }
+    q->out[q->nout++] = tok;
+    sb_clear(&q->piece);
+    if (m->tok) tokenizer_decode_step(m->tok, &q->ds, tok, 1, &q->piece);
+    emit(e, EV_TOKEN, id, tok, sb_str(&q->piece), NULL);
+    int stop = 0;
+    if (q->nstop) {
+      sb_puts(&q->text, sb_str(&q->piece));
+      for (int k = 0; k < q->nstop && !stop; k++) stop = q->stop[k][0] && strstr(sb_str(&q->text), q->stop[k]);
+    }
+    if (stop) {
+      if (si.state != SEQ_FINISHED && sched_finish(e->sched, id, SEQ_FINISH_STOP, d) < 0) return 0;
+      sb_clear(&q->piece);
+      finish(e, id, "stop");
+    } else if (si.state == SEQ_FINISHED) {
+      sb_clear(&q->piece);
+      finish(e, id, seq_finish_name(si.finish));
+    }
+  }
+  return 1;
+}
+
+int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
+  e->nev = 0;
+  *events = NULL;
+  *nevents = 0;
+  for (int i = 0; i < e->nreq; i++)
+    if (e->req[i].cancel_pending) {
+      e->req[i].cancel_pending = 0;
+      sb_clear(&e->req[i].piece);
+      finish(e, i, "cancelled");
+    }
+  double t0 = now_ms();
+  if (sched_plan_step(e->sched, &e->plan, d) < 0) return 0;
+  if (e->plan.nentries > 0) {
+    BatchStep b;
+    int sampled, nrows = build_step(e, &b, &sampled), host_logits = 0;
+    for (int i = 0; sampled && i < e->plan.nentries; i++)
+      if (e->row_of[i] >= 0 && !sampler_is_greedy(&e->req[e->plan.entries[i].seq].sampler.o))
+        host_logits = e->m->backend->target.kind != TARGET_CUDA;
+    if (host_logits)
+      grow((void **)&e->logits, &e->cap_logits, (size_t)nrows * (size_t)e->m->cfg.vocab, sizeof(float), "the logits");
+    if (!model_step_batch(e->m, &b, host_logits ? e->logits : NULL, e->next, d)) return 0;
+    if (!pick_tokens(e, &b, host_logits, d)) return 0;
+    if (sched_commit(e->sched, &e->plan, e->new_tokens, d) < 0) return 0;
+    if (!report(e, d)) return 0;
+  }
+  e->step_ms += now_ms() - t0;
+  *events = e->ev;
+  *nevents = e->nev;
+  return 1;
+}
+
+void engine_stats(const Engine *e, EngineStats *s) {
+  SchedStats ss;
+  sched_stats(e->sched, &ss);
+  *s = (EngineStats){ss.running,       ss.waiting,
+                     ss.blocks_held,   ss.blocks_cached,
+                     e->m->kv_blocks,  e->m->kv_block,
+                     ss.steps,         ss.prefill_tokens,
+                     ss.decode_tokens, ss.prefix_tokens_reused,
+                     ss.preemptions,   e->generated,
+                     e->step_ms,       e->step_ms > 0 ? e->generated / (e->step_ms / 1e3) : 0};
+}
+
+const int32_t *engine_output(const Engine *e, int id, int *n) {
+  if (id < 0 || id >= e->nreq) {
+    *n = 0;
+    return NULL;
+  }
+  *n = e->req[id].nout;
+  return e->req[id].out;
+}

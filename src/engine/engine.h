@@ -1,0 +1,68 @@
+/* The batched engine: requests (prompt tokens and sampling parameters) in, tokens out, many sequences per
+ * step. It ties the scheduler (scheduler.h: which positions of which sequences each step computes, the paged
+ * KV blocks, prefix sharing, preemption) to a model loaded for batched steps (model_step_batch) and samples
+ * every sequence's next token with its own parameters. The CLI (generate --concurrency, bench --concurrency)
+ * and the server use it.
+ *
+ * Threads: every call must come from one thread at a time (the caller serializes them; a server queues the
+ * adds and cancels that arrive while a step runs and makes them between steps). */
+#ifndef LATHE_ENGINE_H
+#define LATHE_ENGINE_H
+#include "../generate/model.h"
+#include "../generate/sampler.h"
+#include "scheduler.h"
+
+typedef struct EngineOptions {
+  int max_batch_tokens; /* tokens computed per step, all sequences together (0: 2048) */
+  int max_seqs;         /* sequences running at once (0: 256) */
+} EngineOptions;
+
+typedef struct EngineRequest {
+  const int32_t *prompt;
+  int nprompt;
+  int max_tokens; /* new tokens at most */
+  SamplerOptions sampling;
+  const char *const *stop; /* stop strings, checked on the decoded text (needs the model's tokenizer) */
+  int nstop;
+  int ignore_eos; /* the model's end-of-sequence tokens do not stop it */
+} EngineRequest;
+
+typedef enum EngineEventKind { EV_TOKEN, EV_FINISHED } EngineEventKind;
+
+/* What one step did for one request. Texts stay valid until the next engine call. */
+typedef struct EngineEvent {
+  EngineEventKind kind;
+  int id;
+  int32_t token;      /* EV_TOKEN */
+  const char *text;   /* EV_TOKEN: the newly complete text ("" when the token ends inside a character) */
+  const char *reason; /* EV_FINISHED: "stop" (end-of-sequence token or stop string), "length", "cancelled" */
+} EngineEvent;
+
+typedef struct EngineStats {
+  int running, waiting;
+  int blocks_used, blocks_cached, blocks_total, block_size;
+  long steps, prefill_tokens, decode_tokens, prefix_tokens_reused, preemptions;
+  long generated;   /* tokens sampled */
+  double step_ms;   /* wall time in steps */
+  double tok_per_s; /* generated / step time */
+} EngineStats;
+
+typedef struct Engine Engine;
+
+/* m must be loaded with ModelLoadOptions.kv_block set (a batched model); the engine does not own it. */
+Engine *engine_new(Model *m, const EngineOptions *o, Diag *d);
+void engine_free(Engine *e);
+/* Queues a request; its id, or -1 with an error (empty prompt, too long for the context or the pool, a token
+ * outside the vocabulary, bad sampling parameters). */
+int engine_add(Engine *e, const EngineRequest *r, Diag *d);
+/* Cancels a waiting or running request: its blocks are freed now, and the next step reports it finished
+ * ("cancelled"). -1 with an error for an unknown or finished id. */
+int engine_cancel(Engine *e, int id, Diag *d);
+/* Runs one step; *events (owned by the engine, valid until the next call) gets *nevents events. 0 events and
+ * no work left: engine_has_work() is 0. 0 with an error in d when the step failed. */
+int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d);
+int engine_has_work(const Engine *e);
+void engine_stats(const Engine *e, EngineStats *s);
+/* A request's tokens so far (prompt excluded); valid until the next engine call. */
+const int32_t *engine_output(const Engine *e, int id, int *n);
+#endif

@@ -119,7 +119,7 @@ static void test_op_table(void **state) {
     const GOpInfo *info = gop_info((GOp)o);
     assert_non_null(info);
     assert_non_null(info->name);
-    assert_true(info->min_in <= info->max_in && info->max_in <= 3);
+    assert_true(info->min_in <= info->max_in && info->max_in <= G_MAX_IN);
     assert_true(info->nparams <= GOP_MAX_PARAMS);
     int tensors = 0, optional_seen = 0;
     for (int i = 0; i < info->nparams; i++) {

@@ -14,13 +14,16 @@
 #include "../generate/sampler.h"
 #include "../model/presets.h"
 #include "../base/settings.h"
+#include "bench_batched.h"
 #include "cli.h"
 #include "options.h"
 
 typedef struct BenchArgs {
-  const char *model, *config, *target, *dtype, *weights, *matmul;
+  const char *model, *config, *target, *dtype, *weights, *matmul, *prompt_arg, *gen_arg, *arrivals, *kv_dtype;
   int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given, fuse_recompute;
-  double bandwidth_gbs;
+  double bandwidth_gbs, kv_memory_gb;
+  int concurrency, requests, kv_block, shared_prefix, max_batch_tokens;
+  BatchedBenchArgs batched;
 } BenchArgs;
 
 /* 1 to go on, 0 after a usage error, 2 after printing the help */
@@ -31,7 +34,12 @@ static int parse(int argc, char **argv, BenchArgs *a) {
                    .gen_len = 256,
                    .prefill_len = 512,
                    .bandwidth_gbs = 0,
-                   .reps = 3};
+                   .reps = 3,
+                   .prompt_arg = "128",
+                   .gen_arg = "256",
+                   .arrivals = "all",
+                   .kv_block = 16,
+                   .max_batch_tokens = 2048};
   const char *pos = NULL;
   Opt opts[] = {
       {"--model", "-m", OPT_STR, "MODEL", "the model (as the positional MODEL)", &a->model,
@@ -43,8 +51,10 @@ static int parse(int argc, char **argv, BenchArgs *a) {
       {"--random-weights", NULL, OPT_FLAG, NULL, "random weights for --config", &a->random_weights},
       {"--dtype", NULL, OPT_STR, "f32|f16|bf16", "the weights' type with --config", &a->dtype},
       {"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target},
-      {"--prompt-len", NULL, OPT_INT, "N", "prompt tokens before the timed decode steps", &a->prompt_len, 1, 1 << 20},
-      {"--gen-len", NULL, OPT_INT, "N", "timed decode steps", &a->gen_len, 1, 1 << 20},
+      {"--prompt-len", NULL, OPT_STR, "N", "prompt tokens before the timed decode steps (with --concurrency: N or MIN-MAX)",
+       &a->prompt_arg},
+      {"--gen-len", NULL, OPT_STR, "N", "timed decode steps (with --concurrency: new tokens per request, N or MIN-MAX)",
+       &a->gen_arg},
       {"--prefill-len", NULL, OPT_INT, "N", "tokens of the timed prefill step (0: none)", &a->prefill_len, 0, 1 << 20},
       {"--reps", NULL, OPT_INT, "N", "timed prefill runs (the median is reported)", &a->reps, 1, 100},
       {"--ctx", "-c", OPT_INT, "N", "the context (KV cache positions)", &a->ctx, 8, 1 << 22,
@@ -58,6 +68,23 @@ static int parse(int argc, char **argv, BenchArgs *a) {
       {"--fuse-recompute", NULL, OPT_FLAG, NULL, "the fusion policy that recomputes a reduction in its consumers",
        &a->fuse_recompute},
       {"--json", NULL, OPT_FLAG, NULL, "print one JSON object", &a->json},
+      {"--concurrency", NULL, OPT_INT, "N",
+       "the batched engine instead: requests at once (output tok/s, step time, time to first token, inter-token "
+       "latency)",
+       &a->concurrency, 1, 4096},
+      {"--requests", NULL, OPT_INT, "N", "with --concurrency: requests in all", &a->requests, 1, 1 << 20,
+       .def = "the concurrency"},
+      {"--arrivals", NULL, OPT_STR, "all|poisson:RATE", "with --concurrency: when requests arrive (RATE per second)",
+       &a->arrivals},
+      {"--shared-prefix", NULL, OPT_INT, "N", "with --concurrency: tokens every prompt starts with", &a->shared_prefix,
+       0, 1 << 20},
+      {"--max-batch-tokens", NULL, OPT_INT, "N", "with --concurrency: tokens per engine step", &a->max_batch_tokens, 1,
+       1 << 20},
+      {"--kv-block", NULL, OPT_INT, "N", "with --concurrency: positions per KV cache block", &a->kv_block, 1, 1024},
+      {"--kv-dtype", NULL, OPT_STR, "f32|bf16", "with --concurrency: the KV cache's element type", &a->kv_dtype,
+       .def = "bf16 on CUDA, f32 on the CPU"},
+      {"--kv-memory", NULL, OPT_NUM, "GB", "with --concurrency: the KV cache pool's size", &a->kv_memory_gb, 1e-6, 1e6,
+       .def = "90% of the GPU memory the weights leave free; on the CPU 25%, at most 4 GB"},
   };
   CmdSpec spec = {"bench",
                   "[MODEL | --config NAME --random-weights] [options]",
@@ -80,6 +107,35 @@ static int parse(int argc, char **argv, BenchArgs *a) {
   if (a->model && a->config) {
     report_msg("give a MODEL path or --config NAME --random-weights, not both (configs: %s)", model_preset_names());
     return 0;
+  }
+  if (a->concurrency) {
+    BatchedBenchArgs *b = &a->batched;
+    *b = (BatchedBenchArgs){.concurrency = a->concurrency, .requests = a->requests ? a->requests : a->concurrency,
+                            .shared_prefix = a->shared_prefix, .max_batch_tokens = a->max_batch_tokens,
+                            .json = a->json};
+    if (!bench_range_parse(a->prompt_arg, "--prompt-len", &b->prompt_lo, &b->prompt_hi) ||
+        !bench_range_parse(a->gen_arg, "--gen-len", &b->gen_lo, &b->gen_hi) ||
+        !bench_arrivals_parse(a->arrivals, &b->arrival_rate))
+      return 0;
+  } else {
+    const char *batched_only[] = {"--requests",  "--arrivals",  "--shared-prefix", "--max-batch-tokens",
+                                  "--kv-block",  "--kv-memory", "--kv-dtype"};
+    for (size_t i = 0; i < sizeof batched_only / sizeof batched_only[0]; i++)
+      if (opts_seen(&spec, batched_only[i])) {
+        report_msg("%s applies to the batched bench only: add --concurrency N", batched_only[i]);
+        return 0;
+      }
+    int lo, hi;
+    if (!bench_range_parse(a->prompt_arg, "--prompt-len", &lo, &hi) || lo != hi) {
+      if (lo != hi) report_msg("--prompt-len: a range (%s) needs --concurrency", a->prompt_arg);
+      return 0;
+    }
+    a->prompt_len = lo;
+    if (!bench_range_parse(a->gen_arg, "--gen-len", &lo, &hi) || lo != hi) {
+      if (lo != hi) report_msg("--gen-len: a range (%s) needs --concurrency", a->gen_arg);
+      return 0;
+    }
+    a->gen_len = lo;
   }
   if (!a->model && !a->config) a->model = default_model_path(); /* as generate and chat do */
   else if (a->model) a->model = model_arg_resolve(a->model);
@@ -146,11 +202,28 @@ int cmd_bench(int argc, char **argv) {
     return EXIT_ERROR;
   }
   int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
+  if (a.concurrency) need = a.batched.prompt_hi + a.batched.gen_hi;
   ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
   lo.fuse_recompute = a.fuse_recompute;
   if (!weights_option(a.weights, &lo) || !matmul_option(a.matmul, &lo.matmul)) {
     be->ops->destroy(be);
     return EXIT_ERROR;
+  }
+  if (a.concurrency) {
+    lo.kv_block = a.kv_block;
+    lo.kv_memory = (size_t)(a.kv_memory_gb * 1e9);
+    lo.kv_dtype = t == TARGET_CUDA ? DT_BF16 : DT_F32;
+    if (a.kv_dtype && (!dtype_parse(a.kv_dtype, &lo.kv_dtype) || (lo.kv_dtype != DT_F32 && lo.kv_dtype != DT_BF16))) {
+      report_msg("--kv-dtype expects f32 or bf16, got '%s'", a.kv_dtype);
+      be->ops->destroy(be);
+      return EXIT_ERROR;
+    }
+    Model *m = a.config ? model_new_random(&cfg, wdt, be, &lo, &d) : model_load(a.model, be, &lo, &d);
+    int ok = m && bench_batched(m, &a.batched, a.config ? a.config : a.model, &d);
+    if (!ok) report(&d, m ? NULL : a.model);
+    model_free(m);
+    be->ops->destroy(be);
+    return ok ? EXIT_OK : EXIT_ERROR;
   }
   /* cold compile: an empty cache directory */
   char cold_dir[] = "/tmp/lathe-bench-XXXXXX";

@@ -169,7 +169,7 @@ Compilation *model_compilation_new(const ModelLoadOptions *o) {
 static int memory_fits(const Model *m, DType wdt, Diag *d) {
   size_t avail = m->backend->ops->memory_free ? m->backend->ops->memory_free(m->backend) : 0;
   if (!avail) return 1;
-  double per = (double)model_kv_bytes_per_position(&m->cfg);
+  double per = (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype);
   double kv = per * (m->kv_block ? (double)m->kv_blocks * m->kv_block : m->max_ctx);
   double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
   if (kv + weights <= (double)avail) return 1;
@@ -187,7 +187,9 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
 
 /* The paged pool's blocks: kv_memory bytes, or a fraction of the memory the weights leave free. */
 static int pool_blocks(const Model *m, DType wdt, const ModelLoadOptions *o, Diag *d) {
-  double per_block = (double)model_kv_bytes_per_position(&m->cfg) * o->kv_block, bytes = (double)o->kv_memory;
+  double per_block = (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype) *
+                     o->kv_block,
+         bytes = (double)o->kv_memory;
   if (!o->kv_memory) {
     double avail = m->backend->ops->memory_free ? (double)m->backend->ops->memory_free(m->backend) : 0;
     double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
@@ -222,11 +224,16 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
                o->kv_blocks, o->kv_block);
     return 0;
   }
+  if (o->kv_dtype != DT_F32 && (o->kv_dtype != DT_BF16 || !o->kv_block)) {
+    diag_error(d, 0, 0, "the KV cache holds f32, or bf16 in a paged pool (got %s)", dtype_name(o->kv_dtype));
+    return 0;
+  }
+  m->kv_dtype = o->kv_dtype;
   m->kv_block = o->kv_block;
   m->kv_blocks = o->kv_block ? o->kv_blocks : 0;
   if (o->kv_block && !m->kv_blocks && !(m->kv_blocks = pool_blocks(m, wdt, o, d))) return 0;
   m->blocks_per_seq = o->kv_block ? (m->max_ctx + o->kv_block - 1) / o->kv_block : 0;
-  ModelBuildOptions bo = {m->max_ctx, wdt, DT_F32, o->kv_block};
+  ModelBuildOptions bo = {m->max_ctx, wdt, m->kv_dtype, o->kv_block};
   m->weight_dtype = wdt;
   if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);

@@ -21,6 +21,7 @@ typedef struct Model {
   int in_ids, in_pos; /* program input indices */
   /* A batched model (ModelLoadOptions.kv_block): the paged pool's blocks and the other step inputs. */
   int kv_block, kv_blocks, blocks_per_seq;
+  DType kv_dtype;
   int in_seq, in_slot, in_table, in_rows;
   float *logits;          /* vocab floats, the last step's output */
   DeviceSampler *sampler; /* CUDA: sampling on the device, made at the first sampled step */
@@ -48,6 +49,7 @@ typedef struct ModelLoadOptions {
    * up to 4 GB) of the memory left free after the weights. */
   size_t kv_memory;
   double kv_fraction;
+  DType kv_dtype; /* the paged pool's element type: f32 (0, the default) or bf16 (half the bytes a step reads) */
 } ModelLoadOptions;
 
 /* An empty compilation for a model's step under o's target, fusion and matmul precision (what

@@ -3,7 +3,8 @@
  * sampled token is a hash of the whole context read back through the entry's block table. So a sequence's
  * output equals its solo output only if every slot, block table, shared prefix block and recompute was
  * right. Checked: exact outputs, the token budget, staggered arrivals, preemption in tiny pools, prefix
- * sharing (same block ids, fewer prefill tokens), cancellation, refused requests and bad calls, and a
+ * sharing (same block ids, fewer prefill tokens), cancellation, refused requests and bad calls, the waiting
+ * queue's order (arrivals at the back, preempted sequences at the front, admissions from the front), and a
  * randomized run checking every invariant after every step. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,13 @@ typedef struct Fake {
   StepPlan plan;
   int32_t *kv_tok, *kv_pos; /* the K/V store: per slot, the token and position written there */
   long steps, max_step_tokens;
+  /* The waiting queue as the test expects it: arrivals at the back, preempted sequences at the front,
+   * admissions from the front in order. admitted_at: per id, when it was last admitted. */
+  int *queue, nqueue;
+  long *admitted_at, admissions;
 } Fake;
+
+#define MAXIDS 4096
 
 static void fake_init(Fake *f, SchedConfig cfg) {
   Diag d = {0};
@@ -59,6 +66,10 @@ static void fake_init(Fake *f, SchedConfig cfg) {
   f->kv_pos = malloc(nslots * sizeof(int32_t));
   for (size_t i = 0; i < nslots; i++) f->kv_tok[i] = f->kv_pos[i] = -1;
   f->steps = f->max_step_tokens = 0;
+  f->queue = calloc(MAXIDS, sizeof(int));
+  f->admitted_at = calloc(MAXIDS, sizeof(long));
+  f->nqueue = 0;
+  f->admissions = 0;
 }
 
 static void fake_free(Fake *f) {
@@ -66,6 +77,8 @@ static void fake_free(Fake *f) {
   step_plan_free(&f->plan);
   free(f->kv_tok);
   free(f->kv_pos);
+  free(f->queue);
+  free(f->admitted_at);
 }
 
 static void check_sched(const Sched *s) {
@@ -101,6 +114,39 @@ static void check_sharing(const Fake *f, int nids) {
   free(at);
 }
 
+/* The plan's preemptions and admissions against the expected queue: victims (the most recently admitted
+ * first) go to the front, admissions come from the front in arrival order. */
+static void expect_queue_order(Fake *f, int nids, const unsigned char *was_waiting, const unsigned char *was_running,
+                               int nwaiting) {
+  int victims[MAXIDS], nv = 0;
+  for (int id = 0; id < nids; id++) {
+    SeqInfo q;
+    if (was_running[id] && !sched_seq(f->s, id, &q) && q.state == SEQ_WAITING) victims[nv++] = id;
+  }
+  /* The victims end up at the front, the oldest admission first (the newest was preempted first). */
+  for (int i = 1; i < nv; i++)
+    for (int j = i; j > 0 && f->admitted_at[victims[j]] < f->admitted_at[victims[j - 1]]; j--) {
+      int t = victims[j];
+      victims[j] = victims[j - 1];
+      victims[j - 1] = t;
+    }
+  memmove(f->queue + nv, f->queue, (size_t)f->nqueue * sizeof(int));
+  memcpy(f->queue, victims, (size_t)nv * sizeof(int));
+  f->nqueue += nv;
+  int k = 0;
+  for (int i = 0; i < f->plan.nentries; i++) {
+    int id = f->plan.entries[i].seq;
+    if (!was_waiting[id]) continue;
+    if (k >= f->nqueue || f->queue[k] != id)
+      fail_msg("admitted sequence %d, but %d is first in the queue", id, k < f->nqueue ? f->queue[k] : -1);
+    f->admitted_at[id] = ++f->admissions;
+    k++;
+  }
+  memmove(f->queue, f->queue + k, (size_t)(f->nqueue - k) * sizeof(int));
+  f->nqueue -= k;
+  assert_int_equal(f->nqueue, nwaiting);
+}
+
 /* Runs one step: plans, checks the plan, writes the K/V, samples, commits, applies the stop rule.
  * Returns the number of entries (0: nothing left to do). */
 static int fake_step(Fake *f, int nids) {
@@ -108,13 +154,16 @@ static int fake_step(Fake *f, int nids) {
   StepPlan *pl = &f->plan;
   SchedStats before, after;
   sched_stats(f->s, &before);
-  unsigned char *was_waiting = calloc((size_t)nids + 1, 1);
+  unsigned char *was_waiting = calloc((size_t)nids + 1, 1), *was_running = calloc((size_t)nids + 1, 1);
   for (int id = 0; id < nids; id++) {
     SeqInfo q;
     was_waiting[id] = !sched_seq(f->s, id, &q) && q.state == SEQ_WAITING;
+    was_running[id] = !sched_seq(f->s, id, &q) && q.state == SEQ_RUNNING;
   }
   if (sched_plan_step(f->s, pl, &d)) fail_msg("sched_plan_step: %s", d.msg);
   sched_stats(f->s, &after);
+  expect_queue_order(f, nids, was_waiting, was_running, after.waiting);
+  free(was_running);
   /* A step that preempted admits nobody (a victim would come straight back): every victim waits. */
   if (after.preemptions > before.preemptions) {
     assert_int_equal(after.waiting, before.waiting + (int)(after.preemptions - before.preemptions));
@@ -235,7 +284,19 @@ static int add(Fake *f, const int32_t *prompt, int n, int max_new) {
   Diag d = {0};
   int id = sched_add(f->s, prompt, n, max_new, &d);
   if (id < 0) fail_msg("sched_add: %s", d.msg);
+  f->queue[f->nqueue++] = id;
   return id;
+}
+
+static void cancel(Fake *f, int id) {
+  Diag d = {0};
+  if (sched_cancel(f->s, id, &d)) fail_msg("sched_cancel: %s", d.msg);
+  for (int i = 0; i < f->nqueue; i++)
+    if (f->queue[i] == id) {
+      memmove(f->queue + i, f->queue + i + 1, (size_t)(f->nqueue - i - 1) * sizeof(int));
+      f->nqueue--;
+      break;
+    }
 }
 
 static SchedConfig config(int nblocks, int bs, int budget, int max_seqs) {
@@ -497,7 +558,6 @@ static void random_run(SchedConfig cfg, uint64_t seed, int nsteps, int *preempti
   uint64_t rs = seed;
   int32_t prefixes[4][64], p[MAXSEQ];
   for (int i = 0; i < 4; i++) fill_prompt(prefixes[i], 64, seed * 10 + (uint64_t)i);
-  enum { MAXIDS = 4096 };
   static int cancelled[MAXIDS];
   int nids = 0, pool_tokens = cfg.nblocks * cfg.block_size;
   for (int step = 0; step < nsteps || sched_has_work(f.s); step++) {
@@ -519,9 +579,8 @@ static void random_run(SchedConfig cfg, uint64_t seed, int nsteps, int *preempti
     if (nids && splitmix64_unit(&rs) < 0.03) {
       int id = (int)(splitmix64(&rs) % (unsigned)nids);
       SeqInfo q;
-      Diag d = {0};
       if (!sched_seq(f.s, id, &q) && q.state != SEQ_FINISHED) {
-        assert_int_equal(sched_cancel(f.s, id, &d), 0);
+        cancel(&f, id);
         cancelled[id] = 1;
         check_sched(f.s);
       }

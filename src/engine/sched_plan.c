@@ -19,8 +19,8 @@ void step_plan_free(StepPlan *p) {
 
 typedef struct Planner {
   Sched *s;
-  int budget; /* tokens still allowed this step */
-  int preempted;
+  int budget;    /* tokens still allowed this step */
+  int preempted; /* a sequence was preempted this step */
 } Planner;
 
 /* Allocates blocks so that seq can compute up to want more positions; returns how many it can (<= want,
@@ -188,6 +188,9 @@ int sched_plan_step(Sched *s, StepPlan *out, Diag *d) {
     int want = q->len - q->computed;
     if (schedule_running(&pl, q, want < pl.budget ? want : pl.budget)) goto oom;
   }
+  /* No admission after a preemption, so that a victim is not taken straight back. (Rarely matters: a
+   * preemption happens only when no block is free or cached, and the victim's released blocks go to the
+   * sequence that needed one and back to the victim's own prefix, leaving none for its next chunk.) */
   if (!pl.preempted) admit(&pl);
   if (s->ndec == 0 && (s->nrunning || s->nwaiting)) {
     diag_error(d, 0, 0,

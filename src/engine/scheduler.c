@@ -159,7 +159,7 @@ static void finish(Sched *s, Seq *q, SeqFinish reason) {
     }
   q->state = SEQ_FINISHED;
   q->finish = reason;
-  q->planned = 0;
+  q->planned = q->computed = 0; /* its K/V are gone with its blocks */
   s->nfinished++;
   if (reason == SEQ_FINISH_CANCELLED) s->st.cancelled++;
 }

@@ -54,8 +54,9 @@ typedef struct StepEntry {
   int start, n;            /* positions */
   int first;               /* index of its first token in the plan's per-token arrays */
   int table_at, table_len; /* its block table: block_tables[table_at .. table_at + table_len) */
-  int sample;              /* 1: ends at the sequence's last known token: the engine samples its next token from the
-                            * logits of the entry's last row and passes it to sched_commit */
+  /* sample: 1 when the entry ends at the sequence's last known token: the engine samples its next token from
+   * the logits of the entry's last row (token first + n - 1) and passes it to sched_commit. */
+  int sample;
 } StepEntry;
 
 typedef struct StepPlan {
@@ -117,8 +118,9 @@ int sched_finish(Sched *s, int id, SeqFinish reason, Diag *d);
 int sched_plan_step(Sched *s, StepPlan *out, Diag *d);
 /* After the engine ran plan: marks its positions computed, registers the blocks it filled in the prefix
  * cache, appends new_tokens[i] to entry i's sequence for each entry with sample (the others' values are
- * ignored) and finishes the sequences that reached max_new ("length"). -1 with an error in d, changing
- * nothing, for a plan that is not the latest uncommitted one or a sampled token out of range. */
+ * ignored) and finishes the sequences that reached max_new ("length", also when that last token is one the
+ * engine would stop at: the engine finishes with its own reason only sequences still running). -1 with an error in d,
+ * changing nothing, for a plan that is not the latest uncommitted one or a sampled token out of range. */
 int sched_commit(Sched *s, const StepPlan *plan, const int32_t *new_tokens, Diag *d);
 
 /* 1 while a sequence waits or runs. */

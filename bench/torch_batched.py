@@ -73,6 +73,7 @@ def spec_from_hf(kind, p):
 
 def load_configs():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
     from torch_decode import CONFIGS as HF_CONFIGS  # one source for the shapes of both benchmarks
     cfgs = {name: spec_from_hf(kind, p) for name, (kind, p) in HF_CONFIGS.items()}
     # Small configs of the same architectures; the llama3 scaling's original length is small so that its three

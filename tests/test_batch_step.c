@@ -17,14 +17,16 @@ static Target target = TARGET_CPU;
 
 enum { BLOCK = 4, BLOCKS = 40, MAXCTX = 64, NSEQ = 3 };
 
-static Model *load(const char *path, int paged) {
+static Model *load_as(const char *path, int paged, int invariant) {
   Diag d = {0};
-  ModelLoadOptions o = {.target = target, .max_ctx = MAXCTX, .quiet = 1};
+  ModelLoadOptions o = {.target = target, .max_ctx = MAXCTX, .quiet = 1, .batch_invariant = invariant};
   if (paged) o.kv_block = BLOCK, o.kv_blocks = BLOCKS;
   Model *m = model_load(path, be, &o, &d);
   if (!m) fail_msg("load %s: %s", path, d.msg);
   return m;
 }
+
+static Model *load(const char *path, int paged) { return load_as(path, paged, 0); }
 
 static double rel_error(const float *got, const float *want, int n) {
   double maxref = 0, maxdiff = 0;
@@ -136,6 +138,34 @@ static void qwen2_batched(void **st) {
   batched_matches_solo("qwen2");
 }
 
+/* Batch-invariant schedules: sequence 0's logits are bit-identical alone and beside others (other lengths,
+ * other token counts), in prefill chunks and in decode steps. */
+static void batch_invariant_bits(void **st) {
+  (void)st;
+  Model *m = load_as(FIXTURES "/qwen3", 1, 1);
+  int V = m->cfg.vocab;
+  float *alone[3], *mixed[3];
+  for (int i = 0; i < 3; i++) {
+    alone[i] = malloc(sizeof(float) * (size_t)V);
+    mixed[i] = malloc(sizeof(float) * (size_t)V);
+  }
+  Entry a1[1] = {{0, 0, 9}}, a2[1] = {{0, 9, 1}};
+  Entry m1[3] = {{1, 0, 7}, {0, 0, 9}, {2, 0, 2}}, m2[3] = {{2, 2, 8}, {1, 6, 1}, {0, 9, 1}};
+  run_step(m, a1, 1, alone);
+  run_step(m, m1, 3, mixed);
+  if (memcmp(alone[0], mixed[1], sizeof(float) * (size_t)V))
+    fail_msg("prefill: sequence 0's logits differ between alone and batched (%.3g)", rel_error(mixed[1], alone[0], V));
+  run_step(m, a2, 1, alone);
+  run_step(m, m2, 3, mixed);
+  if (memcmp(alone[0], mixed[2], sizeof(float) * (size_t)V))
+    fail_msg("decode: sequence 0's logits differ between alone and batched (%.3g)", rel_error(mixed[2], alone[0], V));
+  for (int i = 0; i < 3; i++) {
+    free(alone[i]);
+    free(mixed[i]);
+  }
+  model_free(m);
+}
+
 /* Bad step descriptions are errors, not out-of-bounds reads. */
 static void bad_steps_are_errors(void **st) {
   (void)st;
@@ -177,10 +207,8 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(qwen3_batched),
-      cmocka_unit_test(llama_batched),
-      cmocka_unit_test(qwen2_batched),
-      cmocka_unit_test(bad_steps_are_errors),
+      cmocka_unit_test(qwen3_batched),        cmocka_unit_test(llama_batched),        cmocka_unit_test(qwen2_batched),
+      cmocka_unit_test(batch_invariant_bits), cmocka_unit_test(bad_steps_are_errors),
   };
   int rc = cmocka_run_group_tests_name("batch_step", tests, NULL, NULL);
   be->ops->destroy(be);

@@ -9,11 +9,13 @@ _lathe() {
   local sampling="--max-tokens --temperature --top-p --top-k --seed --greedy --stop --ignore-eos --ctx
     --quiet -q --target --weights --matmul-precision --system --model -m -n -c -s"
   case ${COMP_WORDS[1]} in
-    generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --json $sampling" ;;
+    generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --json --concurrency --batch-invariant $sampling" ;;
     chat) opts="$sampling" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
-      --prefill-len --reps --ctx --bandwidth --fuse-recompute --json" ;;
-    compile) opts="-e --config --ir --target --device -o --output --fuse-recompute --no-fuse --matmul-precision" ;;
+      --prefill-len --reps --ctx --bandwidth --fuse-recompute --json --concurrency --requests --arrivals
+      --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant" ;;
+    compile) opts="-e --config --ir --target --device -o --output --fuse-recompute --no-fuse --matmul-precision
+      --kv-block" ;;
     run) opts="-e --target --dim --seed --check --bench --iters --warmup --fuse-recompute --no-fuse
       --matmul-precision" ;;
     pull) opts="--revision --dir --quiet -q" ;;

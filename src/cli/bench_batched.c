@@ -89,6 +89,7 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
   }
   EngineStats base;
   engine_stats(e, &base);
+  plan_profile_report(m->plan, NULL); /* LATHE_PROFILE=1: the warm-up is not counted */
   int n = a->requests, ok = 1;
   Req *q = xcalloc((size_t)n, sizeof *q, "the bench requests");
   uint64_t rng = a->seed * 0x9E3779B97F4A7C15ULL + 1;
@@ -145,11 +146,12 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
     }
   }
   double wall = now_ms() - t0;
+  plan_profile_report(m->plan, "the batched steps");
   EngineStats st;
   engine_stats(e, &st);
   if (ok) {
-    double *ttft = xmalloc(sizeof(double) * (size_t)n, "the latencies"), *itl = xmalloc(sizeof(double) * (size_t)n,
-                                                                                       "the latencies");
+    double *ttft = xmalloc(sizeof(double) * (size_t)n, "the latencies"),
+           *itl = xmalloc(sizeof(double) * (size_t)n, "the latencies");
     int nitl = 0;
     for (int i = 0; i < n; i++) {
       ttft[i] = q[i].first - q[i].arrive;
@@ -159,13 +161,13 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
     double t50 = pct(ttft, n, 50), t99 = pct(ttft, n, 99), i50 = pct(itl, nitl, 50), i99 = pct(itl, nitl, 99);
     long reused = st.prefix_tokens_reused - base.prefix_tokens_reused, pre = st.preemptions - base.preemptions;
     if (a->json) {
-      json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:f, s:i, s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:I, s:f}", "model",
-                            name, "target", target_name(m->backend->target.kind), "concurrency", a->concurrency,
-                            "requests", n, "arrivals", a->arrival_rate > 0 ? "poisson" : "all", "arrival_rate",
-                            a->arrival_rate, "prompt_len_min", a->prompt_lo, "prompt_len_max", a->prompt_hi,
-                            "gen_len_min", a->gen_lo, "gen_len_max", a->gen_hi, "shared_prefix", a->shared_prefix,
-                            "output_tokens", (json_int_t)tokens, "wall_ms", wall, "output_tok_s", tok_s, "steps",
-                            (json_int_t)steps, "step_ms_mean", mstep);
+      json_t *o =
+          json_pack("{s:s, s:s, s:i, s:i, s:s, s:f, s:i, s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:I, s:f}", "model", name,
+                    "target", target_name(m->backend->target.kind), "concurrency", a->concurrency, "requests", n,
+                    "arrivals", a->arrival_rate > 0 ? "poisson" : "all", "arrival_rate", a->arrival_rate,
+                    "prompt_len_min", a->prompt_lo, "prompt_len_max", a->prompt_hi, "gen_len_min", a->gen_lo,
+                    "gen_len_max", a->gen_hi, "shared_prefix", a->shared_prefix, "output_tokens", (json_int_t)tokens,
+                    "wall_ms", wall, "output_tok_s", tok_s, "steps", (json_int_t)steps, "step_ms_mean", mstep);
       json_object_set_new(o, "ttft_ms_p50", json_real(t50));
       json_object_set_new(o, "ttft_ms_p99", json_real(t99));
       json_object_set_new(o, "itl_ms_p50", json_real(i50));
@@ -190,8 +192,8 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
              steps, mstep);
       printf("  time to first token: p50 %.1f ms, p99 %.1f ms; inter-token latency: p50 %.2f ms, p99 %.2f ms\n", t50,
              t99, i50, i99);
-      printf("  KV blocks: peak %d of %d (%d positions each); prefix tokens reused %ld; preemptions %ld\n",
-             peak_blocks, st.blocks_total, st.block_size, reused, pre);
+      printf("  KV blocks: peak %d of %d (%d positions each); prefix tokens reused %ld; preemptions %ld\n", peak_blocks,
+             st.blocks_total, st.block_size, reused, pre);
     }
     free(ttft);
     free(itl);

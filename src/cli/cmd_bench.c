@@ -22,7 +22,7 @@ typedef struct BenchArgs {
   const char *model, *config, *target, *dtype, *weights, *matmul, *prompt_arg, *gen_arg, *arrivals, *kv_dtype;
   int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given, fuse_recompute;
   double bandwidth_gbs, kv_memory_gb;
-  int concurrency, requests, kv_block, shared_prefix, max_batch_tokens;
+  int concurrency, requests, kv_block, shared_prefix, max_batch_tokens, batch_invariant;
   BatchedBenchArgs batched;
 } BenchArgs;
 
@@ -51,8 +51,8 @@ static int parse(int argc, char **argv, BenchArgs *a) {
       {"--random-weights", NULL, OPT_FLAG, NULL, "random weights for --config", &a->random_weights},
       {"--dtype", NULL, OPT_STR, "f32|f16|bf16", "the weights' type with --config", &a->dtype},
       {"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target},
-      {"--prompt-len", NULL, OPT_STR, "N", "prompt tokens before the timed decode steps (with --concurrency: N or MIN-MAX)",
-       &a->prompt_arg},
+      {"--prompt-len", NULL, OPT_STR, "N",
+       "prompt tokens before the timed decode steps (with --concurrency: N or MIN-MAX)", &a->prompt_arg},
       {"--gen-len", NULL, OPT_STR, "N", "timed decode steps (with --concurrency: new tokens per request, N or MIN-MAX)",
        &a->gen_arg},
       {"--prefill-len", NULL, OPT_INT, "N", "tokens of the timed prefill step (0: none)", &a->prefill_len, 0, 1 << 20},
@@ -81,6 +81,9 @@ static int parse(int argc, char **argv, BenchArgs *a) {
       {"--max-batch-tokens", NULL, OPT_INT, "N", "with --concurrency: tokens per engine step", &a->max_batch_tokens, 1,
        1 << 20},
       {"--kv-block", NULL, OPT_INT, "N", "with --concurrency: positions per KV cache block", &a->kv_block, 1, 1024},
+      {"--batch-invariant", NULL, OPT_FLAG, NULL,
+       "with --concurrency: schedules whose results for a sequence do not depend on the rest of the batch",
+       &a->batch_invariant},
       {"--kv-dtype", NULL, OPT_STR, "f32|bf16", "with --concurrency: the KV cache's element type", &a->kv_dtype,
        .def = "bf16 on CUDA, f32 on the CPU"},
       {"--kv-memory", NULL, OPT_NUM, "GB", "with --concurrency: the KV cache pool's size", &a->kv_memory_gb, 1e-6, 1e6,
@@ -110,16 +113,18 @@ static int parse(int argc, char **argv, BenchArgs *a) {
   }
   if (a->concurrency) {
     BatchedBenchArgs *b = &a->batched;
-    *b = (BatchedBenchArgs){.concurrency = a->concurrency, .requests = a->requests ? a->requests : a->concurrency,
-                            .shared_prefix = a->shared_prefix, .max_batch_tokens = a->max_batch_tokens,
+    *b = (BatchedBenchArgs){.concurrency = a->concurrency,
+                            .requests = a->requests ? a->requests : a->concurrency,
+                            .shared_prefix = a->shared_prefix,
+                            .max_batch_tokens = a->max_batch_tokens,
                             .json = a->json};
     if (!bench_range_parse(a->prompt_arg, "--prompt-len", &b->prompt_lo, &b->prompt_hi) ||
         !bench_range_parse(a->gen_arg, "--gen-len", &b->gen_lo, &b->gen_hi) ||
         !bench_arrivals_parse(a->arrivals, &b->arrival_rate))
       return 0;
   } else {
-    const char *batched_only[] = {"--requests",  "--arrivals",  "--shared-prefix", "--max-batch-tokens",
-                                  "--kv-block",  "--kv-memory", "--kv-dtype"};
+    const char *batched_only[] = {"--requests", "--arrivals",  "--shared-prefix", "--max-batch-tokens",
+                                  "--kv-block", "--kv-memory", "--kv-dtype",      "--batch-invariant"};
     for (size_t i = 0; i < sizeof batched_only / sizeof batched_only[0]; i++)
       if (opts_seen(&spec, batched_only[i])) {
         report_msg("%s applies to the batched bench only: add --concurrency N", batched_only[i]);
@@ -212,6 +217,8 @@ int cmd_bench(int argc, char **argv) {
   if (a.concurrency) {
     lo.kv_block = a.kv_block;
     lo.kv_memory = (size_t)(a.kv_memory_gb * 1e9);
+    lo.kv_seqs = a.concurrency;
+    lo.batch_invariant = a.batch_invariant;
     lo.kv_dtype = t == TARGET_CUDA ? DT_BF16 : DT_F32;
     if (a.kv_dtype && (!dtype_parse(a.kv_dtype, &lo.kv_dtype) || (lo.kv_dtype != DT_F32 && lo.kv_dtype != DT_BF16))) {
       report_msg("--kv-dtype expects f32 or bf16, got '%s'", a.kv_dtype);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "../base/mem.h"
 #include "gen_common.h"
+#include "generate_batched.h"
 #include "interrupt.h"
 
 /* The prompt is echoed only once the first token arrives, so a prompt that fails (too long for the
@@ -127,6 +128,22 @@ int cmd_generate(int argc, char **argv) {
     report_msg("give exactly one of --prompt TEXT, --prompt-file FILE or --prompt-tokens 1,2,3 (or pipe the "
                "prompt into standard input)");
     return EXIT_ERROR;
+  }
+  if (a.batch_invariant && !a.concurrency) {
+    report_msg("--batch-invariant applies to batched generation: add --concurrency N");
+    gen_args_free(&a);
+    return EXIT_ERROR;
+  }
+  if (a.concurrency) {
+    if (a.prompt_tokens) {
+      report_msg("--concurrency reads text prompts, one per line (--prompt-file, --prompt or standard input), not "
+                 "--prompt-tokens");
+      gen_args_free(&a);
+      return EXIT_ERROR;
+    }
+    int rc = generate_batched(&a);
+    gen_args_free(&a);
+    return rc;
   }
   if (a.prompt_tokens && a.chat_template) {
     report_msg("--chat renders a text prompt through the chat template: give --prompt, not --prompt-tokens");

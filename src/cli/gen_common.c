@@ -40,6 +40,21 @@ static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
                    "tokenizer then prints token ids)",
                    &a->prompt_tokens};
     o[n++] = (Opt){"--chat", NULL, OPT_FLAG, NULL, "wrap the prompt in the model's chat template", &a->chat_template};
+    o[n++] = (Opt){"--concurrency",
+                   NULL,
+                   OPT_INT,
+                   "N",
+                   "each line of the prompt is a prompt of its own: complete them batched, N at once, one "
+                   "completion per line in input order",
+                   &a->concurrency,
+                   1,
+                   4096};
+    o[n++] = (Opt){"--batch-invariant",
+                   NULL,
+                   OPT_FLAG,
+                   NULL,
+                   "with --concurrency: each completion is what it would be alone, bit for bit (slower schedules)",
+                   &a->batch_invariant};
   }
   o[n++] = (Opt){"--system", NULL, OPT_STR, "TEXT", chat ? "the system prompt" : "the system prompt (with --chat)",
                  &a->system};
@@ -216,6 +231,9 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
     return NULL;
   }
   ModelLoadOptions lo = {t, a->ctx, a->quiet, 0, DT_F32};
+  lo.kv_block = a->kv_block;
+  lo.kv_seqs = a->concurrency;
+  lo.batch_invariant = a->batch_invariant;
   if (!weights_option(a->weights, &lo) || !matmul_option(a->matmul, &lo.matmul)) {
     (*be)->ops->destroy(*be);
     *be = NULL;

@@ -15,6 +15,9 @@ typedef struct GenArgs {
   int temperature_given, top_k_given, top_p_given;
   const char *sampling_from; /* "generation_config.json" when it supplied a default, else "lathe" */
   char *prompt_owned;        /* a prompt read from a file or standard input */
+  int concurrency;           /* generate: > 0 runs each line of the prompt as its own request, batched */
+  int kv_block;              /* > 0: the model is loaded for the batched engine (a paged KV cache) */
+  int batch_invariant;       /* generate --concurrency --batch-invariant */
 } GenArgs;
 
 /* Parses the options of `cmd` ("generate" or "chat"); returns 0 after reporting a usage error, 1 to go on.

@@ -53,7 +53,7 @@ int compile_graph(Compilation *c, Stage upto, Diag *d) {
                target_name(c->target));
     return 0;
   }
-  if (!(c->tile = tile_from_loop(c->loop, &c->device, &c->fusion, c->matmul, d))) return 0;
+  if (!(c->tile = tile_from_loop(c->loop, &c->device, &c->fusion, c->matmul, c->batch_invariant, d))) return 0;
   if (upto == ST_TILE) return 1;
   if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
   if (code_dedupe(c->kernel, d) < 0) return 0;

@@ -16,6 +16,7 @@ typedef struct Compilation {
   TargetDesc device; /* target_default(target) unless the caller sets it (a backend's own, --device) */
   FusionPolicy fusion;
   MatmulPrecision matmul; /* MM_HIGH unless the caller sets it before compiling */
+  int batch_invariant;    /* tile_from_loop's batch-invariant schedules */
   Graph *graph;
   TProgram *tensor;
   LProgram *loop;

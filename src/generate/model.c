@@ -161,6 +161,7 @@ Compilation *model_compilation_new(const ModelLoadOptions *o) {
   pol.allow_recompute = o->fuse_recompute;
   Compilation *c = compilation_new(o->target, &pol);
   c->matmul = o->matmul;
+  c->batch_invariant = o->batch_invariant;
   return c;
 }
 
@@ -187,8 +188,8 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
 
 /* The paged pool's blocks: kv_memory bytes, or a fraction of the memory the weights leave free. */
 static int pool_blocks(const Model *m, DType wdt, const ModelLoadOptions *o, Diag *d) {
-  double per_block = (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype) *
-                     o->kv_block,
+  double per_block =
+             (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype) * o->kv_block,
          bytes = (double)o->kv_memory;
   if (!o->kv_memory) {
     double avail = m->backend->ops->memory_free ? (double)m->backend->ops->memory_free(m->backend) : 0;
@@ -200,6 +201,8 @@ static int pool_blocks(const Model *m, DType wdt, const ModelLoadOptions *o, Dia
     if (!gpu && o->kv_fraction <= 0 && bytes > 4e9) bytes = 4e9;
   }
   double blocks = bytes / per_block;
+  double want = (double)o->kv_seqs * ((m->max_ctx + o->kv_block - 1) / o->kv_block);
+  if (!o->kv_memory && o->kv_seqs > 0 && blocks > want) blocks = want;
   if (blocks > 1 << 30) blocks = 1 << 30;
   if (blocks < 1) {
     diag_error(d, 0, 0, "no room for a KV cache block (%.1f MB each) in %.2f GB", per_block / 1e6, bytes / 1e9);
@@ -249,7 +252,13 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->in_slot = plan_input_index(m->plan, "slot");
   m->in_table = plan_input_index(m->plan, "block_table");
   m->in_rows = plan_input_index(m->plan, "out_rows");
-  if (setting_bool(SET_CUDA_GRAPHS, 1) && !m->kv_block) plan_use_graphs(m->plan, "seq", 1); /* decode steps */
+  /* decode steps; a batched model's small steps (few sequences decoding, where launching ~10 kernels a layer
+   * one by one costs more than the GEMMs) */
+  if (setting_bool(SET_CUDA_GRAPHS, 1)) {
+    int ok = 1, upto = (int)setting_int(SET_BATCH_GRAPHS, 16, &ok);
+    if (m->kv_block && ok && upto > 0) plan_use_graphs_upto(m->plan, "tok", upto);
+    else if (!m->kv_block) plan_use_graphs(m->plan, "seq", 1);
+  }
   SymEnv env = {0};
   symenv_set(&env, "seq", 1);
   symenv_set(&env, "past", 0);

@@ -82,11 +82,7 @@ void plan_free(Plan *p) {
   if (p->scratch) p->b->ops->free(p->b, p->scratch);
   if (p->io_dev) p->b->ops->free(p->b, p->io_dev);
   free(p->io_host);
-  if (p->graph) p->b->ops->graph_free(p->b, p->graph);
-  free(p->g_args);
-  free(p->g_syms);
-  free(p->g_grids);
-  free(p->g_node);
+  for (int i = 0; i < PLAN_GRAPHS; i++) plan_graph_free(p, &p->graphs[i]);
   free(p->first_use);
   free(p->last_use);
   free(p->cap);
@@ -270,6 +266,8 @@ sized:
       return 0;
     s->dev[i] = p->ws[i];
   }
+  /* a run that replays a graph runs the generated GEMMs (a library call is no graph node) */
+  int graphable = plan_graph_wanted(p, s->graph_key);
   /* which kernel or variant runs, and the scratch they need, before any argument points at it */
   size_t scratch = 0;
   for (int k = 0; k < nk; k++) {
@@ -313,17 +311,18 @@ sized:
       s->nsyms[k] = 0;
     }
     if (kk->scratch) s->args[(size_t)k * ARG_STRIDE + s->nargs[k]++] = p->scratch;
+    /* whether the library runs depends on the run replaying a graph, not only on the kernel's own symbols */
+    s->lib_m[k] = 0;
+    if (kk->lib && p->gemm_library < 0) p->gemm_library = p->b->ops->gemm_available(p->b);
+    if (kk->lib && p->gemm_library && !graphable &&
+        (!eval_or_diag(kk->lib->m, env, "the rows of a GEMM", &s->lib_m[k], d) ||
+         !eval_or_diag(kk->lib->epilogue->grid, env, "the launch grid", &s->epi_grids[k], d)))
+      return 0;
     if (!fresh) continue;
     s->grids[k] = 1;
     if (kk->grid && !eval_or_diag(kk->grid, env, "the launch grid", &s->grids[k], d)) return 0;
     s->pre_grids[k] = 0;
     if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d)) return 0;
-    s->lib_m[k] = 0;
-    if (kk->lib && p->gemm_library < 0) p->gemm_library = p->b->ops->gemm_available(p->b);
-    if (kk->lib && p->gemm_library &&
-        (!eval_or_diag(kk->lib->m, env, "the rows of a GEMM", &s->lib_m[k], d) ||
-         !eval_or_diag(kk->lib->epilogue->grid, env, "the launch grid", &s->epi_grids[k], d)))
-      return 0;
   }
   plan_remember_symbols(p, symv, present);
   return 1;
@@ -480,4 +479,11 @@ size_t plan_workspace_bytes(const Plan *p) {
 void plan_use_graphs(Plan *p, const char *sym, int64_t value) {
   p->graph_sym = sym;
   p->graph_key = value;
+  p->graph_upto = 0;
+}
+
+void plan_use_graphs_upto(Plan *p, const char *sym, int64_t max) {
+  p->graph_sym = sym;
+  p->graph_key = -1;
+  p->graph_upto = max;
 }

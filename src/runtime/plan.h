@@ -26,6 +26,9 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
  * backends that offer it (CUDA graphs), updating only the kernels whose arguments changed; other runs
  * and other backends launch kernel by kernel. */
 void plan_use_graphs(Plan *p, const char *sym, int64_t value);
+/* Graph replay for every run whose `sym` is 1..max: one recorded graph per value (and choice of kernel
+ * variants), up to 16, the least recently used replaced; such runs use the generated GEMMs, not a library's. */
+void plan_use_graphs_upto(Plan *p, const char *sym, int64_t max);
 /* Device bytes of the workspace (temporaries, outputs kept across runs, the tensor-core GEMMs' scratch). */
 size_t plan_workspace_bytes(const Plan *p);
 /* Whether the plan's prefill GEMMs run through the backend's library (cuBLASLt) rather than the

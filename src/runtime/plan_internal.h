@@ -36,6 +36,19 @@ enum { PROF_PRE, PROF_KERNEL, PROF_LIBRARY, PROF_EPILOGUE, PROF_PARTS };
 #define IO_BYTES 4096 /* the per-run block: symbol table and small inputs */
 #define IO_SMALL 256  /* inputs up to this size travel in it */
 
+enum { PLAN_GRAPHS = 16 };
+/* One recorded launch list: its key (the graph symbol's value and the variant choice), the graph, and the
+ * arguments, symbols and grids its nodes were last given. */
+typedef struct PlanGraph {
+  int64_t key;
+  uint64_t sig;
+  BackendGraph *graph;
+  void **args;
+  int64_t *syms, *grids, *pre_grids;
+  int *node, *pre_node; /* kernel slot -> graph node of the kernel and of its pre-pass (-1: none) */
+  long used;
+} PlanGraph;
+
 struct Plan {
   const LaunchTable *lt; /* borrowed: lives in the compilation's arena, which must outlive the plan */
   Backend *b;            /* borrowed */
@@ -59,14 +72,14 @@ struct Plan {
   size_t *cap, *offset;      /* per buffer */
   void *arena;
   size_t arena_bytes;
-  /* Graph replay: runs whose `graph_sym` equals `graph_key` (decode steps: seq = 1) replay one
-   * recorded graph; between replays only the nodes whose arguments or grid changed are updated. */
+  /* Graph replay: runs whose `graph_sym` equals `graph_key` (decode steps: seq = 1), or is at most
+   * graph_upto (a batched plan's small steps), replay a recorded graph, one per value of the symbol and
+   * choice of variants (up to PLAN_GRAPHS, the least recently used replaced); between replays only the nodes
+   * whose arguments or grid changed are updated. */
   const char *graph_sym;
-  int64_t graph_key;
-  BackendGraph *graph;
-  void **g_args;
-  int64_t *g_syms, *g_grids;
-  int *g_node; /* kernel slot -> graph node (-1: a kernel that launches nothing) */
+  int64_t graph_key, graph_upto;
+  PlanGraph graphs[PLAN_GRAPHS];
+  long graph_clock;
   int graph_failed;
   size_t *bound_bytes;
   /* Where generated kernels read symbols from memory (code_symbols_in_memory): the program's symbol
@@ -104,6 +117,9 @@ int plan_deps_init(Plan *p);
 uint64_t plan_changed_symbols(Plan *p, const SymEnv *env, int64_t *values, uint64_t *present);
 void plan_remember_symbols(Plan *p, const int64_t *values, uint64_t present);
 void plan_deps_free(Plan *p);
+/* plan_launch.c: whether a run of graph symbol value `key` replays a graph; freeing a recorded one. */
+int plan_graph_wanted(const Plan *p, int64_t key);
+void plan_graph_free(Plan *p, PlanGraph *g);
 /* plan_launch.c: the run's kernels, as one graph replay where possible, else one launch each. */
 int plan_launch_all(Plan *p, RunState *s, Diag *d);
 /* LATHE_PROFILE=1 / =steps reports, printed when the plan is freed. */

@@ -8,60 +8,129 @@
 #include "../base/mem.h"
 #include "plan_internal.h"
 
-static int graph_applicable(const Plan *p, const RunState *s) {
-  if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new || s->any_variant) return 0;
-  if (s->graph_key != p->graph_key) return 0;
+/* Whether this run's symbol value may replay a graph (and so runs no library GEMM: plan.c). */
+int plan_graph_wanted(const Plan *p, int64_t key) {
+  if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new) return 0;
+  return p->graph_upto > 0 ? key >= 1 && key <= p->graph_upto : key == p->graph_key;
+}
+
+/* The variants the run chose, as a number: a graph records one choice. */
+static uint64_t variant_sig(const Plan *p, const RunState *s) {
+  uint64_t h = 1469598103934665603ULL;
   for (int k = 0; k < p->lt->nkernels; k++)
-    if (!s->use[k]->skip && s->grids[k] <= 0) return 0; /* an empty launch cannot be a graph node */
+    if (s->use[k] != &p->lt->kernels[k]) h = (h ^ (uint64_t)k) * 1099511628211ULL;
+  return h;
+}
+
+static int graph_applicable(const Plan *p, const RunState *s) {
+  if (!plan_graph_wanted(p, s->graph_key)) return 0;
+  for (int k = 0; k < p->lt->nkernels; k++) {
+    if (s->use[k]->skip) continue;
+    if (s->grids[k] <= 0 || s->lib_m[k] > 0) return 0; /* an empty launch or a library call is no graph node */
+    if (s->use[k]->pre && s->pre_grids[k] <= 0) return 0;
+  }
   return 1;
 }
 
-static int graph_build(Plan *p, RunState *s, Diag *d) {
+void plan_graph_free(Plan *p, PlanGraph *g) {
+  if (g->graph) p->b->ops->graph_free(p->b, g->graph);
+  free(g->args);
+  free(g->syms);
+  free(g->grids);
+  free(g->pre_grids);
+  free(g->node);
+  free(g->pre_node);
+  memset(g, 0, sizeof *g);
+}
+
+/* Records the run's launch list: every slot's pre-pass and kernel, one node after another. */
+static int graph_build(Plan *p, RunState *s, PlanGraph *g, Diag *d) {
   const BackendOps *o = p->b->ops;
   int nk = p->lt->nkernels;
   size_t nkk = (size_t)(nk ? nk : 1);
-  if (!(p->graph = o->graph_new(p->b, d))) return 0;
-  p->g_args = xmalloc(nkk * ARG_STRIDE * sizeof(void *), "the launch graph's arguments");
-  p->g_syms = xmalloc(nkk * 16 * sizeof(int64_t), "the launch graph's symbols");
-  p->g_grids = xmalloc(nkk * sizeof(int64_t), "the launch graph's grids");
-  p->g_node = xmalloc(nkk * sizeof(int), "the launch graph's nodes");
+  if (!(g->graph = o->graph_new(p->b, d))) return 0;
+  g->args = xmalloc(nkk * ARG_STRIDE * sizeof(void *), "the launch graph's arguments");
+  g->syms = xmalloc(nkk * 16 * sizeof(int64_t), "the launch graph's symbols");
+  g->grids = xmalloc(nkk * sizeof(int64_t), "the launch graph's grids");
+  g->pre_grids = xmalloc(nkk * sizeof(int64_t), "the launch graph's grids");
+  g->node = xmalloc(nkk * sizeof(int), "the launch graph's nodes");
+  g->pre_node = xmalloc(nkk * sizeof(int), "the launch graph's nodes");
   int nodes = 0;
   for (int k = 0; k < nk; k++) {
     const LaunchKernel *kk = s->use[k];
-    p->g_node[k] = kk->skip ? -1 : nodes++; /* kernels that launch nothing are no nodes */
+    void *const *a = &s->args[(size_t)k * ARG_STRIDE];
+    const int64_t *y = &s->syms[(size_t)k * 16];
+    g->node[k] = g->pre_node[k] = -1; /* kernels that launch nothing are no nodes */
     if (kk->skip) continue;
-    if (!o->graph_add(p->b, p->graph, p->m, kk->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                      &s->syms[(size_t)k * 16], s->nsyms[k], s->grids[k], kk->block, d))
+    if (kk->pre) {
+      g->pre_node[k] = nodes++;
+      if (!o->graph_add(p->b, g->graph, p->m, kk->pre->fn, a, s->nargs[k], y, s->nsyms[k], s->pre_grids[k],
+                        kk->pre->block, d))
+        return 0;
+    }
+    g->node[k] = nodes++;
+    if (!o->graph_add(p->b, g->graph, p->m, kk->fn, a, s->nargs[k], y, s->nsyms[k], s->grids[k], kk->block, d))
       return 0;
   }
-  memcpy(p->g_args, s->args, nkk * ARG_STRIDE * sizeof(void *));
-  memcpy(p->g_syms, s->syms, nkk * 16 * sizeof(int64_t));
-  memcpy(p->g_grids, s->grids, nkk * sizeof(int64_t));
-  return o->graph_instantiate(p->b, p->graph, d);
+  memcpy(g->args, s->args, nkk * ARG_STRIDE * sizeof(void *));
+  memcpy(g->syms, s->syms, nkk * 16 * sizeof(int64_t));
+  memcpy(g->grids, s->grids, nkk * sizeof(int64_t));
+  memcpy(g->pre_grids, s->pre_grids, nkk * sizeof(int64_t));
+  return o->graph_instantiate(p->b, g->graph, d);
+}
+
+/* The graph of this run's key and variants: found, or recorded in place of the least recently used. */
+static PlanGraph *graph_for(Plan *p, RunState *s, Diag *d) {
+  uint64_t sig = variant_sig(p, s);
+  PlanGraph *lru = &p->graphs[0];
+  for (int i = 0; i < PLAN_GRAPHS; i++) {
+    PlanGraph *g = &p->graphs[i];
+    if (g->graph && g->key == s->graph_key && g->sig == sig) {
+      g->used = ++p->graph_clock;
+      return g;
+    }
+    if (!g->graph || (lru->graph && g->used < lru->used)) lru = g;
+  }
+  plan_graph_free(p, lru);
+  lru->key = s->graph_key;
+  lru->sig = sig;
+  lru->used = ++p->graph_clock;
+  if (!graph_build(p, s, lru, d)) {
+    plan_graph_free(p, lru);
+    return NULL;
+  }
+  return lru;
 }
 
 static int graph_run(Plan *p, RunState *s, Diag *d) {
   const BackendOps *o = p->b->ops;
-  if (!p->graph && !graph_build(p, s, d)) return 0;
+  PlanGraph *g = graph_for(p, s, d);
+  if (!g) return 0;
   double t0 = now_ms();
   int updates = 0;
   for (int k = 0; k < p->lt->nkernels; k++) {
     void **a = &s->args[(size_t)k * ARG_STRIDE];
     int64_t *y = &s->syms[(size_t)k * 16];
-    if (p->g_node[k] < 0) continue;
-    if (s->grids[k] == p->g_grids[k] && !memcmp(a, &p->g_args[(size_t)k * ARG_STRIDE], sizeof(void *) * s->nargs[k]) &&
-        !memcmp(y, &p->g_syms[(size_t)k * 16], sizeof(int64_t) * s->nsyms[k]))
-      continue;
-    if (!o->graph_update(p->b, p->graph, p->g_node[k], a, s->nargs[k], y, s->nsyms[k], s->grids[k], d)) return 0;
-    memcpy(&p->g_args[(size_t)k * ARG_STRIDE], a, sizeof(void *) * s->nargs[k]);
-    memcpy(&p->g_syms[(size_t)k * 16], y, sizeof(int64_t) * s->nsyms[k]);
-    p->g_grids[k] = s->grids[k];
+    if (g->node[k] < 0) continue;
+    int same_args = !memcmp(a, &g->args[(size_t)k * ARG_STRIDE], sizeof(void *) * s->nargs[k]) &&
+                    !memcmp(y, &g->syms[(size_t)k * 16], sizeof(int64_t) * s->nsyms[k]);
+    if (g->pre_node[k] >= 0 && (!same_args || s->pre_grids[k] != g->pre_grids[k])) {
+      if (!o->graph_update(p->b, g->graph, g->pre_node[k], a, s->nargs[k], y, s->nsyms[k], s->pre_grids[k], d))
+        return 0;
+      g->pre_grids[k] = s->pre_grids[k];
+      updates++;
+    }
+    if (same_args && s->grids[k] == g->grids[k]) continue;
+    if (!o->graph_update(p->b, g->graph, g->node[k], a, s->nargs[k], y, s->nsyms[k], s->grids[k], d)) return 0;
+    memcpy(&g->args[(size_t)k * ARG_STRIDE], a, sizeof(void *) * s->nargs[k]);
+    memcpy(&g->syms[(size_t)k * 16], y, sizeof(int64_t) * s->nsyms[k]);
+    g->grids[k] = s->grids[k];
     updates++;
   }
-  if (!p->step_profile) return o->graph_launch(p->b, p->graph, d) && o->sync(p->b, d);
+  if (!p->step_profile) return o->graph_launch(p->b, g->graph, d) && o->sync(p->b, d);
   int timed = o->timer_mark && o->timer_ms;
   double t1 = now_ms();
-  if ((timed && !o->timer_mark(p->b, 0, d)) || !o->graph_launch(p->b, p->graph, d) ||
+  if ((timed && !o->timer_mark(p->b, 0, d)) || !o->graph_launch(p->b, g->graph, d) ||
       (timed && !o->timer_mark(p->b, 1, d)))
     return 0;
   double t2 = now_ms();
@@ -131,8 +200,7 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
     /* No replay after all (an old driver, a refused update): launch one by one from now on. */
     notice(NOTICE_WARNING, "graph replay failed (%s); launching kernels one by one\n", gd.msg);
     p->graph_failed = 1;
-    if (p->graph) p->b->ops->graph_free(p->b, p->graph);
-    p->graph = NULL;
+    for (int i = 0; i < PLAN_GRAPHS; i++) plan_graph_free(p, &p->graphs[i]);
     if (!p->b->ops->sync(p->b, d)) return 0;
   }
   /* Profiling: device timestamps between kernels and their parts where the backend has them

@@ -202,7 +202,7 @@ int matmul_precision_parse(const char *s, MatmulPrecision *out) {
 }
 
 TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
-                            Diag *d) {
+                            int batch_invariant, Diag *d) {
   if (!target_check(dev, d)) return NULL;
   TileProgram *tp = tile_new(p, dev, fusion, mm);
   int flash_decode_off = !setting_bool(SET_FLASH_DECODE, 1);
@@ -214,7 +214,8 @@ TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const Fusi
     *s = schedule_propose(k, dev);
     if (s->mma) s->mma = parts;
     if (s->flash) s->flash = parts;
-    if (flash_decode_off) s->flash_decode = s->decode_fill = 0;
+    if (flash_decode_off || batch_invariant) s->flash_decode = s->decode_fill = 0;
+    if (batch_invariant) s->rows = s->mma = s->flash = s->gemm_library = s->gemm_fill = 0, s->row_axis = -1;
     /* keep the kinds the matchers accept, and what they found */
     if (!tile_choose_kinds(p, k, dev, s, &tp->kernels[i].c, 0, d) || !tile_knobs_check(k, dev, s, d)) return NULL;
   }

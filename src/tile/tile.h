@@ -114,8 +114,10 @@ int schedule_check(const LProgram *p, const LKernel *k, const TargetDesc *dev, c
  * p's arena); the by / by_decode / by_prefill links are set by tile_link_attention. */
 int tile_choose(const LProgram *p, const LKernel *k, const TargetDesc *dev, const Schedule *s, TileChoice *c, Diag *d);
 /* Every kernel's schedule_default (with the precision's parts and LATHE_FLASH_DECODE=0 applied). */
+/* batch_invariant: no kernel variants (register blocking, tensor cores, library GEMMs) and no flash-decoding, so
+ * every row's reductions run in an order its own sizes fix, whatever else the batch holds. */
 TileProgram *tile_from_loop(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm,
-                            Diag *d);
+                            int batch_invariant, Diag *d);
 /* The given schedules (one per kernel, e.g. a tuner's), each checked by schedule_check: honoured, or
  * NULL with d saying which kernel's knob is illegal and why. fusion may be NULL (printed as default). */
 TileProgram *tile_from_schedules(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion,

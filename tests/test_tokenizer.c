@@ -159,11 +159,12 @@ static void test_gguf_smollm2(void **state) {
   assert_true(tokenizer_encode(t, "hi", 1, &ids, &n, &d));
   assert_true(n == 1 && ids[0] != 1);
   free(ids);
-  /* The chat template comes from the GGUF too: ChatML with SmolLM's default system prompt. */
-  assert_int_equal(tokenizer_chat_template(t), CHAT_CHATML);
+  /* The chat template comes from the GGUF too and runs as shipped: SmolLM2's adds its default system prompt. */
+  assert_non_null(tokenizer_chat_template(t));
+  assert_contains(tokenizer_chat_template(t), "<|im_start|>");
   ChatMessage m = {"user", "hi"};
   StrBuf out = {0};
-  assert_true(chat_render(t, CHAT_CHATML, &m, 1, 1, &out, &d));
+  assert_true(chat_render(t, NULL, &m, 1, 1, &out, &d));
   assert_string_equal(sb_str(&out),
                       "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
                       "Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
@@ -244,48 +245,94 @@ static void test_invalid_utf8_input(void **state) {
 static void test_chat_templates(void **state) {
   Tokenizer *smol = load_fixture("smollm2"), *llama = load_fixture("llama3_small");
   Diag d = {0};
-  assert_int_equal(tokenizer_chat_template(smol), CHAT_CHATML);
-  assert_int_equal(tokenizer_chat_template(llama), CHAT_LLAMA3); /* no template text: from the vocabulary */
+  assert_non_null(tokenizer_chat_template(smol)); /* tokenizer_config.json's chat_template */
+  assert_null(tokenizer_chat_template(llama));
   ChatMessage msgs[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}};
   StrBuf out = {0};
-  assert_true(chat_render(smol, CHAT_CHATML, msgs, 4, 1, &out, &d));
+  assert_true(chat_render(smol, NULL, msgs, 4, 1, &out, &d));
   assert_string_equal(sb_str(&out), "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                                     "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
                                     "<|im_start|>assistant\n");
   sb_free(&out);
-  /* No system message: SmolLM2's template injects its default one (taken from tokenizer_config.json). */
-  assert_true(chat_render(smol, CHAT_CHATML, msgs + 1, 1, 0, &out, &d));
+  /* No system message: SmolLM2's template injects its default one. */
+  assert_true(chat_render(smol, NULL, msgs + 1, 1, 0, &out, &d));
   assert_string_equal(sb_str(&out),
                       "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
                       "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
   sb_free(&out);
-  /* A template without a default system prompt adds none. */
-  assert_true(chat_render(llama, CHAT_CHATML, msgs + 1, 1, 1, &out, &d));
-  assert_string_equal(sb_str(&out), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  /* No template and no ChatML vocabulary: an error that says how to give one, never a guessed format. */
+  d = (Diag){0};
+  assert_false(chat_render(llama, NULL, msgs + 1, 1, 1, &out, &d));
+  assert_contains(d.msg, "--chat-template");
   sb_free(&out);
-  assert_true(chat_render(llama, CHAT_LLAMA3, msgs, 2, 1, &out, &d));
-  assert_string_equal(sb_str(&out), "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-                                    "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+  /* An explicit template (Llama 3's) runs with the tokenizer's own BOS text. */
+  const char *llama3 = "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+                       "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
+                       "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
+                       "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+                       "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+  d = (Diag){0};
+  assert_true(chat_render(llama, llama3, msgs, 2, 1, &out, &d));
+  assert_string_equal(sb_str(&out), "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief."
+                                    "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
                                     "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  /* The rendered prompt's special tokens encode to their ids. */
+  /* The rendered prompt's special tokens encode to their ids (the template wrote the BOS: none added). */
   int32_t *ids;
   int n;
-  assert_true(tokenizer_encode(llama, sb_str(&out), 1, &ids, &n, &d));
+  assert_true(tokenizer_encode(llama, sb_str(&out), 0, &ids, &n, &d));
   assert_int_equal(ids[0], tokenizer_bos(llama));
   assert_int_equal(ids[1], tokenizer_token_id(llama, "<|start_header_id|>"));
   StrBuf back = {0};
   tokenizer_decode(llama, ids, n, 0, &back);
-  assert_true(strncmp(sb_str(&back), "<|begin_of_text|>", 17) == 0);
-  assert_string_equal(sb_str(&back) + 17, sb_str(&out));
+  assert_string_equal(sb_str(&back), sb_str(&out));
   sb_free(&back);
   free(ids);
   sb_free(&out);
+  /* A broken template is an error with its position, not a fallback. */
+  d = (Diag){0};
+  assert_false(chat_render(smol, "{% for m in messages %}{{ m.content | nosuch }}{% endfor %}", msgs, 1, 1, &out, &d));
+  assert_contains(d.msg, "unknown filter 'nosuch'");
+  assert_int_equal(d.line, 1);
+  sb_free(&out);
   ChatMessage bad = {NULL, "x"};
-  assert_false(chat_render(smol, CHAT_CHATML, &bad, 1, 1, &out, &d));
+  d = (Diag){0};
+  assert_false(chat_render(smol, NULL, &bad, 1, 1, &out, &d));
   assert_contains(d.msg, "message 0");
   sb_free(&out);
   tokenizer_free(smol);
   tokenizer_free(llama);
+}
+
+/* A model without a template but with a ChatML vocabulary gets ChatML; chat_template.jinja beside
+ * tokenizer.json is the model's template (and wins over tokenizer_config.json's). */
+static void test_chat_template_sources(void **state) {
+  (void)state;
+  char dir[] = "/tmp/lathe_chat_XXXXXX", path[96], cmd[256];
+  assert_non_null(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "cp %s/smollm2/tokenizer.json %s/", FIXTURES, dir);
+  assert_int_equal(system(cmd), 0);
+  Diag d = {0};
+  Tokenizer *t = tokenizer_from_hf_dir(dir, &d);
+  assert_non_null(t);
+  assert_null(tokenizer_chat_template(t));
+  ChatMessage m[] = {{"user", "Hi"}};
+  StrBuf out = {0};
+  assert_true(chat_render(t, NULL, m, 1, 1, &out, &d));
+  assert_string_equal(sb_str(&out), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  sb_free(&out);
+  tokenizer_free(t);
+  snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+  FILE *f = fopen(path, "w");
+  fputs("{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n{% endfor %}", f);
+  fclose(f);
+  t = tokenizer_from_hf_dir(dir, &d);
+  assert_non_null(t);
+  assert_true(chat_render(t, NULL, m, 1, 1, &out, &d));
+  assert_string_equal(sb_str(&out), "[USER] Hi\n");
+  sb_free(&out);
+  tokenizer_free(t);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
 }
 
 /* Writes text as DIR/tokenizer.json in a fresh temporary directory and loads it. */
@@ -412,12 +459,12 @@ static void test_ignore_merges(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parity_smollm2),      cmocka_unit_test(test_parity_gpt2_small),
-      cmocka_unit_test(test_parity_llama3_small), cmocka_unit_test(test_gguf_smollm2),
-      cmocka_unit_test(test_streaming_decode),    cmocka_unit_test(test_invalid_utf8_input),
-      cmocka_unit_test(test_chat_templates),      cmocka_unit_test(test_malformed_tokenizer_json),
-      cmocka_unit_test(test_minimal_json),        cmocka_unit_test(test_builtin_patterns),
-      cmocka_unit_test(test_ignore_merges),
+      cmocka_unit_test(test_parity_smollm2),           cmocka_unit_test(test_parity_gpt2_small),
+      cmocka_unit_test(test_parity_llama3_small),      cmocka_unit_test(test_gguf_smollm2),
+      cmocka_unit_test(test_streaming_decode),         cmocka_unit_test(test_invalid_utf8_input),
+      cmocka_unit_test(test_chat_templates),           cmocka_unit_test(test_chat_template_sources),
+      cmocka_unit_test(test_malformed_tokenizer_json), cmocka_unit_test(test_minimal_json),
+      cmocka_unit_test(test_builtin_patterns),         cmocka_unit_test(test_ignore_merges),
   };
   return cmocka_run_group_tests(tests, 0, 0);
 }

@@ -106,9 +106,9 @@ static int encode_messages(Chat *c, const ChatMessage *msgs, int nmsgs, int32_t 
   StrBuf text = {0};
   free(*ids);
   *ids = NULL;
-  int ok = chat_render(c->m->tok, tokenizer_chat_template(c->m->tok), msgs, nmsgs, 1, &text, &d) &&
-           tokenizer_encode(c->m->tok, sb_str(&text), 1, ids, n, &d);
-  if (!ok) report(&d, NULL);
+  int ok = chat_render(c->m->tok, c->a->chat_template_text, msgs, nmsgs, 1, &text, &d) &&
+           tokenizer_encode(c->m->tok, sb_str(&text), 0, ids, n, &d); /* the template writes any BOS */
+  if (!ok) gen_report_chat(c->a, &d);
   sb_free(&text);
   return ok;
 }

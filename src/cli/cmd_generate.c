@@ -73,15 +73,15 @@ static int encode_prompt(const GenArgs *a, const Model *m, int32_t **ids, int *n
     int nm = 0;
     if (a->system) msgs[nm++] = (ChatMessage){"system", a->system};
     msgs[nm++] = (ChatMessage){"user", a->prompt};
-    if (!chat_render(m->tok, tokenizer_chat_template(m->tok), msgs, nm, 1, &text, &d)) {
-      report(&d, NULL);
+    if (!chat_render(m->tok, a->chat_template_text, msgs, nm, 1, &text, &d)) {
+      gen_report_chat(a, &d);
       sb_free(&text);
       return 0;
     }
   } else {
     sb_puts(&text, a->prompt);
   }
-  int ok = tokenizer_encode(m->tok, sb_str(&text), 1, ids, n, &d);
+  int ok = tokenizer_encode(m->tok, sb_str(&text), !a->chat_template, ids, n, &d); /* a template writes its BOS */
   if (!ok) report(&d, NULL);
   sb_free(&text);
   return ok;

@@ -56,6 +56,13 @@ static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
                    "with --concurrency: each completion is what it would be alone, bit for bit (slower schedules)",
                    &a->batch_invariant};
   }
+  o[n++] = (Opt){"--chat-template",
+                 NULL,
+                 OPT_STR,
+                 "FILE",
+                 chat ? "run the Jinja chat template in FILE instead of the model's"
+                      : "run the Jinja chat template in FILE instead of the model's (implies --chat)",
+                 &a->chat_template_file};
   o[n++] = (Opt){"--system", NULL, OPT_STR, "TEXT", chat ? "the system prompt" : "the system prompt (with --chat)",
                  &a->system};
   o[n++] = (Opt){"--model",
@@ -167,6 +174,17 @@ int gen_parse_args(int argc, char **argv, GenArgs *a, const char *cmd) {
   a->top_k_given = opts_seen(&spec, "--top-k") > 0;
   a->top_p_given = opts_seen(&spec, "--top-p") > 0;
   a->gen.sampling.seed = a->seed_given ? (uint64_t)seed : (uint64_t)time(NULL);
+  if (a->chat_template_file) {
+    FILE *f = fopen(a->chat_template_file, "rb");
+    if (!f) {
+      report_msg("cannot open --chat-template %s: %s", a->chat_template_file, strerror(errno));
+      return 0;
+    }
+    a->chat_template_text = read_all(f, a->chat_template_file);
+    fclose(f);
+    if (!a->chat_template_text) return 0;
+    a->chat_template = 1;
+  }
   if (a->system && !chat && !a->chat_template) {
     report_msg("--system applies to the chat template only: add --chat");
     return 0;
@@ -268,7 +286,13 @@ void gen_print_stats(const Model *m, const GenerateStats *st) {
           st->generated, st->decode_ms, st->decode_ms > 0 ? st->generated * 1e3 / st->decode_ms : 0, st->stop_reason);
 }
 
+void gen_report_chat(const GenArgs *a, const Diag *d) {
+  report(d, d->line ? (a->chat_template_file ? a->chat_template_file : "chat template") : NULL);
+}
+
 void gen_args_free(GenArgs *a) {
   free(a->prompt_owned);
   a->prompt_owned = NULL;
+  free(a->chat_template_text);
+  a->chat_template_text = NULL;
 }

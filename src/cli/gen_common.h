@@ -13,11 +13,13 @@ typedef struct GenArgs {
   int seed_given;
   /* which sampling options the command line set (the others may come from generation_config.json) */
   int temperature_given, top_k_given, top_p_given;
-  const char *sampling_from; /* "generation_config.json" when it supplied a default, else "lathe" */
-  char *prompt_owned;        /* a prompt read from a file or standard input */
-  int concurrency;           /* generate: > 0 runs each line of the prompt as its own request, batched */
-  int kv_block;              /* > 0: the model is loaded for the batched engine (a paged KV cache) */
-  int batch_invariant;       /* generate --concurrency --batch-invariant */
+  const char *sampling_from;      /* "generation_config.json" when it supplied a default, else "lathe" */
+  char *prompt_owned;             /* a prompt read from a file or standard input */
+  int concurrency;                /* generate: > 0 runs each line of the prompt as its own request, batched */
+  int kv_block;                   /* > 0: the model is loaded for the batched engine (a paged KV cache) */
+  int batch_invariant;            /* generate --concurrency --batch-invariant */
+  const char *chat_template_file; /* --chat-template FILE */
+  char *chat_template_text;       /* its text (NULL: the model's own template) */
 } GenArgs;
 
 /* Parses the options of `cmd` ("generate" or "chat"); returns 0 after reporting a usage error, 1 to go on.
@@ -30,4 +32,6 @@ Model *gen_open_model(GenArgs *a, struct Backend **be);
 void gen_print_sampling(const GenArgs *a);
 void gen_print_stats(const Model *m, const GenerateStats *st);
 void gen_args_free(GenArgs *a);
+/* Reports a chat_render error: "lathe: FILE:LINE:COL: error: ..." with the --chat-template file or "chat template". */
+void gen_report_chat(const GenArgs *a, const Diag *d);
 #endif

@@ -44,18 +44,18 @@ static int split_lines(const GenArgs *a, const Model *m, Line **out, int *n) {
         int nm = 0;
         if (a->system) msgs[nm++] = (ChatMessage){"system", a->system};
         msgs[nm++] = (ChatMessage){"user", text};
-        ok = chat_render(m->tok, tokenizer_chat_template(m->tok), msgs, nm, 1, &rendered, &d);
+        ok = chat_render(m->tok, a->chat_template_text, msgs, nm, 1, &rendered, &d);
       } else {
         sb_puts(&rendered, text);
       }
       if (*n == cap) *out = xrealloc(*out, sizeof **out * (size_t)(cap = cap ? 2 * cap : 16), "the prompt lines");
       Line *l = &(*out)[(*n)++];
       memset(l, 0, sizeof *l);
-      if (ok) ok = tokenizer_encode(m->tok, sb_str(&rendered), 1, &l->prompt, &l->nprompt, &d);
+      if (ok) ok = tokenizer_encode(m->tok, sb_str(&rendered), !a->chat_template, &l->prompt, &l->nprompt, &d);
       sb_free(&rendered);
       free(text);
       if (!ok) {
-        report(&d, NULL);
+        gen_report_chat(a, &d);
         return 0;
       }
     }

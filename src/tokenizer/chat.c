@@ -1,49 +1,38 @@
-/* Chat templates: the two prompt formats the supported models use, rendered directly in C. The
- * model's Jinja template text is only inspected (which format, and ChatML's default system prompt),
- * never executed. */
+/* Chat prompts: the model's own Jinja chat template, run by the interpreter of jinja*.c with the
+ * variables transformers' apply_chat_template passes (messages, add_generation_prompt, bos_token,
+ * eos_token, tools = none). A model that ships no template gets ChatML only when its vocabulary has
+ * <|im_start|> (hand-written below); otherwise that is an error, as is a template that cannot run. */
 #include <stdlib.h>
 #include <string.h>
+#include "jinja.h"
 #include "tokenizer_internal.h"
 #include "../base/mem.h"
 
-/* Finds a literal '<|im_start|>system\n...<|im_end|>' whose body is plain text (not an expression such
- * as "' + messages[0]['content'] + '"): that body is what the template injects when the conversation
- * does not start with a system message. Accepts a real newline or a "\n" escape in the template. */
-char *chat_default_system(const char *tpl) {
-  static const char head[] = "<|im_start|>system";
-  for (const char *p = strstr(tpl, head); p; p = strstr(p + 1, head)) {
-    if (p == tpl || (p[-1] != '\'' && p[-1] != '"')) continue;
-    const char *body = p + strlen(head);
-    if (*body == '\n') body++;
-    else if (body[0] == '\\' && body[1] == 'n') body += 2;
-    else continue;
-    const char *end = strstr(body, "<|im_end|>");
-    if (!end || end == body) continue;
-    size_t n = (size_t)(end - body);
-    if (memchr(body, '\'', n) || memchr(body, '"', n) || memchr(body, '{', n)) continue;
-    char *out = xmalloc(n + 1, "the chat text"), *w = out;
-    for (size_t i = 0; i < n; i++) {
-      if (body[i] == '\\' && i + 1 < n && body[i + 1] == 'n') *w++ = '\n', i++;
-      else *w++ = body[i];
-    }
-    *w = 0;
-    return out;
+typedef struct ChatVars {
+  const ChatMessage *msgs;
+  int n, add_generation_prompt;
+  const char *bos, *eos;
+} ChatVars;
+
+static JValue make_vars(JCtx *c, void *arg) {
+  const ChatVars *cv = arg;
+  JValue vars = jv_dict(c, JV_DICT), msgs = jv_list(c, (size_t)cv->n);
+  for (int i = 0; i < cv->n; i++) {
+    JValue m = jv_dict(c, JV_DICT);
+    jv_dict_set(c, m.u.d, jv_cstr("role"), jv_cstr(cv->msgs[i].role));
+    jv_dict_set(c, m.u.d, jv_cstr("content"), jv_cstr(cv->msgs[i].content));
+    msgs.u.l->v[i] = m;
   }
-  return NULL;
+  jv_dict_set(c, vars.u.d, jv_cstr("messages"), msgs);
+  jv_dict_set(c, vars.u.d, jv_cstr("add_generation_prompt"), jv_bool(cv->add_generation_prompt));
+  jv_dict_set(c, vars.u.d, jv_cstr("bos_token"), jv_cstr(cv->bos ? cv->bos : ""));
+  jv_dict_set(c, vars.u.d, jv_cstr("eos_token"), jv_cstr(cv->eos ? cv->eos : ""));
+  jv_dict_set(c, vars.u.d, jv_cstr("tools"), jv_none());
+  jv_dict_set(c, vars.u.d, jv_cstr("documents"), jv_none());
+  return vars;
 }
 
-ChatTemplate tokenizer_chat_template(const Tokenizer *t) {
-  if (t->chat_template) {
-    if (strstr(t->chat_template, "<|start_header_id|>")) return CHAT_LLAMA3;
-    if (strstr(t->chat_template, "<|im_start|>")) return CHAT_CHATML;
-  }
-  if (tokenizer_token_id(t, "<|start_header_id|>") >= 0 && tokenizer_token_id(t, "<|im_start|>") < 0)
-    return CHAT_LLAMA3;
-  return CHAT_CHATML;
-}
-
-int chat_render(const Tokenizer *t, ChatTemplate tpl, const ChatMessage *msgs, int n, int add_generation_prompt,
-                StrBuf *out, Diag *d) {
+static int check_messages(const ChatMessage *msgs, int n, Diag *d) {
   if (n < 0 || (n > 0 && !msgs)) {
     diag_error(d, 0, 0, "chat: invalid message list");
     return 0;
@@ -54,20 +43,52 @@ int chat_render(const Tokenizer *t, ChatTemplate tpl, const ChatMessage *msgs, i
       return 0;
     }
   }
-  sb_puts(out, ""); /* the result is a valid (possibly empty) string */
-  switch (tpl) {
-  case CHAT_CHATML:
-    if (t && t->default_system && n > 0 && strcmp(msgs[0].role, "system") != 0)
-      sb_printf(out, "<|im_start|>system\n%s<|im_end|>\n", t->default_system);
-    for (int i = 0; i < n; i++) sb_printf(out, "<|im_start|>%s\n%s<|im_end|>\n", msgs[i].role, msgs[i].content);
-    if (add_generation_prompt) sb_puts(out, "<|im_start|>assistant\n");
-    return 1;
-  case CHAT_LLAMA3:
-    for (int i = 0; i < n; i++)
-      sb_printf(out, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", msgs[i].role, msgs[i].content);
-    if (add_generation_prompt) sb_puts(out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    return 1;
+  return 1;
+}
+
+int chat_template_render_with(const char *template_text, const ChatMessage *msgs, int n, int add_generation_prompt,
+                              const char *bos, const char *eos, const JinjaLimits *lim, const struct tm *now,
+                              StrBuf *out, Diag *d) {
+  if (!check_messages(msgs, n, d)) return 0;
+  ChatVars cv = {msgs, n, add_generation_prompt != 0, bos, eos};
+  return jinja_render(template_text, make_vars, &cv, lim, now, out, d);
+}
+
+int chat_template_render(const char *template_text, const ChatMessage *msgs, int n, int add_generation_prompt,
+                         const char *bos, const char *eos, StrBuf *out, Diag *d) {
+  return chat_template_render_with(template_text, msgs, n, add_generation_prompt, bos, eos, NULL, NULL, out, d);
+}
+
+const char *tokenizer_chat_template(const Tokenizer *t) { return t ? t->chat_template : NULL; }
+
+static char *token_text(const Tokenizer *t, int id) {
+  StrBuf b = {0};
+  if (id >= 0) {
+    int32_t one = id;
+    tokenizer_decode(t, &one, 1, 0, &b);
   }
-  diag_error(d, 0, 0, "chat: unknown template %d", (int)tpl);
-  return 0;
+  char *s = xstrdup(sb_str(&b), "a special token");
+  sb_free(&b);
+  return s;
+}
+
+int chat_render(const Tokenizer *t, const char *template_text, const ChatMessage *msgs, int n,
+                int add_generation_prompt, StrBuf *out, Diag *d) {
+  if (!check_messages(msgs, n, d)) return 0;
+  sb_puts(out, ""); /* the result is a valid (possibly empty) string */
+  if (!template_text) template_text = tokenizer_chat_template(t);
+  if (template_text) {
+    char *bos = t ? token_text(t, tokenizer_bos(t)) : NULL, *eos = t ? token_text(t, tokenizer_eos(t)) : NULL;
+    int ok = chat_template_render(template_text, msgs, n, add_generation_prompt, bos, eos, out, d);
+    free(bos), free(eos);
+    return ok;
+  }
+  if (!t || tokenizer_token_id(t, "<|im_start|>") < 0) {
+    diag_error(d, 0, 0, "chat: the model ships no chat template (give one with --chat-template FILE)");
+    return 0;
+  }
+  /* No template but a ChatML vocabulary: the format those models are trained on. */
+  for (int i = 0; i < n; i++) sb_printf(out, "<|im_start|>%s\n%s<|im_end|>\n", msgs[i].role, msgs[i].content);
+  if (add_generation_prompt) sb_puts(out, "<|im_start|>assistant\n");
+  return 1;
 }

@@ -314,6 +314,15 @@ Tokenizer *tokenizer_from_hf_dir(const char *dir, Diag *d) {
   snprintf(path, plen, "%s/tokenizer_config.json", dir);
   char *cfg = read_file(path, &cn); /* optional */
   Tokenizer *t = tokenizer_from_hf_json(json, n, cfg, cn, d);
+  /* transformers writes the template to chat_template.jinja (newer saves) and reads that file first */
+  snprintf(path, plen, "%s/chat_template.jinja", dir);
+  size_t tn = 0;
+  char *tpl = t ? read_file(path, &tn) : NULL;
+  if (tpl) {
+    free(t->chat_template);
+    t->chat_template = xstrndup(tpl, tn, "the chat template");
+    free(tpl);
+  }
   free(json), free(cfg), free(path);
   return t;
 }

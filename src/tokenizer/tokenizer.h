@@ -36,17 +36,23 @@ void tokenizer_decode_flush(DecodeState *s, StrBuf *out);
 /* Whole-sequence decode (convenience over the above). */
 void tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, StrBuf *out);
 
-/* Chat templates. */
-typedef enum ChatTemplate { CHAT_CHATML, CHAT_LLAMA3 } ChatTemplate;
+/* Chat templates: the model's own Jinja template, executed (chat.c, jinja*.c). */
 typedef struct ChatMessage {
   const char *role; /* "system", "user", "assistant" */
   const char *content;
 } ChatMessage;
-/* Which template a model uses, from its Jinja template text (tokenizer_config.json or GGUF
- * tokenizer.chat_template) when known; else from the vocabulary (<|im_start|> -> ChatML,
- * <|start_header_id|> -> Llama 3). */
-ChatTemplate tokenizer_chat_template(const Tokenizer *t);
-/* Renders messages as the model expects, ending with the assistant header when add_generation_prompt. */
-int chat_render(const Tokenizer *t, ChatTemplate tpl, const ChatMessage *msgs, int n, int add_generation_prompt,
-                StrBuf *out, Diag *d);
+/* The model's Jinja chat template (GGUF tokenizer.chat_template, tokenizer_config.json's chat_template or
+ * chat_template.jinja), or NULL when it ships none. */
+const char *tokenizer_chat_template(const Tokenizer *t);
+/* Runs a Jinja chat template as transformers' apply_chat_template does, over messages (each with a string
+ * content) and the variables add_generation_prompt, bos_token, eos_token (NULL: ""), tools = none. Appends
+ * the text to out. Errors (syntax, an unknown filter, raise_exception's message, a limit) carry the
+ * template's line and column. */
+int chat_template_render(const char *template_text, const ChatMessage *msgs, int n, int add_generation_prompt,
+                         const char *bos, const char *eos, StrBuf *out, Diag *d);
+/* The prompt for messages: template_text (NULL: the model's own template) with the tokenizer's BOS and EOS
+ * text. A model without any template gets ChatML when its vocabulary has <|im_start|>, else an error. The
+ * text holds every special token the template writes (encode it without adding a BOS). */
+int chat_render(const Tokenizer *t, const char *template_text, const ChatMessage *msgs, int n,
+                int add_generation_prompt, StrBuf *out, Diag *d);
 #endif

@@ -63,8 +63,7 @@ struct Tokenizer {
   int nsteps;
   Normalization norm;
   int bos, eos, add_bos;
-  char *chat_template;  /* Jinja text or NULL */
-  char *default_system; /* ChatML default system prompt extracted from the template, or NULL */
+  char *chat_template; /* Jinja text or NULL */
 };
 
 /* Shared tables and maps (vocab.c). */
@@ -78,9 +77,6 @@ void tok_add_merge(Tokenizer *t, const char *left, size_t llen, const char *righ
 /* After all tokens are defined: byte ids, the sorted added-token list, the chat template's default prompt. */
 int tok_finish(Tokenizer *t, Diag *d);
 int merge_lookup(const MergeMap *m, int32_t left, int32_t right, int32_t *merged);
-
-/* ChatML default system prompt written into a Jinja chat template (chat.c): malloc'ed, or NULL. */
-char *chat_default_system(const char *tpl);
 
 /* GPT-2 byte <-> unicode table (bytelevel.c). Encodes byte b's character as UTF-8 into out; returns length. */
 int bytelevel_char(unsigned char b, char out[4]);

@@ -163,7 +163,6 @@ int tok_finish(Tokenizer *t, Diag *d) {
   }
   t->nadded = na;
   free(a);
-  if (t->chat_template) t->default_system = chat_default_system(t->chat_template);
   return 1;
 }
 
@@ -172,7 +171,7 @@ void tokenizer_free(Tokenizer *t) {
   free(t->tok), free(t->tok_len), free(t->flags), free(t->added);
   free(t->vocab.keys), free(t->vocab.lens), free(t->vocab.vals);
   free(t->merges.keys), free(t->merges.rank), free(t->merges.merged);
-  free(t->chat_template), free(t->default_system);
+  free(t->chat_template);
   pre_free(t);
   arena_free(t->arena);
   free(t);

@@ -27,12 +27,17 @@ typedef enum JType {
   JV_MACRO,  /* a {% macro %} with the frame it was defined in */
   JV_FUNC,   /* a global function (range, namespace, ...), u.i names it */
   JV_METHOD, /* a bound method of a string, list or dict: u.m */
+  JV_LOOP,   /* a for loop's `loop`: u.loop, its fields computed on access */
 } JType;
 
 typedef struct JList JList;
 typedef struct JDict JDict;
 typedef struct JMethod JMethod;
 typedef struct JMacro JMacro;
+typedef struct JLoop {
+  struct JList *items;
+  size_t i;
+} JLoop;
 
 typedef struct JValue {
   JType t;
@@ -45,6 +50,7 @@ typedef struct JValue {
     JDict *d;
     JMethod *m;
     JMacro *mac;
+    JLoop *loop;
   } u;
 } JValue;
 

@@ -62,7 +62,7 @@ void jframe_set(JCtx *c, JFrame *f, const char *name, JValue v) {
     }
   }
   if (f->n == f->cap) {
-    int cap = f->cap ? 2 * f->cap : 8;
+    int cap = f->cap ? 2 * f->cap : 2;
     const char **nn = jalloc(c, sizeof *nn * (size_t)cap);
     JValue *nv = jalloc(c, sizeof *nv * (size_t)cap);
     if (f->n) memcpy(nn, f->names, sizeof *nn * (size_t)f->n), memcpy(nv, f->vals, sizeof *nv * (size_t)f->n);
@@ -372,22 +372,9 @@ static void assign(JCtx *c, JFrame *f, const JNode *at, const char **names, int 
 }
 
 static JValue loop_info(JCtx *c, JList *items, size_t i) {
-  JValue d = jv_dict(c, JV_DICT);
-  size_t n = items->n;
-  JDict *m = d.u.d;
-  jv_dict_set(c, m, jv_cstr("index"), jv_int((int64_t)i + 1));
-  jv_dict_set(c, m, jv_cstr("index0"), jv_int((int64_t)i));
-  jv_dict_set(c, m, jv_cstr("revindex"), jv_int((int64_t)(n - i)));
-  jv_dict_set(c, m, jv_cstr("revindex0"), jv_int((int64_t)(n - i - 1)));
-  jv_dict_set(c, m, jv_cstr("first"), jv_bool(i == 0));
-  jv_dict_set(c, m, jv_cstr("last"), jv_bool(i + 1 == n));
-  jv_dict_set(c, m, jv_cstr("length"), jv_int((int64_t)n));
-  jv_dict_set(c, m, jv_cstr("previtem"), i > 0 ? items->v[i - 1] : jv_undef("previtem"));
-  jv_dict_set(c, m, jv_cstr("nextitem"), i + 1 < n ? items->v[i + 1] : jv_undef("nextitem"));
-  JMethod *cyc = jalloc(c, sizeof *cyc);
-  cyc->self = d, cyc->name = "cycle";
-  jv_dict_set(c, m, jv_cstr("cycle"), (JValue){JV_METHOD, 0, {.m = cyc}});
-  return d;
+  JLoop *l = jalloc(c, sizeof *l);
+  l->items = items, l->i = i;
+  return (JValue){JV_LOOP, 0, {.loop = l}};
 }
 
 static void exec_for(JCtx *c, JFrame *f, const JNode *s) {
@@ -470,7 +457,8 @@ static int exec_stmt(JCtx *c, JFrame *f, const JNode *s) {
     }
     JValue ns = lookup(f, s->a->a->name);
     if (ns.t != JV_NS)
-      jfail(c, s->line, s->col, "cannot assign an attribute of a %s (only of a namespace)", jv_type_name(ns));
+      jfail(c, s->line, s->col, "cannot set an attribute on a value of type %s (only on a namespace)",
+            jv_type_name(ns));
     jv_dict_set(c, ns.u.d, jv_cstr(s->a->name), v);
     return 0;
   }

@@ -253,10 +253,21 @@ JValue jfilter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a) {
     JValue cnt = arg(a, 2, "count", jv_none());
     return jreplace(c, s, old, new, cnt.t == JV_INT ? cnt.u.i : -1);
   }
-  if (!strcmp(name, "wordcount")) {
-    JMethod m = {s, "split"};
-    JArgs none = {0};
-    return jv_int((int64_t)jcall_method(c, at, &m, &none).u.l->n);
+  if (!strcmp(name, "wordcount")) { /* runs of \w: letters, numbers and _ */
+    int64_t words = 0;
+    int in_word = 0;
+    for (size_t i = 0; i < s.n;) {
+      utf8proc_int32_t cp;
+      utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s.u.s + i, (utf8proc_ssize_t)(s.n - i), &cp);
+      if (k <= 0) k = 1, cp = 0xFFFD;
+      utf8proc_category_t cat = utf8proc_category(cp);
+      int w = cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+              (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+      if (w && !in_word) words++;
+      in_word = w;
+      i += (size_t)k;
+    }
+    return jv_int(words);
   }
   jfail(c, at->line, at->col, "unknown filter '%s'", name);
 }

@@ -24,8 +24,26 @@ static JValue method(JCtx *c, JValue self, const char *name) {
   return (JValue){JV_METHOD, 0, {.m = m}};
 }
 
+/* loop.index, loop.first, ... of the iteration l. */
+static JValue loop_field(JCtx *c, JValue loop, const char *name) {
+  const JLoop *l = loop.u.loop;
+  int64_t i = (int64_t)l->i, n = (int64_t)l->items->n;
+  if (!strcmp(name, "index")) return jv_int(i + 1);
+  if (!strcmp(name, "index0")) return jv_int(i);
+  if (!strcmp(name, "revindex")) return jv_int(n - i);
+  if (!strcmp(name, "revindex0")) return jv_int(n - i - 1);
+  if (!strcmp(name, "first")) return jv_bool(i == 0);
+  if (!strcmp(name, "last")) return jv_bool(i + 1 == n);
+  if (!strcmp(name, "length")) return jv_int(n);
+  if (!strcmp(name, "previtem")) return i > 0 ? l->items->v[i - 1] : jv_undef("previtem");
+  if (!strcmp(name, "nextitem")) return i + 1 < n ? l->items->v[i + 1] : jv_undef("nextitem");
+  if (!strcmp(name, "cycle")) return method(c, loop, "cycle");
+  return jv_undef(name);
+}
+
 JValue jgetattr(JCtx *c, JValue obj, const char *name) {
   JValue v;
+  if (obj.t == JV_LOOP) return loop_field(c, obj, name);
   if (obj.t == JV_STR && in_list(STR_METHODS, name)) return method(c, obj, name);
   if (obj.t == JV_DICT && in_list(DICT_METHODS, name)) return method(c, obj, name);
   if ((obj.t == JV_DICT || obj.t == JV_NS) && jv_dict_get(obj.u.d, jv_cstr(name), &v)) return v;
@@ -340,11 +358,9 @@ static JValue global(JCtx *c, const JNode *at, const char *name, JArgs *a) {
 JValue jcall_method(JCtx *c, const JNode *at, JMethod *m, JArgs *a) {
   JValue s = m->self;
   if (s.t == JV_STR) return str_method(c, at, s, m->name, a);
-  if (s.t == JV_DICT && !strcmp(m->name, "cycle")) { /* loop.cycle(a, b, ...) */
-    JValue idx;
+  if (s.t == JV_LOOP) { /* loop.cycle(a, b, ...) */
     if (!a->npos) jfail(c, at->line, at->col, "loop.cycle needs at least one value");
-    jv_dict_get(s.u.d, jv_cstr("index0"), &idx);
-    return a->pos[idx.u.i % a->npos];
+    return a->pos[s.u.loop->i % (size_t)a->npos];
   }
   if (s.t == JV_DICT) {
     JDict *d = s.u.d;

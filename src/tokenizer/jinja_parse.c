@@ -8,6 +8,7 @@ typedef struct Parser {
   JCtx *c;
   JToken *t;
   int n, i;
+  int loops; /* for-loop bodies around the statement being parsed: break / continue need one */
 } Parser;
 
 static JToken *cur(Parser *P) { return &P->t[P->i]; }
@@ -442,7 +443,9 @@ static JNode *statement(Parser *P) {
     if (is_name(P, "if")) next(P), s->b = expr(P);
     if (is_name(P, "recursive")) perr(P, "a loop without 'recursive' (not supported)");
     end_tag(P);
+    P->loops++;
     s->body = body(P, ends, &which);
+    P->loops--;
     if (!strcmp(which, "else")) {
       static const char *const endfor[] = {"endfor", NULL};
       end_tag(P);
@@ -498,11 +501,15 @@ static JNode *statement(Parser *P) {
     }
     next(P);
     end_tag(P);
+    int loops = P->loops; /* a macro's body is outside any loop */
+    P->loops = 0;
     s->body = body(P, ends, &which);
+    P->loops = loops;
     end_tag(P);
     return s;
   }
   if (!strcmp(kw, "break") || !strcmp(kw, "continue")) {
+    if (!P->loops) jfail(P->c, k->line, k->col, "'%s' outside a for loop", kw);
     end_tag(P);
     return node(P, kw[0] == 'b' ? JN_BREAK : JN_CONTINUE, k);
   }
@@ -525,8 +532,10 @@ static JNodes body(Parser *P, const char *const *end, const char **which) {
     JToken *k = cur(P);
     if (k->t == JT_EOF) {
       if (!end) break;
+      int last = 0;
+      while (end[last + 1]) last++;
       char what[64] = "'{% ";
-      strcat(strncat(what, end[0], 40), " %}'");
+      strcat(strncat(what, end[last], 40), " %}'");
       perr(P, what);
     }
     if (k->t == JT_TEXT) {
@@ -563,6 +572,6 @@ static JNodes body(Parser *P, const char *const *end, const char **which) {
 }
 
 JNodes jinja_parse(JCtx *c, JToken *toks, int ntok) {
-  Parser P = {c, toks, ntok, 0};
+  Parser P = {c, toks, ntok, 0, 0};
   return body(&P, NULL, NULL);
 }

@@ -9,8 +9,8 @@ _lathe() {
   local sampling="--max-tokens --temperature --top-p --top-k --seed --greedy --stop --ignore-eos --ctx
     --quiet -q --target --weights --matmul-precision --system --model -m -n -c -s"
   case ${COMP_WORDS[1]} in
-    generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --json --concurrency --batch-invariant $sampling" ;;
-    chat) opts="$sampling" ;;
+    generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --chat-template --json --concurrency --batch-invariant $sampling" ;;
+    chat) opts="--chat-template $sampling" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
       --prefill-len --reps --ctx --bandwidth --fuse-recompute --json --concurrency --requests --arrivals
       --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant" ;;
@@ -37,7 +37,7 @@ _lathe() {
     --type | -t) COMPREPLY=($(compgen -W "q8_0 q4_0 q4_1 q4_k_m q5_k_m q6_k" -- "$cur")); return ;;
     --device) COMPREPLY=($(compgen -W "h200 a100 l4 t4 host" -- "$cur")); return ;;
     --dir) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
-    -o) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    -o | --chat-template | --prompt-file | -f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --prompt | --prompt-tokens | --system | --stop | --max-tokens | --temperature | --top-p | --top-k | --seed | \
       --ctx | --prompt-len | --gen-len | --prefill-len | --reps | --bandwidth | --dim | --iters | --warmup | -e | --revision)
       return ;; # a value of the user's own

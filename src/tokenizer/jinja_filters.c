@@ -133,32 +133,9 @@ static JValue indent(JCtx *c, JValue s, JArgs *a) {
   return jbuf_value(c, b);
 }
 
-JValue jfilter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a) {
-  if (!strcmp(name, "default") || !strcmp(name, "d")) {
-    int boolean = jv_truthy(arg(a, 1, "boolean", jv_bool(0)));
-    return v.t == JV_UNDEF || (boolean && !jv_truthy(v)) ? arg(a, 0, "default_value", jv_cstr("")) : v;
-  }
-  if (!strcmp(name, "safe")) return v;
-  if (!strcmp(name, "tojson")) {
-    for (int k = 0; k < a->nkw; k++)
-      if (strcmp(a->kwnames[k], "indent") && strcmp(a->kwnames[k], "ensure_ascii"))
-        jfail(c, at->line, at->col, "tojson: argument '%s' is not supported", a->kwnames[k]);
-    JValue ind = arg(a, 0, "indent", jv_none());
-    JBuf *b = jbuf_new(c);
-    jv_to_json(c, b, v, ind.t == JV_INT ? (int)(ind.u.i < 64 ? ind.u.i : 64) : -1, 0, at);
-    return jbuf_value(c, b);
-  }
-  if (!strcmp(name, "length") || !strcmp(name, "count")) return jv_int(length(c, at, v));
-  if (!strcmp(name, "string")) return v.t == JV_UNDEF ? jv_cstr("") : jv_stringify(c, v);
-  if (!strcmp(name, "list")) return to_list(c, at, v);
-  if (!strcmp(name, "items")) {
-    if (v.t == JV_UNDEF) return jv_list(c, 0);
-    if (v.t != JV_DICT && v.t != JV_NS)
-      jfail(c, at->line, at->col, "items: expected a mapping, got %s", jv_type_name(v));
-    JMethod m = {v, "items"};
-    JArgs none = {0};
-    return jcall_method(c, at, &m, &none);
-  }
+/* The filters over a sequence (first, sort, map, join, ...); *found = 0 when name is none of them. */
+static JValue seq_filter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a, int *found) {
+  *found = 1;
   if (!strcmp(name, "first") || !strcmp(name, "last")) {
     JList *l = jiterate(c, at, v);
     if (!l->n) return jv_undef(NULL);
@@ -219,6 +196,81 @@ JValue jfilter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a) {
     }
     return out;
   }
+  if (!strcmp(name, "sort") || !strcmp(name, "min") || !strcmp(name, "max")) {
+    /* stable; strings compare case-insensitively unless case_sensitive, as Jinja2 */
+    JList *l = jiterate(c, at, v);
+    int rev = name[1] == 'o' && jv_truthy(arg(a, 0, "reverse", jv_bool(0)));
+    int cs = jv_truthy(arg(a, name[1] == 'o' ? 1 : 0, "case_sensitive", jv_bool(0)));
+    JValue attr = arg(a, name[1] == 'o' ? 2 : 1, "attribute", jv_undef(NULL));
+    JValue out = jv_list(c, l->n), *keys = jalloc(c, sizeof *keys * (l->n + 1));
+    for (size_t i = 0; i < l->n; i++) {
+      JValue k = attr.t != JV_UNDEF ? attr_path(c, l->v[i], attr) : l->v[i];
+      keys[i] = lowered(c, k, cs);
+      out.u.l->v[i] = l->v[i];
+      for (size_t j = i; j > 0; j--) { /* insertion sort: templates sort a handful of items */
+        int r = jv_compare(c, at, keys[j - 1], keys[j]);
+        if (rev ? r >= 0 : r <= 0) break;
+        JValue t = keys[j], u = out.u.l->v[j];
+        keys[j] = keys[j - 1], out.u.l->v[j] = out.u.l->v[j - 1];
+        keys[j - 1] = t, out.u.l->v[j - 1] = u;
+      }
+    }
+    if (name[1] == 'o') return out;
+    if (!l->n) return jv_undef(NULL);
+    return out.u.l->v[name[1] == 'i' ? 0 : l->n - 1];
+  }
+  if (!strcmp(name, "sum")) {
+    JList *l = jiterate(c, at, v);
+    JValue attr = arg(a, 0, "attribute", jv_undef(NULL)), total = arg(a, 1, "start", jv_int(0));
+    for (size_t i = 0; i < l->n; i++) {
+      JValue x = attr.t != JV_UNDEF ? attr_path(c, l->v[i], attr) : l->v[i];
+      if (x.t == JV_FLOAT || total.t == JV_FLOAT) {
+        double fx = x.t == JV_FLOAT ? x.u.f : (double)x.u.i, ft = total.t == JV_FLOAT ? total.u.f : (double)total.u.i;
+        if ((x.t != JV_INT && x.t != JV_BOOL && x.t != JV_FLOAT)) jfail(c, at->line, at->col, "sum: not a number");
+        total = jv_float(fx + ft);
+      } else if ((x.t == JV_INT || x.t == JV_BOOL) && !__builtin_add_overflow(total.u.i, x.u.i, &total.u.i)) {
+        total.t = JV_INT;
+      } else {
+        jfail(c, at->line, at->col, "sum: cannot add a %s", jv_type_name(x));
+      }
+    }
+    return total;
+  }
+  *found = 0;
+  return jv_none();
+}
+
+JValue jfilter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a) {
+  if (!strcmp(name, "default") || !strcmp(name, "d")) {
+    int boolean = jv_truthy(arg(a, 1, "boolean", jv_bool(0)));
+    return v.t == JV_UNDEF || (boolean && !jv_truthy(v)) ? arg(a, 0, "default_value", jv_cstr("")) : v;
+  }
+  if (!strcmp(name, "safe")) return v;
+  if (!strcmp(name, "tojson")) {
+    for (int k = 0; k < a->nkw; k++)
+      if (strcmp(a->kwnames[k], "indent") && strcmp(a->kwnames[k], "ensure_ascii"))
+        jfail(c, at->line, at->col, "tojson: argument '%s' is not supported", a->kwnames[k]);
+    if (jv_truthy(arg(a, 1, "ensure_ascii", jv_bool(0))))
+      jfail(c, at->line, at->col, "tojson: ensure_ascii=True is not supported");
+    JValue ind = arg(a, 0, "indent", jv_none());
+    JBuf *b = jbuf_new(c);
+    jv_to_json(c, b, v, ind.t == JV_INT ? (int)(ind.u.i < 64 ? ind.u.i : 64) : -1, 0, at);
+    return jbuf_value(c, b);
+  }
+  if (!strcmp(name, "length") || !strcmp(name, "count")) return jv_int(length(c, at, v));
+  if (!strcmp(name, "string")) return v.t == JV_UNDEF ? jv_cstr("") : jv_stringify(c, v);
+  if (!strcmp(name, "list")) return to_list(c, at, v);
+  if (!strcmp(name, "items")) {
+    if (v.t == JV_UNDEF) return jv_list(c, 0);
+    if (v.t != JV_DICT && v.t != JV_NS)
+      jfail(c, at->line, at->col, "items: expected a mapping, got %s", jv_type_name(v));
+    JMethod m = {v, "items"};
+    JArgs none = {0};
+    return jcall_method(c, at, &m, &none);
+  }
+  int found;
+  JValue r = seq_filter(c, at, name, v, a, &found);
+  if (found) return r;
   if (!strcmp(name, "int") || !strcmp(name, "float")) {
     JValue def = arg(a, 0, "default", name[0] == 'i' ? jv_int(0) : jv_float(0));
     double f;

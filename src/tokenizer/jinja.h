@@ -57,6 +57,7 @@ typedef struct JValue {
 struct JList {
   JValue *v;
   size_t n;
+  int tuple; /* prints as (a, b); never equal to a list */
 };
 struct JDict {
   JValue *k, *v;
@@ -135,7 +136,7 @@ struct JNode {
   int line, col;
   const char *name; /* name, attribute, filter, test or macro name; the operator of JN_BIN */
   const char **ops; /* JN_CMP: an operator per pair */
-  int negate;       /* JN_TEST: `is not` */
+  int negate;       /* JN_TEST: `is not`; JN_LIST: a tuple */
   JValue lit;
   JNode *a, *b, *c;   /* operands: JN_FOR a=iter b=filter; JN_SET a=target b=value; JN_COND a if b else c */
   JNodes items;       /* list items, call/filter/test arguments, slice parts, dict keys, statement body */
@@ -232,6 +233,8 @@ int jtest(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *args);
 JValue jgetattr(JCtx *c, JValue obj, const char *name); /* obj.name: methods first, then keys */
 JValue jgetitem(JCtx *c, const JNode *at, JValue obj, JValue key);
 JValue jcall_method(JCtx *c, const JNode *at, JMethod *m, JArgs *args);
+/* "fmt" % args with %s, %r, %d, %i, %f (precision allowed) and %%; args a tuple or one value. */
+JValue jformat_percent(JCtx *c, const JNode *at, JValue fmt, JValue args);
 /* The items a for loop visits: a list's items, a dict's keys, a string's characters; undefined: none. */
 JList *jiterate(JCtx *c, const JNode *at, JValue v);
 enum { JF_RANGE = 1, JF_NAMESPACE, JF_DICT, JF_RAISE, JF_STRFTIME, JF_LOOP_CYCLE };

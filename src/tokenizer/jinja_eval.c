@@ -145,6 +145,8 @@ static JValue binop(JCtx *c, const JNode *at, const char *op, JValue a, JValue b
     if (nums) return jv_float(x * y);
     if ((a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(c, at, a, b.u.i);
     if ((b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(c, at, b, a.u.i);
+  } else if (!strcmp(op, "%") && a.t == JV_STR) {
+    return jformat_percent(c, at, a, b);
   } else if (!strcmp(op, "/") || !strcmp(op, "//") || !strcmp(op, "%")) {
     if (nums) {
       if (y == 0) jfail(c, at->line, at->col, "division by zero");
@@ -238,6 +240,7 @@ static JValue slice(JCtx *c, const JNode *at, JValue obj, JValue s0, JValue s1, 
   for (int64_t i = lo; st > 0 ? i < hi : i > hi; i += st) count++;
   if (obj.t == JV_LIST) {
     JValue l = jv_list(c, count);
+    l.u.l->tuple = obj.u.l->tuple;
     size_t k = 0;
     for (int64_t i = lo; st > 0 ? i < hi : i > hi; i += st) l.u.l->v[k++] = obj.u.l->v[i];
     return l;
@@ -280,6 +283,7 @@ JValue jeval(JCtx *c, JFrame *f, const JNode *e) {
   case JN_NAME: v = lookup(f, e->name); break;
   case JN_LIST:
     v = jv_list(c, (size_t)e->items.n);
+    v.u.l->tuple = e->negate;
     for (int i = 0; i < e->items.n; i++) v.u.l->v[i] = jeval(c, f, e->items.v[i]);
     break;
   case JN_DICT:

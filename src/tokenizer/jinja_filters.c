@@ -1,5 +1,7 @@
 /* Jinja filters (x | name(args)) and tests (x is name args), with Jinja2's behaviour, and tojson as
  * transformers defines it (json.dumps with ensure_ascii=False). */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -103,9 +105,11 @@ static JValue select_items(JCtx *c, const JNode *at, JValue seq, JArgs *a, int b
 }
 
 static JValue to_list(JCtx *c, const JNode *at, JValue v) {
-  if (v.t == JV_LIST) return v;
+  if (v.t == JV_LIST && !v.u.l->tuple) return v;
   JList *l = jiterate(c, at, v);
-  return (JValue){JV_LIST, 0, {.l = l}};
+  JValue out = jv_list(c, l->n);
+  if (l->n) memcpy(out.u.l->v, l->v, sizeof *l->v * l->n);
+  return out;
 }
 
 static JValue indent(JCtx *c, JValue s, JArgs *a) {
@@ -219,6 +223,29 @@ static JValue seq_filter(JCtx *c, const JNode *at, const char *name, JValue v, J
     if (!l->n) return jv_undef(NULL);
     return out.u.l->v[name[1] == 'i' ? 0 : l->n - 1];
   }
+  if (!strcmp(name, "dictsort")) { /* (key, value) pairs sorted by key, or by value with by='value' */
+    if (v.t != JV_DICT && v.t != JV_NS)
+      jfail(c, at->line, at->col, "dictsort: expected a mapping, got %s", jv_type_name(v));
+    int cs = jv_truthy(arg(a, 0, "case_sensitive", jv_bool(0))), rev = jv_truthy(arg(a, 2, "reverse", jv_bool(0)));
+    JValue by = arg(a, 1, "by", jv_cstr("key"));
+    int at_value = by.t == JV_STR && !strcmp(by.u.s, "value");
+    JDict *d = v.u.d;
+    JValue out = jv_list(c, d->n);
+    for (size_t i = 0; i < d->n; i++) {
+      JValue pair = jv_list(c, 2);
+      pair.u.l->tuple = 1, pair.u.l->v[0] = d->k[i], pair.u.l->v[1] = d->v[i];
+      out.u.l->v[i] = pair;
+      for (size_t j = i; j > 0; j--) {
+        JValue x = lowered(c, out.u.l->v[j - 1].u.l->v[at_value], cs),
+               y = lowered(c, out.u.l->v[j].u.l->v[at_value], cs);
+        int r = jv_compare(c, at, x, y);
+        if (rev ? r >= 0 : r <= 0) break;
+        JValue t = out.u.l->v[j];
+        out.u.l->v[j] = out.u.l->v[j - 1], out.u.l->v[j - 1] = t;
+      }
+    }
+    return out;
+  }
   if (!strcmp(name, "sum")) {
     JList *l = jiterate(c, at, v);
     JValue attr = arg(a, 0, "attribute", jv_undef(NULL)), total = arg(a, 1, "start", jv_int(0));
@@ -286,6 +313,20 @@ JValue jfilter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a) {
     if (v.t == JV_INT || v.t == JV_BOOL) return jv_int(v.u.i);
     if (f != f || f >= 9.2e18 || f <= -9.2e18) return def;
     return jv_int((int64_t)f);
+  }
+  if (!strcmp(name, "round")) { /* Python's round (half to even on the exact value), or floor / ceil */
+    JValue prec = arg(a, 0, "precision", jv_int(0)), method = arg(a, 1, "method", jv_cstr("common"));
+    int p = prec.t == JV_INT ? (int)(prec.u.i < 0 ? 0 : prec.u.i > 15 ? 15 : prec.u.i) : 0;
+    if (v.t != JV_INT && v.t != JV_BOOL && v.t != JV_FLOAT) jfail(c, at->line, at->col, "round: not a number");
+    double x = v.t == JV_FLOAT ? v.u.f : (double)v.u.i, scale = pow(10, p);
+    if (method.t == JV_STR && !strcmp(method.u.s, "floor")) return jv_float(floor(x * scale) / scale);
+    if (method.t == JV_STR && !strcmp(method.u.s, "ceil")) return jv_float(ceil(x * scale) / scale);
+    if (method.t != JV_STR || strcmp(method.u.s, "common"))
+      jfail(c, at->line, at->col, "round: method must be common, floor or ceil");
+    if (v.t != JV_FLOAT) return jv_int(v.u.i);
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%.*f", p, x);
+    return jv_float(strtod(tmp, NULL));
   }
   if (!strcmp(name, "abs")) {
     if (v.t == JV_FLOAT) return jv_float(v.u.f < 0 ? -v.u.f : v.u.f);

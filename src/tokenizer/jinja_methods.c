@@ -1,6 +1,7 @@
 /* Jinja attribute and item access, iteration, the methods of strings and dicts templates call
  * (startswith, strip, split, items, get, ...) and the global functions (range, namespace, dict,
  * raise_exception, strftime_now), with Python's semantics. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -314,6 +315,44 @@ static JValue str_method(JCtx *c, const JNode *at, JValue s, const char *name, J
   jfail(c, at->line, at->col, "str has no method '%s'", name);
 }
 
+JValue jformat_percent(JCtx *c, const JNode *at, JValue fmt, JValue args) {
+  JList one = {&args, 1, 0}, *vals = args.t == JV_LIST && args.u.l->tuple ? args.u.l : &one;
+  size_t next = 0;
+  JBuf *b = jbuf_new(c);
+  for (size_t i = 0; i < fmt.n; i++) {
+    if (fmt.u.s[i] != '%') {
+      jbuf_put(c, b, fmt.u.s + i, 1);
+      continue;
+    }
+    int prec = -1;
+    if (i + 2 < fmt.n && fmt.u.s[i + 1] == '.' && fmt.u.s[i + 2] >= '0' && fmt.u.s[i + 2] <= '9')
+      prec = fmt.u.s[i + 2] - '0', i += 2;
+    char conv = i + 1 < fmt.n ? fmt.u.s[++i] : 0;
+    if (conv == '%') {
+      jbuf_puts(c, b, "%");
+      continue;
+    }
+    if (!strchr("srdif", conv) || !conv)
+      jfail(c, at->line, at->col, "'%%' formatting: only %%s, %%r, %%d, %%i, %%f and %%%%");
+    if (next >= vals->n) jfail(c, at->line, at->col, "'%%' formatting: not enough arguments");
+    JValue v = vals->v[next++];
+    if (conv == 's') jv_to_str(c, b, v);
+    else if (conv == 'r') jv_repr(c, b, v);
+    else {
+      if (v.t != JV_INT && v.t != JV_BOOL && v.t != JV_FLOAT)
+        jfail(c, at->line, at->col, "'%%' formatting: %%%c needs a number, not %s", conv, jv_type_name(v));
+      char tmp[400];
+      double x = v.t == JV_FLOAT ? v.u.f : (double)v.u.i;
+      if (conv == 'f') snprintf(tmp, sizeof tmp, "%.*f", prec < 0 ? 6 : prec, x);
+      else if (v.t == JV_FLOAT) snprintf(tmp, sizeof tmp, "%.0f", trunc(x));
+      else snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
+      jbuf_puts(c, b, tmp);
+    }
+  }
+  if (next < vals->n) jfail(c, at->line, at->col, "'%%' formatting: not all arguments converted");
+  return jbuf_value(c, b);
+}
+
 static JValue global(JCtx *c, const JNode *at, const char *name, JArgs *a) {
   if (!strcmp(name, "range")) {
     int64_t v[3] = {0, 0, 1};
@@ -374,6 +413,7 @@ JValue jcall_method(JCtx *c, const JNode *at, JMethod *m, JArgs *a) {
       else if (m->name[0] == 'v') l.u.l->v[i] = d->v[i];
       else {
         JValue pair = jv_list(c, 2);
+        pair.u.l->tuple = 1;
         pair.u.l->v[0] = d->k[i], pair.u.l->v[1] = d->v[i];
         l.u.l->v[i] = pair;
       }

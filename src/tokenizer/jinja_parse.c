@@ -127,10 +127,12 @@ static JNode *primary(Parser *P) {
     if (is_op(P, ")")) { /* () is the empty tuple */
       next(P);
       e = node(P, JN_LIST, k);
+      e->negate = 1;
     } else {
       e = expr(P);
       if (is_op(P, ",")) {
         JNode *t = node(P, JN_LIST, k);
+        t->negate = 1;
         add(P, &t->items, e);
         while (is_op(P, ",")) {
           next(P);
@@ -436,6 +438,7 @@ static JNode *statement(Parser *P) {
     s->a = or_expr(P);
     if (is_op(P, ",")) { /* for x in a, b */
       JNode *t = node(P, JN_LIST, it);
+      t->negate = 1;
       add(P, &t->items, s->a);
       while (is_op(P, ",")) next(P), add(P, &t->items, or_expr(P));
       s->a = t;
@@ -480,6 +483,7 @@ static JNode *statement(Parser *P) {
     s->b = expr(P);
     if (is_op(P, ",")) { /* set a = 1, 2 */
       JNode *l = node(P, JN_LIST, v);
+      l->negate = 1;
       add(P, &l->items, s->b);
       while (is_op(P, ",")) next(P), add(P, &l->items, expr(P));
       s->b = l;

@@ -87,7 +87,7 @@ int jv_equal(JValue a, JValue b) {
   case JV_NONE: return 1;
   case JV_STR: return a.n == b.n && memcmp(a.u.s, b.u.s, a.n) == 0;
   case JV_LIST:
-    if (a.u.l->n != b.u.l->n) return 0;
+    if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
     for (size_t i = 0; i < a.u.l->n; i++)
       if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
     return 1;
@@ -232,12 +232,13 @@ void jv_to_str(JCtx *c, JBuf *b, JValue v) {
   case JV_FLOAT: return put_float(c, b, v.u.f, 0);
   case JV_STR: return jbuf_put(c, b, v.u.s, v.n);
   case JV_LIST:
-    jbuf_puts(c, b, "[");
+    jbuf_puts(c, b, v.u.l->tuple ? "(" : "[");
     for (size_t i = 0; i < v.u.l->n; i++) {
       if (i) jbuf_puts(c, b, ", ");
       jv_repr(c, b, v.u.l->v[i]);
     }
-    return jbuf_puts(c, b, "]");
+    if (v.u.l->tuple && v.u.l->n == 1) jbuf_puts(c, b, ",");
+    return jbuf_puts(c, b, v.u.l->tuple ? ")" : "]");
   case JV_DICT:
   case JV_NS:
     jbuf_puts(c, b, v.t == JV_NS ? "<Namespace {" : "{");

@@ -137,69 +137,8 @@ static JValue indent(JCtx *c, JValue s, JArgs *a) {
   return jbuf_value(c, b);
 }
 
-/* The filters over a sequence (first, sort, map, join, ...); *found = 0 when name is none of them. */
-static JValue seq_filter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a, int *found) {
-  *found = 1;
-  if (!strcmp(name, "first") || !strcmp(name, "last")) {
-    JList *l = jiterate(c, at, v);
-    if (!l->n) return jv_undef(NULL);
-    return l->v[name[0] == 'f' ? 0 : l->n - 1];
-  }
-  if (!strcmp(name, "reverse")) {
-    if (v.t == JV_STR) {
-      JList *l = jiterate(c, at, v);
-      JBuf *b = jbuf_new(c);
-      for (size_t i = l->n; i-- > 0;) jbuf_put(c, b, l->v[i].u.s, l->v[i].n);
-      return jbuf_value(c, b);
-    }
-    JList *l = jiterate(c, at, v);
-    JValue out = jv_list(c, l->n);
-    for (size_t i = 0; i < l->n; i++) out.u.l->v[i] = l->v[l->n - 1 - i];
-    return out;
-  }
-  if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr")) return select_items(c, at, v, a, 1, name[0] == 's');
-  if (!strcmp(name, "select") || !strcmp(name, "reject")) return select_items(c, at, v, a, 0, name[0] == 's');
-  if (!strcmp(name, "map")) {
-    JList *l = jiterate(c, at, v);
-    JValue out = jv_list(c, l->n), attr = arg(a, -1, "attribute", jv_undef(NULL));
-    JValue def = arg(a, -1, "default", jv_undef(NULL));
-    JArgs rest;
-    tail_args(c, a, 1, &rest);
-    if (attr.t == JV_UNDEF && (a->npos < 1 || a->pos[0].t != JV_STR))
-      jfail(c, at->line, at->col, "map: give a filter name or attribute=");
-    for (size_t i = 0; i < l->n; i++) {
-      if (attr.t != JV_UNDEF) {
-        JValue x = attr_path(c, l->v[i], attr);
-        out.u.l->v[i] = x.t == JV_UNDEF && def.t != JV_UNDEF ? def : x;
-      } else {
-        out.u.l->v[i] = jfilter(c, at, a->pos[0].u.s, l->v[i], &rest);
-      }
-    }
-    return out;
-  }
-  if (!strcmp(name, "join")) {
-    JList *l = jiterate(c, at, v);
-    JValue sep = arg(a, 0, "d", jv_cstr("")), attr = arg(a, 1, "attribute", jv_undef(NULL));
-    JBuf *b = jbuf_new(c);
-    for (size_t i = 0; i < l->n; i++) {
-      if (i) jv_to_str(c, b, sep);
-      jv_to_str(c, b, attr.t != JV_UNDEF ? attr_path(c, l->v[i], attr) : l->v[i]);
-    }
-    return jbuf_value(c, b);
-  }
-  if (!strcmp(name, "unique")) {
-    JList *l = jiterate(c, at, v);
-    int cs = jv_truthy(arg(a, 0, "case_sensitive", jv_bool(0)));
-    JValue out = jv_list(c, l->n);
-    out.u.l->n = 0;
-    for (size_t i = 0; i < l->n; i++) {
-      int seen = 0;
-      for (size_t k = 0; k < out.u.l->n && !seen; k++)
-        seen = jv_equal(lowered(c, out.u.l->v[k], cs), lowered(c, l->v[i], cs));
-      if (!seen) out.u.l->v[out.u.l->n++] = l->v[i];
-    }
-    return out;
-  }
+/* sort, min, max, dictsort and sum; *found = 0 when name is none of them. */
+static JValue order_filter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a, int *found) {
   if (!strcmp(name, "sort") || !strcmp(name, "min") || !strcmp(name, "max")) {
     /* stable; strings compare case-insensitively unless case_sensitive, as Jinja2 */
     JList *l = jiterate(c, at, v);
@@ -265,6 +204,72 @@ static JValue seq_filter(JCtx *c, const JNode *at, const char *name, JValue v, J
   }
   *found = 0;
   return jv_none();
+}
+
+/* The filters over a sequence (first, sort, map, join, ...); *found = 0 when name is none of them. */
+static JValue seq_filter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a, int *found) {
+  *found = 1;
+  if (!strcmp(name, "first") || !strcmp(name, "last")) {
+    JList *l = jiterate(c, at, v);
+    if (!l->n) return jv_undef(NULL);
+    return l->v[name[0] == 'f' ? 0 : l->n - 1];
+  }
+  if (!strcmp(name, "reverse")) {
+    if (v.t == JV_STR) {
+      JList *l = jiterate(c, at, v);
+      JBuf *b = jbuf_new(c);
+      for (size_t i = l->n; i-- > 0;) jbuf_put(c, b, l->v[i].u.s, l->v[i].n);
+      return jbuf_value(c, b);
+    }
+    JList *l = jiterate(c, at, v);
+    JValue out = jv_list(c, l->n);
+    for (size_t i = 0; i < l->n; i++) out.u.l->v[i] = l->v[l->n - 1 - i];
+    return out;
+  }
+  if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr")) return select_items(c, at, v, a, 1, name[0] == 's');
+  if (!strcmp(name, "select") || !strcmp(name, "reject")) return select_items(c, at, v, a, 0, name[0] == 's');
+  if (!strcmp(name, "map")) {
+    JList *l = jiterate(c, at, v);
+    JValue out = jv_list(c, l->n), attr = arg(a, -1, "attribute", jv_undef(NULL));
+    JValue def = arg(a, -1, "default", jv_undef(NULL));
+    JArgs rest;
+    tail_args(c, a, 1, &rest);
+    if (attr.t == JV_UNDEF && (a->npos < 1 || a->pos[0].t != JV_STR))
+      jfail(c, at->line, at->col, "map: give a filter name or attribute=");
+    for (size_t i = 0; i < l->n; i++) {
+      if (attr.t != JV_UNDEF) {
+        JValue x = attr_path(c, l->v[i], attr);
+        out.u.l->v[i] = x.t == JV_UNDEF && def.t != JV_UNDEF ? def : x;
+      } else {
+        out.u.l->v[i] = jfilter(c, at, a->pos[0].u.s, l->v[i], &rest);
+      }
+    }
+    return out;
+  }
+  if (!strcmp(name, "join")) {
+    JList *l = jiterate(c, at, v);
+    JValue sep = arg(a, 0, "d", jv_cstr("")), attr = arg(a, 1, "attribute", jv_undef(NULL));
+    JBuf *b = jbuf_new(c);
+    for (size_t i = 0; i < l->n; i++) {
+      if (i) jv_to_str(c, b, sep);
+      jv_to_str(c, b, attr.t != JV_UNDEF ? attr_path(c, l->v[i], attr) : l->v[i]);
+    }
+    return jbuf_value(c, b);
+  }
+  if (!strcmp(name, "unique")) {
+    JList *l = jiterate(c, at, v);
+    int cs = jv_truthy(arg(a, 0, "case_sensitive", jv_bool(0)));
+    JValue out = jv_list(c, l->n);
+    out.u.l->n = 0;
+    for (size_t i = 0; i < l->n; i++) {
+      int seen = 0;
+      for (size_t k = 0; k < out.u.l->n && !seen; k++)
+        seen = jv_equal(lowered(c, out.u.l->v[k], cs), lowered(c, l->v[i], cs));
+      if (!seen) out.u.l->v[out.u.l->n++] = l->v[i];
+    }
+    return out;
+  }
+  return order_filter(c, at, name, v, a, found);
 }
 
 JValue jfilter(JCtx *c, const JNode *at, const char *name, JValue v, JArgs *a) {

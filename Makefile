@@ -127,15 +127,17 @@ clean:
 
 -include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(SAN_CLI:.o=.d)
 
-# Fuzzing (clang libFuzzer + ASan/UBSan) of the GGUF and safetensors readers and the tokenizer.json
-# loader: builds the targets, writes small seed corpora, runs each for FUZZ_SECONDS. Installs the
-# optional fuzz packages first.
+# Fuzzing (clang libFuzzer + ASan/UBSan) of the GGUF and safetensors readers, the tokenizer.json
+# loader and the Jinja chat-template interpreter: builds the targets, writes small seed corpora, runs
+# each for FUZZ_SECONDS. Installs the optional fuzz packages first.
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc
 FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/mapfile.c src/base/hash.c src/base/strbuf.c src/ir/dtype.c \
                 src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c src/model/config_keys.c \
                 $(wildcard src/model/arch/*.c) src/graph/graph.c src/ir/expr.c
+JINJA_FUZZ_LIB := $(addprefix src/base/,arena.c diag.c mapfile.c hash.c strbuf.c mem.c) src/ir/dtype.c \
+                  src/model/gguf.c src/model/dequant.c $(wildcard src/tokenizer/*.c)
 .PHONY: fuzz
 fuzz:
 	scripts/install-deps.sh fuzz
@@ -154,6 +156,12 @@ fuzz:
 	  $(wildcard src/tokenizer/*.c) -ljansson -lpcre2-8 -lutf8proc -lm
 	build/fuzz/fuzz_tokenizer_json -max_total_time=$(FUZZ_SECONDS) -max_len=32768 -print_final_stats=1 \
 	  build/fuzz/corpus_tokenizer
+	@mkdir -p build/fuzz/corpus_jinja
+	cp tests/fixtures/chat_templates/*.jinja build/fuzz/corpus_jinja/
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o build/fuzz/fuzz_jinja fuzz/fuzz_jinja.c $(JINJA_FUZZ_LIB) -ljansson -lpcre2-8 \
+	  -lutf8proc -lm
+	build/fuzz/fuzz_jinja -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -print_final_stats=1 \
+	  -dict=fuzz/jinja.dict build/fuzz/corpus_jinja
 	$(MAKE) fuzz-program
 
 # The whole compiler (parse, every stage, both renderers; nothing compiled) on fuzzed program text, with

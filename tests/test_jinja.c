@@ -243,6 +243,22 @@ static void test_limits(void **state) {
   got = render_with(ifs, &msg, 1, 0, NULL, &d);
   assert_null(got);
   assert_contains(d.msg, "nested deeper than");
+  /* values a loop nests deeply (or a namespace holding itself) print as an error with a position */
+  got = render_with("{% set ns = namespace(x=1) %}{% for i in range(100) %}{% set ns.x = [ns.x] %}{% endfor %}\n"
+                    "{{ ns.x == ns.x }} {{ ns.x }}",
+                    &msg, 1, 0, &lim, &d);
+  assert_null(got);
+  assert_contains(d.msg, "nested deeper than");
+  assert_int_equal(d.line, 2);
+  got = render_with("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", &msg, 1, 0, &lim, &d);
+  assert_null(got);
+  assert_contains(d.msg, "nested deeper than");
+  got = render_with("{{ 'abc'[1::9223372036854775807] }}{{ range(-9000000000000000000, 9000000000000000000, "
+                    "6000000000000000000) | list }}{{ [1, 2][::-9223372036854775807] }}",
+                    &msg, 1, 0, &lim, &d);
+  if (!got) fail_msg("%s", d.msg);
+  assert_string_equal(got, "b[-9000000000000000000, -3000000000000000000, 3000000000000000000][2]");
+  free(got);
   /* within the limits the same shapes run */
   got = render_with("{% for i in range(3) %}{{ 'x' * 2 }}{% endfor %}", &msg, 1, 0, &lim, &d);
   assert_string_equal(got, "xxxxxx");

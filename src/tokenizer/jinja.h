@@ -173,6 +173,7 @@ typedef struct JCtx {
   JFrame *globals;
   struct tm now; /* strftime_now's time */
   const char *src;
+  const JNode *at; /* the node being evaluated: where an error without a position of its own is reported */
 } JCtx;
 
 /* Errors: record the message at line:col (0:0 when there is no position) and unwind to the render. */

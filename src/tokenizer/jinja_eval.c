@@ -28,6 +28,7 @@ void jfail(JCtx *c, int line, int col, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (!line && c->at) line = c->at->line, col = c->at->col;
   diag_error(c->d, line, col, "%s", msg);
   longjmp(c->fail, 1);
 }
@@ -224,6 +225,8 @@ static JValue slice(JCtx *c, const JNode *at, JValue obj, JValue s0, JValue s1, 
   int64_t len = obj.t == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)utf8_count(obj.u.s, obj.n);
   int64_t st = slice_index(c, at, s2, len, 1);
   if (st == 0) jfail(c, at->line, at->col, "slice step cannot be zero");
+  if (st > len + 1) st = len + 1; /* any longer step takes one item: keeps i += st from overflowing */
+  if (st < -(len + 1)) st = -(len + 1);
   int64_t lo = slice_index(c, at, s0, len, st > 0 ? 0 : len - 1), hi = slice_index(c, at, s1, len, st > 0 ? len : -1);
   if (s0.t == JV_INT || s0.t == JV_BOOL) {
     if (lo < 0) lo += len;
@@ -275,6 +278,7 @@ static JValue eval_cmp(JCtx *c, JFrame *f, const JNode *e) {
 }
 
 JValue jeval(JCtx *c, JFrame *f, const JNode *e) {
+  c->at = e;
   step(c, e);
   jdepth_enter(c, e->line, e->col);
   JValue v;
@@ -447,6 +451,7 @@ JValue jcall(JCtx *c, const JNode *at, JValue fn, JArgs *args) {
 }
 
 static int exec_stmt(JCtx *c, JFrame *f, const JNode *s) {
+  c->at = s;
   step(c, s);
   switch (s->k) {
   case JN_TEXT: jbuf_put(c, c->out, s->lit.u.s, s->lit.n); return 0;

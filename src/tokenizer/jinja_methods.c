@@ -363,12 +363,13 @@ static JValue global(JCtx *c, const JNode *at, const char *name, JArgs *a) {
       v[a->npos == 1 ? 1 : i] = a->pos[i].u.i;
     }
     if (v[2] == 0) jfail(c, at->line, at->col, "range: step must not be zero");
-    int64_t n = v[2] > 0 ? (v[1] > v[0] ? (v[1] - v[0] + v[2] - 1) / v[2] : 0)
-                         : (v[0] > v[1] ? (v[0] - v[1] - v[2] - 1) / -v[2] : 0);
-    if ((uint64_t)n > c->lim.max_memory / sizeof(JValue))
-      jfail(c, at->line, at->col, "range of %lld items is too long", (long long)n);
+    __int128 lo = v[0], hi = v[1], st = v[2]; /* no overflow at the ends of int64 */
+    __int128 span = st > 0 ? (hi > lo ? (hi - lo + st - 1) / st : 0) : (lo > hi ? (lo - hi - st - 1) / -st : 0);
+    if (span > (__int128)(c->lim.max_memory / sizeof(JValue)))
+      jfail(c, at->line, at->col, "range of more than %zu items is too long", c->lim.max_memory / sizeof(JValue));
+    int64_t n = (int64_t)span;
     JValue l = jv_list(c, (size_t)n);
-    for (int64_t i = 0; i < n; i++) l.u.l->v[i] = jv_int(v[0] + i * v[2]);
+    for (int64_t i = 0; i < n; i++) l.u.l->v[i] = jv_int((int64_t)(lo + (__int128)i * st));
     return l;
   }
   if (!strcmp(name, "namespace") || !strcmp(name, "dict")) {

@@ -76,7 +76,15 @@ int jv_truthy(JValue v) {
 static int is_num(JValue v) { return v.t == JV_BOOL || v.t == JV_INT || v.t == JV_FLOAT; }
 static double num(JValue v) { return v.t == JV_FLOAT ? v.u.f : (double)v.u.i; }
 
-int jv_equal(JValue a, JValue b) {
+/* Values nest only as deep as a template builds them, but a loop can build deep ones: past this depth
+ * two distinct containers compare unequal rather than overflow the stack (Python raises RecursionError). */
+enum { EQUAL_MAX_DEPTH = 2000 };
+
+static int equal_at(JValue a, JValue b, int depth);
+
+int jv_equal(JValue a, JValue b) { return equal_at(a, b, 0); }
+
+static int equal_at(JValue a, JValue b, int depth) {
   if (is_num(a) && is_num(b)) {
     if (a.t != JV_FLOAT && b.t != JV_FLOAT) return a.u.i == b.u.i;
     return num(a) == num(b);
@@ -87,15 +95,17 @@ int jv_equal(JValue a, JValue b) {
   case JV_NONE: return 1;
   case JV_STR: return a.n == b.n && memcmp(a.u.s, b.u.s, a.n) == 0;
   case JV_LIST:
-    if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
+    if (a.u.l == b.u.l) return 1; /* lists never change once made */
+    if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple || depth > EQUAL_MAX_DEPTH) return 0;
     for (size_t i = 0; i < a.u.l->n; i++)
-      if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+      if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
     return 1;
   case JV_DICT:
-    if (a.u.d->n != b.u.d->n) return 0;
+    if (a.u.d == b.u.d) return 1;
+    if (a.u.d->n != b.u.d->n || depth > EQUAL_MAX_DEPTH) return 0;
     for (size_t i = 0; i < a.u.d->n; i++) {
       JValue v;
-      if (!jv_dict_get(b.u.d, a.u.d->k[i], &v) || !jv_equal(a.u.d->v[i], v)) return 0;
+      if (!jv_dict_get(b.u.d, a.u.d->k[i], &v) || !equal_at(a.u.d->v[i], v, depth + 1)) return 0;
     }
     return 1;
   default: return a.u.d == b.u.d; /* the same object */
@@ -120,7 +130,10 @@ int jv_compare(JCtx *c, const JNode *at, JValue a, JValue b) {
   if (a.t == JV_LIST && b.t == JV_LIST) {
     for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
       if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-      return jv_compare(c, at, a.u.l->v[i], b.u.l->v[i]);
+      jdepth_enter(c, at->line, at->col);
+      int r = jv_compare(c, at, a.u.l->v[i], b.u.l->v[i]);
+      c->depth--;
+      return r;
     }
     return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
   }
@@ -232,15 +245,18 @@ void jv_to_str(JCtx *c, JBuf *b, JValue v) {
   case JV_FLOAT: return put_float(c, b, v.u.f, 0);
   case JV_STR: return jbuf_put(c, b, v.u.s, v.n);
   case JV_LIST:
+    jdepth_enter(c, 0, 0); /* deep (or, through a namespace, cyclic) values end in an error */
     jbuf_puts(c, b, v.u.l->tuple ? "(" : "[");
     for (size_t i = 0; i < v.u.l->n; i++) {
       if (i) jbuf_puts(c, b, ", ");
       jv_repr(c, b, v.u.l->v[i]);
     }
     if (v.u.l->tuple && v.u.l->n == 1) jbuf_puts(c, b, ",");
+    c->depth--;
     return jbuf_puts(c, b, v.u.l->tuple ? ")" : "]");
   case JV_DICT:
   case JV_NS:
+    jdepth_enter(c, 0, 0);
     jbuf_puts(c, b, v.t == JV_NS ? "<Namespace {" : "{");
     for (size_t i = 0; i < v.u.d->n; i++) {
       if (i) jbuf_puts(c, b, ", ");
@@ -248,6 +264,7 @@ void jv_to_str(JCtx *c, JBuf *b, JValue v) {
       jbuf_puts(c, b, ": ");
       jv_repr(c, b, v.u.d->v[i]);
     }
+    c->depth--;
     return jbuf_puts(c, b, v.t == JV_NS ? "}>" : "}");
   case JV_MACRO: return jbuf_puts(c, b, "<Macro>");
   default: return jbuf_puts(c, b, "<function>");

@@ -17,6 +17,7 @@ typedef struct Command {
 static const Command commands[] = {
     {"generate", cmd_generate, "complete a prompt with a model (streamed)"},
     {"chat", cmd_chat, "interactive multi-turn chat with the model's chat template"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server over the batched engine"},
     {"bench", cmd_bench, "prefill ms, decode tok/s, % of the bandwidth floor, compile times, memory"},
     {"compile", cmd_compile, "print one stage of a program's or a model's compilation"},
     {"run", cmd_run, "run a program on random inputs; --check compares with a float64 reference"},

@@ -15,6 +15,7 @@ typedef struct Request {
   Sampler sampler;
   DecodeState ds;
   StrBuf text, piece; /* text: everything decoded (stop strings); piece: this step's new text */
+  StrBuf tail;        /* what the decoder held back, flushed when the request finishes (an event of its own) */
   char **stop;
   int nstop;
   int32_t *out;
@@ -72,6 +73,7 @@ static void request_free(Request *r) {
   sampler_free(&r->sampler);
   sb_free(&r->text);
   sb_free(&r->piece);
+  sb_free(&r->tail);
   for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
   free(r->stop);
   free(r->out);
@@ -179,8 +181,10 @@ static int is_eos(const Model *m, int id) {
 static void finish(Engine *e, int id, const char *reason) {
   Request *q = &e->req[id];
   if (e->m->tok) {
-    tokenizer_decode_flush(&q->ds, &q->piece);
-    if (q->piece.len) emit(e, EV_TOKEN, id, -1, sb_str(&q->piece), NULL);
+    /* into its own buffer: the step's last token event still points at piece */
+    sb_clear(&q->tail);
+    tokenizer_decode_flush(&q->ds, &q->tail);
+    if (q->tail.len) emit(e, EV_TOKEN, id, -1, sb_str(&q->tail), NULL);
   }
   emit(e, EV_FINISHED, id, -1, NULL, reason);
   q->live = 0;
@@ -280,10 +284,8 @@ static int report(Engine *e, Diag *d) {
     }
     if (stop) {
       if (si.state != SEQ_FINISHED && sched_finish(e->sched, id, SEQ_FINISH_STOP, d) < 0) return 0;
-      sb_clear(&q->piece);
       finish(e, id, "stop");
     } else if (si.state == SEQ_FINISHED) {
-      sb_clear(&q->piece);
       finish(e, id, seq_finish_name(si.finish));
     }
   }

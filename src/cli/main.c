@@ -17,7 +17,6 @@ typedef struct Command {
 static const Command commands[] = {
     {"generate", cmd_generate, "complete a prompt with a model (streamed)"},
     {"chat", cmd_chat, "interactive multi-turn chat with the model's chat template"},
-    {"serve", cmd_serve, "an OpenAI-compatible HTTP server over the batched engine"},
     {"bench", cmd_bench, "prefill ms, decode tok/s, % of the bandwidth floor, compile times, memory"},
     {"compile", cmd_compile, "print one stage of a program's or a model's compilation"},
     {"run", cmd_run, "run a program on random inputs; --check compares with a float64 reference"},
@@ -25,6 +24,7 @@ static const Command commands[] = {
     {"quantize", cmd_quantize, "write a model as a GGUF of q8_0, q4_0, q4_1, q4_k_m, q5_k_m or q6_k blocks"},
     {"list", cmd_list, "the cached models; each NAME works as MODEL"},
     {"env", cmd_env, "the environment variables lathe reads, with their current values"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server over the batched engine"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

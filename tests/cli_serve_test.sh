@@ -16,6 +16,7 @@ expect_error serve_bad_host 'cannot resolve --host' -- serve "$DM" --host no.suc
 # start_server LOG ARGS...: starts lathe serve on a free port; sets SPID and PORT once /health says 200.
 start_server() {
   local log=$1; shift
+  : >"$log"
   "$LATHE" serve "$DM" --port 0 "$@" 2>"$log" &
   SPID=$!
   PORT=

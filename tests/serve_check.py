@@ -213,26 +213,39 @@ def concurrent(prompt):
     check("concurrent_streams_equal_alone", not bad, "prompt, alone, batched: %s" % bad)
 
 
-def disconnect(prompt):
-    """A client that goes away mid-stream has its sequence cancelled (no running sequence afterwards)."""
-    s = socket.create_connection(("127.0.0.1", PORT))
-    body = json.dumps({"prompt": prompt, "max_tokens": 500, "temperature": 0, "stream": True, "ignore_eos": True})
-    s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
-    got = b""
-    while got.count(b"data: ") < 2:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        got += chunk
-    running = metric("lathe_running_sequences")
-    s.close()
+def wait_idle():
     t0 = time.time()
     while time.time() - t0 < 20 and (metric("lathe_running_sequences") or metric("lathe_waiting_sequences")):
         time.sleep(0.2)
-    left = metric("lathe_running_sequences"), metric("lathe_waiting_sequences"), metric("lathe_kv_blocks_used")
-    check("disconnect_cancels", running == 1 and left == (0, 0, 0),
-          "running %s while streaming; after closing: running, waiting, blocks %s" % (running, left))
+    return metric("lathe_running_sequences"), metric("lathe_waiting_sequences"), metric("lathe_kv_blocks_used")
+
+
+def disconnect(prompt):
+    """A client that goes away, mid-stream or while waiting for a whole answer, has its sequence cancelled (no
+    running sequence and no KV block held afterwards)."""
+    for stream in (True, False):
+        name = "disconnect_cancels" + ("_stream" if stream else "_whole")
+        s = socket.create_connection(("127.0.0.1", PORT))
+        body = json.dumps({"prompt": prompt, "max_tokens": 500, "temperature": 0, "stream": stream,
+                           "ignore_eos": True})
+        s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
+        if stream:
+            got = b""
+            while got.count(b"data: ") < 2:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+        else:
+            t0 = time.time()
+            while time.time() - t0 < 20 and metric("lathe_running_sequences") != 1:
+                time.sleep(0.1)
+        running = metric("lathe_running_sequences")
+        s.close()
+        left = wait_idle()
+        check(name, running == 1 and left == (0, 0, 0),
+              "running %s before closing; after: running, waiting, blocks %s" % (running, left))
 
 
 def auth_section(key):

@@ -254,6 +254,13 @@ int engine_loop_in_flight(EngineLoop *l) {
   return n;
 }
 
+const char *engine_loop_failure(EngineLoop *l) {
+  pthread_mutex_lock(&l->mu);
+  int broken = l->broken;
+  pthread_mutex_unlock(&l->mu);
+  return broken ? l->broken_msg : NULL; /* written once, before broken is set */
+}
+
 void engine_loop_stats(EngineLoop *l, EngineStats *st) {
   pthread_mutex_lock(&l->mu);
   *st = l->stats;

@@ -36,6 +36,8 @@ Job *engine_loop_submit(EngineLoop *l, const EngineRequest *r);
 void engine_loop_cancel(EngineLoop *l, Job *j);
 void engine_loop_cancel_all(EngineLoop *l);
 int engine_loop_in_flight(EngineLoop *l);
+/* Why the loop stopped taking jobs after a failed step, or NULL while it works. */
+const char *engine_loop_failure(EngineLoop *l);
 /* The engine's statistics after its latest step. */
 void engine_loop_stats(EngineLoop *l, EngineStats *st);
 

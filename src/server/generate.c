@@ -122,6 +122,11 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   if (!r.seed_given) r.sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + server_next_serial(c->s);
   EngineRequest er = {ids, n, max_tokens, r.sampling, r.stop, r.nstop, r.ignore_eos};
   if (!(c->job = engine_loop_submit(loop, &er))) {
+    const char *failure = engine_loop_failure(loop);
+    if (failure) {
+      api_error(&e, 500, "server_error", NULL, "%s", failure);
+      goto refuse;
+    }
     res = reply_busy(c, "the server is at its limit of requests in flight (or shutting down): retry later");
     goto done;
   }

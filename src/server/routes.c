@@ -11,6 +11,14 @@ enum MHD_Result route_health(Conn *c) {
   EngineLoop *loop;
   Model *m = server_model(c->s, &loop);
   if (!m) return reply(c, 503, "application/json", xstrdup("{\"status\":\"loading\"}", "a body"));
+  const char *failure = engine_loop_failure(loop);
+  if (failure) {
+    json_t *o = json_pack("{s:s, s:s}", "status", "error", "message", failure);
+    char *body = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    snprintf(c->note, sizeof c->note, "%s", failure);
+    return reply(c, 500, "application/json", body ? body : xstrdup("{\"status\":\"error\"}", "a body"));
+  }
   return reply(c, 200, "application/json", xstrdup("{\"status\":\"ok\"}", "a body"));
 }
 

@@ -55,9 +55,9 @@ void conn_unref(Conn *c) {
   metrics_request(s->mx, c->route, c->status);
   if (c->route[0] == '/' && strstr(c->route, "completions")) metrics_tokens(s->mx, c->prompt_tokens, c->gen_tokens);
   if (s->log) {
-    char line[320];
-    snprintf(line, sizeof line, "%s %s %d, prompt %d tokens, generated %d, %.1f ms", c->method, c->path, c->status,
-             c->prompt_tokens, c->gen_tokens, now_ms() - c->t0);
+    char line[1024];
+    snprintf(line, sizeof line, "%s %s %d, prompt %d tokens, generated %d, %.1f ms%s%s", c->method, c->path, c->status,
+             c->prompt_tokens, c->gen_tokens, now_ms() - c->t0, c->note[0] ? ": " : "", c->note);
     s->log(s->log_ctx, line);
   }
   pthread_mutex_lock(&s->mu);

@@ -33,6 +33,7 @@ typedef struct Conn {
   char method[16], path[128];
   const char *route; /* the route's path, or "other" */
   int status, prompt_tokens, gen_tokens;
+  char note[700]; /* a 5xx's cause, for the log line */
   Job *job;
 } Conn;
 

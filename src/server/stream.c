@@ -45,6 +45,7 @@ static void put_end(Stream *s, const JobStatus *st, int stopped) {
     ApiError e = {0};
     api_error(&e, st->error_status, st->error_status == 400 ? "invalid_request_error" : "server_error", NULL, "%s",
               st->error);
+    if (st->error_status >= 500) snprintf(s->c->note, sizeof s->c->note, "%s", st->error);
     char *body = api_error_body(&e);
     sb_puts(&s->out, "data: ");
     sb_puts(&s->out, body);

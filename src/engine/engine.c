@@ -12,6 +12,7 @@ typedef struct Request {
   int live;           /* added and not yet reported finished */
   int cancel_pending; /* cancelled: the next step reports it */
   int ignore_eos;
+  int forgotten; /* engine_forget dropped its records */
   Sampler sampler;
   DecodeState ds;
   StrBuf text, piece; /* text: everything decoded (stop strings); piece: this step's new text */
@@ -333,6 +334,22 @@ void engine_stats(const Engine *e, EngineStats *s) {
                      ss.decode_tokens, ss.prefix_tokens_reused,
                      ss.preemptions,   e->generated,
                      e->step_ms,       e->step_ms > 0 ? e->generated / (e->step_ms / 1e3) : 0};
+}
+
+int engine_forget(Engine *e, int id, Diag *d) {
+  if (id < 0 || id >= e->nreq || e->req[id].live || e->req[id].forgotten) {
+    diag_error(d, 0, 0, "cannot forget request %d: %s", id,
+               id < 0 || id >= e->nreq ? "no such request"
+               : e->req[id].live       ? "it has not finished"
+                                       : "it is forgotten already");
+    return -1;
+  }
+  if (sched_forget(e->sched, id, d) < 0) return -1;
+  Request *q = &e->req[id];
+  request_free(q);
+  memset(q, 0, sizeof *q);
+  q->forgotten = 1;
+  return 0;
 }
 
 const int32_t *engine_output(const Engine *e, int id, int *n) {

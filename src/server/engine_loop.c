@@ -110,11 +110,11 @@ static void route(EngineLoop *l, const EngineEvent *ev, int nev) {
   double now = now_ms();
   for (int k = 0; k < nev; k++) {
     Job *j = ev[k].id >= 0 && ev[k].id < l->cap_id ? l->by_id[ev[k].id] : NULL;
-    if (!j) continue;
     if (ev[k].kind == EV_FINISHED) {
-      finish_job(l, j, ev[k].reason);
+      if (j) finish_job(l, j, ev[k].reason);
       continue;
     }
+    if (!j) continue;
     if (ev[k].text) sb_puts(&j->text, ev[k].text);
     if (ev[k].token >= 0) {
       if (l->mx) {
@@ -152,8 +152,14 @@ static void *run(void *arg) {
     Diag d = {0};
     int ok = engine_step(l->e, &ev, &nev, &d);
     pthread_mutex_lock(&l->mu);
-    if (!ok) break_loop(l, d.msg);
-    else route(l, ev, nev);
+    if (!ok) {
+      break_loop(l, d.msg);
+    } else {
+      route(l, ev, nev);
+      /* the texts are read: drop the finished requests' records, so memory does not grow with requests */
+      for (int k = 0; k < nev; k++)
+        if (ev[k].kind == EV_FINISHED) engine_forget(l->e, ev[k].id, &(Diag){0});
+    }
     engine_stats(l->e, &l->stats);
   }
   pthread_mutex_unlock(&l->mu);

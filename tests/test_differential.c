@@ -234,6 +234,20 @@ static void build_cases(void) {
   add_case("prefill_attention_flat_70", "seq=70", 0,
            "q: f32[1,4,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\n"
            "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, seq, 256])");
+  /* The paged KV cache's ops: a scatter into a pool of blocks (some slots outside: nothing written), keys
+   * through block tables (entries out of range clamped), and attention with a per-row key count. On CUDA
+   * the kv_len attention over per-row keys is flash-decoding with one row per block and its own end. */
+  add_case("paged_scatter_gather", "tok=9,ctx=13", 0,
+           "c: f32[6, 4, 2, 8]; x: f32[tok, 2, 8]; s: i32[tok]; t: i32[3, 5]; r: i32[tok]\n"
+           "p = cache_scatter(c, x, s)\nreturn paged_gather(p, t, r, len=ctx)");
+  add_case("kv_len_attention", "tok=7,ctx=40", 0,
+           "q: f32[tok, 6, 1, 24]; k: f32[tok, 2, ctx, 24]; v: f32[tok, 2, ctx, 24]; n: i32[tok]\n"
+           "return attention(q, k, v, kv_len=n)");
+  add_case("paged_attention_bf16", "tok=5,ctx=70", 0,
+           "c: bf16[40, 16, 2, 32]; x: f32[tok, 2, 32]; s: i32[tok]; t: i32[2, 8]; r: i32[tok]; "
+           "q: f32[tok, 4, 1, 32]; n: i32[tok]\n"
+           "p = cache_scatter(c, x, s)\nk = permute(paged_gather(p, t, r, len=ctx), [0, 2, 1, 3])\n"
+           "return attention(q, k, k, kv_len=n)");
   /* Attention over a run-time number of keys with few query rows is one flash-decoding kernel on
    * CUDA: many keys in chunks merged by the last block (1000 keys: 32 chunks), several query rows
    * each with its own causal end, head and value widths that are no power of two, and one k / v

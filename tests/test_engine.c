@@ -7,6 +7,7 @@
 #include <string.h>
 #include "testutil.h"
 #include "engine/engine.h"
+#include "base/rng.h"
 #include "generate/generate.h"
 
 #define FIXTURES "tests/fixtures/models"
@@ -265,6 +266,91 @@ static void forget_finished(void **s) {
   model_free(m);
 }
 
+/* Random arrivals, prompt lengths, output lengths, sampling and cancellations over a small pool, in
+ * batch-invariant mode: every request that is not cancelled gets exactly the tokens it gets alone, and the
+ * pool's blocks all come back. */
+enum { RREQ = 80 };
+static void randomized_batch_invariant(void **st) {
+  (void)st;
+  Model *m = NULL;
+  {
+    Diag d = {0};
+    ModelLoadOptions o = {
+        .target = target, .max_ctx = 64, .quiet = 1, .kv_block = 4, .kv_blocks = 24, .batch_invariant = 1};
+    if (!(m = model_load(FIXTURES "/qwen3", be, &o, &d))) fail_msg("load: %s", d.msg);
+  }
+  uint64_t rng = 12345;
+  int32_t prompt[RREQ][40];
+  EngineRequest req[RREQ];
+  int arrive[RREQ], cancel_at[RREQ], ids[RREQ], done[RREQ] = {0};
+  for (int i = 0; i < RREQ; i++) {
+    int n = 1 + (int)(splitmix64(&rng) % 30);
+    for (int k = 0; k < n; k++) prompt[i][k] = (int32_t)(splitmix64(&rng) % (uint64_t)m->cfg.vocab);
+    SamplerOptions so = {.greedy = 1, .top_p = 1};
+    if (splitmix64(&rng) % 2) so = (SamplerOptions){.temperature = 0.9, .top_k = 8, .top_p = 0.95, .seed = 100 + i};
+    req[i] = (EngineRequest){prompt[i], n, 1 + (int)(splitmix64(&rng) % 20), so, NULL, 0, 1};
+    arrive[i] = (int)(splitmix64(&rng) % 400);
+    cancel_at[i] = splitmix64(&rng) % 6 == 0 ? arrive[i] + (int)(splitmix64(&rng) % 8) : -1;
+    ids[i] = -1;
+  }
+  Diag d = {0};
+  EngineOptions eo = {.max_batch_tokens = 24, .max_seqs = 6};
+  Engine *e = engine_new(m, &eo, &d);
+  assert_non_null(e);
+  int steps = 0;
+  for (int step = 0; step < 5000; step++) {
+    for (int i = 0; i < RREQ; i++)
+      if (arrive[i] == step && (ids[i] = engine_add(e, &req[i], &d)) < 0) fail_msg("add: %s", d.msg);
+    for (int i = 0; i < RREQ; i++)
+      if (cancel_at[i] == step && ids[i] >= 0 && !done[i] && engine_cancel(e, ids[i], &d) < 0)
+        fail_msg("cancel: %s", d.msg);
+    if (step > 400 && !engine_has_work(e)) break;
+    const EngineEvent *ev;
+    int nev;
+    if (!engine_step(e, &ev, &nev, &d)) fail_msg("step %d: %s", step, d.msg);
+    steps++;
+    EngineStats es;
+    engine_stats(e, &es);
+    assert_true(es.blocks_used <= es.blocks_total && es.running <= eo.max_seqs);
+    for (int k = 0; k < nev; k++)
+      if (ev[k].kind == EV_FINISHED)
+        for (int i = 0; i < RREQ; i++)
+          if (ids[i] == ev[k].id) {
+            assert_false(done[i]);
+            done[i] = 1 + !strcmp(ev[k].reason, "cancelled");
+          }
+  }
+  EngineStats es;
+  engine_stats(e, &es);
+  assert_int_equal(es.blocks_used, 0);
+  for (int i = 0; i < RREQ; i++) assert_true(done[i]);
+  /* each request again, alone */
+  int checked = 0;
+  for (int i = 0; i < RREQ; i++) {
+    if (done[i] == 2) continue;
+    Engine *one = engine_new(m, &eo, &d);
+    int id = engine_add(one, &req[i], &d);
+    assert_true(id >= 0);
+    while (engine_has_work(one)) {
+      const EngineEvent *ev;
+      int nev;
+      if (!engine_step(one, &ev, &nev, &d)) fail_msg("solo: %s", d.msg);
+    }
+    int na, nb;
+    const int32_t *a = engine_output(e, ids[i], &na), *b = engine_output(one, id, &nb);
+    if (na != nb || (na && memcmp(a, b, sizeof(int32_t) * (size_t)na)))
+      fail_msg("request %d (%s): %d tokens batched, %d alone, or they differ", i,
+               req[i].sampling.greedy ? "greedy" : "sampled", na, nb);
+    checked++;
+    engine_free(one);
+  }
+  print_message("%d steps, %d requests compared, %ld preemptions\n", steps, checked, es.preemptions);
+  assert_true(checked > RREQ / 2);
+  assert_true(es.preemptions > 0);
+  engine_free(e);
+  model_free(m);
+}
+
 static void bad_requests_are_errors(void **s) {
   (void)s;
   Model *m = load("llama", 4, 64);
@@ -310,9 +396,13 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(llama_engine),        cmocka_unit_test(qwen3_engine),
-      cmocka_unit_test(tiny_pool_preempts),  cmocka_unit_test(shared_prefix_reuses_blocks),
-      cmocka_unit_test(cancel_frees_blocks), cmocka_unit_test(bad_requests_are_errors),
+      cmocka_unit_test(llama_engine),
+      cmocka_unit_test(qwen3_engine),
+      cmocka_unit_test(tiny_pool_preempts),
+      cmocka_unit_test(shared_prefix_reuses_blocks),
+      cmocka_unit_test(cancel_frees_blocks),
+      cmocka_unit_test(randomized_batch_invariant),
+      cmocka_unit_test(bad_requests_are_errors),
       cmocka_unit_test(forget_finished),
   };
   int rc = cmocka_run_group_tests_name("engine", tests, NULL, NULL);

@@ -572,6 +572,38 @@ static void test_fuzz_no_crash(void **state) {
   check_result(NULL);
 }
 
+/* The paged KV cache's ops and attention's kv_len: shapes and their errors. */
+static void test_paged_ops(void **state) {
+  (void)state;
+  Parsed p = parse("c: f32[blocks, 16, 2, 8]; x: f32[tok, 2, 8]; s: i32[tok]; t: i32[seqs, 4]\n"
+                   "q: f32[tok, 4, 1, 8]\n"
+                   "k = permute(paged_gather(cache_scatter(c, x, s), t, s, len=ctx), [0, 2, 1, 3])\n"
+                   "y = attention(q, k, k, kv_len=s)");
+  must_parse(&p);
+  StrBuf b = {0};
+  graph_print(&b, p.g);
+  assert_contains(sb_str(&b), "paged_gather(");
+  assert_contains(sb_str(&b), ": f32[tok,ctx,2,8]");
+  assert_contains(sb_str(&b), "attention(q, ");
+  sb_free(&b);
+  done(&p);
+  static const char *bad[][2] = {
+      {"c: f32[4, 2]; x: f32[3]; s: i32[3]; y = cache_scatter(exp(c), x, s)", "must be a program input"},
+      {"c: f32[4, 2, 3]; x: f32[3, 4]; s: i32[3]; y = cache_scatter(c, x, s)", "rows and x"},
+      {"c: f32[4, 2, 3]; x: f32[5, 3]; s: i32[3]; y = cache_scatter(c, x, s)", "one per row of x"},
+      {"c: f32[4, 2, 3]; x: f32[3, 3]; s: f32[3]; y = cache_scatter(c, x, s)", "must be an integer tensor"},
+      {"p: f32[4, 2, 3]; t: i32[4]; r: i32[3]; y = paged_gather(p, t, r, len=5)", "table must be 2-D"},
+      {"p: f32[4]; t: i32[4, 2]; r: i32[3]; y = paged_gather(p, t, r, len=5)", "[blocks, block_size, ...]"},
+      {"q: f32[3,4,1,8]; k: f32[3,2,5,8]; n: i32[4]; y = attention(q, k, k, kv_len=n)", "kv_len must be 1-D"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    Parsed e = parse(bad[i][0]);
+    assert_null(e.g);
+    assert_contains(e.d.msg, bad[i][1]);
+    done(&e);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rms_norm_print),
@@ -589,6 +621,7 @@ int main(void) {
       cmocka_unit_test(test_error_messages),
       cmocka_unit_test(test_deep_nesting),
       cmocka_unit_test(test_fuzz_no_crash),
+      cmocka_unit_test(test_paged_ops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,7 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_CUDA_DEVICE, "LATHE_CUDA_DEVICE", SETTING_INT, "0", NULL, "the ordinal of the GPU to run on"},
     {SET_CUDA_GRAPHS, "LATHE_CUDA_GRAPHS", SETTING_BOOL, "1", NULL,
      "0: decode steps launch kernels one by one, not as a CUDA graph"},
-    {SET_BATCH_GRAPHS, "LATHE_BATCH_GRAPHS", SETTING_INT, "16", NULL,
+    {SET_BATCH_GRAPHS, "LATHE_BATCH_GRAPHS", SETTING_INT, "7", NULL,
      "batched steps of up to this many tokens replay a CUDA graph (with lathe's GEMMs; larger ones use cuBLASLt); "
      "0: none"},
     {SET_PDL, "LATHE_PDL", SETTING_BOOL, "1", NULL, "0: no programmatic dependent launch in the decode graph (sm_90)"},

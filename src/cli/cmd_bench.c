@@ -15,6 +15,7 @@
 #include "../model/presets.h"
 #include "../base/settings.h"
 #include "bench_batched.h"
+#include "gen_common.h"
 #include "cli.h"
 #include "options.h"
 
@@ -226,6 +227,7 @@ int cmd_bench(int argc, char **argv) {
       return EXIT_ERROR;
     }
     Model *m = a.config ? model_new_random(&cfg, wdt, be, &lo, &d) : model_load(a.model, be, &lo, &d);
+    if (m) gen_print_kv_pool(m);
     int ok = m && bench_batched(m, &a.batched, a.config ? a.config : a.model, &d);
     if (!ok) report(&d, m ? NULL : a.model);
     model_free(m);

@@ -255,6 +255,7 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
     fprintf(stderr, "lathe: %s (%s, %d layers, hidden %d) on %s: compiled in %.0f ms, loaded in %.0f ms\n", path,
             m->cfg.arch_name, m->cfg.layers, m->cfg.hidden, target_name(t), m->compile_ms, m->load_ms);
     gen_print_sampling(a);
+    if (m->kv_block) gen_print_kv_pool(m);
   }
   return m;
 }
@@ -271,4 +272,9 @@ void gen_print_stats(const Model *m, const GenerateStats *st) {
 void gen_args_free(GenArgs *a) {
   free(a->prompt_owned);
   a->prompt_owned = NULL;
+}
+
+void gen_print_kv_pool(const Model *m) {
+  fprintf(stderr, "lathe: KV cache: %d blocks of %d positions (%lld tokens), %s, %.2f GB\n", m->kv_blocks, m->kv_block,
+          (long long)m->kv_blocks * m->kv_block, dtype_name(m->kv_dtype), (double)m->cache_bytes / 1e9);
 }

@@ -29,5 +29,7 @@ Model *gen_open_model(GenArgs *a, struct Backend **be);
 /* "lathe: sampling: temperature T, top-k K, top-p P, seed S (random)" on stderr. */
 void gen_print_sampling(const GenArgs *a);
 void gen_print_stats(const Model *m, const GenerateStats *st);
+/* "lathe: KV cache: N blocks of B positions (T tokens), DTYPE, X GB" on stderr (a batched model). */
+void gen_print_kv_pool(const Model *m);
 void gen_args_free(GenArgs *a);
 #endif

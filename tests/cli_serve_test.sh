@@ -12,6 +12,7 @@ if [ ! -f "$DM" ]; then
   exit 0
 fi
 expect_error serve_bad_host 'cannot resolve --host' -- serve "$DM" --host no.such.host.invalid --port 0
+expect_error serve_no_model 'cannot open model' -- serve "$tmp/none.gguf" --port 0
 
 # start_server LOG ARGS...: starts lathe serve on a free port; sets SPID and PORT once /health says 200.
 start_server() {
@@ -50,6 +51,7 @@ pass serve_starts
 grep -q 'listening on http://127.0.0.1:' "$tmp/a.log" && pass serve_listening_line || fail serve_listening_line "$(cat "$tmp/a.log")"
 wait "$gpid" || fail generate_reference "$(cat "$tmp/gen.err")"
 url="http://127.0.0.1:$PORT"
+expect_error serve_port_in_use "cannot listen on 127.0.0.1 port $PORT" -- serve "$DM" --port "$PORT"
 
 # curl, as the README shows it
 out=$(curl -s "$url/v1/chat/completions" -H 'Content-Type: application/json' \

@@ -121,6 +121,8 @@ static int authorized(Conn *c) {
   return same_secret(h + 7, key);
 }
 
+static int server_quiescing(Server *s);
+
 static enum MHD_Result dispatch(Conn *c, const Route *rt, int path_known) {
   ApiError e = {0};
   const char *allowed = NULL;
@@ -136,6 +138,8 @@ static enum MHD_Result dispatch(Conn *c, const Route *rt, int path_known) {
     api_error(&e, 401, "authentication_error", NULL, "a missing or wrong API key (send Authorization: Bearer KEY)");
   } else if (!rt->open && !server_model(c->s, NULL)) {
     return reply_busy(c, "the model is loading");
+  } else if (!rt->open && server_quiescing(c->s)) {
+    return reply_busy(c, "the server is shutting down");
   } else {
     return rt->run(c);
   }
@@ -256,9 +260,19 @@ void server_set_ready(Server *s, Model *m, EngineLoop *loop) {
   pthread_mutex_unlock(&s->mu);
 }
 
+static int server_quiescing(Server *s) {
+  pthread_mutex_lock(&s->mu);
+  int q = s->quiesced;
+  pthread_mutex_unlock(&s->mu);
+  return q;
+}
+
 void server_quiesce(Server *s) {
-  if (s->quiesced) return;
-  s->quiesced = 1;
+  pthread_mutex_lock(&s->mu);
+  int already = s->quiesced;
+  s->quiesced = 1; /* requests on connections kept alive are refused from now on */
+  pthread_mutex_unlock(&s->mu);
+  if (already) return;
   MHD_socket fd = MHD_quiesce_daemon(s->mhd);
   if (fd != MHD_INVALID_SOCKET) close(fd);
 }

@@ -26,7 +26,7 @@ Server *server_start(const ServerOptions *o, Metrics *metrics, ServerLog log, vo
 int server_port(const Server *s);
 /* The model is loaded: generation routes are served from now on (m and loop stay the caller's). */
 void server_set_ready(Server *s, Model *m, EngineLoop *loop);
-/* Stops accepting connections (those open go on). */
+/* Stops accepting connections; requests that arrive on connections kept open get 503 (those in flight go on). */
 void server_quiesce(Server *s);
 /* Requests being answered now. */
 int server_active(Server *s);

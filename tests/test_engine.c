@@ -351,6 +351,46 @@ static void randomized_batch_invariant(void **st) {
   model_free(m);
 }
 
+/* A stop token ends a request with "stop" and is not part of its output. */
+static void stop_tokens_end_requests(void **s) {
+  (void)s;
+  Model *solo = load("llama", 0, 0), *m = load("llama", 4, 64);
+  Case c[NREQ];
+  make_cases(c, m->cfg.vocab, 0);
+  int32_t *want;
+  int nwant;
+  solo_tokens(solo, &c[0], &want, &nwant);
+  assert_true(nwant >= 4);
+  int k = 2;
+  while (k < nwant && (want[k] == want[0] || want[k] == want[1])) k++; /* its first occurrence */
+  assert_true(k < nwant);
+  Diag d = {0};
+  EngineOptions o = {0};
+  Engine *e = engine_new(m, &o, &d);
+  int32_t stop[2] = {want[k], 1 << 20};
+  EngineRequest r = {c[0].prompt, c[0].nprompt, c[0].max_tokens, c[0].sampling, NULL, 0, 1, stop, 2};
+  int id = engine_add(e, &r, &d);
+  assert_true(id >= 0);
+  const char *reason = NULL;
+  while (engine_has_work(e)) {
+    const EngineEvent *ev;
+    int nev;
+    if (!engine_step(e, &ev, &nev, &d)) fail_msg("step: %s", d.msg);
+    for (int i = 0; i < nev; i++)
+      if (ev[i].kind == EV_FINISHED) reason = ev[i].reason;
+  }
+  int n;
+  const int32_t *out = engine_output(e, id, &n);
+  assert_non_null(reason);
+  assert_string_equal(reason, "stop");
+  assert_int_equal(n, k);
+  assert_memory_equal(out, want, sizeof(int32_t) * (size_t)k);
+  free(want);
+  engine_free(e);
+  model_free(m);
+  model_free(solo);
+}
+
 static void bad_requests_are_errors(void **s) {
   (void)s;
   Model *m = load("llama", 4, 64);
@@ -402,6 +442,7 @@ int main(void) {
       cmocka_unit_test(shared_prefix_reuses_blocks),
       cmocka_unit_test(cancel_frees_blocks),
       cmocka_unit_test(randomized_batch_invariant),
+      cmocka_unit_test(stop_tokens_end_requests),
       cmocka_unit_test(bad_requests_are_errors),
       cmocka_unit_test(forget_finished),
   };

@@ -19,6 +19,8 @@ typedef struct Request {
   StrBuf tail;        /* what the decoder held back, flushed when the request finishes (an event of its own) */
   char **stop;
   int nstop;
+  int32_t *stop_tokens;
+  int nstop_tokens;
   int32_t *out;
   int nout, cap;
 } Request;
@@ -77,6 +79,7 @@ static void request_free(Request *r) {
   sb_free(&r->tail);
   for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
   free(r->stop);
+  free(r->stop_tokens);
   free(r->out);
 }
 
@@ -111,6 +114,10 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
     diag_error(d, 0, 0, "max_tokens must be at least 1 (got %d)", r->max_tokens);
     return -1;
   }
+  if (r->nstop < 0 || r->nstop > 64 || r->nstop_tokens < 0 || r->nstop_tokens > 64) {
+    diag_error(d, 0, 0, "at most 64 stop strings and 64 stop tokens (got %d and %d)", r->nstop, r->nstop_tokens);
+    return -1;
+  }
   if (r->nstop && !m->tok) {
     diag_error(d, 0, 0, "stop strings need the model's tokenizer, and this model has none");
     return -1;
@@ -140,6 +147,11 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
   q->nstop = r->nstop;
   q->stop = r->nstop ? xcalloc((size_t)r->nstop, sizeof *q->stop, "the stop strings") : NULL;
   for (int i = 0; i < r->nstop; i++) q->stop[i] = xstrdup(r->stop[i] ? r->stop[i] : "", "a stop string");
+  if (r->nstop_tokens > 0) {
+    q->stop_tokens = xmalloc(sizeof(int32_t) * (size_t)r->nstop_tokens, "the stop tokens");
+    memcpy(q->stop_tokens, r->stop_tokens, sizeof(int32_t) * (size_t)r->nstop_tokens);
+    q->nstop_tokens = r->nstop_tokens;
+  }
   return id;
 }
 
@@ -265,7 +277,9 @@ static int report(Engine *e, Diag *d) {
     e->generated++;
     SeqInfo si;
     if (sched_seq(e->sched, id, &si) < 0) continue;
-    if (!q->ignore_eos && is_eos(m, tok)) {
+    int stop_token = 0;
+    for (int k = 0; k < q->nstop_tokens; k++) stop_token |= q->stop_tokens[k] == tok;
+    if (stop_token || (!q->ignore_eos && is_eos(m, tok))) {
       if (si.state != SEQ_FINISHED && sched_finish(e->sched, id, SEQ_FINISH_STOP, d) < 0) return 0;
       finish(e, id, "stop");
       continue;

@@ -24,7 +24,9 @@ typedef struct EngineRequest {
   SamplerOptions sampling;
   const char *const *stop; /* stop strings, checked on the decoded text (needs the model's tokenizer) */
   int nstop;
-  int ignore_eos; /* the model's end-of-sequence tokens do not stop it */
+  int ignore_eos;             /* the model's end-of-sequence tokens do not stop it */
+  const int32_t *stop_tokens; /* further token ids that end it ("stop"; not part of its output) */
+  int nstop_tokens;
 } EngineRequest;
 
 typedef enum EngineEventKind { EV_TOKEN, EV_FINISHED } EngineEventKind;

@@ -238,6 +238,8 @@ Job *engine_loop_submit(EngineLoop *l, const EngineRequest *r) {
   j->req.nstop = r->nstop < 8 ? r->nstop : 8;
   for (int i = 0; i < j->req.nstop; i++) j->stop[i] = xstrdup(r->stop[i], "a stop string");
   j->req.stop = (const char *const *)j->stop;
+  j->req.stop_tokens = NULL; /* not copied: the server sends none */
+  j->req.nstop_tokens = 0;
   j->t_submit = now_ms();
   pthread_cond_init(&j->cv, NULL);
   push(&l->adds, j);

@@ -219,6 +219,53 @@ static void cancel_frees_blocks(void **s) {
   model_free(solo);
 }
 
+/* A finished request can be forgotten (its tokens dropped); a running one, or one forgotten, cannot. */
+static void forget_finished(void **s) {
+  (void)s;
+  Model *m = load("llama", 4, 64);
+  Diag d = {0};
+  EngineOptions o = {0};
+  Engine *e = engine_new(m, &o, &d);
+  assert_non_null(e);
+  int32_t p[3] = {1, 2, 3};
+  EngineRequest r = {p, 3, 2, {.greedy = 1, .top_p = 1}, NULL, 0, 1};
+  int id = engine_add(e, &r, &d);
+  assert_true(id >= 0);
+  assert_int_equal(engine_forget(e, id, &d), -1);
+  assert_non_null(strstr(d.msg, "not finished"));
+  int finished = 0;
+  while (engine_has_work(e)) {
+    const EngineEvent *ev;
+    int nev;
+    assert_true(engine_step(e, &ev, &nev, &d));
+    for (int k = 0; k < nev; k++) finished |= ev[k].kind == EV_FINISHED && ev[k].id == id;
+  }
+  assert_true(finished);
+  int n;
+  engine_output(e, id, &n);
+  assert_int_equal(n, 2);
+  d = (Diag){0};
+  assert_int_equal(engine_forget(e, id, &d), 0);
+  engine_output(e, id, &n);
+  assert_int_equal(n, 0);
+  assert_int_equal(engine_forget(e, id, &d), -1);
+  assert_non_null(strstr(d.msg, "forgotten already"));
+  d = (Diag){0};
+  assert_int_equal(engine_forget(e, id + 1, &d), -1);
+  /* the engine goes on serving after a forget */
+  int id2 = engine_add(e, &r, &d);
+  assert_true(id2 > id);
+  while (engine_has_work(e)) {
+    const EngineEvent *ev;
+    int nev;
+    assert_true(engine_step(e, &ev, &nev, &d));
+  }
+  engine_output(e, id2, &n);
+  assert_int_equal(n, 2);
+  engine_free(e);
+  model_free(m);
+}
+
 /* Random arrivals, prompt lengths, output lengths, sampling and cancellations over a small pool, in
  * batch-invariant mode: every request that is not cancelled gets exactly the tokens it gets alone, and the
  * pool's blocks all come back. */
@@ -397,6 +444,7 @@ int main(void) {
       cmocka_unit_test(randomized_batch_invariant),
       cmocka_unit_test(stop_tokens_end_requests),
       cmocka_unit_test(bad_requests_are_errors),
+      cmocka_unit_test(forget_finished),
   };
   int rc = cmocka_run_group_tests_name("engine", tests, NULL, NULL);
   be->ops->destroy(be);

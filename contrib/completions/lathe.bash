@@ -3,7 +3,7 @@
 _lathe() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} opts=
   if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=($(compgen -W "generate chat bench compile run pull list quantize env help --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "generate chat serve bench compile run pull list quantize env help --help --version" -- "$cur"))
     return
   fi
   local sampling="--max-tokens --temperature --top-p --top-k --seed --greedy --stop --ignore-eos --ctx
@@ -11,6 +11,8 @@ _lathe() {
   case ${COMP_WORDS[1]} in
     generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --chat-template --json --concurrency --batch-invariant $sampling" ;;
     chat) opts="--chat-template $sampling" ;;
+    serve) opts="--model -m --host --port -p --api-key --name --max-seqs --max-queue --ctx -c --max-body --drain-s
+      --target --quiet -q" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
       --prefill-len --reps --ctx --bandwidth --fuse-recompute --json --concurrency --requests --arrivals
       --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant" ;;
@@ -39,6 +41,7 @@ _lathe() {
     --dir) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -o | --chat-template | --prompt-file | -f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --prompt | --prompt-tokens | --system | --stop | --max-tokens | --temperature | --top-p | --top-k | --seed | \
+      --host | --port | --api-key | --name | --max-seqs | --max-queue | --max-body | --drain-s | \
       --ctx | --prompt-len | --gen-len | --prefill-len | --reps | --bandwidth | --dim | --iters | --warmup | -e | --revision)
       return ;; # a value of the user's own
   esac

@@ -24,6 +24,7 @@ static const Command commands[] = {
     {"quantize", cmd_quantize, "write a model as a GGUF of q8_0, q4_0, q4_1, q4_k_m, q5_k_m or q6_k blocks"},
     {"list", cmd_list, "the cached models; each NAME works as MODEL"},
     {"env", cmd_env, "the environment variables lathe reads, with their current values"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server over the batched engine"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

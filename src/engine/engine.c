@@ -12,9 +12,11 @@ typedef struct Request {
   int live;           /* added and not yet reported finished */
   int cancel_pending; /* cancelled: the next step reports it */
   int ignore_eos;
+  int forgotten; /* engine_forget dropped its records */
   Sampler sampler;
   DecodeState ds;
   StrBuf text, piece; /* text: everything decoded (stop strings); piece: this step's new text */
+  StrBuf tail;        /* what the decoder held back, flushed when the request finishes (an event of its own) */
   char **stop;
   int nstop;
   int32_t *stop_tokens;
@@ -74,6 +76,7 @@ static void request_free(Request *r) {
   sampler_free(&r->sampler);
   sb_free(&r->text);
   sb_free(&r->piece);
+  sb_free(&r->tail);
   for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
   free(r->stop);
   free(r->stop_tokens);
@@ -191,8 +194,10 @@ static int is_eos(const Model *m, int id) {
 static void finish(Engine *e, int id, const char *reason) {
   Request *q = &e->req[id];
   if (e->m->tok) {
-    tokenizer_decode_flush(&q->ds, &q->piece);
-    if (q->piece.len) emit(e, EV_TOKEN, id, -1, sb_str(&q->piece), NULL);
+    /* into its own buffer: the step's last token event still points at piece */
+    sb_clear(&q->tail);
+    tokenizer_decode_flush(&q->ds, &q->tail);
+    if (q->tail.len) emit(e, EV_TOKEN, id, -1, sb_str(&q->tail), NULL);
   }
   emit(e, EV_FINISHED, id, -1, NULL, reason);
   q->live = 0;
@@ -294,10 +299,8 @@ static int report(Engine *e, Diag *d) {
     }
     if (stop) {
       if (si.state != SEQ_FINISHED && sched_finish(e->sched, id, SEQ_FINISH_STOP, d) < 0) return 0;
-      sb_clear(&q->piece);
       finish(e, id, "stop");
     } else if (si.state == SEQ_FINISHED) {
-      sb_clear(&q->piece);
       finish(e, id, seq_finish_name(si.finish));
     }
   }
@@ -345,6 +348,22 @@ void engine_stats(const Engine *e, EngineStats *s) {
                      ss.decode_tokens, ss.prefix_tokens_reused,
                      ss.preemptions,   e->generated,
                      e->step_ms,       e->step_ms > 0 ? e->generated / (e->step_ms / 1e3) : 0};
+}
+
+int engine_forget(Engine *e, int id, Diag *d) {
+  if (id < 0 || id >= e->nreq || e->req[id].live || e->req[id].forgotten) {
+    diag_error(d, 0, 0, "cannot forget request %d: %s", id,
+               id < 0 || id >= e->nreq ? "no such request"
+               : e->req[id].live       ? "it has not finished"
+                                       : "it is forgotten already");
+    return -1;
+  }
+  if (sched_forget(e->sched, id, d) < 0) return -1;
+  Request *q = &e->req[id];
+  request_free(q);
+  memset(q, 0, sizeof *q);
+  q->forgotten = 1;
+  return 0;
 }
 
 const int32_t *engine_output(const Engine *e, int id, int *n) {

@@ -65,6 +65,10 @@ int engine_cancel(Engine *e, int id, Diag *d);
 int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d);
 int engine_has_work(const Engine *e);
 void engine_stats(const Engine *e, EngineStats *s);
+/* Drops a finished request's records (its tokens, its scheduler entry): a server forgets each request once
+ * it has read its events, so memory does not grow with the requests served. engine_output then gives none.
+ * -1 with an error for an unknown, running, waiting or already forgotten id. */
+int engine_forget(Engine *e, int id, Diag *d);
 /* A request's tokens so far (prompt excluded); valid until the next engine call. */
 const int32_t *engine_output(const Engine *e, int id, int *n);
 #endif

@@ -1,0 +1,155 @@
+/* POST /v1/completions and /v1/chat/completions: the request checked and encoded, queued on the engine loop,
+ * then answered whole (waiting, and cancelling when the client goes away) or streamed (stream.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "../base/mem.h"
+#include "api_response.h"
+#include "server_internal.h"
+#include "stop_text.h"
+
+/* The prompt's tokens (malloc'ed), or 0 with e set. */
+static int encode_prompt(const Model *m, const ApiRequest *r, int32_t **ids, int *n, ApiError *e) {
+  Diag d = {0};
+  if (r->kind == API_COMPLETION && !r->prompt_text) {
+    int vocab = m->cfg.vocab;
+    for (int i = 0; i < r->nprompt_ids; i++)
+      if (r->prompt_ids[i] >= vocab) {
+        api_error(e, 400, "invalid_request_error", "prompt", "'prompt[%d]' is %d, outside the vocabulary (0 to %d)", i,
+                  r->prompt_ids[i], vocab - 1);
+        return 0;
+      }
+    *ids = xmalloc(sizeof(int32_t) * (size_t)r->nprompt_ids, "the prompt");
+    memcpy(*ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->nprompt_ids);
+    *n = r->nprompt_ids;
+    return 1;
+  }
+  if (!m->tok) {
+    api_error(e, 400, "invalid_request_error", NULL, "the model has no tokenizer: give the prompt as token ids");
+    return 0;
+  }
+  StrBuf text = {0};
+  int ok = 1;
+  if (r->kind == API_CHAT)
+    ok = chat_render(m->tok, NULL, r->messages, r->nmessages, 1, &text, &d); /* the model's own template */
+  else sb_puts(&text, r->prompt_text);
+  /* a chat template writes the BOS itself (as apply_chat_template): none is added to its text */
+  if (ok) ok = tokenizer_encode(m->tok, sb_str(&text), r->kind != API_CHAT, ids, n, &d);
+  sb_free(&text);
+  if (!ok && d.line)
+    api_error(e, 400, "invalid_request_error", "messages", "chat template line %d, column %d: %s", d.line, d.col,
+              d.msg);
+  else if (!ok) api_error(e, 400, "invalid_request_error", r->kind == API_CHAT ? "messages" : "prompt", "%s", d.msg);
+  return ok;
+}
+
+/* The echoed prompt of a completion (malloc'ed), or NULL without echo. */
+static char *echo_text(const Model *m, const ApiRequest *r) {
+  if (!r->echo) return NULL;
+  if (r->prompt_text) return xstrdup(r->prompt_text, "the echo");
+  StrBuf b = {0};
+  if (m->tok) tokenizer_decode(m->tok, r->prompt_ids, r->nprompt_ids, 0, &b);
+  return b.data ? b.data : xstrdup("", "the echo");
+}
+
+/* Waits for the job to finish, polling the client meanwhile; 0 when the client went away (cancelled). */
+static int wait_done(Conn *c, EngineLoop *loop, JobStatus *st) {
+  size_t have = 0;
+  for (;;) {
+    job_wait(loop, c->job, have, 100, NULL, st);
+    have = st->text_len;
+    if (st->finished) return 1;
+    if (conn_client_gone(c)) {
+      engine_loop_cancel(loop, c->job);
+      c->status = 499;
+      return 0;
+    }
+  }
+}
+
+static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const ApiRequest *r, const char *echo,
+                                    const char *model) {
+  JobStatus st;
+  if (!wait_done(c, loop, &st)) return MHD_NO; /* closes the connection */
+  c->gen_tokens = st.tokens;
+  if (!strcmp(st.reason, "error")) {
+    ApiError e = {0};
+    api_error(&e, st.error_status, st.error_status == 400 ? "invalid_request_error" : "server_error", NULL, "%s",
+              st.error);
+    return reply_error(c, &e);
+  }
+  StrBuf text = {0};
+  job_wait(loop, c->job, 0, 0, &text, &st);
+  long at = stop_find(sb_str(&text), text.len, r->stop, r->nstop);
+  StrBuf out = {0};
+  if (echo) sb_puts(&out, echo);
+  if (at >= 0) text.data[at] = 0;
+  sb_puts(&out, sb_str(&text));
+  sb_free(&text);
+  ApiIdent id;
+  api_ident_init(&id, r->kind, server_next_serial(c->s), model);
+  ApiUsage u = {c->prompt_tokens, st.tokens};
+  char *body = api_completion_body(&id, sb_str(&out), at >= 0 ? "stop" : st.reason, &u);
+  sb_free(&out);
+  return reply(c, 200, "application/json", body);
+}
+
+static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
+  EngineLoop *loop;
+  Model *m = server_model(c->s, &loop);
+  const char *model = c->s->o.model_name;
+  ApiRequest r;
+  ApiError e = {0};
+  int32_t *ids = NULL;
+  int n = 0;
+  char *echo = NULL;
+  enum MHD_Result res;
+  if (!api_parse_request(c->body, c->len, kind, &r, &e)) goto refuse;
+  if (r.model && strcmp(r.model, model) != 0) {
+    api_error(&e, 400, "invalid_request_error", "model", "the model '%s' is not served here (this server has '%s')",
+              r.model, model);
+    e.code = "model_not_found";
+    goto refuse;
+  }
+  if (!encode_prompt(m, &r, &ids, &n, &e)) goto refuse;
+  if (n >= m->max_ctx) {
+    api_error(&e, 400, "invalid_request_error", kind == API_CHAT ? "messages" : "prompt",
+              "the prompt has %d tokens and the context holds %d (lathe serve --ctx), leaving no room to generate", n,
+              m->max_ctx);
+    e.code = "context_length_exceeded";
+    goto refuse;
+  }
+  c->prompt_tokens = n;
+  /* OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat */
+  int max_tokens = r.max_tokens > 0 ? r.max_tokens : kind == API_CHAT ? m->max_ctx : 16;
+  if (!r.seed_given) r.sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + server_next_serial(c->s);
+  EngineRequest er = {ids, n, max_tokens, r.sampling, r.stop, r.nstop, r.ignore_eos};
+  if (!(c->job = engine_loop_submit(loop, &er))) {
+    const char *failure = engine_loop_failure(loop);
+    if (failure) {
+      api_error(&e, 500, "server_error", NULL, "%s", failure);
+      goto refuse;
+    }
+    res = reply_busy(c, "the server is at its limit of requests in flight (or shutting down): retry later");
+    goto done;
+  }
+  echo = echo_text(m, &r);
+  if (r.stream) {
+    StreamSpec sp = {kind, model, r.include_usage, echo, r.stop, r.nstop};
+    res = reply_stream(c, c->job, &sp);
+  } else {
+    res = answer_whole(c, loop, &r, echo, model);
+  }
+  goto done;
+refuse:
+  res = reply_error(c, &e);
+done:
+  free(echo);
+  free(ids);
+  api_request_free(&r);
+  return res;
+}
+
+enum MHD_Result route_completions(Conn *c) { return generate_route(c, API_COMPLETION); }
+enum MHD_Result route_chat(Conn *c) { return generate_route(c, API_CHAT); }

@@ -133,9 +133,9 @@ clean:
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc
-FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/mapfile.c src/base/hash.c src/base/strbuf.c src/ir/dtype.c \
+FUZZ_LIB     := src/base/arena.c src/base/diag.c src/base/mapfile.c src/base/hash.c src/base/strbuf.c src/base/mem.c src/ir/dtype.c \
                 src/model/gguf.c src/model/dequant.c src/model/safetensors.c src/model/config.c src/model/config_keys.c \
-                $(wildcard src/model/arch/*.c) src/graph/graph.c src/ir/expr.c
+                $(wildcard src/model/arch/*.c) src/graph/graph.c src/graph/ops.c src/ir/expr.c
 JINJA_FUZZ_LIB := $(addprefix src/base/,arena.c diag.c mapfile.c hash.c strbuf.c mem.c) src/ir/dtype.c \
                   src/model/gguf.c src/model/dequant.c $(wildcard src/tokenizer/*.c)
 .PHONY: fuzz

@@ -62,29 +62,11 @@ static int parse_tokens(const char *s, int32_t **ids, int *n) {
 }
 
 static int encode_prompt(const GenArgs *a, const Model *m, int32_t **ids, int *n) {
-  Diag d = {0};
   if (!m->tok) {
     report_msg("the model has no tokenizer (no tokenizer.json); give --prompt-tokens instead of --prompt");
     return 0;
   }
-  StrBuf text = {0};
-  if (a->chat_template) {
-    ChatMessage msgs[2];
-    int nm = 0;
-    if (a->system) msgs[nm++] = (ChatMessage){"system", a->system};
-    msgs[nm++] = (ChatMessage){"user", a->prompt};
-    if (!chat_render(m->tok, a->chat_template_text, msgs, nm, 1, &text, &d)) {
-      gen_report_chat(a, &d);
-      sb_free(&text);
-      return 0;
-    }
-  } else {
-    sb_puts(&text, a->prompt);
-  }
-  int ok = tokenizer_encode(m->tok, sb_str(&text), !a->chat_template, ids, n, &d); /* a template writes its BOS */
-  if (!ok) report(&d, NULL);
-  sb_free(&text);
-  return ok;
+  return gen_encode_text(a, m, a->prompt, ids, n);
 }
 
 /* The prompt from --prompt-file, `--prompt -` or a piped standard input (into a->prompt). */

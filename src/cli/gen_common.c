@@ -291,6 +291,26 @@ void gen_report_chat(const GenArgs *a, const Diag *d) {
   report(d, d->line ? (a->chat_template_file ? a->chat_template_file : "chat template") : NULL);
 }
 
+int gen_encode_text(const GenArgs *a, const Model *m, const char *text, int32_t **ids, int *n) {
+  Diag d = {0};
+  StrBuf rendered = {0};
+  int ok = 1;
+  if (a->chat_template) {
+    ChatMessage msgs[2];
+    int nm = 0;
+    if (a->system) msgs[nm++] = (ChatMessage){"system", a->system};
+    msgs[nm++] = (ChatMessage){"user", text};
+    ok = chat_render(m->tok, a->chat_template_text, msgs, nm, 1, &rendered, &d);
+  } else {
+    sb_puts(&rendered, text);
+  }
+  /* a template writes its own BOS */
+  if (ok) ok = tokenizer_encode(m->tok, sb_str(&rendered), !a->chat_template, ids, n, &d);
+  if (!ok) gen_report_chat(a, &d);
+  sb_free(&rendered);
+  return ok;
+}
+
 void gen_args_free(GenArgs *a) {
   free(a->prompt_owned);
   a->prompt_owned = NULL;

@@ -36,4 +36,7 @@ void gen_print_kv_pool(const Model *m);
 void gen_args_free(GenArgs *a);
 /* Reports a chat_render error: "lathe: FILE:LINE:COL: error: ..." with the --chat-template file or "chat template". */
 void gen_report_chat(const GenArgs *a, const Diag *d);
+/* text as the model's tokens (m has a tokenizer): through the chat template with --chat (and --system), then
+ * encoded; reports the error and returns 0 on failure. */
+int gen_encode_text(const GenArgs *a, const Model *m, const char *text, int32_t **ids, int *n);
 #endif

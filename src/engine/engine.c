@@ -33,6 +33,8 @@ struct Engine {
   int nreq, capreq;
   EngineEvent *ev;
   int nev, capev;
+  int *cancelled; /* requests cancelled since the last step, reported by the next one */
+  int ncancelled, capcancelled;
   /* the step's host arrays, grown as needed */
   int32_t *table, *rows, *next, *new_tokens, *row_of;
   float *logits;
@@ -88,6 +90,7 @@ void engine_free(Engine *e) {
   for (int i = 0; i < e->nreq; i++) request_free(&e->req[i]);
   free(e->req);
   free(e->ev);
+  free(e->cancelled);
   free(e->table);
   free(e->rows);
   free(e->next);
@@ -167,14 +170,15 @@ int engine_cancel(Engine *e, int id, Diag *d) {
   Request *q = live_request(e, id, d);
   if (!q || sched_cancel(e->sched, id, d) < 0) return -1;
   q->cancel_pending = 1;
+  if (e->ncancelled == e->capcancelled) {
+    e->capcancelled = e->capcancelled ? 2 * e->capcancelled : 16;
+    e->cancelled = xrealloc(e->cancelled, sizeof(int) * (size_t)e->capcancelled, "the cancelled requests");
+  }
+  e->cancelled[e->ncancelled++] = id;
   return 0;
 }
 
-int engine_has_work(const Engine *e) {
-  for (int i = 0; i < e->nreq; i++)
-    if (e->req[i].cancel_pending) return 1;
-  return sched_has_work(e->sched);
-}
+int engine_has_work(const Engine *e) { return e->ncancelled > 0 || sched_has_work(e->sched); }
 
 static void emit(Engine *e, EngineEventKind kind, int id, int32_t token, const char *text, const char *reason) {
   if (e->nev == e->capev) {
@@ -182,13 +186,6 @@ static void emit(Engine *e, EngineEventKind kind, int id, int32_t token, const c
     e->ev = xrealloc(e->ev, sizeof *e->ev * (size_t)e->capev, "the engine's events");
   }
   e->ev[e->nev++] = (EngineEvent){kind, id, token, text, reason};
-}
-
-static int is_eos(const Model *m, int id) {
-  if (id == m->cfg.eos_id) return 1;
-  for (int i = 0; i < m->cfg.n_eos; i++)
-    if (m->cfg.eos_ids[i] == id) return 1;
-  return m->tok && id == tokenizer_eos(m->tok);
 }
 
 static void finish(Engine *e, int id, const char *reason) {
@@ -212,10 +209,13 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
   const Model *m = e->m;
   int bps = m->blocks_per_seq;
   grow((void **)&e->table, &e->cap_table, (size_t)p->nentries * (size_t)bps, sizeof(int32_t), "the block tables");
+  size_t cap = e->cap_rows;
   grow((void **)&e->rows, &e->cap_rows, (size_t)p->nentries + 1, sizeof(int32_t), "the logit rows");
-  e->next = xrealloc(e->next, sizeof(int32_t) * e->cap_rows, "the greedy tokens");
-  e->new_tokens = xrealloc(e->new_tokens, sizeof(int32_t) * e->cap_rows, "the new tokens");
-  e->row_of = xrealloc(e->row_of, sizeof(int32_t) * e->cap_rows, "the logit rows");
+  if (e->cap_rows != cap) { /* the per-entry arrays share the rows' capacity */
+    e->next = xrealloc(e->next, sizeof(int32_t) * e->cap_rows, "the greedy tokens");
+    e->new_tokens = xrealloc(e->new_tokens, sizeof(int32_t) * e->cap_rows, "the new tokens");
+    e->row_of = xrealloc(e->row_of, sizeof(int32_t) * e->cap_rows, "the logit rows");
+  }
   int nrows = 0, ctx = 1;
   for (int i = 0; i < p->nentries; i++) {
     const StepEntry *en = &p->entries[i];
@@ -237,7 +237,7 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
 }
 
 /* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler. */
-static int pick_tokens(Engine *e, const BatchStep *b, int host_logits, Diag *d) {
+static int pick_tokens(Engine *e, int host_logits, Diag *d) {
   const StepPlan *p = &e->plan;
   Model *m = e->m;
   for (int i = 0; i < p->nentries; i++) {
@@ -260,7 +260,6 @@ static int pick_tokens(Engine *e, const BatchStep *b, int host_logits, Diag *d) 
         return 0;
     }
   }
-  (void)b;
   return 1;
 }
 
@@ -279,7 +278,7 @@ static int report(Engine *e, Diag *d) {
     if (sched_seq(e->sched, id, &si) < 0) continue;
     int stop_token = 0;
     for (int k = 0; k < q->nstop_tokens; k++) stop_token |= q->stop_tokens[k] == tok;
-    if (stop_token || (!q->ignore_eos && is_eos(m, tok))) {
+    if (stop_token || (!q->ignore_eos && model_is_eos(m, tok))) {
       if (si.state != SEQ_FINISHED && sched_finish(e->sched, id, SEQ_FINISH_STOP, d) < 0) return 0;
       finish(e, id, "stop");
       continue;
@@ -311,12 +310,13 @@ int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
   e->nev = 0;
   *events = NULL;
   *nevents = 0;
-  for (int i = 0; i < e->nreq; i++)
-    if (e->req[i].cancel_pending) {
-      e->req[i].cancel_pending = 0;
-      sb_clear(&e->req[i].piece);
-      finish(e, i, "cancelled");
-    }
+  for (int k = 0; k < e->ncancelled; k++) {
+    Request *q = &e->req[e->cancelled[k]];
+    q->cancel_pending = 0;
+    sb_clear(&q->piece);
+    finish(e, e->cancelled[k], "cancelled");
+  }
+  e->ncancelled = 0;
   double t0 = now_ms();
   if (sched_plan_step(e->sched, &e->plan, d) < 0) return 0;
   if (e->plan.nentries > 0) {
@@ -328,7 +328,7 @@ int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
     if (host_logits)
       grow((void **)&e->logits, &e->cap_logits, (size_t)nrows * (size_t)e->m->cfg.vocab, sizeof(float), "the logits");
     if (!model_step_batch(e->m, &b, host_logits ? e->logits : NULL, e->next, d)) return 0;
-    if (!pick_tokens(e, &b, host_logits, d)) return 0;
+    if (!pick_tokens(e, host_logits, d)) return 0;
     if (sched_commit(e->sched, &e->plan, e->new_tokens, d) < 0) return 0;
     if (!report(e, d)) return 0;
   }

@@ -3,13 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_eos(const Model *m, int id) {
-  if (id == m->cfg.eos_id) return 1;
-  for (int i = 0; i < m->cfg.n_eos; i++)
-    if (m->cfg.eos_ids[i] == id) return 1;
-  return m->tok && id == tokenizer_eos(m->tok);
-}
-
 static int interrupted(const GenerateOptions *o) { return o->interrupt && *o->interrupt; }
 
 static int push(int32_t **out, int *n, int *cap, int32_t id) {
@@ -68,7 +61,7 @@ int generate(Model *m, const int32_t *prompt, int nprompt, int *cached, const Ge
   double t1 = now_ms();
   for (int i = 0; prefilled && i < o->max_tokens; i++) {
     int32_t id = next;
-    if (!o->ignore_eos && is_eos(m, id)) {
+    if (!o->ignore_eos && model_is_eos(m, id)) {
       st->stop_reason = "eos";
       break;
     }

@@ -165,12 +165,17 @@ Compilation *model_compilation_new(const ModelLoadOptions *o) {
   return c;
 }
 
+/* KV cache bytes per position in the model's cache dtype (model_kv_bytes_per_position counts f32). */
+static double kv_position_bytes(const Model *m) {
+  return (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype);
+}
+
 /* The weights and a KV cache of m->max_ctx positions must fit the backend's free memory: say what they
  * need and what context fits rather than fail an allocation later (or, on the CPU, be killed). */
 static int memory_fits(const Model *m, DType wdt, Diag *d) {
   size_t avail = m->backend->ops->memory_free ? m->backend->ops->memory_free(m->backend) : 0;
   if (!avail) return 1;
-  double per = (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype);
+  double per = kv_position_bytes(m);
   double kv = per * (m->kv_block ? (double)m->kv_blocks * m->kv_block : m->max_ctx);
   double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
   if (kv + weights <= (double)avail) return 1;
@@ -188,9 +193,7 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
 
 /* The paged pool's blocks: kv_memory bytes, or a fraction of the memory the weights leave free. */
 static int pool_blocks(const Model *m, DType wdt, const ModelLoadOptions *o, Diag *d) {
-  double per_block =
-             (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype) * o->kv_block,
-         bytes = (double)o->kv_memory;
+  double per_block = kv_position_bytes(m) * o->kv_block, bytes = (double)o->kv_memory;
   if (!o->kv_memory) {
     double avail = m->backend->ops->memory_free ? (double)m->backend->ops->memory_free(m->backend) : 0;
     double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
@@ -305,17 +308,32 @@ void model_free(Model *m) {
   free(m);
 }
 
+static int ids_in_vocab(const Model *m, const int32_t *ids, int n, Diag *d) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
+      diag_error(d, 0, 0, "token id %d is outside the vocabulary [0, %d)", ids[i], m->cfg.vocab);
+      return 0;
+    }
+  return 1;
+}
+
+/* The device's argmax as a token id, checked. */
+static int greedy_token(const Model *m, int64_t v, int32_t *out, Diag *d) {
+  if (v < 0 || v >= m->cfg.vocab) {
+    diag_error(d, 0, 0, "the device's greedy token %lld is outside the vocabulary", (long long)v);
+    return 0;
+  }
+  *out = (int32_t)v;
+  return 1;
+}
+
 /* Runs n tokens; copies back the logits (into logits, when not NULL) and the greedy token (next). */
 static int step(Model *m, const int32_t *ids, int n, int past, float *logits, int32_t *next, Diag *d) {
   if (n <= 0 || past < 0 || past + n > m->max_ctx) {
     diag_error(d, 0, 0, "context full: %d cached + %d new tokens exceed the context of %d", past, n, m->max_ctx);
     return 0;
   }
-  for (int i = 0; i < n; i++)
-    if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
-      diag_error(d, 0, 0, "token id %d is outside the vocabulary [0, %d)", ids[i], m->cfg.vocab);
-      return 0;
-    }
+  if (!ids_in_vocab(m, ids, n, d)) return 0;
   SymEnv env = {0};
   symenv_set(&env, "seq", n);
   symenv_set(&env, "past", past);
@@ -328,14 +346,7 @@ static int step(Model *m, const int32_t *ids, int n, int past, float *logits, in
   void *outputs[2] = {logits, next ? &next64 : NULL};
   int ok = plan_run(m->plan, &env, inputs, outputs, d);
   free(pos);
-  if (ok && next) {
-    if (next64 < 0 || next64 >= m->cfg.vocab) {
-      diag_error(d, 0, 0, "the device's greedy token %lld is outside the vocabulary", (long long)next64);
-      return 0;
-    }
-    *next = (int32_t)next64;
-  }
-  return ok;
+  return ok && (!next || greedy_token(m, next64, next, d));
 }
 
 int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d) {
@@ -370,11 +381,8 @@ int model_step_batch(Model *m, const BatchStep *b, float *logits, int32_t *next,
     return 0;
   }
   int64_t slots = (int64_t)m->kv_blocks * m->kv_block;
+  if (!ids_in_vocab(m, b->ids, b->ntok, d)) return 0;
   for (int i = 0; i < b->ntok; i++) {
-    if (b->ids[i] < 0 || b->ids[i] >= m->cfg.vocab) {
-      diag_error(d, 0, 0, "token id %d is outside the vocabulary [0, %d)", b->ids[i], m->cfg.vocab);
-      return 0;
-    }
     if (b->pos[i] < 0 || b->pos[i] >= b->ctx || b->seq[i] < 0 || b->seq[i] >= b->nseqs || b->slot[i] < 0 ||
         b->slot[i] >= slots) {
       diag_error(d, 0, 0, "batched step: token %d has position %d (keys %d), sequence %d of %d, slot %d of %lld", i,
@@ -403,13 +411,14 @@ int model_step_batch(Model *m, const BatchStep *b, float *logits, int32_t *next,
   int64_t *next64 = next ? xmalloc(sizeof(int64_t) * (size_t)b->nrows, "the greedy tokens") : NULL;
   void *outputs[2] = {logits, next64};
   int ok = plan_run(m->plan, &env, inputs, outputs, d);
-  for (int i = 0; ok && next && i < b->nrows; i++) {
-    if (next64[i] < 0 || next64[i] >= m->cfg.vocab) {
-      diag_error(d, 0, 0, "the device's greedy token %lld is outside the vocabulary", (long long)next64[i]);
-      ok = 0;
-    }
-    next[i] = (int32_t)next64[i];
-  }
+  for (int i = 0; ok && next && i < b->nrows; i++) ok = greedy_token(m, next64[i], &next[i], d);
   free(next64);
   return ok;
+}
+
+int model_is_eos(const Model *m, int32_t id) {
+  if (id == m->cfg.eos_id) return 1;
+  for (int i = 0; i < m->cfg.n_eos; i++)
+    if (m->cfg.eos_ids[i] == id) return 1;
+  return m->tok && id == tokenizer_eos(m->tok);
 }

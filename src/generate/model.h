@@ -82,6 +82,10 @@ int model_step_greedy(Model *m, const int32_t *ids, int n, int past, int32_t *ne
  * sampled on the host from the copied logits. m->logits is filled only in that last case. */
 int model_step_sample(Model *m, const int32_t *ids, int n, int past, Sampler *s, int32_t *next, Diag *d);
 
+/* Whether id ends a sequence: the config's end-of-sequence ids (generation_config may list several) or the
+ * tokenizer's. */
+int model_is_eos(const Model *m, int32_t id);
+
 /* One step of a batched model: ntok tokens from nseqs sequences. Token i is ids[i] at position pos[i] of the
  * sequence whose block table is row seq[i] of block_table (nseqs rows of m->blocks_per_seq block ids); its K
  * and V go to pool slot slot[i] (block * kv_block + pos % kv_block); it attends over positions 0..pos[i] of

@@ -15,7 +15,8 @@ expect_error bench_bad_kv_dtype "f32 or bf16" -- bench --config smollm2-135m --r
   --concurrency 2 --kv-dtype f16
 
 if [ ! -f "$DM" ]; then
-  for t in gen_batched_equals_solo gen_batched_json gen_batched_invariant gen_batched_empty bench_batched_json; do
+  for t in gen_batched_equals_solo gen_batched_json gen_batched_invariant gen_batched_cr_line gen_batched_empty \
+    bench_batched_json; do
     skip $t "no default model at $DM"
   done
   exit 0
@@ -49,6 +50,10 @@ if run_lathe gen_batched_invariant generate "$DM" --prompt-file "$tmp/prompts.tx
   if [ "$got" = "$(printf '%s\n' "${solo[@]}")" ]; then pass gen_batched_invariant
   else fail gen_batched_invariant "$got"; fi
 fi
+# a last line ending in a carriage return and no newline (it once made the line splitter loop forever)
+if timeout 60 "$LATHE" generate "$DM" -p $'Hello\r' --concurrency 2 -n 2 -q >"$tmp/out" 2>"$tmp/err" &&
+  [ "$(wc -l <"$tmp/out")" -eq 1 ]; then pass gen_batched_cr_line
+else fail gen_batched_cr_line "exit $?, $(head -c 200 "$tmp/out" "$tmp/err")"; fi
 printf '\n\n' >"$tmp/empty.txt"
 expect_error gen_batched_empty "no non-empty lines" -- generate "$DM" --prompt-file "$tmp/empty.txt" --concurrency 2 -q
 if run_lathe bench_batched_json bench "$DM" --concurrency 3 --requests 4 --prompt-len 3-9 --gen-len 2-4 \

@@ -30,36 +30,20 @@ static int split_lines(const GenArgs *a, const Model *m, Line **out, int *n) {
   const char *p = a->prompt;
   while (*p) {
     const char *e = strchr(p, '\n');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
+    size_t line = e ? (size_t)(e - p) : strlen(p), len = line;
     if (len && p[len - 1] == '\r') len--;
     if (len) {
       char *text = xmalloc(len + 1, "a prompt line");
       memcpy(text, p, len);
       text[len] = 0;
-      StrBuf rendered = {0};
-      Diag d = {0};
-      int ok = 1;
-      if (a->chat_template) {
-        ChatMessage msgs[2];
-        int nm = 0;
-        if (a->system) msgs[nm++] = (ChatMessage){"system", a->system};
-        msgs[nm++] = (ChatMessage){"user", text};
-        ok = chat_render(m->tok, a->chat_template_text, msgs, nm, 1, &rendered, &d);
-      } else {
-        sb_puts(&rendered, text);
-      }
       if (*n == cap) *out = xrealloc(*out, sizeof **out * (size_t)(cap = cap ? 2 * cap : 16), "the prompt lines");
       Line *l = &(*out)[(*n)++];
       memset(l, 0, sizeof *l);
-      if (ok) ok = tokenizer_encode(m->tok, sb_str(&rendered), !a->chat_template, &l->prompt, &l->nprompt, &d);
-      sb_free(&rendered);
+      int ok = gen_encode_text(a, m, text, &l->prompt, &l->nprompt);
       free(text);
-      if (!ok) {
-        gen_report_chat(a, &d);
-        return 0;
-      }
+      if (!ok) return 0;
     }
-    p += e ? (size_t)(e - p) + 1 : len;
+    p += line + (e != NULL);
   }
   if (!*n) report_msg("the prompt has no non-empty lines");
   return *n > 0;

@@ -37,12 +37,16 @@ int mb_weight(ModelBuilder *b, const char *name, int64_t d0, int64_t d1) {
   return input(b, name, b->o->weight_dtype, d1 ? 2 : 1, dims);
 }
 
-static int op(ModelBuilder *b, GOp o, int x, int y, int z, const GAttr *attr) {
+static int op_n(ModelBuilder *b, GOp o, const int *in, int nin, const GAttr *attr) {
   if (b->fail) return -1;
-  int in[3] = {x, y, z}, nin = z >= 0 ? 3 : y >= 0 ? 2 : 1;
   int id = graph_op(b->g, o, in, nin, attr, 0, 0, b->d);
   if (id < 0) b->fail = 1;
   return id;
+}
+
+static int op(ModelBuilder *b, GOp o, int x, int y, int z, const GAttr *attr) {
+  int in[3] = {x, y, z};
+  return op_n(b, o, in, z >= 0 ? 3 : y >= 0 ? 2 : 1, attr);
 }
 
 int mb_rms_norm(ModelBuilder *b, int x, int w) {
@@ -68,10 +72,12 @@ static int reshape(ModelBuilder *b, int x, int rank, Expr *const *dims) {
   return op(b, G_RESHAPE, x, -1, -1, &a);
 }
 
-static int permute0213(ModelBuilder *b, int x) {
-  GAttr a = {.naxes = 4, .axes = {0, 2, 1, 3}};
+static int permute(ModelBuilder *b, int x, int a0, int a1, int a2, int a3) {
+  GAttr a = {.naxes = 4, .axes = {a0, a1, a2, a3}};
   return op(b, G_PERMUTE, x, -1, -1, &a);
 }
+
+static int permute0213(ModelBuilder *b, int x) { return permute(b, x, 0, 2, 1, 3); }
 
 /* [1, seq, heads*hd] -> [1, heads, seq, hd] */
 static int split_heads(ModelBuilder *b, int x, int heads) {
@@ -82,11 +88,6 @@ static int split_heads(ModelBuilder *b, int x, int heads) {
 static int h_plus_o_proj(ModelBuilder *b, int h, int a, const char *o_name) {
   const ModelConfig *c = b->c;
   return op(b, G_ADD, h, mb_linear(b, a, o_name, c->hidden, (int64_t)c->heads * c->head_dim, 0), -1, NULL);
-}
-
-static int permute(ModelBuilder *b, int x, int a0, int a1, int a2, int a3) {
-  GAttr a = {.naxes = 4, .axes = {a0, a1, a2, a3}};
-  return op(b, G_PERMUTE, x, -1, -1, &a);
 }
 
 /* q [1, heads, tok, hd], k and v [1, kv_heads, tok, hd] -> [1, tok, heads * hd]: k and v go to their slots in
@@ -108,8 +109,7 @@ static int paged_attention(ModelBuilder *b, int q, int k, int v, int layer) {
   }
   if (b->fail) return -1;
   int in[4] = {permute(b, q, 2, 1, 0, 3), pool[0], pool[1], b->kv_len};
-  int a = b->fail ? -1 : graph_op(b->g, G_ATTENTION, in, 4, NULL, 0, 0, b->d); /* [tok, heads, 1, hd] */
-  if (a < 0) b->fail = 1;
+  int a = op_n(b, G_ATTENTION, in, 4, NULL); /* [tok, heads, 1, hd] */
   Expr *odims[3] = {n(b, 1), b->seq, n(b, (int64_t)c->heads * hd)};
   return reshape(b, permute(b, a, 2, 0, 1, 3), 3, odims);
 }

@@ -4,6 +4,7 @@
 #include "../model/config.h"
 #include "../model/presets.h"
 #include "../model/model_check.h"
+#include "../tile/space.h"
 #include "cli.h"
 #include "options.h"
 
@@ -13,7 +14,7 @@ int cmd_compile(int argc, char **argv) {
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   int target_given = 0;
-  int fuse_recompute = 0, no_fuse = 0, kv_block = 0;
+  int fuse_recompute = 0, no_fuse = 0, kv_block = 0, candidates = 0;
   MatmulPrecision matmul = MM_HIGH;
   Opt opts[] = {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
@@ -23,6 +24,7 @@ int cmd_compile(int argc, char **argv) {
        &config},
       {"--ir", NULL, OPT_STR, "STAGE", "the stage to print: graph, tensor, loop, tile, kernel or code", &stage_name},
       {"--target", NULL, OPT_STR, "cpu|cuda", "the backend to compile for", &target_name_arg, .def = "cpu"},
+      {"--candidates", NULL, OPT_FLAG, NULL, "with --ir tile: also print each kernel's schedule space", &candidates},
       {"--output", "-o", OPT_STR, "OUT", "write to OUT instead of stdout", &out_path},
       {"--fuse-recompute", NULL, OPT_FLAG, NULL,
        "allow fusions that recompute a reduction (norm -> linear "
@@ -63,6 +65,10 @@ int cmd_compile(int argc, char **argv) {
     return EXIT_ERROR;
   }
   if (!matmul_option(matmul_name, &matmul)) return EXIT_ERROR;
+  if (candidates && stage != ST_TILE) {
+    report_msg("--candidates needs --ir tile");
+    return EXIT_ERROR;
+  }
   ProgramArg prog = {0};
   ModelConfig preset;
   if (config && (inline_text || path)) {
@@ -116,6 +122,10 @@ int cmd_compile(int argc, char **argv) {
   } else {
     StrBuf b = {0};
     print_stage(&b, c, stage);
+    if (candidates && !tile_print_candidates(&b, c->tile, &d)) {
+      report(&d, config ? config : model ? path : prog.file);
+      rc = EXIT_ERROR;
+    }
     FILE *f = out_path ? fopen(out_path, "w") : stdout;
     if (!f) {
       report_msg("cannot write %s", out_path);

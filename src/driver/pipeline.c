@@ -42,6 +42,15 @@ void compilation_free(Compilation *c) {
   free(c);
 }
 
+/* The stages after the tile stage. */
+static int lower_tile(Compilation *c, Stage upto, Diag *d) {
+  if (upto == ST_TILE) return 1;
+  if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
+  if (code_dedupe(c->kernel, d) < 0) return 0;
+  if (upto == ST_KERNEL) return 1;
+  return code_render_program(c->kernel, c->arena, &c->code, &c->launch, d);
+}
+
 int compile_graph(Compilation *c, Stage upto, Diag *d) {
   if (upto == ST_GRAPH) return 1;
   if (!(c->tensor = tensor_from_graph(c->graph, d))) return 0;
@@ -54,11 +63,15 @@ int compile_graph(Compilation *c, Stage upto, Diag *d) {
     return 0;
   }
   if (!(c->tile = tile_from_loop(c->loop, &c->device, &c->fusion, c->matmul, c->batch_invariant, d))) return 0;
-  if (upto == ST_TILE) return 1;
-  if (!(c->kernel = kernel_from_tile(c->tile, d))) return 0;
-  if (code_dedupe(c->kernel, d) < 0) return 0;
-  if (upto == ST_KERNEL) return 1;
-  return code_render_program(c->kernel, c->arena, &c->code, &c->launch, d);
+  return lower_tile(c, upto, d);
+}
+
+int compile_schedules(Compilation *c, const Schedule *given, Stage upto, Diag *d) {
+  if (!(c->tile = tile_from_schedules(c->loop, &c->device, &c->fusion, c->matmul, given, d))) return 0;
+  c->kernel = NULL;
+  sb_free(&c->code);
+  c->launch = NULL;
+  return lower_tile(c, upto, d);
 }
 
 int compile_source(Compilation *c, const char *src, Stage upto, Diag *d) {

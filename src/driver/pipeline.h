@@ -34,6 +34,9 @@ void compilation_free(Compilation *c);
 int compile_source(Compilation *c, const char *src, Stage upto, Diag *d);
 /* Lowers an already-built graph (c->graph) through stage `upto`. */
 int compile_graph(Compilation *c, Stage upto, Diag *d);
+/* Lowers c->loop (compiled through at least ST_LOOP) again with the given schedules, one per kernel (a
+ * tuner's candidates), through `upto`; replaces c's tile, kernel and code stages. */
+int compile_schedules(Compilation *c, const Schedule *given, Stage upto, Diag *d);
 /* The printed form of a stage that was reached. */
 void print_stage(StrBuf *b, const Compilation *c, Stage s);
 #endif

@@ -48,7 +48,7 @@ static void stream_scan_fn(void *ctx, const Expr *e) {
 
 /* Some reduction streams a buffer (its index runs over the reduction) that does not depend on `var`:
  * computing several values of `var` together reads that buffer once for all of them. */
-static int streams_independent_of(const LKernel *k, int var) {
+int tile_streams_independent_of(const LKernel *k, int var) {
   for (int i = 0; i < k->nphase; i++) {
     StreamScan s = {0, var, 0};
     for (int j = 0; j < k->phases[i].naxes; j++) s.red_mask |= 1ull << k->phases[i].axes[j].var;
@@ -116,7 +116,7 @@ static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
   s->gemm_fill = 0;
   s->gemm_library = 0;
   for (int i = 0; i < k->npar; i++)
-    if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && streams_independent_of(k, k->par[i].var)) {
+    if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && tile_streams_independent_of(k, k->par[i].var)) {
       s->rows = t == TARGET_CUDA ? 8 : 4;
       s->row_axis = i;
       s->mma = target_has_bf16_mma(dev) ? 2 : 0; /* tensor cores where the kernel's shape allows */

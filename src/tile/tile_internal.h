@@ -11,4 +11,7 @@ void tile_link_attention(TileProgram *tp);
 TileProgram *tile_new(const LProgram *p, const TargetDesc *dev, const FusionPolicy *fusion, MatmulPrecision mm);
 /* The knobs' own ranges (schedule_check without the matchers). */
 int tile_knobs_check(const LKernel *k, const TargetDesc *dev, const Schedule *s, Diag *d);
+/* Some reduction streams a buffer independent of parallel variable var (register blocking over var
+ * reads it once for several rows). */
+int tile_streams_independent_of(const LKernel *k, int var);
 #endif

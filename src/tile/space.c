@@ -1,0 +1,145 @@
+/* Schedule spaces: the cross product of each knob's values that apply to a kernel's nest on a device,
+ * kept where schedule_check accepts it. Knobs that a candidate does not use are put at their "off"
+ * value, so no two candidates build the same kernels. */
+#include <stdlib.h>
+#include <string.h>
+#include "space.h"
+#include "tile_internal.h"
+
+typedef struct Builder {
+  const LProgram *p;
+  const LKernel *k;
+  const TargetDesc *dev;
+  Schedule *s;
+  int n, cap;
+} Builder;
+
+/* Off values for the knobs a candidate does not use. */
+static Schedule canonical(Schedule s, Target t) {
+  if (s.rows < 2) s.rows = 1, s.row_axis = -1, s.rows_serial = 0, s.mma = 0, s.flash = 0;
+  if (!s.mma) s.gemm_fill = 0, s.gemm_library = 0;
+  if (s.mma || s.flash) s.rows_serial = 0;
+  if (!s.flash_decode) s.decode_fill = 0;
+  if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
+  else s.omp = 0;
+  return s;
+}
+
+/* The default is kept as given (the schedule tile_from_loop uses); the others in canonical form. */
+static void add(Builder *b, Schedule s) {
+  if (b->n > 0) s = canonical(s, b->dev->kind);
+  for (int i = 0; i < b->n; i++) {
+    Schedule have = canonical(b->s[i], b->dev->kind);
+    if (schedule_equal(&have, &s)) return;
+  }
+  Diag ignored = {0};
+  if (b->n > 0 && !schedule_check(b->p, b->k, b->dev, &s, &ignored)) return; /* the default is always kept */
+  if (b->n == b->cap) {
+    b->cap = b->cap ? 2 * b->cap : 64;
+    Schedule *grown = ARENA_ARRAY(b->p->arena, Schedule, b->cap);
+    if (b->n) memcpy(grown, b->s, (size_t)b->n * sizeof *grown);
+    b->s = grown;
+  }
+  b->s[b->n++] = s;
+}
+
+/* The blocked variant's forms: off, then per blockable axis CUDA-core rows (2, 4, 8; on CUDA with one
+ * thread per point or with the kernel's own strategy), a tensor-core GEMM (with and without split-k fill
+ * and its library form) and flash attention. */
+typedef struct Variant {
+  int rows, axis, serial, mma, flash, fill, lib;
+} Variant;
+
+static int variants(const LKernel *k, const TargetDesc *dev, int parts, const Schedule *def, Variant *out, int cap) {
+  int n = 0;
+  out[n++] = (Variant){1, -1, 0, 0, 0, 0, 0};
+  const int cuda = dev->kind == TARGET_CUDA;
+  /* split-k: the default's fill (blocks the device holds at once), else computed the same way */
+  int fill = def->gemm_fill ? def->gemm_fill
+                            : (cuda ? target_resident_blocks(dev, 256, 128, dev->smem_per_block) * dev->sms : 0);
+  for (int a = 0; a < k->npar && n + 16 < cap; a++) {
+    if (k->par[a].var >= 64 || !tile_streams_independent_of(k, k->par[a].var)) continue;
+    for (int rows = 2; rows <= 8; rows *= 2)
+      for (int serial = 0; serial <= cuda; serial++) out[n++] = (Variant){rows, a, serial, 0, 0, 0, 0};
+    if (!cuda || !parts || !target_has_bf16_mma(dev)) continue;
+    for (int f = 0; f < 2; f++)
+      for (int lib = 0; lib < 2; lib++) out[n++] = (Variant){8, a, 0, parts, 0, f ? fill : 0, lib};
+    out[n++] = (Variant){8, a, 0, 0, parts, 0, 0};
+  }
+  return n;
+}
+
+int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, MatmulPrecision mm, const Schedule *def,
+                   ScheduleSpace *out, Diag *d) {
+  Builder b = {p, k, dev, NULL, 0, 0};
+  add(&b, *def);
+  const int parts = mm == MM_HIGHEST ? 0 : mm == MM_MEDIUM ? 1 : 2;
+  Variant var[64];
+  int nvar = variants(k, dev, parts, def, var, 64);
+  /* the kernel's own form: (strategy, threads) pairs and vector widths */
+  typedef struct Self {
+    RedStrategy red;
+    int threads;
+  } Self;
+  Self self[16];
+  int nself = 0;
+  static const int vecs[] = {1, 2, 4, 8};
+  int nvec = 4;
+  if (dev->kind == TARGET_CPU) {
+    self[nself++] = (Self){RS_SERIAL, 1};
+  } else if (k->nphase > 0 || k->ninner > 0) {
+    static const int serial_t[] = {128, 256}, warp_t[] = {128, 256}, block_t[] = {64, 128, 256, 512, 1024};
+    for (int i = 0; i < 2; i++) self[nself++] = (Self){RS_SERIAL, serial_t[i]};
+    for (int i = 0; i < 2; i++) self[nself++] = (Self){RS_WARP, warp_t[i]};
+    for (int i = 0; i < 5; i++)
+      if (block_t[i] <= dev->max_threads_per_block) self[nself++] = (Self){RS_BLOCK, block_t[i]};
+  } else { /* one thread per point: only the block size */
+    static const int t[] = {64, 128, 256, 512, 1024};
+    for (int i = 0; i < 5; i++)
+      if (t[i] <= dev->max_threads_per_block) self[nself++] = (Self){RS_SERIAL, t[i]};
+  }
+  /* CUDA vectors only widen a reduction's loads */
+  if (dev->kind == TARGET_CUDA && k->nphase == 0) nvec = 1;
+  int omps = dev->kind == TARGET_CPU && k->npar > 0 ? 2 : 1;
+  /* flash-decoding: off, or key chunks filling 1, 2 or 4 blocks per multiprocessor */
+  int decode_fills[4] = {0}, ndecode = 1;
+  if (dev->kind == TARGET_CUDA && k->nphase == 1)
+    for (int f = 1; f <= 4; f *= 2) decode_fills[ndecode++] = f * dev->sms;
+  for (int dc = 0; dc < ndecode; dc++)
+    for (int v = 0; v < nvar; v++)
+      for (int si = 0; si < (dc ? 1 : nself); si++) /* flash-decoding replaces the kernel's own form */
+        for (int vi = 0; vi < (dc ? 1 : nvec); vi++)
+          for (int o = 0; o < omps; o++) {
+            Schedule s = *def;
+            if (!dc) {
+              s.red = self[si].red;
+              s.block_threads = self[si].threads;
+              s.vec = nvec == 1 && dev->kind == TARGET_CUDA ? def->vec : vecs[vi];
+            }
+            s.omp = o;
+            s.rows = var[v].rows, s.row_axis = var[v].axis, s.rows_serial = var[v].serial;
+            s.mma = var[v].mma, s.flash = var[v].flash, s.gemm_fill = var[v].fill, s.gemm_library = var[v].lib;
+            s.flash_decode = dc > 0;
+            s.decode_fill = decode_fills[dc];
+            add(&b, s);
+          }
+  (void)d;
+  out->s = b.s;
+  out->n = b.n;
+  return 1;
+}
+
+int tile_print_candidates(StrBuf *b, const TileProgram *tp, Diag *d) {
+  for (int i = 0; i < tp->nkernels; i++) {
+    ScheduleSpace sp;
+    const TileKernel *tk = &tp->kernels[i];
+    if (!schedule_space(tp->loop, tk->k, &tp->device, tp->matmul, &tk->s, &sp, d)) return 0;
+    sb_printf(b, "\ncandidates %s: %d\n", tk->k->name, sp.n);
+    for (int j = 0; j < sp.n; j++) {
+      sb_printf(b, "  %s", j ? "" : "default ");
+      schedule_format(b, &sp.s[j]);
+      sb_putc(b, '\n');
+    }
+  }
+  return 1;
+}

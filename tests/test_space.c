@@ -1,0 +1,200 @@
+/* Schedule spaces (tile/space.c): every candidate of a set of programs is legal, builds, renders C that the
+ * CPU backend runs correctly against the float64 reference, and renders CUDA C that NVRTC compiles; the
+ * text form of a schedule round-trips. */
+#include "testutil.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include "backend/backend.h"
+#include "backend/nvrtc.h"
+#include "base/clock.h"
+#include "base/hash.h"
+#include "driver/execute.h"
+#include "tile/space.h"
+
+static const char *PROGRAMS[] = {
+    "x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)",
+    "x: f32[seq, 64]; w: bf16[64, 64]; y = linear(x, w)",
+    "x: f32[3, 40]; w: f32[40]; y = rms_norm(x, w, 1e-6)",
+    "x: f32[seq, 37]; y = softmax(x, -1)",
+    "a: f32[5, 33]; b: f32[33]; y = a * b + 1",
+    "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)",
+};
+enum { NPROGRAMS = sizeof PROGRAMS / sizeof PROGRAMS[0] };
+
+static Compilation *loop_of(const char *src, Target t) {
+  Compilation *c = compilation_new(t, NULL);
+  Diag d = {0};
+  if (!compile_source(c, src, ST_TILE, &d)) fail_msg("%s: %s", src, d.msg);
+  return c;
+}
+
+/* The default schedules of c's tile program (one per kernel), malloc'ed. */
+static Schedule *defaults(const Compilation *c) {
+  Schedule *s = calloc((size_t)c->tile->nkernels, sizeof *s);
+  for (int i = 0; i < c->tile->nkernels; i++) s[i] = c->tile->kernels[i].s;
+  return s;
+}
+
+typedef void (*CandidateFn)(Compilation *c, const char *src, int kernel, const Schedule *s, void *ctx);
+
+/* The kernel's own form (strategy, threads, vector) differs from the default's, and so does its blocked
+ * variant or flash-decoding: a combination of two knob groups, each of which is covered alone. */
+static int mixes_groups(const Schedule *s, const Schedule *def) {
+  int self = s->red != def->red || s->block_threads != def->block_threads || s->vec != def->vec;
+  int variant = s->rows != def->rows || s->row_axis != def->row_axis || s->mma != def->mma || s->flash != def->flash ||
+                s->rows_serial != def->rows_serial || s->gemm_fill != def->gemm_fill ||
+                s->gemm_library != def->gemm_library || s->flash_decode != def->flash_decode ||
+                s->decode_fill != def->decode_fill;
+  return self && variant;
+}
+
+/* Calls fn for every candidate of every kernel (the other kernels at their defaults), c compiled with it;
+ * with `groups`, only the candidates that vary one knob group (mixes_groups), to keep NVRTC's time in
+ * bounds on the programs with the largest spaces. */
+static int each_candidate(const char *src, Target t, int groups, CandidateFn fn, void *ctx) {
+  Compilation *c = loop_of(src, t);
+  Schedule *def = defaults(c);
+  TileProgram *tp = c->tile;
+  int total = 0;
+  for (int i = 0; i < tp->nkernels; i++) {
+    ScheduleSpace sp;
+    Diag d = {0};
+    assert_true(schedule_space(c->loop, tp->kernels[i].k, &c->device, c->matmul, &def[i], &sp, &d));
+    assert_true(sp.n >= 1);
+    assert_true(schedule_equal(&sp.s[0], &def[i])); /* the default first */
+    for (int j = 0; j < sp.n; j++) {
+      for (int m = 0; m < j; m++) assert_false(schedule_equal(&sp.s[m], &sp.s[j])); /* each once */
+      if (groups && mixes_groups(&sp.s[j], &def[i])) continue;
+      Schedule *given = defaults(c);
+      given[i] = sp.s[j];
+      d = (Diag){0};
+      if (!compile_schedules(c, given, ST_CODE, &d)) fail_msg("%s kernel %d candidate %d: %s", src, i, j, d.msg);
+      fn(c, src, i, &sp.s[j], ctx);
+      free(given);
+      total++;
+    }
+  }
+  free(def);
+  compilation_free(c);
+  return total;
+}
+
+typedef struct CpuCtx {
+  Backend *be;
+  SymEnv env;
+} CpuCtx;
+
+static void run_and_check(Compilation *c, const char *src, int kernel, const Schedule *s, void *ctx) {
+  CpuCtx *cc = ctx;
+  Execution x = {0};
+  Diag d = {0};
+  StrBuf text = {0};
+  schedule_format(&text, s);
+  if (!execute_program(c, cc->be, &cc->env, 7, &x, &d)) fail_msg("%s [%s]: %s", src, sb_str(&text), d.msg);
+  double err[LT_MAX_OUTPUTS];
+  assert_true(execute_check(c, &x, &cc->env, err, &d));
+  for (int o = 0; o < x.nout; o++)
+    if (!(err[o] <= check_tolerance(x.out[o].dtype, c->matmul)))
+      fail_msg("%s kernel %d [%s]: error %g", src, kernel, sb_str(&text), err[o]);
+  execution_free(&x);
+  sb_free(&text);
+}
+
+static void cpu_candidates_are_correct(void **state) {
+  (void)state;
+  Diag d = {0};
+  CpuCtx cc = {backend_cpu_new(&d), {0}};
+  assert_non_null(cc.be);
+  /* 5 tokens: not a multiple of the blocked rows, so every blocked variant runs its tail too */
+  symenv_set(&cc.env, "seq", 5);
+  double t0 = now_ms();
+  int n = 0;
+  for (int p = 0; p < NPROGRAMS; p++) n += each_candidate(PROGRAMS[p], TARGET_CPU, 0, run_and_check, &cc);
+  print_message("%d CPU candidates checked in %.1f s\n", n, (now_ms() - t0) / 1000);
+  assert_true(n > 100);
+  cc.be->ops->destroy(cc.be);
+}
+
+typedef struct CudaCtx {
+  uint64_t *seen;
+  int nseen, cap, compiled;
+} CudaCtx;
+
+static void nvrtc_compiles(Compilation *c, const char *src, int kernel, const Schedule *s, void *ctx) {
+  CudaCtx *cc = ctx;
+  uint64_t h = hash_str(HASH_SEED, sb_str(&c->code));
+  for (int i = 0; i < cc->nseen; i++)
+    if (cc->seen[i] == h) return; /* the same source as another candidate (a knob its kernels do not use) */
+  if (cc->nseen == cc->cap) cc->seen = realloc(cc->seen, (size_t)(cc->cap = cc->cap * 2 + 64) * sizeof *cc->seen);
+  cc->seen[cc->nseen++] = h;
+  void *cubin = NULL;
+  size_t size = 0;
+  Diag d = {0};
+  StrBuf text = {0};
+  schedule_format(&text, s);
+  if (!nvrtc_compile(sb_str(&c->code), "sm_90", &cubin, &size, &d))
+    fail_msg("%s kernel %d [%s]: %s", src, kernel, sb_str(&text), d.msg);
+  free(cubin);
+  sb_free(&text);
+  cc->compiled++;
+}
+
+static void cuda_candidates_compile(void **state) {
+  (void)state;
+  if (!nvrtc_available()) skip();
+  CudaCtx cc = {0};
+  double t0 = now_ms();
+  int n = 0;
+  /* the kernels with a blocked variant (linear, the tensor-core GEMM, attention): each knob group alone; the
+   * rest: every candidate */
+  for (int p = 0; p < NPROGRAMS; p++)
+    n += each_candidate(PROGRAMS[p], TARGET_CUDA, p <= 1 || p == NPROGRAMS - 1, nvrtc_compiles, &cc);
+  print_message("%d CUDA candidates, %d distinct sources compiled by NVRTC in %.1f s\n", n, cc.compiled,
+                (now_ms() - t0) / 1000);
+  assert_true(cc.compiled > 60);
+  /* every candidate of the CPU space is checked; on CUDA at least this many, counting knob-group skips */
+  assert_true(n > 150);
+  free(cc.seen);
+}
+
+static void schedule_text_round_trips(void **state) {
+  (void)state;
+  Schedule s = {.red = RS_BLOCK,
+                .block_threads = 512,
+                .vec = 4,
+                .rows = 8,
+                .row_axis = 1,
+                .mma = 2,
+                .gemm_fill = 264,
+                .gemm_library = 1,
+                .flash_decode = 1,
+                .decode_fill = 132};
+  StrBuf b = {0};
+  schedule_format(&b, &s);
+  assert_string_equal(sb_str(&b), "red=block threads=512 vec=4 omp=0 rows=8 axis=1 serial=0 mma=2 flash=0 decode=1 "
+                                  "dfill=132 fill=264 lib=1");
+  Schedule back;
+  Diag d = {0};
+  assert_true(schedule_parse(sb_str(&b), &back, &d));
+  assert_true(schedule_equal(&s, &back));
+  back.vec = 2;
+  assert_false(schedule_equal(&s, &back));
+  assert_false(schedule_parse("red=block threads=x", &back, &d));
+  assert_contains(d.msg, "threads=x is not a number");
+  d = (Diag){0};
+  assert_false(schedule_parse("red=tree", &back, &d));
+  assert_contains(d.msg, "red=tree (serial, warp or block)");
+  d = (Diag){0};
+  assert_false(schedule_parse("red=warp bogus=1", &back, &d));
+  assert_contains(d.msg, "unknown word 'bogus=1'");
+  sb_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(schedule_text_round_trips),
+      cmocka_unit_test(cpu_candidates_are_correct),
+      cmocka_unit_test(cuda_candidates_compile),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -5,7 +5,7 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initializers
 CUDA    ?= /usr/local/cuda
 CFLAGS  ?= -O2 -g
-LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc -lcurl -lcrypto -lmicrohttpd
+LDLIBS  := -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc -lcurl -lcrypto -lmicrohttpd -lsqlite3
 CLI_LDLIBS := -ledit
 
 LIB_SRC := $(sort $(wildcard src/*/*.c src/*/*/*.c))

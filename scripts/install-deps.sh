@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lathe needs to build and test. Idempotent; quiet when all are present.
 set -euo pipefail
-pkgs=(build-essential clang-format libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev libedit-dev libmicrohttpd-dev)
+pkgs=(build-essential clang-format libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev libedit-dev libmicrohttpd-dev libsqlite3-dev)
 # The tests drive the interactive chat through tmux, render the man page with groff and check the zsh
 # completion's syntax.
 pkgs+=(tmux groff-base zsh)

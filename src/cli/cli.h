@@ -55,4 +55,9 @@ int cmd_pull(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_db(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+/* The tune database's file: `given` (--db), else tune.db in the cache directory; reports and returns 0
+ * when there is none. */
+int cli_tune_db_path(const char *given, char *out, size_t n);
 #endif

@@ -25,6 +25,8 @@ static const Command commands[] = {
     {"list", cmd_list, "the cached models; each NAME works as MODEL"},
     {"env", cmd_env, "the environment variables lathe reads, with their current values"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server over the batched engine"},
+    {"tune", cmd_tune, "measure each kernel's schedules and keep the fastest in the tuning database"},
+    {"db", cmd_db, "the tuning database: stats, export FILE, import FILE, prune"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -6,6 +6,8 @@ source "$(dirname "$0")/cli_lib.sh"
 export LATHE_CACHE_DIR="$tmp/cache"
 P='x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)'
 
+expect compile_without_db_no_origin 0 'rows=4\(i0\) => loop \+ variant rows$' -- compile -e "$P" --ir tile
+if [ -e "$tmp/cache/tune.db" ]; then fail compile_makes_no_db "a compile created tune.db"; else pass compile_makes_no_db; fi
 expect candidates_cpu 0 'candidates linear_0: [0-9]+' -- compile -e "$P" --ir tile --candidates
 expect candidates_default_first 0 '  default red=serial threads=1 vec=1 omp=0 rows=4 axis=0' -- compile -e "$P" --ir tile --candidates
 expect candidates_cuda_gemm 0 'mma=2 flash=0 decode=0 dfill=0 fill=264 lib=1' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --ir tile --candidates --target cuda
@@ -23,3 +25,29 @@ echo "{\"schema\": 2}" >"$tmp/v2.json"
 expect_error db_import_bad "not a lathe tune export of schema 1" -- db import "$tmp/v2.json"
 printf 'garbage garbage garbage garbage garbage garbage garbage garbage garbage garbage' >"$tmp/bad.db"
 expect_error db_corrupt 'tune database .*bad.db.*not a database' -- db stats --db "$tmp/bad.db"
+
+# ---- lathe tune on the CPU, and compiles that take what it measured ----
+if run_lathe tune_cpu tune -e "$P" --dim seq=8 --max-candidates 4 --repeats 3 --target cpu; then
+  if grep -q -E '^linear_0 +1 +4/[0-9]+ ' "$tmp/out" && grep -q -E '^  best: red=serial ' "$tmp/out" &&
+     grep -q -E '^program: default [0-9.]+ us, tuned [0-9.]+ us' "$tmp/out"; then pass tune_cpu
+  else fail tune_cpu "table: $(head -c 400 "$tmp/out")"; fi
+  if grep -q -E '^lathe: tune 1/1 linear_0 \(x1\): 4/[0-9]+ tried, best [0-9.]+ us \(default [0-9.]+ us\)$' "$tmp/err"; then
+    pass tune_progress
+  else fail tune_progress "stderr: $(head -c 400 "$tmp/err")"; fi
+fi
+expect tune_db_kept 0 'measurements: [4-9]' -- db stats
+expect compile_tuned_origin 0 '\[measured: the program ran in [0-9.]+ us with it, [0-9]+ samples, at seq=8\]' -- compile -e "$P" --ir tile
+expect compile_tuned_bucket 0 '\[default: no measurement\]' -- compile -e "$P" --ir tile --dim seq=4096
+expect compile_no_tune 0 'variant rows$' -- compile -e "$P" --ir tile --no-tune
+expect run_tuned_check 0 'check y: .* ok' -- run -e "$P" --dim seq=8 --check
+expect tune_budget 0 'stopped by|budget' -- tune -e "$P" --dim seq=8 --budget-s 0.001 --repeats 1
+expect_error tune_needs_dims "symbolic dimension 'seq' has no value; pass --dim seq=N" -- tune -e "$P"
+expect_error tune_config_needs_random "--config smollm2-135m tunes with random weights: add --random-weights" -- tune --config smollm2-135m
+if [ -e /dev/nvidia0 ]; then skip tune_cuda_no_gpu "a GPU is present"
+else expect_error tune_cuda_no_gpu 'CUDA|cuda|GPU' -- tune -e "$P" --dim seq=8 --target cuda; fi
+# a damaged database: compiles warn and go on with the defaults; tune refuses it
+printf 'garbage garbage garbage garbage garbage garbage garbage garbage garbage garbage' >"$tmp/cache/tune.db"
+rm -f "$tmp/cache/tune.db-wal" "$tmp/cache/tune.db-shm"
+expect compile_corrupt_db_warns 0 'lathe: warning: tune database .*not a database: compiling with the default schedules' -- compile -e "$P" --ir tile
+expect compile_corrupt_db_defaults 0 'variant rows$' -- compile -e "$P" --ir tile
+expect_error tune_corrupt_db 'not a database' -- tune -e "$P" --dim seq=8

@@ -39,6 +39,14 @@ void sb_putc(StrBuf *b, char c) {
   b->data[b->len] = 0;
 }
 
+void sb_putn(StrBuf *b, const void *p, size_t n) {
+  if (!n) return;
+  reserve(b, n);
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+  b->data[b->len] = 0;
+}
+
 void sb_indent(StrBuf *b, int level) {
   for (int i = 0; i < level; i++) sb_puts(b, "  ");
 }

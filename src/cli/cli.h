@@ -56,6 +56,15 @@ int cmd_list(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_db(int argc, char **argv);
+/* --dim NAME=N (an OPT_CALL): adds NAME = N to the SymEnv at dest (the name strdup'ed). */
+int cli_add_dim(void *dest, const char *name, const char *spec);
+/* The CUDA driver's version without initializing CUDA (0: no driver). */
+int cli_cuda_driver_version(void);
+/* Unless no_tune: c takes the tuning database's measured schedules (when tune.db exists in the cache
+ * directory), for the symbols' values in env (NULL: each kernel's latest). 1 when l was opened (close it
+ * with tune_lookup_close after compiling). */
+struct TuneLookup;
+int cli_use_tuning(Compilation *c, struct TuneLookup *l, int no_tune, const SymEnv *env);
 int cmd_tune(int argc, char **argv);
 /* The tune database's file: `given` (--db), else tune.db in the cache directory; reports and returns 0
  * when there is none. */

@@ -1,10 +1,12 @@
 /* lathe compile: print any stage of the pipeline. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../model/config.h"
 #include "../model/presets.h"
 #include "../model/model_check.h"
 #include "../tile/space.h"
+#include "../tune/lookup.h"
 #include "cli.h"
 #include "options.h"
 
@@ -14,7 +16,8 @@ int cmd_compile(int argc, char **argv) {
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   int target_given = 0;
-  int fuse_recompute = 0, no_fuse = 0, kv_block = 0, candidates = 0;
+  int fuse_recompute = 0, no_fuse = 0, kv_block = 0, candidates = 0, no_tune = 0;
+  SymEnv dims = {0};
   MatmulPrecision matmul = MM_HIGH;
   Opt opts[] = {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
@@ -25,6 +28,11 @@ int cmd_compile(int argc, char **argv) {
       {"--ir", NULL, OPT_STR, "STAGE", "the stage to print: graph, tensor, loop, tile, kernel or code", &stage_name},
       {"--target", NULL, OPT_STR, "cpu|cuda", "the backend to compile for", &target_name_arg, .def = "cpu"},
       {"--candidates", NULL, OPT_FLAG, NULL, "with --ir tile: also print each kernel's schedule space", &candidates},
+      {"--no-tune", NULL, OPT_FLAG, NULL, "the default schedules, ignoring the tuning database", &no_tune},
+      {"--dim", NULL, OPT_CALL, "NAME=N",
+       "take the tuning database's measurements made at this value of a symbolic dimension (repeat for each; "
+       "default: each kernel's latest)",
+       &dims, .call = cli_add_dim},
       {"--output", "-o", OPT_STR, "OUT", "write to OUT instead of stdout", &out_path},
       {"--fuse-recompute", NULL, OPT_FLAG, NULL,
        "allow fusions that recompute a reduction (norm -> linear "
@@ -104,6 +112,8 @@ int cmd_compile(int argc, char **argv) {
   c->device = desc;
   Diag d = {0};
   int rc = EXIT_OK, ok;
+  TuneLookup tl;
+  int tuned = cli_use_tuning(c, &tl, no_tune, dims.n ? &dims : NULL);
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */
     ModelBuildOptions bo = {4096, DT_BF16, DT_F32, kv_block};
     ok = (c->graph = model_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
@@ -140,7 +150,9 @@ int cmd_compile(int argc, char **argv) {
     }
     sb_free(&b);
   }
+  if (tuned) tune_lookup_close(&tl);
   compilation_free(c);
   program_arg_free(&prog);
+  for (int i = 0; i < dims.n; i++) free((char *)dims.names[i]);
   return rc;
 }

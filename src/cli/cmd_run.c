@@ -6,6 +6,7 @@
 #include <string.h>
 #include "../driver/execute.h"
 #include "../base/mem.h"
+#include "../tune/lookup.h"
 #include "cli.h"
 #include "options.h"
 
@@ -14,7 +15,7 @@ typedef struct RunOpts {
   int check, bench, iters, warmup;
   uint64_t seed;
   SymEnv env;
-  int fuse_recompute, no_fuse;
+  int fuse_recompute, no_fuse, no_tune;
   MatmulPrecision matmul;
 } RunOpts;
 
@@ -27,7 +28,7 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out) 
   return 1;
 }
 
-static int add_dim(void *dest, const char *name, const char *spec) {
+int cli_add_dim(void *dest, const char *name, const char *spec) {
   SymEnv *env = dest;
   const char *eq = strchr(spec, '=');
   long long v;
@@ -55,7 +56,7 @@ static int parse_args(int argc, char **argv, RunOpts *o) {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &o->inline_text},
       {"--target", NULL, OPT_STR, "cpu|cuda|auto", "where to run", &o->target},
       {"--dim", NULL, OPT_CALL, "NAME=N", "the value of a symbolic dimension (repeat for each)", &o->env,
-       .call = add_dim},
+       .call = cli_add_dim},
       {"--seed", NULL, OPT_INT, "N", "the seed of the random inputs", &seed, 1, 1000000000},
       {"--check", NULL, OPT_FLAG, NULL, "compare every output with a float64 reference (exit 1 on a mismatch)",
        &o->check},
@@ -63,6 +64,7 @@ static int parse_args(int argc, char **argv, RunOpts *o) {
       {"--iters", NULL, OPT_INT, "N", "timed runs of --bench", &o->iters, 1, 1000000000},
       {"--warmup", NULL, OPT_INT, "N", "untimed runs before --bench's", &o->warmup, 0, 1000000000},
       {"--fuse-recompute", NULL, OPT_FLAG, NULL, "allow fusions that recompute a reduction", &o->fuse_recompute},
+      {"--no-tune", NULL, OPT_FLAG, NULL, "the default schedules, ignoring the tuning database", &o->no_tune},
       {"--no-fuse", NULL, OPT_FLAG, NULL, "one kernel per reduction (no reduction fusion)", &o->no_fuse},
       {"--matmul-precision", NULL, OPT_STR, "high|highest|medium",
        "tensor-core GEMMs on CUDA (see lathe generate "
@@ -150,6 +152,8 @@ int cmd_run(int argc, char **argv) {
   if (be) c->device = be->target; /* schedules for the device the plan runs on */
   Execution x = {0};
   int rc = EXIT_ERROR;
+  TuneLookup tl;
+  int tuned = be && cli_use_tuning(c, &tl, o.no_tune, &o.env);
   if (!be) {
     report(&d, NULL);
     goto done;
@@ -194,6 +198,7 @@ int cmd_run(int argc, char **argv) {
            c->kernel->nkernels == 1 ? "" : "s", ms, o.iters, o.warmup, target_name(target));
   }
 done:
+  if (tuned) tune_lookup_close(&tl);
   execution_free(&x);
   if (be) be->ops->destroy(be);
   compilation_free(c);

@@ -1,7 +1,197 @@
-/* lathe tune: (filled in by the next step) */
+/* lathe tune: measure each kernel's schedules on the CPU or the GPU and keep every measurement in the tuning
+ * database, which later compiles read (lathe compile --ir tile shows which schedule each kernel took). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../backend/cuda_driver.h"
+#include "../model/config.h"
+#include "../model/model_check.h"
+#include "../model/presets.h"
+#include "../tune/lookup.h"
+#include "../tune/tune.h"
 #include "cli.h"
+#include "options.h"
+
+static Backend *open_cpu(Diag *d) { return backend_cpu_new(d); }
+static Backend *open_cuda(Diag *d) { return backend_cuda_new(d); }
+
+/* The CUDA driver's version without initializing it (the tuning process must not hold a context: its
+ * children measure). 0 when there is no driver. */
+int cli_cuda_driver_version(void) {
+  CudaDriver drv;
+  Diag d = {0};
+  int v = 0;
+  if (!cuda_driver_load(&drv, &d)) return 0;
+  if (drv.cuDriverGetVersion && drv.cuDriverGetVersion(&v) != 0) v = 0;
+  cuda_driver_unload(&drv);
+  return v;
+}
+
+int cli_use_tuning(Compilation *c, TuneLookup *l, int no_tune, const SymEnv *env) {
+  char path[1024];
+  if (no_tune || !tune_db_default_path(path, sizeof path)) return 0;
+  if (!tune_lookup_open(l, path, env, c->target == TARGET_CUDA ? cli_cuda_driver_version() : 0)) return 0;
+  c->schedules = &l->source;
+  return 1;
+}
+
+static void print_progress(void *ctx, const TuneProgress *p) {
+  (void)ctx;
+  fprintf(stderr, "lathe: tune %d/%d %s (x%d): %d/%d tried, best %.1f us (default %.1f us)", p->group + 1, p->ngroups,
+          p->kernel, p->members, p->tried, p->candidates, p->best_us, p->default_us);
+  if (p->left_s >= 0) fprintf(stderr, ", %.0f s left", p->left_s);
+  fputc('\n', stderr);
+}
+
+static void free_env(SymEnv *env) {
+  for (int i = 0; i < env->n; i++) free((char *)env->names[i]);
+}
+
 int cmd_tune(int argc, char **argv) {
-  (void)argc, (void)argv;
-  report_msg("lathe tune is not built yet");
-  return EXIT_ERROR;
+  const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
+             *matmul_name = NULL;
+  int random_weights = 0, seed = 1, past = 128;
+  TuneOptions o = {{64, 16, 0, 0.03, 5}, 2, 300, {0}, 1, NULL, 0, print_progress, NULL};
+  Opt opts[] = {
+      {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
+      {"--config", NULL, OPT_STR, "NAME", "a built-in architecture's step (with --random-weights)", &config},
+      {"--random-weights", NULL, OPT_FLAG, NULL,
+       "random weights (the only kind tuning needs: times do not depend on them)", &random_weights},
+      {"--target", NULL, OPT_STR, "cpu|cuda", "the backend to measure on", &target_arg},
+      {"--dim", NULL, OPT_CALL, "NAME=N", "a symbolic dimension's value while measuring (repeat for each)", &o.env,
+       .call = cli_add_dim},
+      {"--past", NULL, OPT_INT, "N", "a model step's past positions unless --dim gives them", &past, 0, 1 << 20},
+      {"--max-candidates", NULL, OPT_INT, "N", "candidates measured per kernel structure, the default included",
+       &o.lim.max_candidates, 1, 100000},
+      {"--patience", NULL, OPT_INT, "N", "stop a kernel's search after N candidates in a row no faster (0: never)",
+       &o.lim.patience, 0, 100000},
+      {"--budget-s", NULL, OPT_NUM, "S", "stop starting measurements after S seconds in all (0: no limit)",
+       &o.lim.budget_s, 0, 1e7},
+      {"--repeats", NULL, OPT_INT, "N", "timed runs per measurement (the median is kept)", &o.lim.repeats, 1, 100000},
+      {"--warmup", NULL, OPT_INT, "N", "untimed runs before each measurement", &o.warmup, 0, 100000},
+      {"--timeout-s", NULL, OPT_NUM, "S", "a candidate still compiling or running after S seconds is killed",
+       &o.timeout_s, 1, 1e6},
+      {"--seed", NULL, OPT_INT, "N", "the seed of the random inputs", &seed, 1, 1000000000},
+      {"--matmul-precision", NULL, OPT_STR, "high|highest|medium",
+       "tensor-core GEMMs on CUDA (see lathe generate --help)", &matmul_name, .def = "high"},
+      {"--db", NULL, OPT_STR, "FILE", "the tuning database (default: tune.db in the cache directory)", &db_arg},
+  };
+  CmdSpec spec = {"tune",
+                  "(-e PROGRAM | FILE.lt | MODEL | --config NAME --random-weights) [options]",
+                  "Search each kernel's schedule space on the device: every candidate compiled, checked against the\n"
+                  "default schedules' outputs and timed in a child process; every measurement goes into the tuning\n"
+                  "database, and later compiles for the same device take the fastest (--no-tune: not).",
+                  opts,
+                  sizeof opts / sizeof opts[0],
+                  "FILE",
+                  &path,
+                  NULL};
+  int r = opts_parse(&spec, argc, argv);
+  if (r != OPTS_OK) {
+    free_env(&o.env);
+    return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
+  }
+  int rc = EXIT_ERROR;
+  ProgramArg prog = {0};
+  Compilation *c = NULL;
+  TuneDb *db = NULL;
+  TuneReport rep = {0};
+  Diag d = {0};
+  MatmulPrecision matmul;
+  Target target;
+  ModelConfig preset = {0};
+  o.seed = (uint64_t)seed;
+  if (!matmul_option(matmul_name, &matmul)) goto done;
+  if (!target_parse(target_arg, &target)) {
+    report_msg("unknown target '%s' (expected cpu or cuda)", target_arg);
+    goto done;
+  }
+  if (config && (inline_text || path)) {
+    report_msg("give a program, a MODEL or --config NAME, not several");
+    goto done;
+  }
+  if (config && !random_weights) {
+    report_msg("--config %s tunes with random weights: add --random-weights", config);
+    goto done;
+  }
+  if (config && !model_preset(config, &preset)) {
+    report_msg("unknown --config '%s' (known: %s)", config, model_preset_names());
+    goto done;
+  }
+  if (!inline_text && path) path = model_arg_resolve(path);
+  int model = !inline_text && path && is_model_path(path);
+  if (!config && !model && !program_arg_load(&prog, inline_text, path)) goto done;
+  char db_path[1024];
+  if (!cli_tune_db_path(db_arg, db_path, sizeof db_path)) goto done;
+  if (!(db = tune_db_open(db_path, &d))) {
+    report(&d, NULL);
+    goto done;
+  }
+  o.open_backend = target == TARGET_CUDA ? open_cuda : open_cpu;
+  if (target == TARGET_CUDA) o.driver = cli_cuda_driver_version();
+  TargetDesc dev;
+  if (!tune_query_device(o.open_backend, o.timeout_s, &dev, &d)) {
+    report(&d, NULL);
+    goto done;
+  }
+  c = compilation_new(target, NULL);
+  c->device = dev;
+  c->matmul = matmul;
+  int ok;
+  if (config || model) {
+    ModelConfig cfg = preset;
+    WeightStore *w = NULL;
+    if (model && !(w = model_weights_open(path, &cfg, &d))) ok = 0;
+    else {
+      ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, config ? DT_BF16 : DT_F32,
+                              DT_F32, 0};
+      ok = (c->graph = model_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, ST_TILE, &d);
+    }
+    weights_close(w);
+    /* a decode step unless --dim says otherwise */
+    int64_t v;
+    if (ok && !symenv_get(&o.env, "seq", &v)) symenv_set(&o.env, strdup("seq"), 1);
+    if (ok && !symenv_get(&o.env, "past", &v)) symenv_set(&o.env, strdup("past"), past);
+  } else {
+    ok = compile_source(c, prog.text, ST_TILE, &d);
+  }
+  if (!ok) {
+    report(&d, config ? config : model ? path : prog.file);
+    goto done;
+  }
+  for (int s = 0; s < c->graph->nsymbols; s++) {
+    int64_t v;
+    if (!symenv_get(&o.env, c->graph->symbols[s], &v)) {
+      report_msg("symbolic dimension '%s' has no value; pass --dim %s=N", c->graph->symbols[s], c->graph->symbols[s]);
+      goto done;
+    }
+  }
+  if (!tune_compilation(c, db, &o, &rep, &d)) {
+    report(&d, config ? config : model ? path : prog.file);
+    goto done;
+  }
+  printf("tuned on %s (%s), database %s\n", dev.name, target_name(target), db_path);
+  printf("%-28s %7s %10s %12s %12s %8s  %s\n", "kernel", "kernels", "tried", "default us", "best us", "speedup",
+         "stopped by");
+  for (int i = 0; i < rep.n; i++) {
+    const TuneKernelReport *k = &rep.k[i];
+    char tried[32];
+    snprintf(tried, sizeof tried, "%d/%d", k->tried, k->candidates);
+    printf("%-28s %7d %10s %12.1f %12.1f %7.2fx  %s", k->name, k->members, tried, k->default_us, k->best_us,
+           k->best_us > 0 ? k->default_us / k->best_us : 0, tune_stop_name(k->stop));
+    if (k->wrong || k->faults || k->timeouts)
+      printf(" (%d wrong, %d faults, %d timeouts)", k->wrong, k->faults, k->timeouts);
+    printf("\n  best: %s\n", k->best);
+  }
+  if (rep.default_us > 0 && rep.tuned_us > 0)
+    printf("program: default %.1f us, tuned %.1f us (%.2fx)\n", rep.default_us, rep.tuned_us,
+           rep.default_us / rep.tuned_us);
+  rc = EXIT_OK;
+done:
+  free(rep.k);
+  tune_db_close(db);
+  compilation_free(c);
+  program_arg_free(&prog);
+  free_env(&o.env);
+  return rc;
 }

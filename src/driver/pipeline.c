@@ -1,5 +1,6 @@
 #include "pipeline.h"
 #include "../base/mem.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../frontend/frontend.h"
@@ -51,6 +52,31 @@ static int lower_tile(Compilation *c, Stage upto, Diag *d) {
   return code_render_program(c->kernel, c->arena, &c->code, &c->launch, d);
 }
 
+/* Each kernel's schedule from c->schedules where it has one that is legal here (else the default), and
+ * where each came from. */
+static int take_sourced_schedules(Compilation *c, Diag *d) {
+  const int n = c->loop->nkernels;
+  Schedule *given = ARENA_ARRAY(c->arena, Schedule, n ? n : 1);
+  const char **why = ARENA_ARRAY(c->arena, const char *, n ? n : 1);
+  for (int i = 0; i < n; i++) {
+    const LKernel *k = &c->loop->kernels[i];
+    char text[800] = "";
+    Schedule s;
+    given[i] = c->tile->kernels[i].s;
+    if (c->schedules->lookup(c->schedules->ctx, c->loop, k, &c->device, c->matmul, &s, text, sizeof text)) {
+      Diag illegal = {0};
+      if (schedule_check(c->loop, k, &c->device, &s, &illegal)) given[i] = s;
+      else snprintf(text, sizeof text, "default (the measured schedule is not legal here: %s)", illegal.msg);
+    }
+    why[i] = arena_strdup(c->arena, text);
+  }
+  TileProgram *tp = tile_from_schedules(c->loop, &c->device, &c->fusion, c->matmul, given, d);
+  if (!tp) return 0;
+  for (int i = 0; i < n; i++) tp->kernels[i].origin = why[i];
+  c->tile = tp;
+  return 1;
+}
+
 int compile_graph(Compilation *c, Stage upto, Diag *d) {
   if (upto == ST_GRAPH) return 1;
   if (!(c->tensor = tensor_from_graph(c->graph, d))) return 0;
@@ -63,6 +89,7 @@ int compile_graph(Compilation *c, Stage upto, Diag *d) {
     return 0;
   }
   if (!(c->tile = tile_from_loop(c->loop, &c->device, &c->fusion, c->matmul, c->batch_invariant, d))) return 0;
+  if (c->schedules && !c->batch_invariant && !take_sourced_schedules(c, d)) return 0;
   return lower_tile(c, upto, d);
 }
 

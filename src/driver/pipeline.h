@@ -9,14 +9,23 @@ typedef enum Stage { ST_GRAPH, ST_TENSOR, ST_LOOP, ST_TILE, ST_KERNEL, ST_CODE, 
 const char *stage_name(Stage s);
 int stage_parse(const char *s, Stage *out);
 
+/* Where schedules other than the defaults come from (the tuning database: tune/lookup.h). lookup gives kernel
+ * k's schedule (1) or none (0, the default stays); either way `why` says where it came from, for --ir tile. */
+typedef struct ScheduleSource {
+  void *ctx;
+  int (*lookup)(void *ctx, const LProgram *p, const LKernel *k, const TargetDesc *dev, MatmulPrecision mm, Schedule *s,
+                char *why, size_t nwhy);
+} ScheduleSource;
+
 typedef struct Compilation {
   Arena *arena;
   ExprPool *pool;
   Target target;
   TargetDesc device; /* target_default(target) unless the caller sets it (a backend's own, --device) */
   FusionPolicy fusion;
-  MatmulPrecision matmul; /* MM_HIGH unless the caller sets it before compiling */
-  int batch_invariant;    /* tile_from_loop's batch-invariant schedules */
+  MatmulPrecision matmul;          /* MM_HIGH unless the caller sets it before compiling */
+  int batch_invariant;             /* tile_from_loop's batch-invariant schedules */
+  const ScheduleSource *schedules; /* NULL: every kernel's default schedule (no database consulted) */
   Graph *graph;
   TProgram *tensor;
   LProgram *loop;

@@ -392,18 +392,13 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d) {
+int plan_bench_times(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *times, Diag *d) {
   if (iters < 1 || warmup < 0) {
     diag_error(d, 0, 0, "bench: need at least one timed iteration (got warmup=%d iters=%d)", warmup, iters);
     return 0;
   }
-  double *times = mem_calloc(d, (size_t)iters, sizeof *times, "the benchmark's times");
-  if (!times) return 0;
   RunState s;
-  if (!state_init(p, env, &s, d)) {
-    free(times);
-    return 0;
-  }
+  if (!state_init(p, env, &s, d)) return 0;
   int ok = upload_inputs(p, &s, env, inputs, d);
   for (int i = 0; ok && i < warmup; i++) ok = plan_launch_all(p, &s, d);
   for (int i = 0; ok && i < iters; i++) {
@@ -411,6 +406,17 @@ int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int 
     ok = plan_launch_all(p, &s, d);
     times[i] = now_ms() - t0;
   }
+  return ok;
+}
+
+int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d) {
+  if (iters < 1 || warmup < 0) {
+    diag_error(d, 0, 0, "bench: need at least one timed iteration (got warmup=%d iters=%d)", warmup, iters);
+    return 0;
+  }
+  double *times = mem_calloc(d, (size_t)iters, sizeof *times, "the benchmark's times");
+  if (!times) return 0;
+  int ok = plan_bench_times(p, env, inputs, warmup, iters, times, d);
   if (ok) {
     qsort(times, (size_t)iters, sizeof *times, cmp_double);
     *median_ms = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);

@@ -17,6 +17,8 @@ int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outpu
 /* Runs it `iters` times after `warmup` runs and reports the median wall time of one run in ms
  * (inputs already on the device; excludes transfers). */
 int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d);
+/* The same runs, each run's milliseconds into times[0..iters-1] (in run order). */
+int plan_bench_times(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *times, Diag *d);
 const char *plan_source(const Plan *p);
 /* Gives program input `input` a device buffer that persists across runs, filled from host (zeros when
  * host is NULL): weights, and state such as KV caches that cache_write updates in place. plan_run and

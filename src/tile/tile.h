@@ -90,6 +90,8 @@ typedef struct TileKernel {
   const LKernel *k;
   Schedule s;
   TileChoice c;
+  const char *origin; /* where s came from ("measured 12.3 us", "default: ..."), printed by --ir tile; NULL when
+                         no tuning database was consulted */
 } TileKernel;
 
 typedef struct TileProgram {

@@ -105,6 +105,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
                 c->by_decode && c->by_prefill ? "decode and prefill"
                 : c->by_decode                ? "decode"
                                               : "prefill");
+    if (tp->kernels[i].origin) sb_printf(b, "  [%s]", tp->kernels[i].origin);
     sb_putc(b, '\n');
   }
 }

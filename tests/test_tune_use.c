@@ -1,0 +1,196 @@
+/* lathe tune's process and compile-time parts: the child runner's watchdog (a crash is a fault, a hang a
+ * timeout, and the parent goes on), and compile-time selection (measured, else the default, with the reason;
+ * no database: no reasons and the default; a corrupt database: a warning and the defaults). */
+#include "testutil.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "base/notice.h"
+#include "tile/space.h"
+#include "tune/child.h"
+#include "tune/key.h"
+#include "tune/lookup.h"
+
+static int ok_fn(void *ctx, StrBuf *out) {
+  (void)ctx;
+  sb_putn(out, "a\0b", 3);
+  return 1;
+}
+static int failed_fn(void *ctx, StrBuf *out) {
+  (void)ctx;
+  sb_puts(out, "compile error");
+  return 0;
+}
+static int crash_fn(void *ctx, StrBuf *out) {
+  (void)ctx, (void)out;
+  raise(SIGKILL); /* what a device fault or a sanitizer's abort looks like from outside */
+  return 1;
+}
+static int exit_fn(void *ctx, StrBuf *out) {
+  (void)ctx, (void)out;
+  _exit(1); /* dies before the last byte, whatever the status */
+}
+static int hang_fn(void *ctx, StrBuf *out) {
+  (void)ctx, (void)out;
+  for (;;) pause();
+  return 1;
+}
+
+static void child_watchdog(void **state) {
+  (void)state;
+  StrBuf b = {0};
+  char why[256];
+  assert_int_equal(tune_run_child(ok_fn, NULL, 30, &b, why, sizeof why), CHILD_OK);
+  assert_int_equal(b.len, 3);
+  assert_memory_equal(b.data, "a\0b", 3);
+  sb_clear(&b);
+  assert_int_equal(tune_run_child(failed_fn, NULL, 30, &b, why, sizeof why), CHILD_FAILED);
+  assert_string_equal(sb_str(&b), "compile error");
+  sb_clear(&b);
+  assert_int_equal(tune_run_child(crash_fn, NULL, 30, &b, why, sizeof why), CHILD_FAULT);
+  assert_contains(why, "killed by signal 9");
+  assert_int_equal(tune_run_child(exit_fn, NULL, 30, &b, why, sizeof why), CHILD_FAULT);
+  assert_contains(why, "exited with status 1 before finishing");
+  assert_int_equal(tune_run_child(hang_fn, NULL, 1, &b, why, sizeof why), CHILD_TIMEOUT);
+  assert_contains(why, "still running after 1 s: killed");
+  /* and the parent goes on */
+  assert_int_equal(tune_run_child(ok_fn, NULL, 30, &b, why, sizeof why), CHILD_OK);
+  sb_free(&b);
+}
+
+static const char *PROG = "x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)";
+static char dir[128], dbpath[200];
+
+static void plant(const char *schedule, const char *bucket, double us) {
+  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  Diag d = {0};
+  assert_true(compile_source(c, PROG, ST_LOOP, &d));
+  TuneRecord r = {0};
+  tune_kernel_key(c->loop, &c->loop->kernels[0], MM_HIGH, r.kernel);
+  snprintf(r.bucket, sizeof r.bucket, "%s", bucket);
+  tune_device_identity(&c->device, 0, r.device, sizeof r.device);
+  snprintf(r.compiler, sizeof r.compiler, "%s", TUNE_COMPILER_IDENTITY);
+  snprintf(r.schedule, sizeof r.schedule, "%s", schedule);
+  snprintf(r.name, sizeof r.name, "linear_0");
+  r.median_us = r.min_us = r.max_us = us;
+  r.samples = 3;
+  TuneDb *db = tune_db_open(dbpath, &d);
+  assert_non_null(db);
+  assert_true(tune_db_add(db, &r, &d));
+  tune_db_close(db);
+  compilation_free(c);
+}
+
+/* Compiles PROG through the tile stage with the database (or without: use_db 0). */
+static Compilation *compile_with(int use_db, const SymEnv *env, TuneLookup *l, int *opened) {
+  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  *opened = use_db && tune_lookup_open(l, dbpath, env, 0);
+  if (*opened) c->schedules = &l->source;
+  Diag d = {0};
+  if (!compile_source(c, PROG, ST_CODE, &d)) fail_msg("%s", d.msg);
+  return c;
+}
+
+static int warnings;
+static char warning[600];
+static void sink(void *ctx, const Notice *n) {
+  (void)ctx;
+  if (n->kind == NOTICE_WARNING) warnings++, snprintf(warning, sizeof warning, "%s", n->text);
+}
+
+static void compile_time_selection(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/lathe_tune_use_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(dbpath, sizeof dbpath, "%s/tune.db", dir);
+  TuneLookup l;
+  int opened;
+  /* no database file: the defaults, nothing printed, no file made */
+  Compilation *plain = compile_with(1, NULL, &l, &opened);
+  assert_false(opened);
+  assert_null(plain->tile->kernels[0].origin);
+  assert_int_not_equal(access(dbpath, F_OK), 0);
+  Schedule def = plain->tile->kernels[0].s;
+  /* two measurements: the faster one is taken */
+  plant("red=serial threads=1 vec=2 omp=0 rows=2 axis=0", "seq=8", 40);
+  plant("red=serial threads=1 vec=4 omp=0 rows=8 axis=0", "seq=8", 30);
+  plant("red=serial threads=1 vec=8 omp=0 rows=1 axis=-1", "seq=128", 900);
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 7);
+  Compilation *c = compile_with(1, &env, &l, &opened);
+  assert_true(opened);
+  assert_int_equal(c->tile->kernels[0].s.vec, 4);
+  assert_int_equal(c->tile->kernels[0].s.rows, 8);
+  assert_contains(c->tile->kernels[0].origin, "measured: the program ran in 30.0 us with it, 3 samples, at seq=8");
+  StrBuf b = {0};
+  tile_print(&b, c->tile);
+  assert_contains(sb_str(&b), "rows=8(i0) => loop + variant rows  [measured: ");
+  sb_free(&b);
+  /* the code is the measured schedule's, not the default's */
+  assert_string_not_equal(sb_str(&c->code), sb_str(&plain->code));
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* another bucket: that bucket's measurement */
+  symenv_set(&env, "seq", 100);
+  c = compile_with(1, &env, &l, &opened);
+  assert_int_equal(c->tile->kernels[0].s.vec, 8);
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* without symbol values: the latest bucket measured */
+  c = compile_with(1, NULL, &l, &opened);
+  assert_int_equal(c->tile->kernels[0].s.vec, 8);
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* a bucket never measured: the default, saying so, and the same code as without a database */
+  symenv_set(&env, "seq", 3000);
+  c = compile_with(1, &env, &l, &opened);
+  assert_true(schedule_equal(&c->tile->kernels[0].s, &def));
+  assert_string_equal(c->tile->kernels[0].origin, "default: no measurement");
+  assert_string_equal(sb_str(&c->code), sb_str(&plain->code));
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* --no-tune: the database is not consulted */
+  c = compile_with(0, NULL, &l, &opened);
+  assert_null(c->tile->kernels[0].origin);
+  assert_string_equal(sb_str(&c->code), sb_str(&plain->code));
+  compilation_free(c);
+  /* a measured schedule that is illegal here (blocking an axis the kernel lacks): the default, with why */
+  plant("red=serial threads=1 vec=1 omp=0 rows=8 axis=5", "seq=4096", 1);
+  symenv_set(&env, "seq", 4000);
+  c = compile_with(1, &env, &l, &opened);
+  assert_true(schedule_equal(&c->tile->kernels[0].s, &def));
+  assert_contains(c->tile->kernels[0].origin, "default (the measured schedule is not legal here: kernel linear_0: "
+                                              "register blocking on parallel axis 5");
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* a corrupt database: one warning, the defaults, the compile succeeds */
+  FILE *f = fopen(dbpath, "w");
+  for (int i = 0; i < 100; i++) fputs("not a database ", f);
+  fclose(f);
+  char wal[300];
+  snprintf(wal, sizeof wal, "%s-wal", dbpath);
+  unlink(wal);
+  snprintf(wal, sizeof wal, "%s-shm", dbpath);
+  unlink(wal);
+  notice_set_sink(sink, NULL);
+  c = compile_with(1, &env, &l, &opened);
+  notice_set_sink(NULL, NULL);
+  assert_false(opened);
+  assert_int_equal(warnings, 1);
+  assert_contains(warning, "not a database: compiling with the default schedules");
+  assert_string_equal(sb_str(&c->code), sb_str(&plain->code));
+  compilation_free(c);
+  compilation_free(plain);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(child_watchdog),
+      cmocka_unit_test(compile_time_selection),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

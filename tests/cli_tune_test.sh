@@ -51,3 +51,6 @@ rm -f "$tmp/cache/tune.db-wal" "$tmp/cache/tune.db-shm"
 expect compile_corrupt_db_warns 0 'lathe: warning: tune database .*not a database: compiling with the default schedules' -- compile -e "$P" --ir tile
 expect compile_corrupt_db_defaults 0 'variant rows$' -- compile -e "$P" --ir tile
 expect_error tune_corrupt_db 'not a database' -- tune -e "$P" --dim seq=8
+# the model commands take the database's schedules too, unless --no-tune
+expect generate_no_tune_flag 0 '--no-tune +the default schedules, ignoring the tuning database' -- generate --help
+expect bench_no_tune_flag 0 '--no-tune +the default schedules, ignoring the tuning database' -- bench --help

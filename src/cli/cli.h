@@ -65,6 +65,9 @@ int cli_cuda_driver_version(void);
  * with tune_lookup_close after compiling). */
 struct TuneLookup;
 int cli_use_tuning(Compilation *c, struct TuneLookup *l, int no_tune, const SymEnv *env);
+/* The same for a model's load options: the source to put in ModelLoadOptions.schedules, or NULL (then l
+ * needs no closing; else tune_lookup_close once the model is compiled). */
+const ScheduleSource *cli_tune_source(struct TuneLookup *l, Target t, int no_tune, const SymEnv *env);
 int cmd_tune(int argc, char **argv);
 /* The tune database's file: `given` (--db), else tune.db in the cache directory; reports and returns 0
  * when there is none. */

@@ -16,6 +16,7 @@
 #include "../base/settings.h"
 #include "bench_batched.h"
 #include "gen_common.h"
+#include "../tune/lookup.h"
 #include "cli.h"
 #include "options.h"
 
@@ -23,7 +24,7 @@ typedef struct BenchArgs {
   const char *model, *config, *target, *dtype, *weights, *matmul, *prompt_arg, *gen_arg, *arrivals, *kv_dtype;
   int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given, fuse_recompute;
   double bandwidth_gbs, kv_memory_gb;
-  int concurrency, requests, kv_block, shared_prefix, max_batch_tokens, batch_invariant;
+  int concurrency, requests, kv_block, shared_prefix, max_batch_tokens, batch_invariant, no_tune;
   BatchedBenchArgs batched;
 } BenchArgs;
 
@@ -69,6 +70,7 @@ static int parse(int argc, char **argv, BenchArgs *a) {
       {"--fuse-recompute", NULL, OPT_FLAG, NULL, "the fusion policy that recomputes a reduction in its consumers",
        &a->fuse_recompute},
       {"--json", NULL, OPT_FLAG, NULL, "print one JSON object", &a->json},
+      {"--no-tune", NULL, OPT_FLAG, NULL, "the default schedules, ignoring the tuning database", &a->no_tune},
       {"--concurrency", NULL, OPT_INT, "N",
        "the batched engine instead: requests at once (output tok/s, step time, time to first token, inter-token "
        "latency)",
@@ -177,44 +179,16 @@ static int cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-int cmd_bench(int argc, char **argv) {
-  BenchArgs a;
-  int parsed = parse(argc, argv, &a);
-  if (parsed != 1) return parsed == 2 ? EXIT_OK : EXIT_ERROR;
-  DType wdt;
-  if (!dtype_parse(a.dtype, &wdt) || !dtype_is_float(wdt)) {
-    report_msg("--dtype expects f32, f16 or bf16, got '%s'", a.dtype);
-    return EXIT_ERROR;
-  }
-  ModelConfig cfg;
-  if (a.config && !model_preset(a.config, &cfg)) {
-    report_msg("unknown --config '%s' (known: %s)", a.config, model_preset_names());
-    return EXIT_ERROR;
-  }
-  Diag d = {0};
-  Target t;
-  Backend *be = open_backend(a.target, &t, &d);
-  if (!be) {
-    report(&d, NULL);
-    return EXIT_ERROR;
-  }
-  /* the floor's bandwidth: a CPU's is unknown unless given; CUDA's default is the H200's */
-  double bw = a.bandwidth_gbs;
-  int bw_ok = 1;
-  if (!a.bandwidth_given) bw = t == TARGET_CUDA ? 4130 : setting_number(SET_CPU_BANDWIDTH, 0, &bw_ok);
-  if (!bw_ok || bw < 0) {
-    report_msg("LATHE_CPU_BANDWIDTH=%s: expected GB/s, a number > 0", setting_str(SET_CPU_BANDWIDTH));
-    be->ops->destroy(be);
-    return EXIT_ERROR;
-  }
+/* The benchmark itself, the model loaded with lo (the tuning database's schedules in it when there is one). */
+static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, Backend *be,
+                       const ModelLoadOptions *lop, double bw, Diag *dp) {
+  BenchArgs a = *ap;
+  ModelConfig cfg = *cfgp;
+  ModelLoadOptions lo = *lop;
+  Diag d = *dp;
+  const Target t = lo.target;
   int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
   if (a.concurrency) need = a.batched.prompt_hi + a.batched.gen_hi;
-  ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
-  lo.fuse_recompute = a.fuse_recompute;
-  if (!weights_option(a.weights, &lo) || !matmul_option(a.matmul, &lo.matmul)) {
-    be->ops->destroy(be);
-    return EXIT_ERROR;
-  }
   if (a.concurrency) {
     lo.kv_block = a.kv_block;
     lo.kv_memory = (size_t)(a.kv_memory_gb * 1e9);
@@ -369,5 +343,51 @@ done:
     remove_dir(cold_dir);
     setting_set(SET_CACHE_DIR, NULL);
   }
+  return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+  BenchArgs a;
+  int parsed = parse(argc, argv, &a);
+  if (parsed != 1) return parsed == 2 ? EXIT_OK : EXIT_ERROR;
+  DType wdt;
+  if (!dtype_parse(a.dtype, &wdt) || !dtype_is_float(wdt)) {
+    report_msg("--dtype expects f32, f16 or bf16, got '%s'", a.dtype);
+    return EXIT_ERROR;
+  }
+  ModelConfig cfg;
+  if (a.config && !model_preset(a.config, &cfg)) {
+    report_msg("unknown --config '%s' (known: %s)", a.config, model_preset_names());
+    return EXIT_ERROR;
+  }
+  Diag d = {0};
+  Target t;
+  Backend *be = open_backend(a.target, &t, &d);
+  if (!be) {
+    report(&d, NULL);
+    return EXIT_ERROR;
+  }
+  /* the floor's bandwidth: a CPU's is unknown unless given; CUDA's default is the H200's */
+  double bw = a.bandwidth_gbs;
+  int bw_ok = 1;
+  if (!a.bandwidth_given) bw = t == TARGET_CUDA ? 4130 : setting_number(SET_CPU_BANDWIDTH, 0, &bw_ok);
+  if (!bw_ok || bw < 0) {
+    report_msg("LATHE_CPU_BANDWIDTH=%s: expected GB/s, a number > 0", setting_str(SET_CPU_BANDWIDTH));
+    be->ops->destroy(be);
+    return EXIT_ERROR;
+  }
+  int need = a.prompt_len + a.gen_len > a.prefill_len ? a.prompt_len + a.gen_len : a.prefill_len;
+  if (a.concurrency) need = a.batched.prompt_hi + a.batched.gen_hi;
+  ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
+  lo.fuse_recompute = a.fuse_recompute;
+  if (!weights_option(a.weights, &lo) || !matmul_option(a.matmul, &lo.matmul)) {
+    be->ops->destroy(be);
+    return EXIT_ERROR;
+  }
+  /* measured schedules: the database is opened here, before the cold compile moves the cache directory */
+  TuneLookup tl;
+  lo.schedules = cli_tune_source(&tl, t, a.no_tune, NULL);
+  int rc = bench_model(&a, a.config ? &cfg : &(ModelConfig){0}, wdt, be, &lo, bw, &d);
+  if (lo.schedules) tune_lookup_close(&tl);
   return rc;
 }

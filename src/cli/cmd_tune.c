@@ -27,12 +27,16 @@ int cli_cuda_driver_version(void) {
   return v;
 }
 
-int cli_use_tuning(Compilation *c, TuneLookup *l, int no_tune, const SymEnv *env) {
+const ScheduleSource *cli_tune_source(TuneLookup *l, Target t, int no_tune, const SymEnv *env) {
   char path[1024];
-  if (no_tune || !tune_db_default_path(path, sizeof path)) return 0;
-  if (!tune_lookup_open(l, path, env, c->target == TARGET_CUDA ? cli_cuda_driver_version() : 0)) return 0;
-  c->schedules = &l->source;
-  return 1;
+  l->db = NULL;
+  if (no_tune || !tune_db_default_path(path, sizeof path)) return NULL;
+  if (!tune_lookup_open(l, path, env, t == TARGET_CUDA ? cli_cuda_driver_version() : 0)) return NULL;
+  return &l->source;
+}
+
+int cli_use_tuning(Compilation *c, TuneLookup *l, int no_tune, const SymEnv *env) {
+  return (c->schedules = cli_tune_source(l, c->target, no_tune, env)) != NULL;
 }
 
 static void print_progress(void *ctx, const TuneProgress *p) {
@@ -45,6 +49,44 @@ static void print_progress(void *ctx, const TuneProgress *p) {
 
 static void free_env(SymEnv *env) {
   for (int i = 0; i < env->n; i++) free((char *)env->names[i]);
+}
+
+/* c through the tile stage: a built-in architecture's step (preset), a model file's (model_path; its weights
+ * are not read) or a program; a model step measures a decode step (seq = 1, past) unless env says otherwise. */
+static int build_program(Compilation *c, const ModelConfig *preset, const char *model_path, const ProgramArg *prog,
+                         SymEnv *env, int past, Diag *d) {
+  if (!preset && !model_path) return compile_source(c, prog->text, ST_TILE, d);
+  ModelConfig cfg = preset ? *preset : (ModelConfig){0};
+  WeightStore *w = NULL;
+  if (model_path && !(w = model_weights_open(model_path, &cfg, d))) return 0;
+  ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, preset ? DT_BF16 : DT_F32, DT_F32,
+                          0};
+  int ok = (c->graph = model_build(&cfg, &bo, c->arena, c->pool, d)) && compile_graph(c, ST_TILE, d);
+  weights_close(w);
+  int64_t v;
+  if (ok && !symenv_get(env, "seq", &v)) symenv_set(env, strdup("seq"), 1);
+  if (ok && !symenv_get(env, "past", &v)) symenv_set(env, strdup("past"), past);
+  return ok;
+}
+
+static void print_report(const TuneReport *rep, const TargetDesc *dev, Target target, const char *db_path) {
+  printf("tuned on %s (%s), database %s\n", dev->name, target_name(target), db_path);
+  printf("%-28s %7s %10s %12s %12s %8s  %s\n", "kernel", "kernels", "tried", "default us", "best us", "speedup",
+         "stopped by");
+  for (int i = 0; i < rep->n; i++) {
+    const TuneKernelReport *k = &rep->k[i];
+    char tried[32];
+    snprintf(tried, sizeof tried, "%d/%d", k->tried, k->candidates);
+    printf("%-28s %7d %10s %12.1f %12.1f %7.2fx  %s", k->name, k->members, tried, k->default_us, k->best_us,
+           k->best_us > 0 ? k->default_us / k->best_us : 0, tune_stop_name(k->stop));
+    if (k->wrong || k->faults || k->timeouts)
+      printf(" (%d wrong, %d faults, %d timeouts)", k->wrong, k->faults, k->timeouts);
+    printf("\n  best: %s\n", k->best);
+  }
+  if (rep->untuned) printf("%d kernel structures not tuned: the budget was spent\n", rep->untuned);
+  if (rep->default_us > 0 && rep->tuned_us > 0)
+    printf("program: default %.1f us, tuned %.1f us (%.2fx)\n", rep->default_us, rep->tuned_us,
+           rep->default_us / rep->tuned_us);
 }
 
 int cmd_tune(int argc, char **argv) {
@@ -137,25 +179,7 @@ int cmd_tune(int argc, char **argv) {
   c = compilation_new(target, NULL);
   c->device = dev;
   c->matmul = matmul;
-  int ok;
-  if (config || model) {
-    ModelConfig cfg = preset;
-    WeightStore *w = NULL;
-    if (model && !(w = model_weights_open(path, &cfg, &d))) ok = 0;
-    else {
-      ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, config ? DT_BF16 : DT_F32,
-                              DT_F32, 0};
-      ok = (c->graph = model_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, ST_TILE, &d);
-    }
-    weights_close(w);
-    /* a decode step unless --dim says otherwise */
-    int64_t v;
-    if (ok && !symenv_get(&o.env, "seq", &v)) symenv_set(&o.env, strdup("seq"), 1);
-    if (ok && !symenv_get(&o.env, "past", &v)) symenv_set(&o.env, strdup("past"), past);
-  } else {
-    ok = compile_source(c, prog.text, ST_TILE, &d);
-  }
-  if (!ok) {
+  if (!build_program(c, config ? &preset : NULL, model ? path : NULL, &prog, &o.env, past, &d)) {
     report(&d, config ? config : model ? path : prog.file);
     goto done;
   }
@@ -170,22 +194,7 @@ int cmd_tune(int argc, char **argv) {
     report(&d, config ? config : model ? path : prog.file);
     goto done;
   }
-  printf("tuned on %s (%s), database %s\n", dev.name, target_name(target), db_path);
-  printf("%-28s %7s %10s %12s %12s %8s  %s\n", "kernel", "kernels", "tried", "default us", "best us", "speedup",
-         "stopped by");
-  for (int i = 0; i < rep.n; i++) {
-    const TuneKernelReport *k = &rep.k[i];
-    char tried[32];
-    snprintf(tried, sizeof tried, "%d/%d", k->tried, k->candidates);
-    printf("%-28s %7d %10s %12.1f %12.1f %7.2fx  %s", k->name, k->members, tried, k->default_us, k->best_us,
-           k->best_us > 0 ? k->default_us / k->best_us : 0, tune_stop_name(k->stop));
-    if (k->wrong || k->faults || k->timeouts)
-      printf(" (%d wrong, %d faults, %d timeouts)", k->wrong, k->faults, k->timeouts);
-    printf("\n  best: %s\n", k->best);
-  }
-  if (rep.default_us > 0 && rep.tuned_us > 0)
-    printf("program: default %.1f us, tuned %.1f us (%.2fx)\n", rep.default_us, rep.tuned_us,
-           rep.default_us / rep.tuned_us);
+  print_report(&rep, &dev, target, db_path);
   rc = EXIT_OK;
 done:
   free(rep.k);

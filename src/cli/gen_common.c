@@ -1,3 +1,4 @@
+#include "../tune/lookup.h"
 #include "gen_common.h"
 #include <errno.h>
 #include <stdio.h>
@@ -121,6 +122,7 @@ static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
                  "else exact f32)",
                  &a->weights,
                  .def = "auto"};
+  o[n++] = (Opt){"--no-tune", NULL, OPT_FLAG, NULL, "the default schedules, ignoring the tuning database", &a->no_tune};
   o[n++] = (Opt){"--matmul-precision",
                  NULL,
                  OPT_STR,
@@ -257,7 +259,10 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
     *be = NULL;
     return NULL;
   }
+  TuneLookup tl;
+  lo.schedules = cli_tune_source(&tl, t, a->no_tune, NULL);
   Model *m = model_load(path, *be, &lo, &d);
+  if (lo.schedules) tune_lookup_close(&tl);
   if (!m) {
     report(&d, path);
     (*be)->ops->destroy(*be);

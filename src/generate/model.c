@@ -162,6 +162,7 @@ Compilation *model_compilation_new(const ModelLoadOptions *o) {
   Compilation *c = compilation_new(o->target, &pol);
   c->matmul = o->matmul;
   c->batch_invariant = o->batch_invariant;
+  c->schedules = o->schedules;
   return c;
 }
 

@@ -52,6 +52,7 @@ typedef struct ModelLoadOptions {
   DType kv_dtype; /* the paged pool's element type: f32 (0, the default) or bf16 (half the bytes a step reads) */
   int kv_seqs;    /* kv_blocks = 0 and no kv_memory: at most what this many sequences of max_ctx need (0: no cap) */
   int batch_invariant; /* tile_from_loop's batch-invariant schedules: a row's results do not depend on the batch */
+  const struct ScheduleSource *schedules; /* measured schedules (the tuning database); NULL: the defaults */
 } ModelLoadOptions;
 
 /* An empty compilation for a model's step under o's target, fusion and matmul precision (what

@@ -307,12 +307,21 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     t.nmembers = 0;
     for (int j = i; j < nk; j++)
       if (!strcmp(keys[i], keys[j])) t.members[t.nmembers++] = j;
+    /* the budget is the whole run's: each search gets what is left */
+    TuneLimits lim = o->lim;
+    if (o->lim.budget_s > 0) {
+      lim.budget_s = o->lim.budget_s - (wall_s(NULL) - t.start_s);
+      if (lim.budget_s <= 0) {
+        r->untuned++;
+        continue;
+      }
+    }
     ScheduleSpace sp;
     if (!schedule_space(p, &p->kernels[i], &c->device, c->matmul, &t.def[i], &sp, d)) {
       ok = 0;
       break;
     }
-    t.group = r->n;
+    t.group = r->n + r->untuned;
     TuneKernelReport *kr = &r->k[r->n++];
     snprintf(kr->key, sizeof kr->key, "%s", keys[i]);
     snprintf(kr->name, sizeof kr->name, "%s", p->kernels[i].name);
@@ -322,12 +331,6 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     t.rep = kr;
     snprintf(t.key, sizeof t.key, "%s", keys[i]);
     tune_kernel_bucket(p, &p->kernels[i], &o->env, t.bucket, sizeof t.bucket);
-    /* the budget is the whole run's: each search gets what is left */
-    TuneLimits lim = o->lim;
-    if (o->lim.budget_s > 0) {
-      lim.budget_s = o->lim.budget_s - (wall_s(NULL) - t.start_s);
-      if (lim.budget_s <= 0) break;
-    }
     TuneSearchOps ops = {&t, measure, wall_s, progress};
     TuneSearchResult res;
     ok = tune_search(&sp, &lim, &ops, &res, d);

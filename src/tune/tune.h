@@ -42,6 +42,7 @@ typedef struct TuneKernelReport {
 typedef struct TuneReport {
   TuneKernelReport *k; /* calloc'ed; free() it */
   int n;
+  int untuned;                 /* kernel structures not searched: the budget was spent */
   double default_us, tuned_us; /* the whole program with every default / every best schedule */
 } TuneReport;
 

@@ -3,11 +3,11 @@
 _lathe() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} opts=
   if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=($(compgen -W "generate chat serve bench compile run pull list quantize env help --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "generate chat serve bench compile run tune db pull list quantize env help --help --version" -- "$cur"))
     return
   fi
   local sampling="--max-tokens --temperature --top-p --top-k --seed --greedy --stop --ignore-eos --ctx
-    --quiet -q --target --weights --matmul-precision --system --model -m -n -c -s"
+    --quiet -q --target --weights --matmul-precision --no-tune --system --model -m -n -c -s"
   case ${COMP_WORDS[1]} in
     generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --chat-template --json --concurrency --batch-invariant $sampling" ;;
     chat) opts="--chat-template $sampling" ;;
@@ -15,11 +15,14 @@ _lathe() {
       --target --quiet -q" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
       --prefill-len --reps --ctx --bandwidth --fuse-recompute --json --concurrency --requests --arrivals
-      --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant" ;;
+      --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant --no-tune" ;;
     compile) opts="-e --config --ir --target --device -o --output --fuse-recompute --no-fuse --matmul-precision
-      --kv-block" ;;
+      --kv-block --candidates --no-tune --dim" ;;
     run) opts="-e --target --dim --seed --check --bench --iters --warmup --fuse-recompute --no-fuse
-      --matmul-precision" ;;
+      --matmul-precision --no-tune" ;;
+    tune) opts="-e --config --random-weights --target --dim --past --max-candidates --patience --budget-s --repeats
+      --warmup --timeout-s --seed --matmul-precision --db" ;;
+    db) opts="stats export import prune --db" ;;
     pull) opts="--revision --dir --quiet -q" ;;
     list) opts="--json" ;;
     quantize) opts="--type -t --quiet -q" ;;
@@ -28,7 +31,7 @@ _lathe() {
   esac
   case $prev in
     --target)
-      if [ "${COMP_WORDS[1]}" = compile ]; then COMPREPLY=($(compgen -W "cpu cuda" -- "$cur"))
+      if [ "${COMP_WORDS[1]}" = compile ] || [ "${COMP_WORDS[1]}" = tune ]; then COMPREPLY=($(compgen -W "cpu cuda" -- "$cur"))
       else COMPREPLY=($(compgen -W "auto cuda cpu" -- "$cur")); fi
       return ;;
     --weights) COMPREPLY=($(compgen -W "auto f32 bf16 f16" -- "$cur")); return ;;

@@ -11,6 +11,7 @@
 #include "tune/child.h"
 #include "tune/key.h"
 #include "tune/lookup.h"
+#include "tune/tune.h"
 
 static int ok_fn(void *ctx, StrBuf *out) {
   (void)ctx;
@@ -187,10 +188,95 @@ static void compile_time_selection(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* ---- the whole tuner over a backend with planted failures: the blocked variant of 2 rows gives wrong
+ * outputs, that of 8 rows crashes, and with OpenMP hangs ---- */
+
+static const BackendOps *real_ops;
+static BackendOps planted_ops;
+static int saw_omp, wrong_now;
+
+static BackendModule *planted_compile(Backend *b, const char *source, Diag *d) {
+  saw_omp = strstr(source, "#pragma omp") != NULL;
+  return real_ops->compile(b, source, d);
+}
+static int planted_launch(Backend *b, BackendModule *m, const char *name, void *const *bufs, int nbufs,
+                          const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
+  if (strstr(name, "_rows8")) {
+    if (saw_omp)
+      for (;;) pause();
+    raise(SIGKILL);
+  }
+  if (strstr(name, "_rows2")) wrong_now = 1;
+  return real_ops->launch(b, m, name, bufs, nbufs, syms, nsyms, grid, block, d);
+}
+static int planted_download(Backend *b, void *dst, const void *src, size_t bytes, Diag *d) {
+  int ok = real_ops->download(b, dst, src, bytes, d);
+  if (ok && wrong_now && bytes >= sizeof(float)) ((float *)dst)[0] += 1;
+  return ok;
+}
+static Backend *planted_backend(Diag *d) {
+  Backend *b = backend_cpu_new(d);
+  if (!b) return NULL;
+  real_ops = b->ops;
+  planted_ops = *b->ops;
+  planted_ops.compile = planted_compile;
+  planted_ops.launch = planted_launch;
+  planted_ops.download = planted_download;
+  b->ops = &planted_ops;
+  return b;
+}
+
+static int count_status(void *ctx, const TuneRecord *r) {
+  ((int *)ctx)[r->status]++;
+  return 1;
+}
+
+static void tuner_survives_planted_failures(void **state) {
+  (void)state;
+  char tdir[] = "/tmp/lathe_tune_plant_XXXXXX", path[200];
+  assert_non_null(mkdtemp(tdir));
+  snprintf(path, sizeof path, "%s/tune.db", tdir);
+  Diag d = {0};
+  TuneDb *db = tune_db_open(path, &d);
+  assert_non_null(db);
+  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  assert_true(compile_source(c, PROG, ST_TILE, &d));
+  assert_int_equal(c->tile->kernels[0].s.rows, 4); /* the default blocks 4 rows: none of the planted */
+  TuneOptions o = {{0, 0, 0, 0.03, 1}, 0, 2, {0}, 1, planted_backend, 0, NULL, NULL};
+  symenv_set(&o.env, "seq", 8);
+  TuneReport r;
+  if (!tune_compilation(c, db, &o, &r, &d)) fail_msg("%s", d.msg);
+  assert_int_equal(r.n, 1);
+  const TuneKernelReport *k = &r.k[0];
+  assert_int_equal(k->tried, k->candidates); /* the faults and hangs did not stop the search */
+  /* rows 2 on either blockable axis (the tokens, the weight's rows): four vector widths, with and without
+   * OpenMP; rows 8: the same without OpenMP (faults) and with it (hangs) */
+  assert_int_equal(k->wrong, 16);
+  assert_int_equal(k->faults, 8);
+  assert_int_equal(k->timeouts, 8);
+  Schedule best;
+  assert_true(schedule_parse(k->best, &best, &d));
+  assert_true(best.rows == 1 || best.rows == 4);
+  assert_true(k->best_us > 0 && k->default_us > 0 && r.default_us > 0 && r.tuned_us > 0);
+  int st[4] = {0};
+  assert_true(tune_db_each(db, count_status, st, &d));
+  assert_int_equal(st[TS_WRONG], 16);
+  assert_int_equal(st[TS_FAULT], 8);
+  assert_int_equal(st[TS_TIMEOUT], 8);
+  assert_true(st[TS_OK] >= k->candidates - 32);
+  free(r.k);
+  tune_db_close(db);
+  compilation_free(c);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tdir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(child_watchdog),
       cmocka_unit_test(compile_time_selection),
+      cmocka_unit_test(tuner_survives_planted_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,6 +87,10 @@ static void print_report(const TuneReport *rep, const TargetDesc *dev, Target ta
   if (rep->default_us > 0 && rep->tuned_us > 0)
     printf("program: default %.1f us, tuned %.1f us (%.2fx)\n", rep->default_us, rep->tuned_us,
            rep->default_us / rep->tuned_us);
+  if (rep->tuned_us > rep->default_us * 1.05 && rep->default_us > 0)
+    fprintf(stderr,
+            "lathe: warning: the tuned program measured slower than the defaults at the end: the device's timing is "
+            "noisy (another load?) or the tuned kernels interact; lathe compile --no-tune keeps the defaults\n");
 }
 
 int cmd_tune(int argc, char **argv) {

@@ -101,10 +101,10 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   /* CUDA vectors only widen a reduction's loads */
   if (dev->kind == TARGET_CUDA && k->nphase == 0) nvec = 1;
   int omps = dev->kind == TARGET_CPU && k->npar > 0 ? 2 : 1;
-  /* flash-decoding: off, or key chunks filling 1, 2 or 4 blocks per multiprocessor */
-  int decode_fills[4] = {0}, ndecode = 1;
+  /* flash-decoding: off, or key chunks filling 1, 2, 4 or 8 blocks per multiprocessor */
+  int decode_fills[5] = {0}, ndecode = 1;
   if (dev->kind == TARGET_CUDA && k->nphase == 1)
-    for (int f = 1; f <= 4; f *= 2) decode_fills[ndecode++] = f * dev->sms;
+    for (int f = 1; f <= 8; f *= 2) decode_fills[ndecode++] = f * dev->sms;
   for (int dc = 0; dc < ndecode; dc++)
     for (int v = 0; v < nvar; v++)
       for (int si = 0; si < (dc ? 1 : nself); si++) /* flash-decoding replaces the kernel's own form */

@@ -8,7 +8,7 @@
 typedef struct Canon {
   const LProgram *p;
   const LKernel *k;
-  int order[256]; /* canonical number of buffer id + 1, 0 = not seen yet */
+  int *order; /* per buffer id: its canonical number + 1, 0 = not seen yet */
   int seen;
   char names[64][96];
   int nnames;
@@ -27,11 +27,8 @@ static const char *canon_buf(void *ctx, int b, MemSpace space) {
   Canon *c = ctx;
   (void)space;
   if (b < 0 || b >= c->p->nbufs) return "b?";
-  int slot = b < 256 ? c->order[b] : 0;
-  if (!slot) {
-    slot = ++c->seen;
-    if (b < 256) c->order[b] = slot;
-  }
+  int slot = c->order[b];
+  if (!slot) slot = c->order[b] = ++c->seen;
   if (c->nnames == 64) c->nnames = 0; /* printed names are consumed at once; recycle the ring */
   char *s = c->names[c->nnames++];
   StrBuf sh = {0};
@@ -60,6 +57,7 @@ void tune_kernel_key(const LProgram *p, const LKernel *k, MatmulPrecision mm, ch
   Canon *c = calloc(1, sizeof *c);
   c->p = p;
   c->k = k;
+  c->order = calloc((size_t)p->nbufs + 1, sizeof *c->order);
   ExprNames nm = {c, canon_var, canon_buf, NULL, canon_acc, NULL};
   StrBuf b = {0};
   sb_printf(&b, "mm=%s par", matmul_precision_name(mm));
@@ -86,6 +84,7 @@ void tune_kernel_key(const LProgram *p, const LKernel *k, MatmulPrecision mm, ch
   }
   snprintf(out, 24, "%016llx", (unsigned long long)hash_str(HASH_SEED, sb_str(&b)));
   sb_free(&b);
+  free(c->order);
   free(c);
 }
 

@@ -41,6 +41,10 @@ struct Engine {
   int ncancelled, capcancelled;
   /* the step's host arrays, grown as needed */
   int32_t *table, *rows, *next, *new_tokens, *row_of;
+  /* the step's rows that the device samples: entry, logits row, uniform, options, token (cap_rows each) */
+  int32_t *dev_entry, *dev_row, *dev_token;
+  float *dev_u;
+  const SamplerOptions **dev_opts;
   float *logits;
   size_t cap_table, cap_rows, cap_logits;
   DeviceSampler *dsampler;
@@ -119,6 +123,11 @@ void engine_free(Engine *e) {
   free(e->next);
   free(e->new_tokens);
   free(e->row_of);
+  free(e->dev_entry);
+  free(e->dev_row);
+  free(e->dev_token);
+  free(e->dev_u);
+  free(e->dev_opts);
   free(e->logits);
   device_sampler_free(e->dsampler);
   step_plan_free(&e->plan);
@@ -238,6 +247,11 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
     e->next = xrealloc(e->next, sizeof(int32_t) * e->cap_rows, "the greedy tokens");
     e->new_tokens = xrealloc(e->new_tokens, sizeof(int32_t) * e->cap_rows, "the new tokens");
     e->row_of = xrealloc(e->row_of, sizeof(int32_t) * e->cap_rows, "the logit rows");
+    e->dev_entry = xrealloc(e->dev_entry, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_row = xrealloc(e->dev_row, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_token = xrealloc(e->dev_token, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_u = xrealloc(e->dev_u, sizeof(float) * e->cap_rows, "the sampled rows");
+    e->dev_opts = xrealloc(e->dev_opts, sizeof(*e->dev_opts) * e->cap_rows, "the sampled rows");
   }
   int nrows = 0, ctx = 1;
   for (int i = 0; i < p->nentries; i++) {
@@ -259,10 +273,12 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
   return nrows;
 }
 
-/* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler. */
+/* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler (on the host
+ * logits, or for every sampled row of the step in one device launch). */
 static int pick_tokens(Engine *e, int host_logits, Diag *d) {
   const StepPlan *p = &e->plan;
   Model *m = e->m;
+  int ndev = 0;
   for (int i = 0; i < p->nentries; i++) {
     int r = e->row_of[i];
     e->new_tokens[i] = -1;
@@ -275,14 +291,19 @@ static int pick_tokens(Engine *e, int host_logits, Diag *d) {
     float u = sampler_draw(&q->sampler);
     if (host_logits) {
       e->new_tokens[i] = sampler_pick(&q->sampler, u, e->logits + (size_t)r * (size_t)m->cfg.vocab, m->cfg.vocab);
-    } else {
-      const char *dev = plan_output_device(m->plan, 0);
-      if (!e->dsampler && !(e->dsampler = device_sampler_new(m->backend, d))) return 0;
-      if (!device_sampler_pick(e->dsampler, &q->sampler.o, u, dev + (size_t)r * (size_t)m->cfg.vocab * sizeof(float),
-                               m->cfg.vocab, &e->new_tokens[i], d))
-        return 0;
+      continue;
     }
+    e->dev_entry[ndev] = i;
+    e->dev_row[ndev] = r;
+    e->dev_u[ndev] = u;
+    e->dev_opts[ndev++] = &q->sampler.o;
   }
+  if (!ndev) return 1;
+  if (!e->dsampler && !(e->dsampler = device_sampler_new(m->backend, d))) return 0;
+  if (!device_sampler_pick_rows(e->dsampler, ndev, e->dev_opts, e->dev_u, e->dev_row, plan_output_device(m->plan, 0),
+                                m->cfg.vocab, e->dev_token, d))
+    return 0;
+  for (int b = 0; b < ndev; b++) e->new_tokens[e->dev_entry[b]] = e->dev_token[b];
   return 1;
 }
 

@@ -55,6 +55,8 @@ Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
   /* whether cuBLASLt runs is asked when a run first chooses a GEMM with a library form, so plans
    * that never prefill (and CPU plans) do not load it */
   p->gemm_library = p->tensor_cores && b->ops->gemm_available && b->ops->gemm_bf16 ? -1 : 0;
+  p->graph_library = b->ops->graph_add_gemm && setting_bool(SET_GRAPH_GEMM, 1);
+  p->last_key = -1;
   if (!plan_deps_init(p)) {
     diag_error(d, 0, 0, "plan: out of memory");
     plan_free(p);
@@ -266,8 +268,8 @@ sized:
       return 0;
     s->dev[i] = p->ws[i];
   }
-  /* a run that replays a graph runs the generated GEMMs (a library call is no graph node) */
-  int graphable = plan_graph_wanted(p, s->graph_key);
+  /* a run that replays a graph runs the generated GEMMs where the backend cannot record a library call */
+  int graphable = plan_graph_wanted(p, s->graph_key) && !p->graph_library;
   /* which kernel or variant runs, and the scratch they need, before any argument points at it */
   size_t scratch = 0;
   for (int k = 0; k < nk; k++) {

@@ -26,6 +26,7 @@ typedef struct RunState {
   int64_t *lib_m;     /* nkernels: rows of the library GEMMs that replace the chosen kernel (LaunchKernel.lib),
                          0 = none (the kernel runs itself) */
   int64_t *epi_grids; /* nkernels: grid of the library form's epilogue */
+  unsigned char *skip_pre; /* nkernels: the pre-pass's planes are already in the scratch (plan.c) */
   int64_t graph_key;  /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 

@@ -91,7 +91,7 @@ static int graph_build(Plan *p, RunState *s, PlanGraph *g, Diag *d) {
     const int64_t *y = &s->syms[(size_t)k * 16];
     g->node[k] = g->pre_node[k] = -1; /* kernels that launch nothing are no nodes */
     if (kk->skip) continue;
-    if (kk->pre) {
+    if (kk->pre && !s->skip_pre[k]) {
       g->pre_node[k] = nodes++;
       if (!o->graph_add(p->b, g->graph, p->m, kk->pre->fn, a, s->nargs[k], y, s->nsyms[k], s->pre_grids[k],
                         kk->pre->block, d))
@@ -221,7 +221,7 @@ static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
 static int launch_slot(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const LaunchKernel *kk = s->use[k];
   const BackendOps *o = p->b->ops;
-  if (kk->pre && !o->launch(p->b, p->m, kk->pre->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+  if (kk->pre && !s->skip_pre[k] && !o->launch(p->b, p->m, kk->pre->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
                             &s->syms[(size_t)k * 16], s->nsyms[k], s->pre_grids[k], kk->pre->block, d))
     return 0;
   if (!end_part(p, k, mark, PROF_PRE, kk->pre ? kk->pre->fn : NULL, d)) return 0;

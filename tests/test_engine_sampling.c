@@ -13,6 +13,9 @@
 
 static Backend *be;
 static Target target = TARGET_CPU;
+/* how far the batched step's values may be from the one-sequence model's: the same f32 arithmetic on the CPU;
+ * on CUDA other GEMM shapes (and tensor cores) round differently */
+static double slack = 1;
 
 static Model *load(int kv_block, int hidden_output) {
   Diag d = {0};
@@ -175,13 +178,13 @@ static void logprobs_are_log_softmax(void **s) {
       for (int t = 0; t < vocab; t++) mx = row[t] > mx ? row[t] : mx;
       for (int t = 0; t < vocab; t++) sum += exp(row[t] - mx);
       double want = row[got[q].tok[k]] - mx - log(sum);
-      if (fabs(got[q].lp[k] - want) > 1e-4)
+      if (fabs(got[q].lp[k] - want) > 1e-4 * slack)
         fail_msg("request %d token %d: logprob %g, want %g", q, k, got[q].lp[k], want);
       assert_int_equal(got[q].ntop[k], r[q].top_logprobs);
       double mass = 0;
       for (int j = 0; j < got[q].ntop[k]; j++) {
         int32_t t = got[q].top[k][j];
-        assert_true(fabs(got[q].top_lp[k][j] - (row[t] - mx - log(sum))) < 1e-4);
+        assert_true(fabs(got[q].top_lp[k][j] - (row[t] - mx - log(sum))) < 1e-4 * slack);
         if (j) assert_true(got[q].top_lp[k][j] <= got[q].top_lp[k][j - 1]);
         mass += exp(got[q].top_lp[k][j]);
       }
@@ -223,7 +226,7 @@ static void embeddings_pool_hidden_states(void **s) {
     solo_logits(solo, prompt, k + 1, NULL, 0);
     for (int t = 0; t < vocab; t++) {
       double want = solo->logits[t], have = dot(got[k].emb, head + (size_t)t * (size_t)dim, dim);
-      if (fabs(have - want) > 1e-3 * (1 + fabs(want)))
+      if (fabs(have - want) > 1e-3 * slack * (1 + fabs(want)))
         fail_msg("prefix %d: hidden . lm_head[%d] = %g, the logit is %g", k + 1, t, have, want);
     }
   }
@@ -276,6 +279,7 @@ int main(void) {
   if (want && !strcmp(want, "cuda")) {
     target = TARGET_CUDA;
     be = backend_cuda_new(&d);
+    slack = 100;
   } else {
     be = backend_cpu_new(&d);
   }

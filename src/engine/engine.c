@@ -50,6 +50,10 @@ struct Engine {
   int ncancelled, capcancelled;
   /* the step's host arrays, grown as needed */
   int32_t *table, *rows, *next, *new_tokens, *row_of;
+  /* the step's rows that the device samples: entry, logits row, uniform, options, token (cap_rows each) */
+  int32_t *dev_entry, *dev_row, *dev_token;
+  float *dev_u;
+  const SamplerOptions **dev_opts;
   float *logits, *hidden;
   size_t cap_table, cap_rows, cap_logits, cap_hidden;
   int *counts; /* the penalties' scratch: vocab zeros */
@@ -130,6 +134,11 @@ void engine_free(Engine *e) {
   free(e->next);
   free(e->new_tokens);
   free(e->row_of);
+  free(e->dev_entry);
+  free(e->dev_row);
+  free(e->dev_token);
+  free(e->dev_u);
+  free(e->dev_opts);
   free(e->logits);
   free(e->hidden);
   free(e->counts);
@@ -279,6 +288,11 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled, int *any_hidden
     e->next = xrealloc(e->next, sizeof(int32_t) * e->cap_rows, "the greedy tokens");
     e->new_tokens = xrealloc(e->new_tokens, sizeof(int32_t) * e->cap_rows, "the new tokens");
     e->row_of = xrealloc(e->row_of, sizeof(int32_t) * e->cap_rows, "the logit rows");
+    e->dev_entry = xrealloc(e->dev_entry, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_row = xrealloc(e->dev_row, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_token = xrealloc(e->dev_token, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_u = xrealloc(e->dev_u, sizeof(float) * e->cap_rows, "the sampled rows");
+    e->dev_opts = xrealloc(e->dev_opts, sizeof(*e->dev_opts) * e->cap_rows, "the sampled rows");
   }
   int nrows = 0, ctx = 1;
   *any_hidden = 0;
@@ -323,11 +337,13 @@ static int32_t pick_host_row(Engine *e, Request *q, float *row, int32_t device_g
   return tok;
 }
 
-/* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler; on the host's
- * copy of its row when the step has one (on CUDA, only when a request needs penalties or logprobs). */
+/* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler: on the host's
+ * copy of its row when the step has one (on CUDA, only when a request needs penalties or logprobs), or for every
+ * sampled row of the step in one device launch. */
 static int pick_tokens(Engine *e, int host_logits, Diag *d) {
   const StepPlan *p = &e->plan;
   Model *m = e->m;
+  int ndev = 0;
   for (int i = 0; i < p->nentries; i++) {
     int r = e->row_of[i];
     e->new_tokens[i] = -1;
@@ -341,14 +357,19 @@ static int pick_tokens(Engine *e, int host_logits, Diag *d) {
     float u = greedy ? 0 : sampler_draw(&q->sampler);
     if (host_logits) {
       e->new_tokens[i] = pick_host_row(e, q, e->logits + (size_t)r * (size_t)m->cfg.vocab, e->next[r], u);
-    } else {
-      const char *dev = plan_output_device(m->plan, 0);
-      if (!e->dsampler && !(e->dsampler = device_sampler_new(m->backend, d))) return 0;
-      if (!device_sampler_pick(e->dsampler, &q->sampler.o, u, dev + (size_t)r * (size_t)m->cfg.vocab * sizeof(float),
-                               m->cfg.vocab, &e->new_tokens[i], d))
-        return 0;
+      continue;
     }
+    e->dev_entry[ndev] = i;
+    e->dev_row[ndev] = r;
+    e->dev_u[ndev] = u;
+    e->dev_opts[ndev++] = &q->sampler.o;
   }
+  if (!ndev) return 1;
+  if (!e->dsampler && !(e->dsampler = device_sampler_new(m->backend, d))) return 0;
+  if (!device_sampler_pick_rows(e->dsampler, ndev, e->dev_opts, e->dev_u, e->dev_row, plan_output_device(m->plan, 0),
+                                m->cfg.vocab, e->dev_token, d))
+    return 0;
+  for (int b = 0; b < ndev; b++) e->new_tokens[e->dev_entry[b]] = e->dev_token[b];
   return 1;
 }
 

@@ -19,6 +19,7 @@ typedef struct GenArgs {
   int kv_block;                   /* > 0: the model is loaded for the batched engine (a paged KV cache) */
   int batch_invariant;            /* generate --concurrency --batch-invariant */
   int no_tune;                    /* the default schedules, ignoring the tuning database */
+  int hidden_output;              /* serve: the batched step also outputs the final hidden states (embeddings) */
   const char *chat_template_file; /* --chat-template FILE */
   char *chat_template_text;       /* its text (NULL: the model's own template) */
 } GenArgs;

@@ -4,6 +4,7 @@
  * algorithm); this file writes what varies: its constants as template arguments and the kernel's
  * expressions (q, k, v, the causal end, the score, the store) as small device functions (lambdas) of
  * the indices the template passes, each binding the loop variables its expression reads. */
+#include <stdio.h>
 #include "render_common.h"
 
 /* The block's query row and group variables from lt_rb (= blockIdx.x / chunks): the row, then the
@@ -34,35 +35,34 @@ static int open_fn(Render *R, const KFlash *f, int L, const char *name, const ch
   return L + 1;
 }
 
+/* `auto NAME = [&](rb, PARAM) -> i64` with the row's variables and the shared head bound, variable `var`
+ * (< 0: the value axes, flattened) taken from PARAM, returning e. */
+static void index_fn(Render *R, const KFlash *f, int L, const char *name, const char *param, int var, Expr *e) {
+  char params[64];
+  snprintf(params, sizeof params, "const i64 lt_rb, const i64 %s", param);
+  int B = open_fn(R, f, L, name, params, "i64");
+  bind_share(R, f, B, "0");
+  if (var >= 0) rc_line(R, B, "const i64 %s = %s;", R->var_name[var], param);
+  else rc_bind_flat(R, B, f->value_var, f->value_ext, f->nvalue, param);
+  rc_put_return(R, B, e);
+  rc_line(R, L, "};");
+}
+
+/* `auto NAME = [&](at) -> float`: the element at flat index `at` (variable at_var). */
+static void element_fn(Render *R, int L, const char *name, int at_var, Expr *e) {
+  rc_line(R, L, "auto %s = [&](const i64 %s) -> float {", name, R->var_name[at_var]);
+  rc_put_return(R, L + 1, e);
+  rc_line(R, L, "};");
+}
+
 /* KFlash.k_row and v_row: a key's row offsets, a column's offset and the element at an index, for k and v. */
 static void put_rows(Render *R, const KFlash *f, int L) {
-  const char *tv = R->var_name[f->t_var], *dv = R->var_name[f->d_var];
-  int B = open_fn(R, f, L, "lt_fkr", "const i64 lt_rb, const i64 lt_t", "i64");
-  bind_share(R, f, B, "0");
-  rc_line(R, B, "const i64 %s = lt_t;", tv);
-  rc_put_return(R, B, f->k_row);
-  rc_line(R, L, "};");
-  B = open_fn(R, f, L, "lt_fkc", "const i64 lt_rb, const i64 lt_d", "i64");
-  bind_share(R, f, B, "0");
-  rc_line(R, B, "const i64 %s = lt_d;", dv);
-  rc_put_return(R, B, f->k_col);
-  rc_line(R, L, "};");
-  rc_line(R, L, "auto lt_fka = [&](const i64 %s) -> float {", R->var_name[f->k_at_var]);
-  rc_put_return(R, L + 1, f->k_at);
-  rc_line(R, L, "};");
-  B = open_fn(R, f, L, "lt_fvr", "const i64 lt_rb, const i64 lt_t", "i64");
-  bind_share(R, f, B, "0");
-  rc_line(R, B, "const i64 %s = lt_t;", tv);
-  rc_put_return(R, B, f->v_row);
-  rc_line(R, L, "};");
-  B = open_fn(R, f, L, "lt_fvc", "const i64 lt_rb, const i64 lt_cc", "i64");
-  bind_share(R, f, B, "0");
-  rc_bind_flat(R, B, f->value_var, f->value_ext, f->nvalue, "lt_cc");
-  rc_put_return(R, B, f->v_col);
-  rc_line(R, L, "};");
-  rc_line(R, L, "auto lt_fva = [&](const i64 %s) -> float {", R->var_name[f->v_at_var]);
-  rc_put_return(R, L + 1, f->v_at);
-  rc_line(R, L, "};");
+  index_fn(R, f, L, "lt_fkr", "lt_t", f->t_var, f->k_row);
+  index_fn(R, f, L, "lt_fkc", "lt_d", f->d_var, f->k_col);
+  element_fn(R, L, "lt_fka", f->k_at_var, f->k_at);
+  index_fn(R, f, L, "lt_fvr", "lt_t", f->t_var, f->v_row);
+  index_fn(R, f, L, "lt_fvc", "lt_cc", -1, f->v_col);
+  element_fn(R, L, "lt_fva", f->v_at_var, f->v_at);
 }
 
 void rc_put_flash_decode(Render *R, const KStmt *s, int level) {

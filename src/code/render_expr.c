@@ -201,6 +201,13 @@ void rc_put_load(Render *R, StrBuf *b, const Expr *e) {
       return;
     }
   }
+  if (dtype_is_quant(t)) { /* element i decoded from its block (render_quant.c) */
+    sb_printf(b, "%s(%s, ", rc_quant_decoder(t), name);
+    if (e->n == 1) rc_put_ref(R, b, e->a[0]);
+    else sb_puts(b, "0");
+    sb_puts(b, ")");
+    return;
+  }
   const char *pre = "", *post = "";
   char widen[32];
   snprintf(widen, sizeof widen, "((%s)", R->dl->i64);

@@ -221,7 +221,7 @@ sized:
       }
       dims[k] = dim;
     }
-    if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &s->bytes[i])) {
+    if (!ck_numel(buf->shape.rank, dims, &numel) || !dtype_bytes(buf->dtype, numel, &s->bytes[i])) {
       diag_error(d, 0, 0, "buffer '%s' would have more than 2^56 elements at these sizes", buf->name);
       return 0;
     }
@@ -435,7 +435,7 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
   for (int k = 0; k < buf->shape.rank; k++)
     if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dims[k], d)) return 0;
   size_t bytes;
-  if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &bytes)) {
+  if (!ck_numel(buf->shape.rank, dims, &numel) || !dtype_bytes(buf->dtype, numel, &bytes)) {
     diag_error(d, 0, 0, "input '%s' would have more than 2^56 elements (or a negative size) at these sizes", buf->name);
     return 0;
   }

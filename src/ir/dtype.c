@@ -38,6 +38,10 @@ int dtype_block_elems(DType t) {
   return t == DT_Q4_K || t == DT_Q5_K || t == DT_Q6_K ? 256 : dtype_is_quant(t) ? 32 : 1;
 }
 
+int dtype_quant_group(DType t) {
+  return t == DT_Q4_0 || t == DT_Q4_1 || t == DT_Q5_0 || t == DT_Q5_1 || t == DT_Q6_K ? 16 : 32;
+}
+
 size_t dtype_block_bytes(DType t) {
   switch (t) {
   case DT_Q8_0: return 2 + 32;

@@ -35,6 +35,9 @@ int dtype_is_quant(DType t);
 /* Elements and bytes of one block: 1 and dtype_size for the unquantized types. */
 int dtype_block_elems(DType t);
 size_t dtype_block_bytes(DType t);
+/* A quantized block's elements in groups that share their bytes' offsets (16: the two nibbles of a byte are
+ * elements l and 16 + l; else 32): kernels loop over a group's elements with affine byte offsets. */
+int dtype_quant_group(DType t);
 /* Bytes of numel elements of t; 0 when numel is negative, above LT_MAX_NUMEL or not a whole number of blocks. */
 int dtype_bytes(DType t, int64_t numel, size_t *bytes);
 /* The type both operands of a binary op are converted to: the wider float wins, a float beats an int. */

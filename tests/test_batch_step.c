@@ -8,6 +8,7 @@
 #include <string.h>
 #include "testutil.h"
 #include "generate/model.h"
+#include "runtime/plan.h"
 
 #define FIXTURES "tests/fixtures/models"
 #define TOL 1e-5
@@ -138,6 +139,41 @@ static void qwen2_batched(void **st) {
   batched_matches_solo("qwen2");
 }
 
+/* Steady decode: a batched plan records a graph for a token count once two steps in a row have it, replays
+ * it from then on (also after a step of another count), and the replayed steps still equal the one-sequence
+ * model. */
+static void repeated_steps_replay_a_graph(void **st) {
+  (void)st;
+  Model *one = load(FIXTURES "/llama", 0), *many = load(FIXTURES "/llama", 1);
+  int V = one->cfg.vocab;
+  float *got[3], *want = malloc(sizeof(float) * (size_t)V);
+  for (int i = 0; i < 3; i++) got[i] = malloc(sizeof(float) * (size_t)V);
+  Entry prefill[3] = {{0, 0, 7}, {1, 0, 2}, {2, 0, 3}};
+  run_step(many, prefill, 3, got);
+  long base = plan_graph_replays(many->plan);
+  /* (entries, replays expected after the step): three decode tokens, three again, three, then two, then three */
+  struct {
+    int ne, replays;
+  } plan[5] = {{3, 0}, {3, 1}, {3, 2}, {2, 2}, {3, 3}};
+  int at[3] = {7, 2, 3};
+  for (int k = 0; k < 5; k++) {
+    Entry e[3];
+    for (int i = 0; i < plan[k].ne; i++) e[i] = (Entry){i, at[i]++, 1};
+    run_step(many, e, plan[k].ne, got);
+    assert_int_equal(plan_graph_replays(many->plan) - base, plan[k].replays);
+    for (int i = 0; i < plan[k].ne; i++) {
+      solo(one, e[i].seq, e[i].start + 1, want);
+      if (!(rel_error(got[i], want, V) <= TOL))
+        fail_msg("decode step %d: sequence %d differs from the one-sequence step by %.3g", k + 1, i,
+                 rel_error(got[i], want, V));
+    }
+  }
+  for (int i = 0; i < 3; i++) free(got[i]);
+  free(want);
+  model_free(one);
+  model_free(many);
+}
+
 /* Batch-invariant schedules: sequence 0's logits are bit-identical alone and beside others (other lengths,
  * other token counts), in prefill chunks and in decode steps. */
 static void batch_invariant_bits(void **st) {
@@ -207,8 +243,9 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(qwen3_batched),        cmocka_unit_test(llama_batched),        cmocka_unit_test(qwen2_batched),
-      cmocka_unit_test(batch_invariant_bits), cmocka_unit_test(bad_steps_are_errors),
+      cmocka_unit_test(qwen3_batched),        cmocka_unit_test(llama_batched),
+      cmocka_unit_test(qwen2_batched),        cmocka_unit_test(batch_invariant_bits),
+      cmocka_unit_test(bad_steps_are_errors), cmocka_unit_test(repeated_steps_replay_a_graph),
   };
   int rc = cmocka_run_group_tests_name("batch_step", tests, NULL, NULL);
   be->ops->destroy(be);

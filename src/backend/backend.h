@@ -47,6 +47,10 @@ typedef struct BackendOps {
    * gemm_available loads the library on first use and says whether it can run. */
   int (*gemm_available)(Backend *b);
   int (*gemm_bf16)(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out, Diag *d);
+  /* Optional: gemm_bf16 appended to graph g after its previous node, with these pointers for the graph's
+   * life (no graph_update of it). */
+  int (*graph_add_gemm)(Backend *b, BackendGraph *g, int64_t m, int64_t n, int64_t k, const void *a, const void *w,
+                        void *out, Diag *d);
   /* Optional: the bytes allocations can take now (free device memory; available host memory on the CPU);
    * 0 when unknown. */
   size_t (*memory_free)(Backend *b);

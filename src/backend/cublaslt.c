@@ -192,13 +192,13 @@ void cublaslt_choose(CublasLt *lt, int64_t m, int64_t n, int64_t k, int which) {
 }
 
 int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *c, int which,
-                  Diag *d) {
+                  void *stream, Diag *d) {
   LtShape *s = shape_for(lt, m, n, k, d);
   if (!s) return 0;
   if (which < 0 || which >= s->nalgo) which = s->chosen;
   const float one = 1.0f, beta = 0.0f;
   LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, c, s->c, c, s->c, &s->algo[which], lt->ws,
-                           lt->ws_bytes, NULL);
+                           lt->ws_bytes, stream);
   if (st) {
     diag_error(d, 0, 0, "cuBLASLt: a %lld x %lld x %lld bf16 GEMM failed (status %d)", (long long)m, (long long)n,
                (long long)k, st);

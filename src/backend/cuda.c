@@ -48,6 +48,7 @@ typedef struct CudaImpl {
   CublasLt *lt;    /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
   int lt_tried;
   CUdeviceptr lt_ws; /* its workspace */
+  CUstream capture;  /* where library GEMMs are recorded into graphs (created on first use) */
 } CudaImpl;
 
 typedef struct CudaFn {
@@ -392,7 +393,7 @@ struct BackendGraph {
   CUgraph graph;
   CUgraphExec exec;
   CUgraphNode *nodes;
-  CUfunction *fns;
+  CUfunction *fns; /* NULL: a recorded library call (a child graph), not a kernel */
   int *blocks;
   char (*names)[64];
   int n, cap;
@@ -427,18 +428,21 @@ static BackendGraph *cuda_graph_new(Backend *b, Diag *d) {
   return g;
 }
 
+static void graph_reserve(BackendGraph *g) {
+  if (g->n < g->cap) return;
+  g->cap = g->cap ? g->cap * 2 : 256;
+  g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap, "a CUDA graph");
+  g->fns = xrealloc(g->fns, sizeof *g->fns * (size_t)g->cap, "a CUDA graph");
+  g->blocks = xrealloc(g->blocks, sizeof *g->blocks * (size_t)g->cap, "a CUDA graph");
+  g->names = xrealloc(g->names, sizeof *g->names * (size_t)g->cap, "a CUDA graph");
+}
+
 static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const char *name, void *const *bufs,
                           int nbufs, const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
   CudaImpl *c = impl_of(b);
   CUfunction fn;
   if (!lookup_kernel(c, (CudaModule *)bm, name, &fn, d)) return 0;
-  if (g->n == g->cap) {
-    g->cap = g->cap ? g->cap * 2 : 256;
-    g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap, "a CUDA graph");
-    g->fns = xrealloc(g->fns, sizeof *g->fns * (size_t)g->cap, "a CUDA graph");
-    g->blocks = xrealloc(g->blocks, sizeof *g->blocks * (size_t)g->cap, "a CUDA graph");
-    g->names = xrealloc(g->names, sizeof *g->names * (size_t)g->cap, "a CUDA graph");
-  }
+  graph_reserve(g);
   CUdeviceptr ptrs[CUDA_MAX_ARGS];
   long long vals[CUDA_MAX_ARGS];
   void *params[CUDA_MAX_ARGS + 1];
@@ -448,7 +452,7 @@ static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const 
    * while the previous kernel's last blocks run; every generated kernel first waits for its
    * predecessor to complete (griddepcontrol.wait, render_cuda.c), so only launch latency overlaps. */
   const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL;
-  int programmatic = c->pdl && dep;
+  int programmatic = c->pdl && dep && g->fns[g->n - 1]; /* a programmatic edge starts at a kernel node */
   if (!check(c, d,
              c->drv.cuGraphAddKernelNode(&g->nodes[g->n], g->graph, programmatic ? NULL : dep,
                                          programmatic ? 0 : (dep ? 1 : 0), &kp),
@@ -479,8 +483,8 @@ static int cuda_graph_instantiate(Backend *b, BackendGraph *g, Diag *d) {
 static int cuda_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs, const int64_t *syms,
                              int nsyms, int64_t grid, Diag *d) {
   CudaImpl *c = impl_of(b);
-  if (node < 0 || node >= g->n || !g->exec) {
-    diag_error(d, 0, 0, "cuda: graph node %d does not exist", node);
+  if (node < 0 || node >= g->n || !g->exec || !g->fns[node]) {
+    diag_error(d, 0, 0, "cuda: graph node %d does not exist or is no kernel", node);
     return 0;
   }
   CUdeviceptr ptrs[CUDA_MAX_ARGS];
@@ -578,8 +582,9 @@ static int choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const 
   float best_ms = -1, first_ms = -1;
   for (int i = 0; i < count; i++) {
     Diag skip = {0}; /* a candidate that refuses this problem is passed over */
-    int ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, &skip) && c->drv.cuEventRecord(ev[0], NULL) == CUDA_SUCCESS;
-    for (int r = 0; ok && r < 3; r++) ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, &skip);
+    int ok =
+        cublaslt_gemm(c->lt, m, n, k, a, w, out, i, NULL, &skip) && c->drv.cuEventRecord(ev[0], NULL) == CUDA_SUCCESS;
+    for (int r = 0; ok && r < 3; r++) ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, NULL, &skip);
     float ms = 0;
     if (!ok || c->drv.cuEventRecord(ev[1], NULL) != CUDA_SUCCESS || c->drv.cuEventSynchronize(ev[1]) != CUDA_SUCCESS ||
         c->drv.cuEventElapsedTime(&ms, ev[0], ev[1]) != CUDA_SUCCESS)
@@ -606,7 +611,50 @@ static int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const voi
   }
   if (!make_current(c, d)) return 0;
   snprintf(c->last_kernel, sizeof c->last_kernel, "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
-  return choose_gemm_algo(c, m, n, k, a, w, out, d) && cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, d);
+  return choose_gemm_algo(c, m, n, k, a, w, out, d) && cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, NULL, d);
+}
+
+/* A library GEMM as a graph node: the call recorded on lathe's capture stream (after its algorithm was
+ * chosen, outside the recording) becomes a child graph that runs after the graph's previous node. Its
+ * pointers are fixed for the graph's life: the plan rebuilds a graph whose GEMM operands moved. */
+static int cuda_graph_add_gemm(Backend *b, BackendGraph *g, int64_t m, int64_t n, int64_t k, const void *a,
+                               const void *w, void *out, Diag *d) {
+  CudaImpl *c = impl_of(b);
+  if (!c->drv.cuStreamBeginCapture || !c->drv.cuGraphAddChildGraphNode) {
+    diag_error(d, 0, 0, "cuda: this driver cannot record a library call into a graph");
+    return 0;
+  }
+  if (!cuda_gemm_available(b)) {
+    diag_error(d, 0, 0, "cuBLASLt is not available");
+    return 0;
+  }
+  if (!make_current(c, d) || !choose_gemm_algo(c, m, n, k, a, w, out, d)) return 0;
+  if (!c->capture && !check(c, d, c->drv.cuStreamCreate(&c->capture, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate",
+                            "the graph recording stream"))
+    return 0;
+  graph_reserve(g);
+  snprintf(g->names[g->n], sizeof g->names[0], "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
+  if (!check(c, d, c->drv.cuStreamBeginCapture(c->capture, 1 /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */),
+             "cuStreamBeginCapture", g->names[g->n]))
+    return 0;
+  Diag gd = {0};
+  int ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, c->capture, &gd);
+  CUgraph child = NULL;
+  CUresult rc = c->drv.cuStreamEndCapture(c->capture, &child);
+  if (!ok || rc != CUDA_SUCCESS || !child) {
+    if (child) c->drv.cuGraphDestroy(child);
+    if (!ok) diag_error(d, 0, 0, "%s", gd.msg);
+    else check(c, d, rc ? rc : 1, "cuStreamEndCapture", g->names[g->n]);
+    return 0;
+  }
+  const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL;
+  rc = c->drv.cuGraphAddChildGraphNode(&g->nodes[g->n], g->graph, dep, dep ? 1 : 0, child);
+  c->drv.cuGraphDestroy(child); /* the node holds its own copy */
+  if (!check(c, d, rc, "cuGraphAddChildGraphNode", g->names[g->n])) return 0;
+  g->fns[g->n] = NULL;
+  g->blocks[g->n] = 0;
+  g->n++;
+  return 1;
 }
 
 /* ---- lifetime ---- */
@@ -614,6 +662,7 @@ static int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const voi
 static void impl_release(CudaImpl *c) {
   if (c->lt) cublaslt_close(c->lt);
   if (c->lt_ws) c->drv.cuMemFree(c->lt_ws);
+  if (c->capture) c->drv.cuStreamDestroy(c->capture);
   if (c->timers) {
     for (int i = 0; i < BACKEND_TIMER_SLOTS; i++)
       if (c->timers[i]) c->drv.cuEventDestroy(c->timers[i]);
@@ -664,6 +713,7 @@ static const BackendOps cuda_ops = {
     .timer_ms = cuda_timer_ms,
     .gemm_available = cuda_gemm_available,
     .gemm_bf16 = cuda_gemm_bf16,
+    .graph_add_gemm = cuda_graph_add_gemm,
 };
 
 /* Picks the device ($LATHE_CUDA_DEVICE, else 0) and reads what compiles and launches need. */

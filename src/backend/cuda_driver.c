@@ -53,7 +53,6 @@ static const DriverSym optional_syms[] = {
     SYM(cuGraphExecDestroy, "cuGraphExecDestroy"),
     SYM(cuGraphDestroy, "cuGraphDestroy"),
 };
-#undef SYM
 
 int cuda_driver_load(CudaDriver *drv, Diag *d) {
   memset(drv, 0, sizeof *drv);
@@ -81,9 +80,22 @@ int cuda_driver_load(CudaDriver *drv, Diag *d) {
     memcpy((char *)drv + optional_syms[i].offset, &opt[i], sizeof opt[i]);
   void *deps = have_all ? dlsym(dl, "cuGraphAddDependencies_v2") : NULL;
   memcpy(&drv->cuGraphAddDependencies_v2, &deps, sizeof deps);
+  static const DriverSym capture_syms[] = {
+      SYM(cuStreamCreate, "cuStreamCreate"),
+      SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
+      SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
+      SYM(cuStreamEndCapture, "cuStreamEndCapture"),
+      SYM(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode"),
+  };
+  const size_t ncap = sizeof capture_syms / sizeof capture_syms[0];
+  void *cap[sizeof capture_syms / sizeof capture_syms[0]];
+  for (size_t i = 0; i < ncap; i++) have_all &= (cap[i] = dlsym(dl, capture_syms[i].name)) != NULL;
+  for (size_t i = 0; have_all && i < ncap; i++) memcpy((char *)drv + capture_syms[i].offset, &cap[i], sizeof cap[i]);
   drv->dl = dl;
   return 1;
 }
+
+#undef SYM
 
 void cuda_driver_unload(CudaDriver *drv) {
   if (drv->dl) dlclose(drv->dl);

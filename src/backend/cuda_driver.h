@@ -99,6 +99,14 @@ typedef struct CudaDriver {
    * before it finishes (programmatic dependent launch). NULL: plain edges. */
   CUresult (*cuGraphAddDependencies_v2)(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
                                         const CudaGraphEdge *edges, size_t n);
+  /* Optional on their own: recording a library call (cuBLASLt) on a stream of lathe's into a graph of
+   * its own, added to a step's graph as a child node. NULL: library GEMMs are not recorded. */
+  CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
+  CUresult (*cuStreamDestroy)(CUstream s);
+  CUresult (*cuStreamBeginCapture)(CUstream s, int mode);
+  CUresult (*cuStreamEndCapture)(CUstream s, CUgraph *g);
+  CUresult (*cuGraphAddChildGraphNode)(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                       CUgraph child);
 } CudaDriver;
 
 #define CUDA_NO_DRIVER_MSG "no CUDA driver found (libcuda.so.1 not loadable): is an NVIDIA GPU and driver installed?"

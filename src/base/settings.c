@@ -21,9 +21,11 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_CUDA_DEVICE, "LATHE_CUDA_DEVICE", SETTING_INT, "0", NULL, "the ordinal of the GPU to run on"},
     {SET_CUDA_GRAPHS, "LATHE_CUDA_GRAPHS", SETTING_BOOL, "1", NULL,
      "0: decode steps launch kernels one by one, not as a CUDA graph"},
-    {SET_BATCH_GRAPHS, "LATHE_BATCH_GRAPHS", SETTING_INT, "7", NULL,
-     "batched steps of up to this many tokens replay a CUDA graph (with lathe's GEMMs; larger ones use cuBLASLt); "
-     "0: none"},
+    {SET_BATCH_GRAPHS, "LATHE_BATCH_GRAPHS", SETTING_INT, "4096", NULL,
+     "batched steps of up to this many tokens replay a CUDA graph, recorded once two steps in a row have as many "
+     "tokens; 0: none"},
+    {SET_GRAPH_GEMM, "LATHE_GRAPH_GEMM", SETTING_BOOL, "1", NULL,
+     "0: CUDA graphs do not record cuBLASLt GEMMs (graph-replayed steps run lathe's own GEMMs)"},
     {SET_PDL, "LATHE_PDL", SETTING_BOOL, "1", NULL, "0: no programmatic dependent launch in the decode graph (sm_90)"},
     {SET_CUBLASLT, "LATHE_CUBLASLT", SETTING_BOOL, "1", NULL,
      "0: prefill GEMMs run as lathe's own kernels, not cuBLASLt"},
@@ -31,6 +33,8 @@ static const SettingInfo table[SET_COUNT] = {
      "0: take cuBLASLt's heuristic first algorithm instead of measuring the candidates"},
     {SET_FLASH_DECODE, "LATHE_FLASH_DECODE", SETTING_BOOL, "1", NULL,
      "0: decode attention as three kernels instead of one flash-decoding kernel"},
+    {SET_DECODE_FILL, "LATHE_DECODE_FILL", SETTING_INT, "8", NULL,
+     "flash-decoding splits keys into chunks until about this many blocks run on each multiprocessor (1-64)"},
     {SET_NVRTC_UNITS, "LATHE_NVRTC_UNITS", SETTING_INT, "16", NULL,
      "at most this many CUDA translation units compiled in parallel (1: one unit)"},
     {SET_HF_ENDPOINT, "LATHE_HF_ENDPOINT", SETTING_STRING, "https://huggingface.co", NULL,

@@ -111,6 +111,10 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
   long tokens = 0;
   double t0 = now_ms(), step_ms = 0;
   long steps = 0;
+  /* steps that computed only decode tokens, as PyTorch's decode-only figure counts: their times and tokens */
+  long ndec = 0, dec_tokens = 0, cap_dec = 256;
+  double *dec_ms = xmalloc(sizeof(double) * (size_t)cap_dec, "the decode steps"), dec_total = 0;
+  EngineStats prev = base;
   while (ok && done < n) {
     double now = now_ms() - t0;
     for (; next < n && q[next].arrive <= now; next++) {
@@ -132,6 +136,13 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
     EngineStats st;
     engine_stats(e, &st);
     if (st.blocks_used > peak_blocks) peak_blocks = st.blocks_used;
+    if (st.prefill_tokens == prev.prefill_tokens && st.decode_tokens > prev.decode_tokens) {
+      if (ndec == cap_dec) dec_ms = xrealloc(dec_ms, sizeof(double) * (size_t)(cap_dec *= 2), "the decode steps");
+      dec_ms[ndec++] = s1 - s0;
+      dec_total += s1 - s0;
+      dec_tokens += st.decode_tokens - prev.decode_tokens;
+    }
+    prev = st;
     for (int k = 0; k < nev; k++) {
       int i = ev[k].id - q[0].id; /* ids are consecutive in order of adding */
       if (i < 0 || i >= n) continue;
@@ -159,6 +170,7 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
     }
     double tok_s = tokens * 1e3 / wall, mstep = steps ? step_ms / steps : 0;
     double t50 = pct(ttft, n, 50), t99 = pct(ttft, n, 99), i50 = pct(itl, nitl, 50), i99 = pct(itl, nitl, 99);
+    double d50 = pct(dec_ms, (int)ndec, 50), dec_tok_s = dec_total > 0 ? dec_tokens * 1e3 / dec_total : 0;
     long reused = st.prefix_tokens_reused - base.prefix_tokens_reused, pre = st.preemptions - base.preemptions;
     if (a->json) {
       json_t *o =
@@ -172,6 +184,9 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
       json_object_set_new(o, "ttft_ms_p99", json_real(t99));
       json_object_set_new(o, "itl_ms_p50", json_real(i50));
       json_object_set_new(o, "itl_ms_p99", json_real(i99));
+      json_object_set_new(o, "decode_steps", json_integer(ndec));
+      json_object_set_new(o, "decode_step_ms_p50", json_real(d50));
+      json_object_set_new(o, "decode_tok_s", json_real(dec_tok_s));
       json_object_set_new(o, "kv_blocks_peak", json_integer(peak_blocks));
       json_object_set_new(o, "kv_blocks_total", json_integer(st.blocks_total));
       json_object_set_new(o, "kv_block_size", json_integer(st.block_size));
@@ -192,6 +207,7 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
              steps, mstep);
       printf("  time to first token: p50 %.1f ms, p99 %.1f ms; inter-token latency: p50 %.2f ms, p99 %.2f ms\n", t50,
              t99, i50, i99);
+      if (ndec) printf("  decode-only steps: %ld, p50 %.3f ms; %.1f tok/s over them\n", ndec, d50, dec_tok_s);
       printf("  KV blocks: peak %d of %d (%d positions each); prefix tokens reused %ld; preemptions %ld\n", peak_blocks,
              st.blocks_total, st.block_size, reused, pre);
     }
@@ -201,6 +217,7 @@ int bench_batched(Model *m, const BatchedBenchArgs *a, const char *name, Diag *d
   for (int i = 0; i < n; i++) free(q[i].prompt);
   free(q);
   free(prefix);
+  free(dec_ms);
   engine_free(e);
   return ok;
 }

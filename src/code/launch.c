@@ -17,6 +17,9 @@ static const LaunchGemmLib *launch_lib(const KGemmLib *l, Arena *a) {
   g->m = l->m;
   g->planes_at = MMA_COUNTERS;
   g->epilogue = l->epilogue ? launch_kernel(l->epilogue, a) : NULL;
+  g->a_sig = l->a_sig;
+  g->a_bufs = l->a_bufs;
+  g->na_bufs = l->a_sig ? l->na_bufs : -1;
   return g;
 }
 

@@ -128,7 +128,7 @@ static const char *unique_name(Render *R, const char *base) {
 
 static void name_stmt_tree(Render *R, const KStmt *s) {
   /* a template kernel's (KS_MMA, KS_FLASH) axis variables are its locals */
-  int vars[2 * LT_MAX_RANK + 3], nv = 0;
+  int vars[2 * LT_MAX_RANK + 5], nv = 0;
   if (s->kind == KS_MMA && s->mma) {
     const KMma *m = s->mma;
     vars[nv++] = m->m_var;
@@ -142,6 +142,10 @@ static void name_stmt_tree(Render *R, const KStmt *s) {
     vars[nv++] = f->d_var;
     for (int i = 0; i < f->ngroup; i++) vars[nv++] = f->group_var[i];
     for (int i = 0; i < f->nvalue; i++) vars[nv++] = f->value_var[i];
+    if (f->k_row && f->v_row) {
+      vars[nv++] = f->k_at_var;
+      vars[nv++] = f->v_at_var;
+    }
   }
   for (int i = 0; i < nv; i++)
     if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])

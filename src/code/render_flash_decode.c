@@ -34,6 +34,37 @@ static int open_fn(Render *R, const KFlash *f, int L, const char *name, const ch
   return L + 1;
 }
 
+/* KFlash.k_row and v_row: a key's row offsets, a column's offset and the element at an index, for k and v. */
+static void put_rows(Render *R, const KFlash *f, int L) {
+  const char *tv = R->var_name[f->t_var], *dv = R->var_name[f->d_var];
+  int B = open_fn(R, f, L, "lt_fkr", "const i64 lt_rb, const i64 lt_t", "i64");
+  bind_share(R, f, B, "0");
+  rc_line(R, B, "const i64 %s = lt_t;", tv);
+  rc_put_return(R, B, f->k_row);
+  rc_line(R, L, "};");
+  B = open_fn(R, f, L, "lt_fkc", "const i64 lt_rb, const i64 lt_d", "i64");
+  bind_share(R, f, B, "0");
+  rc_line(R, B, "const i64 %s = lt_d;", dv);
+  rc_put_return(R, B, f->k_col);
+  rc_line(R, L, "};");
+  rc_line(R, L, "auto lt_fka = [&](const i64 %s) -> float {", R->var_name[f->k_at_var]);
+  rc_put_return(R, L + 1, f->k_at);
+  rc_line(R, L, "};");
+  B = open_fn(R, f, L, "lt_fvr", "const i64 lt_rb, const i64 lt_t", "i64");
+  bind_share(R, f, B, "0");
+  rc_line(R, B, "const i64 %s = lt_t;", tv);
+  rc_put_return(R, B, f->v_row);
+  rc_line(R, L, "};");
+  B = open_fn(R, f, L, "lt_fvc", "const i64 lt_rb, const i64 lt_cc", "i64");
+  bind_share(R, f, B, "0");
+  rc_bind_flat(R, B, f->value_var, f->value_ext, f->nvalue, "lt_cc");
+  rc_put_return(R, B, f->v_col);
+  rc_line(R, L, "};");
+  rc_line(R, L, "auto lt_fva = [&](const i64 %s) -> float {", R->var_name[f->v_at_var]);
+  rc_put_return(R, L + 1, f->v_at);
+  rc_line(R, L, "};");
+}
+
 void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   const KFlash *f = s->flash;
   if (!f || !f->decode || f->d_extent < 1 || f->d_extent > 128 || f->width < 1 || f->width > 128 || f->rows < 1 ||
@@ -79,11 +110,20 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   rc_line(R, B, "const float %s = lt_out;", R->tmp_name[f->o_tmp]);
   rc_put_stmt(R, f->store, B);
   rc_line(R, L, "};");
-  rc_line(R, L,
-          "lt_flash_decode<%d, %d, %d, %lldLL, %d, %s>(lt_M, lt_T, lt_scratch, lt_fq, lt_fk, lt_fv, lt_ftlast, "
-          "lt_fscore, lt_fstore);",
-          (int)f->d_extent, (int)f->width, f->rows, (long long)(f->groups / f->rows), MMA_COUNTERS / 4,
-          f->t_last ? "true" : "false");
+  if (f->k_row && f->v_row) {
+    put_rows(R, f, L);
+    rc_line(R, L,
+            "lt_flash_decode_rows<%d, %d, %d, %lldLL, %d, %s>(lt_M, lt_T, lt_scratch, lt_fq, lt_ftlast, lt_fscore, "
+            "lt_fstore, lt_fkr, lt_fkc, lt_fka, lt_fvr, lt_fvc, lt_fva);",
+            (int)f->d_extent, (int)f->width, f->rows, (long long)(f->groups / f->rows), MMA_COUNTERS / 4,
+            f->t_last ? "true" : "false");
+  } else {
+    rc_line(R, L,
+            "lt_flash_decode<%d, %d, %d, %lldLL, %d, %s>(lt_M, lt_T, lt_scratch, lt_fq, lt_fk, lt_fv, lt_ftlast, "
+            "lt_fscore, lt_fstore);",
+            (int)f->d_extent, (int)f->width, f->rows, (long long)(f->groups / f->rows), MMA_COUNTERS / 4,
+            f->t_last ? "true" : "false");
+  }
   L--;
   rc_line(R, L, "}");
 }

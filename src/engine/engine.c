@@ -2,11 +2,15 @@
  * its last known token gets its next token (the device's argmax when greedy, else its own sampler over its
  * row of logits), and the step's events say what each request got. */
 #include "engine.h"
+#define ENGINE_PARTS 5
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../base/clock.h"
 #include "../base/mem.h"
 #include "../base/strbuf.h"
+#include "../base/notice.h"
+#include "../base/settings.h"
 
 typedef struct Request {
   int live;           /* added and not yet reported finished */
@@ -42,6 +46,8 @@ struct Engine {
   DeviceSampler *dsampler;
   long generated;
   double step_ms;
+  double part_ms[ENGINE_PARTS]; /* LATHE_PROFILE: where the steps' wall time went (part_names) */
+  int profile;
 };
 
 static void grow(void **p, size_t *cap, size_t want, size_t elem, const char *what) {
@@ -71,6 +77,8 @@ Engine *engine_new(Model *m, const EngineOptions *o, Diag *d) {
     return NULL;
   }
   step_plan_init(&e->plan);
+  const char *prof = setting_str(SET_PROFILE);
+  e->profile = prof && *prof && strcmp(prof, "0");
   return e;
 }
 
@@ -85,8 +93,23 @@ static void request_free(Request *r) {
   free(r->out);
 }
 
+static const char *const part_names[ENGINE_PARTS] = {"schedule", "build inputs", "model step", "pick tokens",
+                                                     "commit and report"};
+
 void engine_free(Engine *e) {
   if (!e) return;
+  if (e->profile && e->step_ms > 0) {
+    long steps = 0;
+    SchedStats ss;
+    sched_stats(e->sched, &ss);
+    steps = ss.steps > 0 ? ss.steps : 1;
+    char line[512];
+    int n =
+        snprintf(line, sizeof line, "lathe engine profile: %ld steps, %.3f ms per step:", steps, e->step_ms / steps);
+    for (int i = 0; i < ENGINE_PARTS && n > 0 && n < (int)sizeof line; i++)
+      n += snprintf(line + n, sizeof line - (size_t)n, " %s %.3f", part_names[i], e->part_ms[i] / steps);
+    notice(NOTICE_PROFILE, "%s", line);
+  }
   for (int i = 0; i < e->nreq; i++) request_free(&e->req[i]);
   free(e->req);
   free(e->ev);
@@ -317,8 +340,9 @@ int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
     finish(e, e->cancelled[k], "cancelled");
   }
   e->ncancelled = 0;
-  double t0 = now_ms();
+  double t0 = now_ms(), t[ENGINE_PARTS + 1] = {t0};
   if (sched_plan_step(e->sched, &e->plan, d) < 0) return 0;
+  t[1] = t[2] = t[3] = t[4] = now_ms();
   if (e->plan.nentries > 0) {
     BatchStep b;
     int sampled, nrows = build_step(e, &b, &sampled), host_logits = 0;
@@ -327,12 +351,17 @@ int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
         host_logits = e->m->backend->target.kind != TARGET_CUDA;
     if (host_logits)
       grow((void **)&e->logits, &e->cap_logits, (size_t)nrows * (size_t)e->m->cfg.vocab, sizeof(float), "the logits");
+    t[2] = now_ms();
     if (!model_step_batch(e->m, &b, host_logits ? e->logits : NULL, e->next, d)) return 0;
+    t[3] = now_ms();
     if (!pick_tokens(e, host_logits, d)) return 0;
+    t[4] = now_ms();
     if (sched_commit(e->sched, &e->plan, e->new_tokens, d) < 0) return 0;
     if (!report(e, d)) return 0;
   }
-  e->step_ms += now_ms() - t0;
+  t[ENGINE_PARTS] = now_ms();
+  for (int i = 0; i < ENGINE_PARTS; i++) e->part_ms[i] += t[i + 1] - t[i];
+  e->step_ms += t[ENGINE_PARTS] - t0;
   *events = e->ev;
   *nevents = e->nev;
   return 1;

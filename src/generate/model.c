@@ -298,7 +298,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   /* decode steps; a batched model's small steps (few sequences decoding, where launching ~10 kernels a layer
    * one by one costs more than the GEMMs) */
   if (setting_bool(SET_CUDA_GRAPHS, 1)) {
-    int ok = 1, upto = (int)setting_int(SET_BATCH_GRAPHS, 7, &ok);
+    int ok = 1, upto = (int)setting_int(SET_BATCH_GRAPHS, 4096, &ok);
     if (m->kv_block && ok && upto > 0) plan_use_graphs_upto(m->plan, "tok", upto);
     else if (!m->kv_block) plan_use_graphs(m->plan, "seq", 1);
   }

@@ -104,6 +104,12 @@ typedef struct KFlash {
   int decode;
   int share, rows;
   Expr *chunks;
+  /* decode, where k and v are each one load whose index reads memory per key (a paged cache's block
+   * table): the index as a key's row part (of t and the block's row, no column variable) plus a column
+   * part (of d, or of the value axes), and the element as a load at variable *_at_var, so the block
+   * computes each key's row once per tile instead of once per element. NULL: no such split. */
+  Expr *k_row, *k_col, *k_at, *v_row, *v_col, *v_at;
+  int k_at_var, v_at_var;
 } KFlash;
 
 #define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */
@@ -133,6 +139,7 @@ typedef struct KKernel KKernel;
 /* The library form of a tensor-core GEMM: C_w[p * m + i][r] = sum_k A_p[i][k] * W_w[r][k] for each
  * distinct weight w and plane p of A (bf16 planes and weights, f32 C; one GEMM of a_parts * m rows
  * per weight), then the epilogue kernel, which adds the planes' products. */
+#define LIB_MAX_A_BUFS 8
 typedef struct KGemmLib {
   int nw;
   int w_param[2]; /* the GEMM kernel's parameter index of each distinct weight */
@@ -141,6 +148,10 @@ typedef struct KGemmLib {
   int a_parts;
   Expr *m; /* rows of A (symbols) */
   KKernel *epilogue;
+  /* A as the pre-pass computes it (its expression with the rows and k named m and k, the parts and k) and
+   * the buffers it reads: the plan skips a pre-pass whose planes the previous kernel's left in place */
+  const char *a_sig;
+  int a_bufs[LIB_MAX_A_BUFS], na_bufs; /* na_bufs = -1: more than fit (never skipped) */
 } KGemmLib;
 
 typedef struct KParam {

@@ -31,6 +31,65 @@ static Expr *causal_last(ExprPool *P, const Expr *score, int m, int t) {
   return NULL;
 }
 
+/* The terms of an index that is a sum (n at most cap; -1 when there are more). */
+static int add_terms(Expr *e, Expr **terms, int n, int cap) {
+  if (n < 0) return -1;
+  if (e->op == X_ADD) return add_terms(e->a[1], terms, add_terms(e->a[0], terms, n, cap), cap);
+  if (n == cap) return -1;
+  terms[n] = e;
+  return n + 1;
+}
+
+/* Splits x (a load, or a cast of one) into row + col (KFlash.k_row) of its row-major flat index: col holds
+ * the index terms that read a variable of colmask (none of them t), row the others, which must read memory. */
+static int split_row_load(Lower *L, Expr *x, uint64_t colmask, int t, const char *name, Expr **row, Expr **col,
+                          Expr **at, int *at_var) {
+  ExprPool *P = L->pool;
+  Expr *load = x->op == X_CAST ? x->a[0] : x;
+  if (load->op != X_LOAD || load->aux != MEM_GLOBAL || t >= 64 || load->ival < 0 || load->ival >= L->lp->nbufs)
+    return 0;
+  const Shape *sh = &L->lp->bufs[load->ival].shape;
+  if (sh->rank != load->n || load->n < 1) return 0;
+  Expr *r = NULL, *c = NULL, *stride = ex_int(P, 1);
+  for (int i = load->n - 1; i >= 0; i--) {
+    Expr *terms[32];
+    int n = add_terms(load->a[i], terms, 0, 32);
+    if (n < 1) return 0;
+    for (int j = 0; j < n; j++) {
+      Expr *term = ex_mul(P, terms[j], stride);
+      if (terms[j]->varmask & colmask) {
+        if (terms[j]->varmask & (1ull << t)) return 0;
+        c = c ? ex_add(P, c, term) : term;
+      } else {
+        r = r ? ex_add(P, r, term) : term;
+      }
+    }
+    stride = ex_mul(P, stride, sh->dim[i]);
+  }
+  if (!r || !(r->flags & EXF_LOAD)) return 0; /* direct addressing: little to save */
+  *row = r;
+  *col = c ? c : ex_int(P, 0);
+  *at_var = kl_new_var(L, name);
+  Expr *idx[LT_MAX_RANK]; /* (0, ..., 0, at): the flat index is `at` */
+  for (int i = 0; i < load->n; i++) idx[i] = i + 1 < load->n ? ex_int(P, 0) : ex_var(P, *at_var);
+  *at = ex_load(P, (int)load->ival, load->dtype, load->n, idx, MEM_GLOBAL);
+  if (x != load) *at = ex_cast(P, x->dtype, *at);
+  return 1;
+}
+
+/* KFlash.k_row and v_row, both or neither; variables 64 and up are not in varmask, so they split nothing. */
+static void split_rows(Lower *L, KFlash *f) {
+  uint64_t vmask = 0;
+  for (int i = 0; i < f->nvalue; i++) {
+    if (f->value_var[i] >= 64) return;
+    vmask |= 1ull << f->value_var[i];
+  }
+  if (f->d_var >= 64 || !vmask) return;
+  if (!split_row_load(L, f->k, 1ull << f->d_var, f->t_var, "kat", &f->k_row, &f->k_col, &f->k_at, &f->k_at_var) ||
+      !split_row_load(L, f->v, vmask, f->t_var, "vat", &f->v_row, &f->v_col, &f->v_at, &f->v_at_var))
+    f->k_row = f->v_row = NULL;
+}
+
 /* Flash-decoding (KFlash.decode): the group axis whose consecutive values read the same k and v
  * (k and v use it only as g // c, or not at all), with the most such values up to 8 (a block's
  * rows), and the launch: a block per query row, row group and key chunk. Chunks of at least 32 keys,
@@ -63,6 +122,7 @@ static void decode_launch(Lower *L, KFlash *f) {
   KKernel *kk = L->kk;
   kk->grid = ex_mul(P, row_blocks, f->chunks);
   kk->block = 128;
+  split_rows(L, f);
   kk->scratch =
       ex_add(P, ex_int(P, MMA_COUNTERS), ex_mul(P, kk->grid, ex_int(P, (int64_t)f->rows * (f->width + 2) * 4)));
 }

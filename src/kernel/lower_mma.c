@@ -2,7 +2,9 @@
  * tile stage chose it for: tile/match_gemm.c found the shape (one or two sums over k of A[m][k] *
  * W_i[n][k], W_i bf16 weights); here it becomes the statement, its launch, the A pre-pass and the
  * library form. Schedule.mma is the number of bf16 parts A is split into (1 or 2). */
+#include <stdio.h>
 #include <string.h>
+#include "../base/strbuf.h"
 #include "lower_internal.h"
 
 /* Scratch bytes: the tile counters, A's bf16 planes, then `tail` bytes (code/render_mma.c). */
@@ -101,6 +103,57 @@ void kl_mma_pack_kernel(Lower *L) {
   L->kk->pre = companion_kernel(L, m, MMA_PACK, ex_mul(L->pool, m->m_extent, ex_int(L->pool, m->k_extent / 2)));
 }
 
+typedef struct SigNames {
+  const Lower *L;
+  int m_var, k_var;
+  char tmp[16];
+} SigNames;
+
+static const char *sig_var(void *ctx, int v) {
+  SigNames *n = ctx;
+  if (v == n->m_var) return "m";
+  if (v == n->k_var) return "k";
+  snprintf(n->tmp, sizeof n->tmp, "v%d", v);
+  return n->tmp;
+}
+
+static const char *sig_buf(void *ctx, int b, MemSpace space) {
+  SigNames *n = ctx;
+  return space == MEM_GLOBAL && b >= 0 && b < n->L->lp->nbufs ? n->L->lp->bufs[b].name : "?";
+}
+
+static void a_bufs(const Expr *e, KGemmLib *lib) {
+  if (!e || lib->na_bufs < 0) return;
+  if (e->op == X_LOAD) {
+    int seen = 0;
+    for (int i = 0; i < lib->na_bufs; i++) seen |= lib->a_bufs[i] == (int)e->ival;
+    if (!seen && lib->na_bufs == LIB_MAX_A_BUFS) lib->na_bufs = -1;
+    else if (!seen) lib->a_bufs[lib->na_bufs++] = (int)e->ival;
+  }
+  int n = e->op == X_LOAD ? e->n : ex_op_arity(e->op);
+  for (int i = 0; i < n; i++) a_bufs(e->a[i], lib);
+}
+
+static const char *sig_other(void *ctx, int i) {
+  SigNames *n = ctx;
+  snprintf(n->tmp, sizeof n->tmp, "x%d", i);
+  return n->tmp;
+}
+
+/* KGemmLib.a_sig and a_bufs: what the pre-pass writes into the planes, as text two kernels can compare. */
+static void a_signature(Lower *L, const KMma *m, KGemmLib *lib) {
+  SigNames n = {L, m->m_var, m->k_var, ""};
+  ExprNames nm = {&n, sig_var, sig_buf, sig_other, sig_other, sig_other};
+  StrBuf b = {0};
+  sb_printf(&b, "parts %d, k %lld, rows ", m->a_parts, (long long)m->k_extent);
+  ex_print(&b, m->m_extent, &nm);
+  sb_puts(&b, ": ");
+  ex_print(&b, m->a, &nm);
+  lib->a_sig = arena_strdup(L->arena, sb_str(&b));
+  sb_free(&b);
+  a_bufs(m->a, lib);
+}
+
 /* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] parameters: one
  * product block ([a_parts * M][rows]) per distinct weight (gate and up are two; RoPE's rotated half
  * reads the same weight at other rows), and the epilogue kernel, one thread per output element (row,
@@ -140,5 +193,6 @@ void kl_mma_library(Lower *L) {
   Expr *products = ex_mul(P, m->m_extent, ex_int(P, rows * 4 * m->a_parts));
   kk->scratch = ex_bin(P, X_MAX, kk->scratch, scratch_after_planes(P, m, products));
   lib->epilogue = companion_kernel(L, &em, MMA_EPILOGUE, ex_mul(P, m->m_extent, ex_int(P, m->n_total)));
+  a_signature(L, m, lib);
   kk->lib = lib;
 }

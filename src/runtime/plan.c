@@ -55,6 +55,8 @@ Plan *plan_new(const LaunchTable *lt, const char *src, Backend *b, Diag *d) {
   /* whether cuBLASLt runs is asked when a run first chooses a GEMM with a library form, so plans
    * that never prefill (and CPU plans) do not load it */
   p->gemm_library = p->tensor_cores && b->ops->gemm_available && b->ops->gemm_bf16 ? -1 : 0;
+  p->graph_library = b->ops->graph_add_gemm && setting_bool(SET_GRAPH_GEMM, 1);
+  p->last_key = -1;
   if (!plan_deps_init(p)) {
     diag_error(d, 0, 0, "plan: out of memory");
     plan_free(p);
@@ -135,6 +137,7 @@ static void state_release(RunState *s) {
   free(s->need);
   free(s->lib_m);
   free(s->epi_grids);
+  free(s->skip_pre);
   memset(s, 0, sizeof *s);
 }
 
@@ -164,6 +167,32 @@ static int grow(Plan *p, void **buf, size_t *have, size_t need, int zero, Diag *
 /* Must something that depends on the symbols `dep` be evaluated again? `changed` (plan_deps.c) is ~0
  * when everything must: the first run, or none recorded. */
 static int stale(uint64_t dep, uint64_t changed) { return changed == ~0ull || (dep & changed); }
+
+/* Whether kernel j writes a buffer that A of library GEMM `lib` reads. */
+static int writes_a_input(const LaunchKernel *j, const LaunchGemmLib *lib) {
+  for (int i = 0; i < j->nparams; i++)
+    for (int b = 0; j->params[i].is_output && b < lib->na_bufs; b++)
+      if (j->params[i].buf == lib->a_bufs[b]) return 1;
+  return 0;
+}
+
+/* RunState.skip_pre: a library GEMM whose pre-pass would write the planes that the kernel launched just
+ * before it left in the scratch (the same A, rows and parts: q, k and v of one layer) runs without it, as
+ * long as that kernel wrote nothing A reads. */
+static void mark_shared_planes(const Plan *p, RunState *s) {
+  int prev = -1;
+  for (int k = 0; k < p->lt->nkernels; k++) {
+    const LaunchKernel *kk = s->use[k];
+    s->skip_pre[k] = 0;
+    if (kk->skip) continue;
+    if (prev >= 0 && s->lib_m[k] > 0 && s->lib_m[prev] == s->lib_m[k] && kk->pre) {
+      const LaunchGemmLib *a = s->use[prev]->lib, *b = kk->lib;
+      s->skip_pre[k] = a->a_sig && b->a_sig && b->na_bufs >= 0 && a->planes_at == b->planes_at &&
+                       !strcmp(a->a_sig, b->a_sig) && !writes_a_input(s->use[prev], b);
+    }
+    prev = k;
+  }
+}
 
 /* The run state for these symbol values: buffer sizes and device pointers, the kernel or variant of each
  * slot, its arguments and grid. */
@@ -201,6 +230,7 @@ static int state_init(Plan *p, const SymEnv *env, RunState *s, Diag *d) {
   s->need = xcalloc(nkk, sizeof *s->need, "the plan's requirements");
   s->lib_m = xcalloc(nkk, sizeof *s->lib_m, "the plan's library GEMM rows");
   s->epi_grids = xcalloc(nkk, sizeof *s->epi_grids, "the plan's epilogue grids");
+  s->skip_pre = xcalloc(nkk, sizeof *s->skip_pre, "the plan's pre-pass skips");
   if (!s->bytes || !s->dev || !s->args || !s->syms || !s->grids || !s->pre_grids || !s->need || !s->lib_m ||
       !s->epi_grids || !s->nargs || !s->nsyms || !s->use || !s->io_at) {
     diag_error(d, 0, 0, "plan: out of memory");
@@ -267,8 +297,8 @@ sized:
       return 0;
     s->dev[i] = p->ws[i];
   }
-  /* a run that replays a graph runs the generated GEMMs (a library call is no graph node) */
-  int graphable = plan_graph_wanted(p, s->graph_key);
+  /* a run that replays a graph runs the generated GEMMs where the backend cannot record a library call */
+  int graphable = plan_graph_wanted(p, s->graph_key) && !p->graph_library;
   /* which kernel or variant runs, and the scratch they need, before any argument points at it */
   size_t scratch = 0;
   for (int k = 0; k < nk; k++) {
@@ -325,6 +355,7 @@ sized:
     s->pre_grids[k] = 0;
     if (kk->pre && kk->pre->grid && !eval_or_diag(kk->pre->grid, env, "the launch grid", &s->pre_grids[k], d)) return 0;
   }
+  mark_shared_planes(p, s);
   plan_remember_symbols(p, symv, present);
   return 1;
 }

@@ -33,6 +33,8 @@ void plan_use_graphs(Plan *p, const char *sym, int64_t value);
 /* Graph replay for every run whose `sym` is 1..max: one recorded graph per value (and choice of kernel
  * variants), up to 16, the least recently used replaced; such runs use the generated GEMMs, not a library's. */
 void plan_use_graphs_upto(Plan *p, const char *sym, int64_t max);
+/* How many runs replayed a recorded graph so far. */
+long plan_graph_replays(const Plan *p);
 /* Device bytes of the workspace (temporaries, outputs kept across runs, the tensor-core GEMMs' scratch). */
 size_t plan_workspace_bytes(const Plan *p);
 /* Whether the plan's prefill GEMMs run through the backend's library (cuBLASLt) rather than the

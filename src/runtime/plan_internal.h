@@ -26,6 +26,7 @@ typedef struct RunState {
   int64_t *lib_m;     /* nkernels: rows of the library GEMMs that replace the chosen kernel (LaunchKernel.lib),
                          0 = none (the kernel runs itself) */
   int64_t *epi_grids; /* nkernels: grid of the library form's epilogue */
+  unsigned char *skip_pre; /* nkernels: the pre-pass's planes are already in the scratch (plan.c) */
   int64_t graph_key;  /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
@@ -41,7 +42,7 @@ enum { PLAN_GRAPHS = 16 };
  * arguments, symbols and grids its nodes were last given. */
 typedef struct PlanGraph {
   int64_t key;
-  uint64_t sig;
+  uint64_t sig; /* the variants chosen, the library GEMMs' rows and where their operands lie */
   BackendGraph *graph;
   void **args;
   int64_t *syms, *grids, *pre_grids;
@@ -78,6 +79,10 @@ struct Plan {
    * whose arguments or grid changed are updated. */
   const char *graph_sym;
   int64_t graph_key, graph_upto;
+  int64_t last_key;  /* the previous run's key and variants: a batched plan records a graph for a key */
+  uint64_t last_sig; /* only when two runs in a row share it (a one-off mix of tokens runs one by one) */
+  long graph_replays;
+  int graph_library; /* graphs record library GEMMs (the backend can, and recording one has not failed) */
   PlanGraph graphs[PLAN_GRAPHS];
   long graph_clock;
   int graph_failed;

@@ -9,6 +9,8 @@
 #include "plan_internal.h"
 
 /* Whether this run's symbol value may replay a graph (and so runs no library GEMM: plan.c). */
+long plan_graph_replays(const Plan *p) { return p->graph_replays; }
+
 int plan_graph_wanted(const Plan *p, int64_t key) {
   if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new) return 0;
   return p->graph_upto > 0 ? key >= 1 && key <= p->graph_upto : key == p->graph_key;
@@ -17,16 +19,20 @@ int plan_graph_wanted(const Plan *p, int64_t key) {
 /* The variants the run chose, as a number: a graph records one choice. */
 static uint64_t variant_sig(const Plan *p, const RunState *s) {
   uint64_t h = 1469598103934665603ULL;
-  for (int k = 0; k < p->lt->nkernels; k++)
+  for (int k = 0; k < p->lt->nkernels; k++) {
     if (s->use[k] != &p->lt->kernels[k]) h = (h ^ (uint64_t)k) * 1099511628211ULL;
-  return h;
+    if (s->lib_m[k] > 0) h = (h ^ ((uint64_t)s->lib_m[k] << 20 ^ (uint64_t)k)) * 1099511628211ULL;
+  }
+  /* a recorded library GEMM keeps its pointers: the scratch moving makes another graph */
+  return (h ^ (uint64_t)(uintptr_t)p->scratch) * 1099511628211ULL;
 }
 
 static int graph_applicable(const Plan *p, const RunState *s) {
   if (!plan_graph_wanted(p, s->graph_key)) return 0;
   for (int k = 0; k < p->lt->nkernels; k++) {
     if (s->use[k]->skip) continue;
-    if (s->grids[k] <= 0 || s->lib_m[k] > 0) return 0; /* an empty launch or a library call is no graph node */
+    if (s->grids[k] <= 0 || s->lib_m[k] < 0) return 0; /* an empty launch is no graph node */
+    if (s->lib_m[k] > 0 && (!p->graph_library || s->epi_grids[k] <= 0)) return 0;
     if (s->use[k]->pre && s->pre_grids[k] <= 0) return 0;
   }
   return 1;
@@ -43,7 +49,30 @@ void plan_graph_free(Plan *p, PlanGraph *g) {
   memset(g, 0, sizeof *g);
 }
 
-/* Records the run's launch list: every slot's pre-pass and kernel, one node after another. */
+/* The grid of slot k's kernel node: its library form's epilogue, or the kernel. */
+static int64_t slot_grid(const RunState *s, int k) { return s->lib_m[k] > 0 ? s->epi_grids[k] : s->grids[k]; }
+
+/* Where slot k's library GEMMs read A's planes and write the products (launch_library_gemm's layout). */
+static char *library_planes(const Plan *p, const LaunchGemmLib *lib) { return (char *)p->scratch + lib->planes_at; }
+
+/* Slot k's library form as nodes: one recorded GEMM per weight, then the epilogue kernel. */
+static int graph_add_library_gemm(Plan *p, RunState *s, PlanGraph *g, int k, Diag *d) {
+  const LaunchKernel *kk = s->use[k];
+  const LaunchGemmLib *lib = kk->lib;
+  const BackendOps *o = p->b->ops;
+  int64_t m = s->lib_m[k], rows = m * lib->a_parts;
+  char *planes = library_planes(p, lib);
+  float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
+  for (int w = 0; w < lib->nw; w++) {
+    const void *weight = s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
+    if (!o->graph_add_gemm(p->b, g->graph, rows, lib->w_rows[w], lib->k, planes, weight, products, d)) return 0;
+    products += (size_t)rows * (size_t)lib->w_rows[w];
+  }
+  return o->graph_add(p->b, g->graph, p->m, lib->epilogue->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+                      &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], lib->epilogue->block, d);
+}
+
+/* Records the run's launch list: every slot's pre-pass and kernel (or library form), one node after another. */
 static int graph_build(Plan *p, RunState *s, PlanGraph *g, Diag *d) {
   const BackendOps *o = p->b->ops;
   int nk = p->lt->nkernels;
@@ -62,11 +91,17 @@ static int graph_build(Plan *p, RunState *s, PlanGraph *g, Diag *d) {
     const int64_t *y = &s->syms[(size_t)k * 16];
     g->node[k] = g->pre_node[k] = -1; /* kernels that launch nothing are no nodes */
     if (kk->skip) continue;
-    if (kk->pre) {
+    if (kk->pre && !s->skip_pre[k]) {
       g->pre_node[k] = nodes++;
       if (!o->graph_add(p->b, g->graph, p->m, kk->pre->fn, a, s->nargs[k], y, s->nsyms[k], s->pre_grids[k],
                         kk->pre->block, d))
         return 0;
+    }
+    if (s->lib_m[k] > 0) {
+      if (!graph_add_library_gemm(p, s, g, k, d)) return 0;
+      nodes += kk->lib->nw;
+      g->node[k] = nodes++; /* the epilogue, updated as the slot's kernel */
+      continue;
     }
     g->node[k] = nodes++;
     if (!o->graph_add(p->b, g->graph, p->m, kk->fn, a, s->nargs[k], y, s->nsyms[k], s->grids[k], kk->block, d))
@@ -74,14 +109,13 @@ static int graph_build(Plan *p, RunState *s, PlanGraph *g, Diag *d) {
   }
   memcpy(g->args, s->args, nkk * ARG_STRIDE * sizeof(void *));
   memcpy(g->syms, s->syms, nkk * 16 * sizeof(int64_t));
-  memcpy(g->grids, s->grids, nkk * sizeof(int64_t));
+  for (int k = 0; k < nk; k++) g->grids[k] = slot_grid(s, k);
   memcpy(g->pre_grids, s->pre_grids, nkk * sizeof(int64_t));
   return o->graph_instantiate(p->b, g->graph, d);
 }
 
 /* The graph of this run's key and variants: found, or recorded in place of the least recently used. */
-static PlanGraph *graph_for(Plan *p, RunState *s, Diag *d) {
-  uint64_t sig = variant_sig(p, s);
+static PlanGraph *graph_for(Plan *p, RunState *s, uint64_t sig, int first, Diag *d) {
   PlanGraph *lru = &p->graphs[0];
   for (int i = 0; i < PLAN_GRAPHS; i++) {
     PlanGraph *g = &p->graphs[i];
@@ -91,6 +125,7 @@ static PlanGraph *graph_for(Plan *p, RunState *s, Diag *d) {
     }
     if (!g->graph || (lru->graph && g->used < lru->used)) lru = g;
   }
+  if (p->graph_upto > 0 && first) return NULL; /* not yet: the first run of this key in a row */
   plan_graph_free(p, lru);
   lru->key = s->graph_key;
   lru->sig = sig;
@@ -102,10 +137,15 @@ static PlanGraph *graph_for(Plan *p, RunState *s, Diag *d) {
   return lru;
 }
 
+/* 1: replayed; 0: failed (d says why); -1: no graph for this run yet (launch one by one). */
 static int graph_run(Plan *p, RunState *s, Diag *d) {
   const BackendOps *o = p->b->ops;
-  PlanGraph *g = graph_for(p, s, d);
-  if (!g) return 0;
+  uint64_t sig = variant_sig(p, s);
+  int first = s->graph_key != p->last_key || sig != p->last_sig;
+  p->last_key = s->graph_key;
+  p->last_sig = sig;
+  PlanGraph *g = graph_for(p, s, sig, first, d);
+  if (!g) return d->set ? 0 : first && p->graph_upto > 0 ? -1 : 0;
   double t0 = now_ms();
   int updates = 0;
   for (int k = 0; k < p->lt->nkernels; k++) {
@@ -120,11 +160,11 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
       g->pre_grids[k] = s->pre_grids[k];
       updates++;
     }
-    if (same_args && s->grids[k] == g->grids[k]) continue;
-    if (!o->graph_update(p->b, g->graph, g->node[k], a, s->nargs[k], y, s->nsyms[k], s->grids[k], d)) return 0;
+    if (same_args && slot_grid(s, k) == g->grids[k]) continue;
+    if (!o->graph_update(p->b, g->graph, g->node[k], a, s->nargs[k], y, s->nsyms[k], slot_grid(s, k), d)) return 0;
     memcpy(&g->args[(size_t)k * ARG_STRIDE], a, sizeof(void *) * s->nargs[k]);
     memcpy(&g->syms[(size_t)k * 16], y, sizeof(int64_t) * s->nsyms[k]);
-    g->grids[k] = s->grids[k];
+    g->grids[k] = slot_grid(s, k);
     updates++;
   }
   if (!p->step_profile) return o->graph_launch(p->b, g->graph, d) && o->sync(p->b, d);
@@ -161,7 +201,7 @@ static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const LaunchGemmLib *lib = kk->lib;
   const BackendOps *o = p->b->ops;
   int64_t m = s->lib_m[k];
-  char *planes = (char *)p->scratch + lib->planes_at;
+  char *planes = library_planes(p, lib);
   float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
   int64_t rows = m * lib->a_parts; /* the planes, stacked: one GEMM per weight covers every part */
   for (int w = 0; w < lib->nw; w++) {
@@ -181,7 +221,7 @@ static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
 static int launch_slot(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const LaunchKernel *kk = s->use[k];
   const BackendOps *o = p->b->ops;
-  if (kk->pre && !o->launch(p->b, p->m, kk->pre->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+  if (kk->pre && !s->skip_pre[k] && !o->launch(p->b, p->m, kk->pre->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
                             &s->syms[(size_t)k * 16], s->nsyms[k], s->pre_grids[k], kk->pre->block, d))
     return 0;
   if (!end_part(p, k, mark, PROF_PRE, kk->pre ? kk->pre->fn : NULL, d)) return 0;
@@ -194,14 +234,25 @@ static int launch_slot(Plan *p, RunState *s, int k, int mark, Diag *d) {
 
 int plan_launch_all(Plan *p, RunState *s, Diag *d) {
   p->runs++;
-  if (graph_applicable(p, s)) {
+  int replayed = graph_applicable(p, s) ? -2 : -1;
+  if (replayed == -2) {
     Diag gd = {0};
-    if (graph_run(p, s, &gd)) return 1;
-    /* No replay after all (an old driver, a refused update): launch one by one from now on. */
-    notice(NOTICE_WARNING, "graph replay failed (%s); launching kernels one by one\n", gd.msg);
-    p->graph_failed = 1;
-    for (int i = 0; i < PLAN_GRAPHS; i++) plan_graph_free(p, &p->graphs[i]);
-    if (!p->b->ops->sync(p->b, d)) return 0;
+    if ((replayed = graph_run(p, s, &gd)) == 1) {
+      p->graph_replays++;
+      return 1;
+    }
+    if (replayed == 0) {
+      /* No replay after all (an old driver, a refused update or recording): launch one by one from now on,
+       * or, where recording a library call failed, record graphs without library GEMMs. */
+      notice(NOTICE_WARNING, "graph replay failed (%s); launching %s one by one\n", gd.msg,
+             p->graph_library ? "library GEMMs" : "kernels");
+      if (p->graph_library) p->graph_library = 0;
+      else p->graph_failed = 1;
+      for (int i = 0; i < PLAN_GRAPHS; i++) plan_graph_free(p, &p->graphs[i]);
+      if (!p->b->ops->sync(p->b, d)) return 0;
+    }
+  } else {
+    p->last_key = -1;
   }
   /* Profiling: device timestamps between kernels and their parts where the backend has them
    * (launches stay asynchronous), else a synchronisation after each kernel. */

@@ -140,8 +140,12 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   int64_t work = work_per_point(k);
   /* one sum over a run-time length may be the P x V of an attention */
   s.flash_decode = t == TARGET_CUDA && k->nphase == 1 && work < 0;
-  /* flash-decoding's key chunks: about two blocks on each multiprocessor */
-  if (s.flash_decode) s.decode_fill = 2 * dev->sms;
+  /* flash-decoding's key chunks: about eight blocks on each multiprocessor (LATHE_DECODE_FILL); with two,
+   * a batch of many rows left each block a long serial walk over its keys */
+  if (s.flash_decode) {
+    int ok = 1, per_sm = (int)setting_int(SET_DECODE_FILL, 8, &ok);
+    s.decode_fill = (ok && per_sm >= 1 && per_sm <= 64 ? per_sm : 8) * dev->sms;
+  }
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
      * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. */

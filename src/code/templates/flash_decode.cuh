@@ -29,11 +29,12 @@ static constexpr __host__ __device__ int lt_pow2_at_least(int n) {
   return p;
 }
 
-template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, class Q, class K, class V, class TL,
-          class S, class ST>
-static __device__ __forceinline__ void lt_flash_decode(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch,
-                                                       const Q &lt_fq, const K &lt_fk, const V &lt_fv,
-                                                       const TL &lt_ftlast, const S &lt_fscore, const ST &lt_fstore) {
+template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, bool ROWS, class Q, class K, class V,
+          class TL, class S, class ST, class KR, class KC, class KA, class VR, class VC, class VA>
+static __device__ __forceinline__ void
+lt_flash_decode_impl(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, const Q &lt_fq, const K &lt_fk,
+                     const V &lt_fv, const TL &lt_ftlast, const S &lt_fscore, const ST &lt_fstore, const KR &lt_fkr,
+                     const KC &lt_fkc, const KA &lt_fka, const VR &lt_fvr, const VC &lt_fvc, const VA &lt_fva) {
   constexpr int LK = lt_pow2_at_least((D + 3) / 4 < 32 ? (D + 3) / 4 : 32); /* lanes per key */
   constexpr int DJ = (D + LK - 1) / LK, KPW = 32 / LK;                      /* q per lane, keys per warp */
   constexpr int NPH = 128 / W, VPT = (LT_FD_TILE + NPH - 1) / NPH; /* P x V: threads per column, keys per thread */
@@ -66,10 +67,26 @@ static __device__ __forceinline__ void lt_flash_decode(const i64 lt_M, const i64
   }
   __syncthreads();
   const int lt_col = lt_tid % W, lt_ph = lt_tid / W; /* P x V: column, key phase */
+  /* ROWS: k and v as a key's row offset (once per key and tile, in shared memory) plus a column offset
+   * (once per thread), so an element's load does not recompute the key's address (a block-table read) */
+  __shared__ i64 lt_krow[ROWS ? LT_FD_TILE : 1], lt_vrow[ROWS ? LT_FD_TILE : 1];
+  i64 lt_kcol[ROWS ? DJ : 1], lt_vcol = 0;
+  if constexpr (ROWS) {
+#pragma unroll
+    for (int lt_j = 0; lt_j < DJ; lt_j++) lt_kcol[lt_j] = lt_dl + lt_j * LK < D ? lt_fkc(lt_rb, lt_dl + lt_j * LK) : 0;
+    if (lt_ph < NPH) lt_vcol = lt_fvc(lt_rb, (i64)lt_col);
+  }
   float lt_o[RW];
 #pragma unroll
   for (int lt_r = 0; lt_r < RW; lt_r++) lt_o[lt_r] = 0.0f;
   for (i64 lt_k0 = lt_t0; lt_k0 < lt_t1; lt_k0 += LT_FD_TILE) {
+    if constexpr (ROWS) {
+      if (lt_tid < LT_FD_TILE && lt_k0 + lt_tid < lt_t1) {
+        lt_krow[lt_tid] = lt_fkr(lt_rb, lt_k0 + lt_tid);
+        lt_vrow[lt_tid] = lt_fvr(lt_rb, lt_k0 + lt_tid);
+      }
+      __syncthreads();
+    }
     /* this thread's values of the tile */
     float lt_vr[VPT];
 #pragma unroll
@@ -77,7 +94,10 @@ static __device__ __forceinline__ void lt_flash_decode(const i64 lt_M, const i64
       const int lt_kk = lt_ph + lt_i * NPH;
       const i64 lt_t = lt_k0 + lt_kk;
       lt_vr[lt_i] = 0.0f;
-      if (lt_ph < NPH && lt_kk < LT_FD_TILE && lt_t < lt_t1) lt_vr[lt_i] = lt_fv(lt_rb, (i64)lt_col, lt_t);
+      if (lt_ph < NPH && lt_kk < LT_FD_TILE && lt_t < lt_t1) {
+        if constexpr (ROWS) lt_vr[lt_i] = lt_fva(lt_vrow[lt_kk] + lt_vcol);
+        else lt_vr[lt_i] = lt_fv(lt_rb, (i64)lt_col, lt_t);
+      }
     }
     /* scores: key lt_kk of the tile on lanes lt_sub * lk .. + lk of its warp */
 #pragma unroll
@@ -92,7 +112,9 @@ static __device__ __forceinline__ void lt_flash_decode(const i64 lt_M, const i64
         for (int lt_j = 0; lt_j < DJ; lt_j++) {
           const i64 lt_d = lt_dl + lt_j * LK;
           if (lt_d < D) {
-            const float lt_kv = lt_fk(lt_rb, lt_tk, lt_d);
+            float lt_kv;
+            if constexpr (ROWS) lt_kv = lt_fka(lt_krow[lt_kk] + lt_kcol[lt_j]);
+            else lt_kv = lt_fk(lt_rb, lt_tk, lt_d);
 #pragma unroll
             for (int lt_r = 0; lt_r < RW; lt_r++) lt_a[lt_r] += lt_q[lt_r][lt_j] * lt_kv;
           }
@@ -213,4 +235,27 @@ static __device__ __forceinline__ void lt_flash_decode(const i64 lt_M, const i64
       }
     }
   }
+}
+
+/* Every element's index computed whole (contiguous caches). */
+template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, class Q, class K, class V, class TL,
+          class S, class ST>
+static __device__ __forceinline__ void lt_flash_decode(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch,
+                                                       const Q &lt_fq, const K &lt_fk, const V &lt_fv,
+                                                       const TL &lt_ftlast, const S &lt_fscore, const ST &lt_fstore) {
+  lt_flash_decode_impl<D, W, RW, GB, COUNTER_WORDS, HAS_TLAST, false>(lt_M, lt_T, lt_scratch, lt_fq, lt_fk, lt_fv,
+                                                                      lt_ftlast, lt_fscore, lt_fstore, 0, 0, 0, 0, 0, 0);
+}
+
+/* k and v through row offsets: a key's row (kr, vr: rb, t -> index), a column's offset (kc: rb, d; vc: rb, cc)
+ * and the element at an index (ka, va). */
+template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, class Q, class TL, class S, class ST,
+          class KR, class KC, class KA, class VR, class VC, class VA>
+static __device__ __forceinline__ void
+lt_flash_decode_rows(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, const Q &lt_fq, const TL &lt_ftlast,
+                     const S &lt_fscore, const ST &lt_fstore, const KR &lt_fkr, const KC &lt_fkc, const KA &lt_fka,
+                     const VR &lt_fvr, const VC &lt_fvc, const VA &lt_fva) {
+  lt_flash_decode_impl<D, W, RW, GB, COUNTER_WORDS, HAS_TLAST, true>(lt_M, lt_T, lt_scratch, lt_fq, 0, 0, lt_ftlast,
+                                                                     lt_fscore, lt_fstore, lt_fkr, lt_fkc, lt_fka,
+                                                                     lt_fvr, lt_fvc, lt_fva);
 }

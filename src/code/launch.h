@@ -43,9 +43,9 @@ typedef struct LaunchGemmLib {
   Expr *m;           /* rows of A */
   int64_t planes_at; /* byte offset of A's planes in the scratch (the products follow them) */
   const LaunchKernel *epilogue;
-  const char *a_sig;    /* what the pre-pass writes into the planes (KGemmLib.a_sig) */
-  const int *a_bufs;    /* the buffers it reads */
-  int na_bufs;          /* -1: unknown */
+  const char *a_sig; /* what the pre-pass writes into the planes (KGemmLib.a_sig) */
+  const int *a_bufs; /* the buffers it reads */
+  int na_bufs;       /* -1: unknown */
 } LaunchGemmLib;
 
 struct LaunchKernel {

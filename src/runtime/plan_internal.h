@@ -18,16 +18,16 @@ typedef struct RunState {
   int *nsyms;               /* per kernel: by-value symbols passed */
   const LaunchKernel **use; /* per kernel: the kernel or its variant (LaunchKernel.alt), chosen by the sizes */
   int any_variant;
-  size_t *io_at;      /* per buffer: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
-  size_t io_used;     /* bytes of the block this run uploads */
-  int64_t *grids;     /* nkernels */
-  int64_t *pre_grids; /* nkernels: grid of the chosen kernel's pre-pass (LaunchKernel.pre) */
-  int64_t *need;      /* nkernels: scratch bytes of the chosen kernel */
-  int64_t *lib_m;     /* nkernels: rows of the library GEMMs that replace the chosen kernel (LaunchKernel.lib),
-                         0 = none (the kernel runs itself) */
-  int64_t *epi_grids; /* nkernels: grid of the library form's epilogue */
+  size_t *io_at;           /* per buffer: offset in the per-run block, 0 = not in it (offset 0 holds the symbols) */
+  size_t io_used;          /* bytes of the block this run uploads */
+  int64_t *grids;          /* nkernels */
+  int64_t *pre_grids;      /* nkernels: grid of the chosen kernel's pre-pass (LaunchKernel.pre) */
+  int64_t *need;           /* nkernels: scratch bytes of the chosen kernel */
+  int64_t *lib_m;          /* nkernels: rows of the library GEMMs that replace the chosen kernel (LaunchKernel.lib),
+                              0 = none (the kernel runs itself) */
+  int64_t *epi_grids;      /* nkernels: grid of the library form's epilogue */
   unsigned char *skip_pre; /* nkernels: the pre-pass's planes are already in the scratch (plan.c) */
-  int64_t graph_key;  /* value of the plan's graph symbol in this run (-1 if none) */
+  int64_t graph_key;       /* value of the plan's graph symbol in this run (-1 if none) */
 } RunState;
 
 /* A kernel slot's profiled parts: the pre-pass, the kernel, the library GEMMs that replace it, the

@@ -221,8 +221,9 @@ static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
 static int launch_slot(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const LaunchKernel *kk = s->use[k];
   const BackendOps *o = p->b->ops;
-  if (kk->pre && !s->skip_pre[k] && !o->launch(p->b, p->m, kk->pre->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                            &s->syms[(size_t)k * 16], s->nsyms[k], s->pre_grids[k], kk->pre->block, d))
+  if (kk->pre && !s->skip_pre[k] &&
+      !o->launch(p->b, p->m, kk->pre->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
+                 s->nsyms[k], s->pre_grids[k], kk->pre->block, d))
     return 0;
   if (!end_part(p, k, mark, PROF_PRE, kk->pre ? kk->pre->fn : NULL, d)) return 0;
   if (s->lib_m[k] > 0) return end_part(p, k, mark, PROF_KERNEL, NULL, d) && launch_library_gemm(p, s, k, mark, d);

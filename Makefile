@@ -26,7 +26,7 @@ SAN_OBJ  := $(patsubst src/%.c,build/asan/%.o,$(LIB_SRC)) build/asan/gen/templat
 SAN_CLI  := $(patsubst src/%.c,build/asan/%.o,$(CLI_SRC))
 TEST_BIN := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
-.PHONY: all test test-unit test-gpu deps model clean format check-style install uninstall
+.PHONY: all test test-unit test-gpu soak deps model clean format check-style install uninstall
 all: build/lathe model
 
 build/lathe: $(OBJ) $(CLI_OBJ)
@@ -84,6 +84,11 @@ test: $(TEST_BIN) build/asan/lathe build/lathe check-style
 	@LATHE_CACHE_DIR=$(CURDIR)/build/test-cache scripts/run-tests.sh $(TEST_BIN)
 
 # GPU tests (run on a machine with an NVIDIA GPU).
+# lathe serve's soak for SOAK_S seconds (make test runs 20 s of it in tests/cli_serve_load_test.sh)
+SOAK_S ?= 120
+soak: build/lathe
+	@SOAK_S=$(SOAK_S) tests/cli_serve_load_test.sh
+
 test-gpu: build/lathe
 	@scripts/run-gpu-tests.sh
 

@@ -69,6 +69,7 @@ fi
 if "$venv/bin/python" -c 'import openai' 2>/dev/null; then
   model=$(basename "$DM" .gguf)
   "$venv/bin/python" tests/serve_openai_check.py "$PORT" "$model" "$tmp/gen.json"
+  "$venv/bin/python" tests/serve_openai_extra.py "$PORT" "$model"
 else
   skip serve_openai "cannot install the PyPI openai package: $(tail -1 "$tmp/pip.log")"
 fi

@@ -172,7 +172,7 @@ def errors():
     expect_error("error_unsupported_field", 400, "POST", "/v1/chat/completions",
                  {"messages": [{"role": "user", "content": "x"}], "tools": []}, param="tools")
     expect_error("error_n", 400, "POST", "/v1/completions", {"prompt": "x", "n": 2}, param="n")
-    expect_error("error_penalty", 400, "POST", "/v1/completions", {"prompt": "x", "presence_penalty": 1},
+    expect_error("error_penalty", 400, "POST", "/v1/completions", {"prompt": "x", "presence_penalty": 3},
                  param="presence_penalty")
     expect_error("error_unknown_model", 400, "POST", "/v1/completions", {"prompt": "x", "model": "nope"},
                  param="model")
@@ -183,7 +183,14 @@ def errors():
     r = expect_error("error_405", 405, "GET", "/v1/completions")
     check("error_405_allow", r.getheader("Allow") == "POST", str(r.getheader("Allow")))
     expect_error("error_413", 413, "POST", "/v1/completions", raw='{"prompt": "%s"}' % ("a" * 5000))
-    expect_error("embeddings_not_implemented", 501, "POST", "/v1/embeddings", {"input": "x"})
+    expect_error("embeddings_empty", 400, "POST", "/v1/embeddings", {"input": ""}, param="input")
+    expect_error("embeddings_empty_list", 400, "POST", "/v1/embeddings", {"input": []}, param="input")
+    expect_error("embeddings_format", 400, "POST", "/v1/embeddings", {"input": "x", "encoding_format": "hex"},
+                 param="encoding_format")
+    expect_error("embeddings_mixed", 400, "POST", "/v1/embeddings", {"input": ["x", [1, 2]]}, param="input")
+    st, j, text, _ = post("/v1/embeddings", {"input": [1] * 300})
+    check("embeddings_too_long", st == 400 and "300 tokens" in j["error"]["message"] and "context of 256"
+          in j["error"]["message"] and j["error"]["code"] == "context_length_exceeded", text[:300])
     st, j, _, _ = request("GET", "/health")
     check("health", st == 200 and j == {"status": "ok"}, str(j))
     st, j, _, _ = request("GET", "/v1/models")

@@ -42,6 +42,15 @@ static void completion_fields(void **state) {
   assert_string_equal(r.stop[1], "bc");
   assert_true(r.stream && r.include_usage && r.echo);
   api_request_free(&r);
+  assert_true(parse("{\"prompt\": \"x\", \"presence_penalty\": 0.5, \"frequency_penalty\": -1, \"logprobs\": 3}",
+                    API_COMPLETION, &r, &e));
+  assert_true(r.presence_penalty == 0.5 && r.frequency_penalty == -1 && r.logprobs && r.top_logprobs == 3);
+  api_request_free(&r);
+  assert_true(
+      parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 4}",
+            API_CHAT, &r, &e));
+  assert_true(r.logprobs && r.top_logprobs == 4);
+  api_request_free(&r);
   /* defaults: OpenAI's temperature 1 and top_p 1; temperature 0 is greedy; a token-id prompt */
   assert_true(parse("{\"prompt\": [[1, 2, 3]]}", API_COMPLETION, &r, &e));
   assert_true(r.sampling.temperature == 1 && r.sampling.top_p == 1 && !r.sampling.greedy && r.max_tokens == -1);
@@ -86,8 +95,16 @@ static void refusals_name_the_field(void **state) {
   refused("{\"prompt\": \"x\", \"top_p\": 0}", API_COMPLETION, "top_p", "greater than 0");
   refused("{\"prompt\": \"x\", \"n\": 2}", API_COMPLETION, "n", "must be 1");
   refused("{\"prompt\": \"x\", \"best_of\": 3}", API_COMPLETION, "best_of", "must be 1");
-  refused("{\"prompt\": \"x\", \"frequency_penalty\": 0.5}", API_COMPLETION, "frequency_penalty", "not supported");
-  refused("{\"prompt\": \"x\", \"logprobs\": 2}", API_COMPLETION, "logprobs", "not supported");
+  refused("{\"prompt\": \"x\", \"frequency_penalty\": 2.5}", API_COMPLETION, "frequency_penalty", "between -2 and 2");
+  refused("{\"prompt\": \"x\", \"presence_penalty\": \"1\"}", API_COMPLETION, "presence_penalty", "number");
+  refused("{\"prompt\": \"x\", \"logprobs\": 21}", API_COMPLETION, "logprobs", "between 0 and 20");
+  refused("{\"prompt\": \"x\", \"logprobs\": true}", API_COMPLETION, "logprobs", "integer");
+  refused("{\"prompt\": \"x\", \"logprobs\": 2, \"echo\": true}", API_COMPLETION, "echo", "not supported");
+  refused("{\"prompt\": \"x\", \"top_logprobs\": 2}", API_COMPLETION, "top_logprobs", "not supported");
+  refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", API_CHAT, "top_logprobs",
+          "needs 'logprobs'");
+  refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 1}", API_CHAT, "logprobs",
+          "true or false");
   refused("{\"prompt\": \"x\", \"logit_bias\": {\"1\": 5}}", API_COMPLETION, "logit_bias", "not supported");
   refused("{\"prompt\": \"x\", \"tools\": []}", API_COMPLETION, "tools", "'tools' is not supported");
   refused("{\"prompt\": \"x\", \"response_format\": {}}", API_COMPLETION, "response_format", "not supported");
@@ -108,28 +125,54 @@ static void response_shapes(void **state) {
   ApiIdent id;
   api_ident_init(&id, API_CHAT, 7, "m");
   ApiUsage u = {5, 3};
-  char *s = api_completion_body(&id, "hi \"x\"", "stop", &u);
+  char *s = api_completion_body(&id, "hi \"x\"", "stop", &u, NULL);
   assert_contains(s, "\"object\":\"chat.completion\"");
   assert_contains(s, "\"message\":{\"role\":\"assistant\",\"content\":\"hi \\\"x\\\"\"}");
   assert_contains(s, "\"finish_reason\":\"stop\"");
   assert_contains(s, "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"total_tokens\":8}");
   assert_true(!strncmp(id.id, "chatcmpl-", 9));
   free(s);
-  s = api_chunk_event(&id, "", 1, NULL, NULL, 1);
+  s = api_chunk_event(&id, "", 1, NULL, NULL, 1, NULL);
   assert_true(!strncmp(s, "data: {", 7) && !strcmp(s + strlen(s) - 3, "}\n\n"));
   assert_contains(s, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}");
   assert_contains(s, "\"usage\":null");
   free(s);
-  s = api_chunk_event(&id, NULL, 0, NULL, &u, 1);
+  s = api_chunk_event(&id, NULL, 0, NULL, &u, 1, NULL);
   assert_contains(s, "\"choices\":[]");
   assert_contains(s, "\"total_tokens\":8");
   free(s);
   api_ident_init(&id, API_COMPLETION, 8, "m");
-  s = api_chunk_event(&id, "tok", 0, "length", NULL, 0);
+  s = api_chunk_event(&id, "tok", 0, "length", NULL, 0, NULL);
   assert_contains(s, "\"object\":\"text_completion\"");
   assert_contains(s, "\"text\":\"tok\"");
   assert_contains(s, "\"finish_reason\":\"length\"");
   assert_null(strstr(s, "usage"));
+  free(s);
+  /* logprobs: a completion's four lists with text offsets, a chat's content entries with bytes */
+  TokenLogprob t[2] = {{.token = 65, .logprob = -0.5f, .end = 1, .ntop = 2, .top_ids = {65, 66}, .top_lp = {-0.5f, -1}},
+                       {.token = 67, .logprob = -2, .end = 3, .ntop = 1, .top_ids = {66}, .top_lp = {-1.5f}}};
+  json_t *lp = api_logprobs_json(API_COMPLETION, NULL, t, 0, 2, "abc", 0);
+  s = json_dumps(lp, JSON_COMPACT);
+  assert_contains(s, "\"token_logprobs\":[-0.5,-2.0]");
+  assert_contains(s, "\"text_offset\":[0,1]");
+  assert_contains(s, "\"tokens\":[\"\",\"\"]"); /* no tokenizer: empty strings */
+  free(s);
+  json_decref(lp);
+  lp = api_logprobs_json(API_CHAT, NULL, t, 1, 2, "abc", 0);
+  s = json_dumps(lp, JSON_COMPACT);
+  assert_contains(
+      s,
+      "{\"content\":[{\"token\":\"\",\"logprob\":-2.0,\"bytes\":[],\"top_logprobs\":[{\"token\":\"\",\"logprob\":-1.5");
+  free(s);
+  json_decref(lp);
+  /* embeddings: base64 is the little-endian f32 bytes */
+  float v[2] = {1.0f, -2.5f};
+  s = api_embeddings_body("m", v, 1, 2, 1, 4);
+  assert_contains(s, "\"embedding\":\"AACAPwAAIMA=\"");
+  assert_contains(s, "\"usage\":{\"prompt_tokens\":4,\"total_tokens\":4}");
+  free(s);
+  s = api_embeddings_body("m", v, 1, 2, 0, 4);
+  assert_contains(s, "\"embedding\":[1.0,-2.5]");
   free(s);
   ApiError e = {0};
   api_error(&e, 400, "invalid_request_error", "n", "bad %d", 2);

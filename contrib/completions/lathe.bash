@@ -12,7 +12,7 @@ _lathe() {
     generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --chat-template --json --concurrency --batch-invariant $sampling" ;;
     chat) opts="--chat-template $sampling" ;;
     serve) opts="--model -m --host --port -p --api-key --name --max-seqs --max-queue --ctx -c --max-body --drain-s
-      --target --quiet -q" ;;
+      --pooling --target --quiet -q" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
       --prefill-len --reps --ctx --bandwidth --fuse-recompute --json --concurrency --requests --arrivals
       --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant" ;;
@@ -38,6 +38,7 @@ _lathe() {
     --dtype) COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur")); return ;;
     --type | -t) COMPREPLY=($(compgen -W "q8_0 q4_0 q4_1 q4_k_m q5_k_m q6_k" -- "$cur")); return ;;
     --device) COMPREPLY=($(compgen -W "h200 a100 l4 t4 host" -- "$cur")); return ;;
+    --pooling) COMPREPLY=($(compgen -W "last mean" -- "$cur")); return ;;
     --dir) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -o | --chat-template | --prompt-file | -f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --prompt | --prompt-tokens | --system | --stop | --max-tokens | --temperature | --top-p | --top-k | --seed | \

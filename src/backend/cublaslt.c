@@ -33,14 +33,25 @@ enum {
   LT_PREF_MAX_WORKSPACE = 1
 };
 
-#define LT_SHAPES 64
+/* Shapes by (m, n, k) in an open-addressed table, emptied when full: a server's steps bring a new row count
+ * almost every step, and a shape costs its layouts and a heuristic query to set up. */
+#define LT_SHAPES 1024
+/* Measured choices by (n, k, row-count bucket): a new row count in a bucket takes the algorithm measured
+ * there when its own candidates include it, so each bucket is measured once, not each row count. */
+#define LT_BUCKETS 256
 
 typedef struct LtShape {
-  int64_t m, n, k;
+  int64_t m, n, k; /* m = 0: a free entry */
   LtLayout a, b, c;
   LtAlgo algo[CUBLASLT_CANDIDATES];
   int nalgo, chosen, measured;
 } LtShape;
+
+typedef struct LtBucket {
+  int64_t n, k;
+  int bucket;
+  LtAlgo algo;
+} LtBucket;
 
 struct CublasLt {
   void *dl;
@@ -48,8 +59,10 @@ struct CublasLt {
   LtDesc desc;
   void *ws;
   size_t ws_bytes;
-  LtShape shapes[LT_SHAPES];
+  LtShape *shapes; /* LT_SHAPES */
   int nshapes;
+  LtBucket buckets[LT_BUCKETS];
+  int nbuckets;
   LtStatus (*create)(LtHandle *);
   LtStatus (*destroy)(LtHandle);
   LtStatus (*desc_create)(LtDesc *, int compute, int scale);
@@ -80,6 +93,10 @@ CublasLt *cublaslt_open(void *workspace, size_t bytes, Diag *d) {
     return NULL;
   }
   CublasLt *lt = mem_calloc(d, 1, sizeof *lt, "cuBLASLt");
+  if (lt && !(lt->shapes = mem_calloc(d, LT_SHAPES, sizeof *lt->shapes, "cuBLASLt's shapes"))) {
+    free(lt);
+    lt = NULL;
+  }
   if (!lt) {
     dlclose(dl);
     return NULL;
@@ -129,16 +146,55 @@ CublasLt *cublaslt_open(void *workspace, size_t bytes, Diag *d) {
   return lt;
 }
 
-static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d) {
-  for (int i = 0; i < lt->nshapes; i++)
-    if (lt->shapes[i].m == m && lt->shapes[i].n == n && lt->shapes[i].k == k) return &lt->shapes[i];
-  if (lt->nshapes == LT_SHAPES) { /* forget the oldest */
-    LtShape *o = &lt->shapes[0];
+static int row_bucket(int64_t m) {
+  int b = 0;
+  while (b < 62 && (1ll << b) < m) b++;
+  return b; /* m in (2^(b-1), 2^b] */
+}
+
+static LtBucket *bucket_of(CublasLt *lt, int64_t m, int64_t n, int64_t k) {
+  int b = row_bucket(m);
+  for (int i = 0; i < lt->nbuckets; i++)
+    if (lt->buckets[i].n == n && lt->buckets[i].k == k && lt->buckets[i].bucket == b) return &lt->buckets[i];
+  return NULL;
+}
+
+/* A new shape whose bucket was measured: that algorithm, when it is among the shape's own candidates. */
+static void adopt_bucket(CublasLt *lt, LtShape *s) {
+  const LtBucket *b = bucket_of(lt, s->m, s->n, s->k);
+  for (int i = 0; b && i < s->nalgo; i++)
+    if (!memcmp(&s->algo[i], &b->algo, sizeof b->algo)) {
+      s->chosen = i;
+      s->measured = 1;
+      return;
+    }
+}
+
+static void shapes_clear(CublasLt *lt) {
+  for (int i = 0; i < LT_SHAPES; i++) {
+    LtShape *o = &lt->shapes[i];
+    if (!o->m) continue;
     lt->layout_destroy(o->a), lt->layout_destroy(o->b), lt->layout_destroy(o->c);
-    memmove(lt->shapes, lt->shapes + 1, (LT_SHAPES - 1) * sizeof *lt->shapes);
-    lt->nshapes--;
+    memset(o, 0, sizeof *o);
   }
-  LtShape *s = &lt->shapes[lt->nshapes];
+  lt->nshapes = 0;
+}
+
+static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d) {
+  if (m < 1 || n < 1 || k < 1) {
+    diag_error(d, 0, 0, "cuBLASLt: a %lld x %lld x %lld GEMM", (long long)m, (long long)n, (long long)k);
+    return NULL;
+  }
+  uint64_t at = ((uint64_t)m * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)n * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t)k;
+  for (int probe = 0; probe < LT_SHAPES; probe++) {
+    LtShape *e = &lt->shapes[(at + (uint64_t)probe) % LT_SHAPES];
+    if (!e->m) break;
+    if (e->m == m && e->n == n && e->k == k) return e;
+  }
+  if (lt->nshapes >= LT_SHAPES * 3 / 4) shapes_clear(lt); /* keep probes short */
+  LtShape *s = NULL;
+  for (int probe = 0; !s; probe++)
+    if (!lt->shapes[(at + (uint64_t)probe) % LT_SHAPES].m) s = &lt->shapes[(at + (uint64_t)probe) % LT_SHAPES];
   memset(s, 0, sizeof *s);
   s->m = m, s->n = n, s->k = k;
   LtStatus st;
@@ -147,6 +203,7 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
       (st = lt->layout_create(&s->c, LT_R_32F, (uint64_t)n, (uint64_t)m, n))) {
     if (s->a) lt->layout_destroy(s->a);
     if (s->b) lt->layout_destroy(s->b);
+    memset(s, 0, sizeof *s);
     lt_fail(d, "cublasLtMatrixLayoutCreate", st);
     return NULL;
   }
@@ -159,6 +216,7 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
       found < 1) {
     if (pref) lt->pref_destroy(pref);
     lt->layout_destroy(s->a), lt->layout_destroy(s->b), lt->layout_destroy(s->c);
+    memset(s, 0, sizeof *s);
     if (!st)
       diag_error(d, 0, 0, "cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n,
                  (long long)k);
@@ -170,11 +228,13 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
     if (h[i].state == 0) s->algo[s->nalgo++] = h[i].algo;
   if (!s->nalgo) {
     lt->layout_destroy(s->a), lt->layout_destroy(s->b), lt->layout_destroy(s->c);
+    memset(s, 0, sizeof *s);
     diag_error(d, 0, 0, "cuBLASLt: no usable algorithm for a %lld x %lld x %lld bf16 GEMM", (long long)m, (long long)n,
                (long long)k);
     return NULL;
   }
   lt->nshapes++;
+  adopt_bucket(lt, s);
   return s;
 }
 
@@ -188,7 +248,14 @@ int cublaslt_candidates(CublasLt *lt, int64_t m, int64_t n, int64_t k, int *chos
 void cublaslt_choose(CublasLt *lt, int64_t m, int64_t n, int64_t k, int which) {
   Diag d = {0};
   LtShape *s = shape_for(lt, m, n, k, &d);
-  if (s && which >= 0 && which < s->nalgo) s->chosen = which, s->measured = 1;
+  if (!s || which < 0 || which >= s->nalgo) return;
+  s->chosen = which, s->measured = 1;
+  LtBucket *b = bucket_of(lt, m, n, k);
+  if (!b && lt->nbuckets < LT_BUCKETS) {
+    b = &lt->buckets[lt->nbuckets++];
+    *b = (LtBucket){n, k, row_bucket(m), {{0}}};
+  }
+  if (b) b->algo = s->algo[which];
 }
 
 int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *c, int which,
@@ -209,11 +276,8 @@ int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, 
 
 void cublaslt_close(CublasLt *lt) {
   if (!lt) return;
-  for (int i = 0; i < lt->nshapes; i++) {
-    lt->layout_destroy(lt->shapes[i].a);
-    lt->layout_destroy(lt->shapes[i].b);
-    lt->layout_destroy(lt->shapes[i].c);
-  }
+  if (lt->shapes) shapes_clear(lt);
+  free(lt->shapes);
   if (lt->desc) lt->desc_destroy(lt->desc);
   if (lt->h) lt->destroy(lt->h);
   dlclose(lt->dl);

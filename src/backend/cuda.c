@@ -23,63 +23,24 @@
 #include "cuda_driver.h"
 #include "nvrtc.h"
 #include "source_units.h"
+#include "cuda_internal.h"
 
 /* Part of every cache key. nvrtc.c chooses the NVRTC options; bump this when they change (v2: entries carry
  * the cache.h trailer). */
 #define CUDA_CACHE_TAG "lathe-cuda-v2 nvrtc_compile(--gpu-architecture=ARCH -default-device)"
-#define CUDA_MAX_ARGS 128
 #define CUDA_MIN_ALLOC 256 /* cuMemAlloc rejects 0 bytes; empty buffers still get a real pointer */
 
-typedef struct CudaImpl {
-  CudaDriver drv;
-  CUdevice dev;
-  CUcontext ctx; /* the device's primary context, retained */
-  int have_ctx;
-  int max_threads;
-  char arch[16];       /* "sm_90" */
-  TargetDesc desc;     /* the device's description, from cuDeviceGetAttribute */
-  int pdl;             /* graph edges with programmatic dependent launch (sm_90+, driver has them) */
-  char dev_name[128];  /* "NVIDIA H200" */
-  char nvrtc_id[1200]; /* NVRTC version and library file, part of every cache key */
-  int have_nvrtc_id;
-  char last_kernel[128]; /* for errors that surface at the next synchronize */
-  int compiles, cache_hits;
-  CUevent *timers; /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
-  CublasLt *lt;    /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
-  int lt_tried;
-  CUdeviceptr lt_ws; /* its workspace */
-  CUstream capture;  /* where library GEMMs are recorded into graphs (created on first use) */
-} CudaImpl;
+CudaImpl *cuda_impl(Backend *b) { return (CudaImpl *)b->impl; }
 
-typedef struct CudaFn {
-  char *name;
-  CUfunction fn;
-} CudaFn;
-
-/* A generated program compiles as up to this many translation units, each at least this big, at once
- * (source_units.h; LATHE_NVRTC_UNITS overrides the count, 1 = one unit) */
-#define CUDA_MAX_UNITS 16
-#define CUDA_UNIT_BYTES 16384
-
-/* What a BackendModule* points to on this backend: one CUmodule per translation unit. */
-typedef struct CudaModule {
-  CUmodule mods[CUDA_MAX_UNITS];
-  int nmods;
-  CudaFn *fns; /* kernels already looked up, so launches skip cuModuleGetFunction */
-  int nfns, cap;
-} CudaModule;
-
-static CudaImpl *impl_of(Backend *b) { return (CudaImpl *)b->impl; }
-
-static int check(CudaImpl *c, Diag *d, CUresult rc, const char *call, const char *what) {
+int cuda_check(CudaImpl *c, Diag *d, CUresult rc, const char *call, const char *what) {
   if (rc == CUDA_SUCCESS) return 1;
   cuda_diag(&c->drv, d, rc, call, what);
   return 0;
 }
 
 /* Driver calls act on the calling thread's current context; make ours current first. */
-static int make_current(CudaImpl *c, Diag *d) {
-  return check(c, d, c->drv.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent", NULL);
+int cuda_make_current(CudaImpl *c, Diag *d) {
+  return cuda_check(c, d, c->drv.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent", NULL);
 }
 
 static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
@@ -87,45 +48,45 @@ static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 /* ---- memory ---- */
 
 static void *cuda_alloc(Backend *b, size_t bytes, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  if (!make_current(c, d)) return NULL;
+  CudaImpl *c = cuda_impl(b);
+  if (!cuda_make_current(c, d)) return NULL;
   CUdeviceptr p = 0;
   char what[48];
   snprintf(what, sizeof what, "%zu bytes", bytes);
-  if (!check(c, d, c->drv.cuMemAlloc(&p, bytes < CUDA_MIN_ALLOC ? CUDA_MIN_ALLOC : bytes), "cuMemAlloc", what))
+  if (!cuda_check(c, d, c->drv.cuMemAlloc(&p, bytes < CUDA_MIN_ALLOC ? CUDA_MIN_ALLOC : bytes), "cuMemAlloc", what))
     return NULL;
   return (void *)(uintptr_t)p;
 }
 
 static void cuda_free(Backend *b, void *ptr) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   if (!ptr) return;
   /* Nowhere to report a failure here; a bad free shows up as an error of a later call. */
   if (c->drv.cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS) c->drv.cuMemFree(dptr(ptr));
 }
 
 static int cuda_upload(Backend *b, void *dst, const void *src, size_t bytes, Diag *d) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   if (bytes == 0) return 1;
   char what[48];
   snprintf(what, sizeof what, "%zu bytes", bytes);
-  return make_current(c, d) && check(c, d, c->drv.cuMemcpyHtoD(dptr(dst), src, bytes), "cuMemcpyHtoD", what);
+  return cuda_make_current(c, d) && cuda_check(c, d, c->drv.cuMemcpyHtoD(dptr(dst), src, bytes), "cuMemcpyHtoD", what);
 }
 
 static int cuda_download(Backend *b, void *dst, const void *src, size_t bytes, Diag *d) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   if (bytes == 0) return 1;
   char what[48];
   snprintf(what, sizeof what, "%zu bytes", bytes);
-  return make_current(c, d) && check(c, d, c->drv.cuMemcpyDtoH(dst, dptr(src), bytes), "cuMemcpyDtoH", what);
+  return cuda_make_current(c, d) && cuda_check(c, d, c->drv.cuMemcpyDtoH(dst, dptr(src), bytes), "cuMemcpyDtoH", what);
 }
 
 static int cuda_sync(Backend *b, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  if (!make_current(c, d)) return 0;
+  CudaImpl *c = cuda_impl(b);
+  if (!cuda_make_current(c, d)) return 0;
   char what[160];
   snprintf(what, sizeof what, "after %s", c->last_kernel[0] ? c->last_kernel : "no kernel");
-  return check(c, d, c->drv.cuCtxSynchronize(), "cuCtxSynchronize", what);
+  return cuda_check(c, d, c->drv.cuCtxSynchronize(), "cuCtxSynchronize", what);
 }
 
 /* ---- NVRTC identity (part of the cache key) ---- */
@@ -183,7 +144,7 @@ static uint64_t source_key(CudaImpl *c, const char *source) {
 
 static int load_unit(CudaImpl *c, const void *cubin, CUmodule *mod, Diag *d) {
   *mod = NULL;
-  return make_current(c, d) && check(c, d, c->drv.cuModuleLoadData(mod, cubin), "cuModuleLoadData", c->arch);
+  return cuda_make_current(c, d) && cuda_check(c, d, c->drv.cuModuleLoadData(mod, cubin), "cuModuleLoadData", c->arch);
 }
 
 static CudaModule *module_new(CudaImpl *c, const CUmodule *mods, int n, Diag *d) {
@@ -198,7 +159,7 @@ static CudaModule *module_new(CudaImpl *c, const CUmodule *mods, int n, Diag *d)
 }
 
 BackendModule *cuda_module_from_image(Backend *b, const void *image, Diag *d) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   CUmodule mod;
   if (!load_unit(c, image, &mod, d)) return NULL;
   return (BackendModule *)module_new(c, &mod, 1, d);
@@ -230,7 +191,7 @@ static int unit_count(void) {
 /* Compiles a program's translation units, those missing from the cache in parallel (NVRTC programs
  * are independent), and loads each as its own module; a kernel is found in whichever holds it. */
 static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   if (!nvrtc_available()) {
     diag_error(d, 0, 0, "NVRTC (libnvrtc.so) not found: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH");
     return NULL;
@@ -305,7 +266,7 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
 }
 
 static void cuda_module_free(Backend *b, BackendModule *bm) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   CudaModule *m = (CudaModule *)bm;
   if (!m) return;
   if (c->drv.cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS)
@@ -317,7 +278,7 @@ static void cuda_module_free(Backend *b, BackendModule *bm) {
 
 /* ---- launching ---- */
 
-static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunction *out, Diag *d) {
+int cuda_lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunction *out, Diag *d) {
   for (int i = 0; i < m->nfns; i++)
     if (!strcmp(m->fns[i].name, name)) {
       *out = m->fns[i].fn;
@@ -327,7 +288,7 @@ static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunctio
   CUresult rc = CUDA_ERROR_NOT_FOUND;
   for (int i = 0; i < m->nmods && rc == CUDA_ERROR_NOT_FOUND; i++) /* the unit that holds it */
     rc = c->drv.cuModuleGetFunction(&fn, m->mods[i], name);
-  if (!check(c, d, rc, "cuModuleGetFunction", name)) return 0;
+  if (!cuda_check(c, d, rc, "cuModuleGetFunction", name)) return 0;
   *out = fn;
   if (m->nfns == m->cap) {
     int cap = m->cap ? 2 * m->cap : 8;
@@ -343,8 +304,8 @@ static int lookup_kernel(CudaImpl *c, CudaModule *m, const char *name, CUfunctio
 
 /* Kernel arguments as the driver takes them: a pointer to each value, in parameter order (buffers,
  * then symbols as long long), NULL-terminated. The values live in ptrs/vals. */
-static void pack_args(void *const *bufs, int nbufs, const int64_t *syms, int nsyms, CUdeviceptr *ptrs, long long *vals,
-                      void **params) {
+void cuda_pack_args(void *const *bufs, int nbufs, const int64_t *syms, int nsyms, CUdeviceptr *ptrs, long long *vals,
+                    void **params) {
   for (int i = 0; i < nbufs; i++) {
     ptrs[i] = dptr(bufs[i]);
     params[i] = &ptrs[i];
@@ -358,7 +319,7 @@ static void pack_args(void *const *bufs, int nbufs, const int64_t *syms, int nsy
 
 static int cuda_launch(Backend *b, BackendModule *bm, const char *name, void *const *bufs, int nbufs,
                        const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   CudaModule *m = (CudaModule *)bm;
   if (!m || !name) {
     diag_error(d, 0, 0, "cuda: launch without a module or kernel name");
@@ -374,164 +335,35 @@ static int cuda_launch(Backend *b, BackendModule *bm, const char *name, void *co
                grid, block, c->max_threads);
     return 0;
   }
-  if (!make_current(c, d)) return 0;
+  if (!cuda_make_current(c, d)) return 0;
   CUfunction fn;
-  if (!lookup_kernel(c, m, name, &fn, d)) return 0;
+  if (!cuda_lookup_kernel(c, m, name, &fn, d)) return 0;
   if (grid == 0) return 1; /* an empty extent (a symbol of 0): nothing to run */
   CUdeviceptr ptrs[CUDA_MAX_ARGS];
   long long vals[CUDA_MAX_ARGS];
   void *params[CUDA_MAX_ARGS + 1];
-  pack_args(bufs, nbufs, syms, nsyms, ptrs, vals, params);
+  cuda_pack_args(bufs, nbufs, syms, nsyms, ptrs, vals, params);
   snprintf(c->last_kernel, sizeof c->last_kernel, "%s", name);
-  return check(c, d, c->drv.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, NULL, params, NULL),
-               "cuLaunchKernel", name);
-}
-
-/* ---- graphs: a decode step as one CUDA graph, updated in place between steps ---- */
-
-struct BackendGraph {
-  CUgraph graph;
-  CUgraphExec exec;
-  CUgraphNode *nodes;
-  CUfunction *fns; /* NULL: a recorded library call (a child graph), not a kernel */
-  int *blocks;
-  char (*names)[64];
-  int n, cap;
-};
-
-/* Kernel-node parameters: cuGraphAddKernelNode / SetParams copy the values the pointers point to. */
-static int node_params(CudaImpl *c, CudaKernelNodeParams *kp, CUfunction fn, void *const *bufs, int nbufs,
-                       const int64_t *syms, int nsyms, int64_t grid, int block, CUdeviceptr *ptrs, long long *vals,
-                       void **params, const char *name, Diag *d) {
-  if (nbufs < 0 || nsyms < 0 || nbufs + nsyms > CUDA_MAX_ARGS || grid < 1 || grid > 0x7fffffff || block < 1 ||
-      block > c->max_threads) {
-    diag_error(d, 0, 0, "cuGraphAddKernelNode(%s): %d arguments, grid %" PRId64 ", block %d out of range", name,
-               nbufs + nsyms, grid, block);
-    return 0;
-  }
-  pack_args(bufs, nbufs, syms, nsyms, ptrs, vals, params);
-  *kp = (CudaKernelNodeParams){fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, params, NULL};
-  return 1;
-}
-
-static BackendGraph *cuda_graph_new(Backend *b, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  if (!c->drv.cuGraphCreate) {
-    diag_error(d, 0, 0, "cuda: this driver has no graph API");
-    return NULL;
-  }
-  BackendGraph *g = xcalloc(1, sizeof *g, "a CUDA graph");
-  if (!make_current(c, d) || !check(c, d, c->drv.cuGraphCreate(&g->graph, 0), "cuGraphCreate", NULL)) {
-    free(g);
-    return NULL;
-  }
-  return g;
-}
-
-static void graph_reserve(BackendGraph *g) {
-  if (g->n < g->cap) return;
-  g->cap = g->cap ? g->cap * 2 : 256;
-  g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap, "a CUDA graph");
-  g->fns = xrealloc(g->fns, sizeof *g->fns * (size_t)g->cap, "a CUDA graph");
-  g->blocks = xrealloc(g->blocks, sizeof *g->blocks * (size_t)g->cap, "a CUDA graph");
-  g->names = xrealloc(g->names, sizeof *g->names * (size_t)g->cap, "a CUDA graph");
-}
-
-static int cuda_graph_add(Backend *b, BackendGraph *g, BackendModule *bm, const char *name, void *const *bufs,
-                          int nbufs, const int64_t *syms, int nsyms, int64_t grid, int block, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  CUfunction fn;
-  if (!lookup_kernel(c, (CudaModule *)bm, name, &fn, d)) return 0;
-  graph_reserve(g);
-  CUdeviceptr ptrs[CUDA_MAX_ARGS];
-  long long vals[CUDA_MAX_ARGS];
-  void *params[CUDA_MAX_ARGS + 1];
-  CudaKernelNodeParams kp;
-  if (!node_params(c, &kp, fn, bufs, nbufs, syms, nsyms, grid, block, ptrs, vals, params, name, d)) return 0;
-  /* Each kernel after the previous one. With programmatic edges the next kernel's blocks may start
-   * while the previous kernel's last blocks run; every generated kernel first waits for its
-   * predecessor to complete (griddepcontrol.wait, render_cuda.c), so only launch latency overlaps. */
-  const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL;
-  int programmatic = c->pdl && dep && g->fns[g->n - 1]; /* a programmatic edge starts at a kernel node */
-  if (!check(c, d,
-             c->drv.cuGraphAddKernelNode(&g->nodes[g->n], g->graph, programmatic ? NULL : dep,
-                                         programmatic ? 0 : (dep ? 1 : 0), &kp),
-             "cuGraphAddKernelNode", name))
-    return 0;
-  if (programmatic) {
-    CudaGraphEdge e = {CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, 0, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC, {0}};
-    if (c->drv.cuGraphAddDependencies_v2(g->graph, dep, &g->nodes[g->n], &e, 1) != CUDA_SUCCESS) {
-      CudaGraphEdge plain = {0, 0, 0, {0}}; /* refused: an ordinary edge, and no more tries */
-      c->pdl = 0;
-      if (!check(c, d, c->drv.cuGraphAddDependencies_v2(g->graph, dep, &g->nodes[g->n], &plain, 1),
-                 "cuGraphAddDependencies", name))
-        return 0;
-    }
-  }
-  g->fns[g->n] = fn;
-  g->blocks[g->n] = block;
-  snprintf(g->names[g->n], sizeof g->names[0], "%s", name);
-  g->n++;
-  return 1;
-}
-
-static int cuda_graph_instantiate(Backend *b, BackendGraph *g, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  return check(c, d, c->drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), "cuGraphInstantiateWithFlags", NULL);
-}
-
-static int cuda_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, int nbufs, const int64_t *syms,
-                             int nsyms, int64_t grid, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  if (node < 0 || node >= g->n || !g->exec || !g->fns[node]) {
-    diag_error(d, 0, 0, "cuda: graph node %d does not exist or is no kernel", node);
-    return 0;
-  }
-  CUdeviceptr ptrs[CUDA_MAX_ARGS];
-  long long vals[CUDA_MAX_ARGS];
-  void *params[CUDA_MAX_ARGS + 1];
-  CudaKernelNodeParams kp;
-  if (!node_params(c, &kp, g->fns[node], bufs, nbufs, syms, nsyms, grid, g->blocks[node], ptrs, vals, params,
-                   g->names[node], d))
-    return 0;
-  return check(c, d, c->drv.cuGraphExecKernelNodeSetParams(g->exec, g->nodes[node], &kp),
-               "cuGraphExecKernelNodeSetParams", g->names[node]);
-}
-
-static int cuda_graph_launch(Backend *b, BackendGraph *g, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  snprintf(c->last_kernel, sizeof c->last_kernel, "graph of %d kernels", g->n);
-  return make_current(c, d) && check(c, d, c->drv.cuGraphLaunch(g->exec, NULL), "cuGraphLaunch", NULL);
-}
-
-static void cuda_graph_free(Backend *b, BackendGraph *g) {
-  if (!g) return;
-  CudaImpl *c = impl_of(b);
-  if (g->exec) c->drv.cuGraphExecDestroy(g->exec);
-  if (g->graph) c->drv.cuGraphDestroy(g->graph);
-  free(g->nodes);
-  free(g->fns);
-  free(g->blocks);
-  free(g->names);
-  free(g);
+  return cuda_check(c, d, c->drv.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, NULL, params, NULL),
+                    "cuLaunchKernel", name);
 }
 
 /* ---- profiling timers ---- */
 
 static int cuda_timer_mark(Backend *b, int slot, Diag *d) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   if (slot < 0 || slot >= BACKEND_TIMER_SLOTS) {
     diag_error(d, 0, 0, "timer slot %d out of range", slot);
     return 0;
   }
-  if (!make_current(c, d)) return 0;
+  if (!cuda_make_current(c, d)) return 0;
   if (!c->timers) c->timers = xcalloc(BACKEND_TIMER_SLOTS, sizeof *c->timers, "the kernel timers");
-  if (!c->timers[slot] && !check(c, d, c->drv.cuEventCreate(&c->timers[slot], 0), "cuEventCreate", NULL)) return 0;
-  return check(c, d, c->drv.cuEventRecord(c->timers[slot], NULL), "cuEventRecord", NULL);
+  if (!c->timers[slot] && !cuda_check(c, d, c->drv.cuEventCreate(&c->timers[slot], 0), "cuEventCreate", NULL)) return 0;
+  return cuda_check(c, d, c->drv.cuEventRecord(c->timers[slot], NULL), "cuEventRecord", NULL);
 }
 
 static double cuda_timer_ms(Backend *b, int from, int to) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   float ms = 0;
   if (!c->timers || from < 0 || to < 0 || from >= BACKEND_TIMER_SLOTS || to >= BACKEND_TIMER_SLOTS ||
       !c->timers[from] || !c->timers[to] ||
@@ -541,121 +373,6 @@ static double cuda_timer_ms(Backend *b, int from, int to) {
 }
 
 /* ---- library GEMMs (cuBLASLt) ---- */
-
-#define CUBLASLT_WORKSPACE (32u << 20)
-
-static int cuda_gemm_available(Backend *b) {
-  CudaImpl *c = impl_of(b);
-  if (c->lt_tried) return c->lt != NULL;
-  c->lt_tried = 1;
-  if (!setting_bool(SET_CUBLASLT, 1)) return 0;
-  if (!c->drv.dl) return 0; /* a driver table filled by hand (tests): cuBLASLt would go to the real one */
-  Diag d = {0};
-  if (!make_current(c, &d) ||
-      !check(c, &d, c->drv.cuMemAlloc(&c->lt_ws, CUBLASLT_WORKSPACE), "cuMemAlloc", "cuBLASLt workspace")) {
-    c->lt_ws = 0;
-  } else if (!(c->lt = cublaslt_open((void *)(uintptr_t)c->lt_ws, CUBLASLT_WORKSPACE, &d))) {
-    c->drv.cuMemFree(c->lt_ws);
-    c->lt_ws = 0;
-  }
-  if (!c->lt) notice(NOTICE_WARNING, "%s; prefill GEMMs run as lathe's own tensor-core kernels", d.msg);
-  return c->lt != NULL;
-}
-
-/* The first GEMM of a shape measures cuBLASLt's candidate algorithms (one warm-up run, then three
- * timed; each run rewrites `out` with the same products) and keeps the fastest for the backend's
- * life: the heuristic's first choice is not always the fastest. LATHE_CUBLASLT_TUNE=0 keeps the
- * heuristic's first; LATHE_PROFILE prints what was measured. */
-static int choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out,
-                            Diag *d) {
-  int chosen = -1, count = cublaslt_candidates(c->lt, m, n, k, &chosen, d);
-  if (!count) return 0;
-  if (chosen >= 0) return 1;
-  CUevent ev[2] = {0};
-  if (count == 1 || !setting_bool(SET_CUBLASLT_TUNE, 1) || c->drv.cuEventCreate(&ev[0], 0) != CUDA_SUCCESS ||
-      c->drv.cuEventCreate(&ev[1], 0) != CUDA_SUCCESS) {
-    if (ev[0]) c->drv.cuEventDestroy(ev[0]);
-    cublaslt_choose(c->lt, m, n, k, 0);
-    return 1;
-  }
-  int best = 0;
-  float best_ms = -1, first_ms = -1;
-  for (int i = 0; i < count; i++) {
-    Diag skip = {0}; /* a candidate that refuses this problem is passed over */
-    int ok =
-        cublaslt_gemm(c->lt, m, n, k, a, w, out, i, NULL, &skip) && c->drv.cuEventRecord(ev[0], NULL) == CUDA_SUCCESS;
-    for (int r = 0; ok && r < 3; r++) ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, NULL, &skip);
-    float ms = 0;
-    if (!ok || c->drv.cuEventRecord(ev[1], NULL) != CUDA_SUCCESS || c->drv.cuEventSynchronize(ev[1]) != CUDA_SUCCESS ||
-        c->drv.cuEventElapsedTime(&ms, ev[0], ev[1]) != CUDA_SUCCESS)
-      continue;
-    if (i == 0) first_ms = ms / 3;
-    if (best_ms < 0 || ms / 3 < best_ms) best = i, best_ms = ms / 3;
-  }
-  c->drv.cuEventDestroy(ev[0]);
-  c->drv.cuEventDestroy(ev[1]);
-  cublaslt_choose(c->lt, m, n, k, best);
-  if (setting_bool(SET_PROFILE, 0))
-    notice(NOTICE_PROFILE,
-           "lathe: cuBLASLt %lld x %lld x %lld: candidate %d of %d, %.4f ms (the heuristic's first %.4f ms)",
-           (long long)m, (long long)n, (long long)k, best + 1, count, best_ms, first_ms);
-  return 1;
-}
-
-static int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out,
-                          Diag *d) {
-  CudaImpl *c = impl_of(b);
-  if (!cuda_gemm_available(b)) {
-    diag_error(d, 0, 0, "cuBLASLt is not available");
-    return 0;
-  }
-  if (!make_current(c, d)) return 0;
-  snprintf(c->last_kernel, sizeof c->last_kernel, "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
-  return choose_gemm_algo(c, m, n, k, a, w, out, d) && cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, NULL, d);
-}
-
-/* A library GEMM as a graph node: the call recorded on lathe's capture stream (after its algorithm was
- * chosen, outside the recording) becomes a child graph that runs after the graph's previous node. Its
- * pointers are fixed for the graph's life: the plan rebuilds a graph whose GEMM operands moved. */
-static int cuda_graph_add_gemm(Backend *b, BackendGraph *g, int64_t m, int64_t n, int64_t k, const void *a,
-                               const void *w, void *out, Diag *d) {
-  CudaImpl *c = impl_of(b);
-  if (!c->drv.cuStreamBeginCapture || !c->drv.cuGraphAddChildGraphNode) {
-    diag_error(d, 0, 0, "cuda: this driver cannot record a library call into a graph");
-    return 0;
-  }
-  if (!cuda_gemm_available(b)) {
-    diag_error(d, 0, 0, "cuBLASLt is not available");
-    return 0;
-  }
-  if (!make_current(c, d) || !choose_gemm_algo(c, m, n, k, a, w, out, d)) return 0;
-  if (!c->capture && !check(c, d, c->drv.cuStreamCreate(&c->capture, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate",
-                            "the graph recording stream"))
-    return 0;
-  graph_reserve(g);
-  snprintf(g->names[g->n], sizeof g->names[0], "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
-  if (!check(c, d, c->drv.cuStreamBeginCapture(c->capture, 1 /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */),
-             "cuStreamBeginCapture", g->names[g->n]))
-    return 0;
-  Diag gd = {0};
-  int ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, c->capture, &gd);
-  CUgraph child = NULL;
-  CUresult rc = c->drv.cuStreamEndCapture(c->capture, &child);
-  if (!ok || rc != CUDA_SUCCESS || !child) {
-    if (child) c->drv.cuGraphDestroy(child);
-    if (!ok) diag_error(d, 0, 0, "%s", gd.msg);
-    else check(c, d, rc ? rc : 1, "cuStreamEndCapture", g->names[g->n]);
-    return 0;
-  }
-  const CUgraphNode *dep = g->n ? &g->nodes[g->n - 1] : NULL;
-  rc = c->drv.cuGraphAddChildGraphNode(&g->nodes[g->n], g->graph, dep, dep ? 1 : 0, child);
-  c->drv.cuGraphDestroy(child); /* the node holds its own copy */
-  if (!check(c, d, rc, "cuGraphAddChildGraphNode", g->names[g->n])) return 0;
-  g->fns[g->n] = NULL;
-  g->blocks[g->n] = 0;
-  g->n++;
-  return 1;
-}
 
 /* ---- lifetime ---- */
 
@@ -678,15 +395,15 @@ static void impl_release(CudaImpl *c) {
 
 static void cuda_destroy(Backend *b) {
   if (!b) return;
-  impl_release(impl_of(b));
+  impl_release(cuda_impl(b));
   free(b);
 }
 
 static size_t cuda_memory_free(Backend *b) {
-  CudaImpl *c = impl_of(b);
+  CudaImpl *c = cuda_impl(b);
   size_t free_bytes = 0, total = 0;
   Diag d = {0};
-  if (!c->drv.cuMemGetInfo || !make_current(c, &d) || c->drv.cuMemGetInfo(&free_bytes, &total) != CUDA_SUCCESS)
+  if (!c->drv.cuMemGetInfo || !cuda_make_current(c, &d) || c->drv.cuMemGetInfo(&free_bytes, &total) != CUDA_SUCCESS)
     return 0;
   return free_bytes;
 }
@@ -744,8 +461,8 @@ static int query_device(CudaImpl *c, Diag *d) {
       {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, &t->bus_width_bits, "memory bus width"},
   };
   for (int i = 0; i < (int)(sizeof attrs / sizeof attrs[0]); i++)
-    if (!check(c, d, c->drv.cuDeviceGetAttribute(attrs[i].out, attrs[i].attr, c->dev), "cuDeviceGetAttribute",
-               attrs[i].what))
+    if (!cuda_check(c, d, c->drv.cuDeviceGetAttribute(attrs[i].out, attrs[i].attr, c->dev), "cuDeviceGetAttribute",
+                    attrs[i].what))
       return 0;
   t->l2_bytes = l2;
   return 1;
@@ -758,9 +475,9 @@ static int open_device(CudaImpl *c, Diag *d) {
     diag_error(d, 0, 0, "%s", CUDA_NO_DEVICE_MSG);
     return 0;
   }
-  if (!check(c, d, rc, "cuInit", NULL)) return 0;
+  if (!cuda_check(c, d, rc, "cuInit", NULL)) return 0;
   int count = 0;
-  if (!check(c, d, drv->cuDeviceGetCount(&count), "cuDeviceGetCount", NULL)) return 0;
+  if (!cuda_check(c, d, drv->cuDeviceGetCount(&count), "cuDeviceGetCount", NULL)) return 0;
   if (count <= 0) {
     diag_error(d, 0, 0, "%s", CUDA_NO_DEVICE_MSG);
     return 0;
@@ -778,19 +495,19 @@ static int open_device(CudaImpl *c, Diag *d) {
   }
   char what[32];
   snprintf(what, sizeof what, "device %d", ordinal);
-  if (!check(c, d, drv->cuDeviceGet(&c->dev, ordinal), "cuDeviceGet", what)) return 0;
+  if (!cuda_check(c, d, drv->cuDeviceGet(&c->dev, ordinal), "cuDeviceGet", what)) return 0;
   if (!query_device(c, d)) return 0;
   const TargetDesc *t = &c->desc;
   c->max_threads = t->max_threads_per_block;
   target_arch(t, c->arch, (int)sizeof c->arch);
   c->pdl = t->cc_major >= 9 && drv->cuGraphAddDependencies_v2 && setting_bool(SET_PDL, 1);
-  if (!check(c, d, drv->cuDeviceGetName(c->dev_name, (int)sizeof c->dev_name, c->dev), "cuDeviceGetName", what))
+  if (!cuda_check(c, d, drv->cuDeviceGetName(c->dev_name, (int)sizeof c->dev_name, c->dev), "cuDeviceGetName", what))
     return 0;
   c->dev_name[sizeof c->dev_name - 1] = '\0';
   snprintf(c->desc.name, sizeof c->desc.name, "%.63s", c->dev_name);
-  if (!check(c, d, drv->cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", what)) return 0;
+  if (!cuda_check(c, d, drv->cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", what)) return 0;
   c->have_ctx = 1;
-  return make_current(c, d);
+  return cuda_make_current(c, d);
 }
 
 Backend *cuda_backend_with_driver(const CudaDriver *drv, Diag *d) {
@@ -823,17 +540,17 @@ Backend *backend_cuda_new(Diag *d) {
 }
 
 void backend_cuda_stats(Backend *b, int *compiles, int *cache_hits) {
-  CudaImpl *c = b && b->ops == &cuda_ops ? impl_of(b) : NULL;
+  CudaImpl *c = b && b->ops == &cuda_ops ? cuda_impl(b) : NULL;
   if (compiles) *compiles = c ? c->compiles : 0;
   if (cache_hits) *cache_hits = c ? c->cache_hits : 0;
 }
 
 const char *backend_cuda_device(Backend *b) {
-  CudaImpl *c = b && b->ops == &cuda_ops ? impl_of(b) : NULL;
+  CudaImpl *c = b && b->ops == &cuda_ops ? cuda_impl(b) : NULL;
   return c ? c->dev_name : NULL;
 }
 
 const char *backend_cuda_arch(Backend *b) {
-  CudaImpl *c = b && b->ops == &cuda_ops ? impl_of(b) : NULL;
+  CudaImpl *c = b && b->ops == &cuda_ops ? cuda_impl(b) : NULL;
   return c ? c->arch : NULL;
 }

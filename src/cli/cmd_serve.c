@@ -14,7 +14,7 @@
 #include "options.h"
 
 typedef struct ServeArgs {
-  const char *model, *target, *host, *api_key, *name;
+  const char *model, *target, *host, *api_key, *name, *pooling;
   int port, max_seqs, max_queue, ctx, max_body, quiet;
   double drain_s;
 } ServeArgs;
@@ -43,6 +43,7 @@ static int parse(int argc, char **argv, ServeArgs *a) {
                    .max_seqs = 64,
                    .max_queue = 256,
                    .max_body = 1 << 20,
+                   .pooling = "last",
                    .drain_s = 10};
   const char *pos = NULL;
   Opt opts[] = {
@@ -63,21 +64,26 @@ static int parse(int argc, char **argv, ServeArgs *a) {
        1 << 30},
       {"--drain-s", NULL, OPT_NUM, "S", "on SIGINT or SIGTERM: seconds to let requests in flight finish", &a->drain_s,
        0, 3600},
+      {"--pooling", NULL, OPT_STR, "last|mean",
+       "/v1/embeddings: the last token's final hidden state (the only one that saw the whole input in a causal "
+       "model), or the mean over every token",
+       &a->pooling},
       {"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target},
       {"--quiet", "-q", OPT_FLAG, NULL, "no load or per-request lines on stderr (the listening line stays)", &a->quiet},
   };
-  CmdSpec spec = {"serve",
-                  "[MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [options]",
-                  "Serve the model over HTTP with OpenAI's API (/v1/completions, /v1/chat/completions,\n"
-                  "/v1/models), plus /health, /metrics, /tokenize and /detokenize, batching requests on the\n"
-                  "engine.",
-                  opts,
-                  sizeof opts / sizeof opts[0],
-                  "MODEL",
-                  &pos,
-                  "Prints \"listening on http://HOST:PORT\" on stderr when ready, then one line per request.\n"
-                  "SIGINT or SIGTERM stops accepting, waits --drain-s for requests in flight, cancels the rest\n"
-                  "and exits 0."};
+  CmdSpec spec = {
+      "serve",
+      "[MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [options]",
+      "Serve the model over HTTP with OpenAI's API (/v1/completions, /v1/chat/completions,\n"
+      "/v1/embeddings, /v1/models), plus /health, /metrics, /tokenize and /detokenize, batching requests on the\n"
+      "engine.",
+      opts,
+      sizeof opts / sizeof opts[0],
+      "MODEL",
+      &pos,
+      "Prints \"listening on http://HOST:PORT\" on stderr when ready, then one line per request.\n"
+      "SIGINT or SIGTERM stops accepting, waits --drain-s for requests in flight, cancels the rest\n"
+      "and exits 0."};
   int r = opts_parse(&spec, argc, argv);
   if (r == OPTS_HELP) exit(EXIT_OK);
   if (r != OPTS_OK) return 0;
@@ -86,6 +92,10 @@ static int parse(int argc, char **argv, ServeArgs *a) {
     return 0;
   }
   if (pos) a->model = pos;
+  if (strcmp(a->pooling, "last") != 0 && strcmp(a->pooling, "mean") != 0) {
+    report_msg("--pooling must be last or mean (got '%s')", a->pooling);
+    return 0;
+  }
   return 1;
 }
 
@@ -117,13 +127,19 @@ int cmd_serve(int argc, char **argv) {
   g.ctx = a.ctx;
   g.quiet = 1;
   g.kv_block = 16;
+  g.hidden_output = 1; /* /v1/embeddings reads the final hidden states */
   g.concurrency = a.max_seqs;
   g.gen.sampling = sampler_defaults();
   const char *path = a.model ? model_arg_resolve(a.model) : default_model_path();
   char *id = a.name ? NULL : model_id(path);
   Metrics mx;
   metrics_init(&mx);
-  ServerOptions so = {a.host, a.port, a.api_key, (size_t)a.max_body, a.name ? a.name : id};
+  ServerOptions so = {a.host,
+                      a.port,
+                      a.api_key,
+                      (size_t)a.max_body,
+                      a.name ? a.name : id,
+                      !strcmp(a.pooling, "mean") ? POOL_MEAN : POOL_LAST};
   Diag d = {0};
   int rc = EXIT_ERROR;
   Backend *be = NULL;

@@ -252,6 +252,7 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
   lo.kv_block = a->kv_block;
   lo.kv_seqs = a->concurrency;
   lo.batch_invariant = a->batch_invariant;
+  lo.hidden_output = a->hidden_output;
   if (!weights_option(a->weights, &lo) || !matmul_option(a->matmul, &lo.matmul)) {
     (*be)->ops->destroy(*be);
     *be = NULL;

@@ -18,6 +18,7 @@ typedef struct GenArgs {
   int concurrency;                /* generate: > 0 runs each line of the prompt as its own request, batched */
   int kv_block;                   /* > 0: the model is loaded for the batched engine (a paged KV cache) */
   int batch_invariant;            /* generate --concurrency --batch-invariant */
+  int hidden_output;              /* serve: the batched step also outputs the final hidden states (embeddings) */
   const char *chat_template_file; /* --chat-template FILE */
   char *chat_template_text;       /* its text (NULL: the model's own template) */
 } GenArgs;

@@ -11,6 +11,7 @@
 #include "../base/strbuf.h"
 #include "../base/notice.h"
 #include "../base/settings.h"
+#include "../generate/logprobs.h"
 
 typedef struct Request {
   int live;           /* added and not yet reported finished */
@@ -27,6 +28,14 @@ typedef struct Request {
   int nstop_tokens;
   int32_t *out;
   int nout, cap;
+  double presence, frequency;
+  int logprobs, top_logprobs;
+  float logprob; /* this step's token's, and its alternatives */
+  int32_t top_ids[ENGINE_MAX_LOGPROBS];
+  float top_lp[ENGINE_MAX_LOGPROBS];
+  EnginePooling embed;
+  float *pool;     /* an embedding's sum of hidden states (mean) or its last one, cfg.hidden floats */
+  int pooled_next; /* mean: positions 0 .. pooled_next - 1 are in the sum (a recompute does not add them again) */
 } Request;
 
 struct Engine {
@@ -41,8 +50,13 @@ struct Engine {
   int ncancelled, capcancelled;
   /* the step's host arrays, grown as needed */
   int32_t *table, *rows, *next, *new_tokens, *row_of;
-  float *logits;
-  size_t cap_table, cap_rows, cap_logits;
+  /* the step's rows that the device samples: entry, logits row, uniform, options, token (cap_rows each) */
+  int32_t *dev_entry, *dev_row, *dev_token;
+  float *dev_u;
+  const SamplerOptions **dev_opts;
+  float *logits, *hidden;
+  size_t cap_table, cap_rows, cap_logits, cap_hidden;
+  int *counts; /* the penalties' scratch: vocab zeros */
   DeviceSampler *dsampler;
   long generated;
   double step_ms;
@@ -91,6 +105,7 @@ static void request_free(Request *r) {
   free(r->stop);
   free(r->stop_tokens);
   free(r->out);
+  free(r->pool);
 }
 
 static const char *const part_names[ENGINE_PARTS] = {"schedule", "build inputs", "model step", "pick tokens",
@@ -119,7 +134,14 @@ void engine_free(Engine *e) {
   free(e->next);
   free(e->new_tokens);
   free(e->row_of);
+  free(e->dev_entry);
+  free(e->dev_row);
+  free(e->dev_token);
+  free(e->dev_u);
+  free(e->dev_opts);
   free(e->logits);
+  free(e->hidden);
+  free(e->counts);
   device_sampler_free(e->dsampler);
   step_plan_free(&e->plan);
   sched_free(e->sched);
@@ -136,7 +158,7 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
     diag_error(d, 0, 0, "the prompt has %d tokens but the context holds %d", r->nprompt, m->max_ctx);
     return -1;
   }
-  if (r->max_tokens < 1) {
+  if (r->max_tokens < 1 && r->embed == POOL_NONE) {
     diag_error(d, 0, 0, "max_tokens must be at least 1 (got %d)", r->max_tokens);
     return -1;
   }
@@ -148,6 +170,21 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
     diag_error(d, 0, 0, "stop strings need the model's tokenizer, and this model has none");
     return -1;
   }
+  if (r->embed != POOL_NONE && !m->hidden_output) {
+    diag_error(d, 0, 0,
+               "embeddings need the model loaded with its hidden-state output (ModelLoadOptions.hidden_output)");
+    return -1;
+  }
+  if (r->logprobs && (r->top_logprobs < 0 || r->top_logprobs > ENGINE_MAX_LOGPROBS)) {
+    diag_error(d, 0, 0, "top_logprobs must be 0 to %d (got %d)", ENGINE_MAX_LOGPROBS, r->top_logprobs);
+    return -1;
+  }
+  if (!(r->presence_penalty >= -2 && r->presence_penalty <= 2 && r->frequency_penalty >= -2 &&
+        r->frequency_penalty <= 2)) {
+    diag_error(d, 0, 0, "the presence and frequency penalties must be between -2 and 2 (got %g, %g)",
+               r->presence_penalty, r->frequency_penalty);
+    return -1;
+  }
   if (r->sampling.top_p <= 0 || r->sampling.top_p > 1 || r->sampling.top_k < 0) {
     diag_error(d, 0, 0, "sampling: top_p must be in (0, 1] and top_k at least 0 (got %g, %d)", r->sampling.top_p,
                r->sampling.top_k);
@@ -155,8 +192,11 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
   }
   /* a request asking for more than the context holds stops there ("length") */
   int max_new = r->max_tokens < m->max_ctx - r->nprompt ? r->max_tokens : m->max_ctx - r->nprompt;
+  if (r->embed != POOL_NONE) max_new = 1; /* never sampled: it finishes when its prompt is computed */
   int id = sched_add(e->sched, r->prompt, r->nprompt, max_new, d);
   if (id < 0) return -1;
+  /* a mean needs every position's hidden state: none may come from the prefix cache */
+  if (r->embed == POOL_MEAN && sched_no_prefix(e->sched, id, d) < 0) return -1;
   if (id >= e->capreq) {
     int n = e->capreq ? e->capreq * 2 : 16;
     while (n <= id) n *= 2;
@@ -178,6 +218,12 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
     memcpy(q->stop_tokens, r->stop_tokens, sizeof(int32_t) * (size_t)r->nstop_tokens);
     q->nstop_tokens = r->nstop_tokens;
   }
+  q->presence = r->presence_penalty;
+  q->frequency = r->frequency_penalty;
+  q->logprobs = r->logprobs != 0;
+  q->top_logprobs = r->top_logprobs;
+  q->embed = r->embed;
+  if (q->embed != POOL_NONE) q->pool = xcalloc((size_t)m->cfg.hidden, sizeof(float), "an embedding");
   return id;
 }
 
@@ -208,7 +254,7 @@ static void emit(Engine *e, EngineEventKind kind, int id, int32_t token, const c
     e->capev = e->capev ? e->capev * 2 : 64;
     e->ev = xrealloc(e->ev, sizeof *e->ev * (size_t)e->capev, "the engine's events");
   }
-  e->ev[e->nev++] = (EngineEvent){kind, id, token, text, reason};
+  e->ev[e->nev++] = (EngineEvent){.kind = kind, .id = id, .token = token, .text = text, .reason = reason};
 }
 
 static void finish(Engine *e, int id, const char *reason) {
@@ -226,8 +272,12 @@ static void finish(Engine *e, int id, const char *reason) {
   sb_free(&q->text);
 }
 
-/* The scheduler's plan as the model's batched step; which logit row each sampling entry reads. */
-static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
+/* Whether a request's rows need the host's logits whatever the target: penalties change them, logprobs read them. */
+static int needs_host_row(const Request *q) { return q->logprobs || q->presence != 0 || q->frequency != 0; }
+
+/* The scheduler's plan as the model's batched step; which logit row each sampling entry reads. *any_hidden:
+ * whether an embedding's tokens are in it. */
+static int build_step(Engine *e, BatchStep *b, int *any_sampled, int *any_hidden) {
   const StepPlan *p = &e->plan;
   const Model *m = e->m;
   int bps = m->blocks_per_seq;
@@ -238,8 +288,14 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
     e->next = xrealloc(e->next, sizeof(int32_t) * e->cap_rows, "the greedy tokens");
     e->new_tokens = xrealloc(e->new_tokens, sizeof(int32_t) * e->cap_rows, "the new tokens");
     e->row_of = xrealloc(e->row_of, sizeof(int32_t) * e->cap_rows, "the logit rows");
+    e->dev_entry = xrealloc(e->dev_entry, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_row = xrealloc(e->dev_row, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_token = xrealloc(e->dev_token, sizeof(int32_t) * e->cap_rows, "the sampled rows");
+    e->dev_u = xrealloc(e->dev_u, sizeof(float) * e->cap_rows, "the sampled rows");
+    e->dev_opts = xrealloc(e->dev_opts, sizeof(*e->dev_opts) * e->cap_rows, "the sampled rows");
   }
   int nrows = 0, ctx = 1;
+  *any_hidden = 0;
   for (int i = 0; i < p->nentries; i++) {
     const StepEntry *en = &p->entries[i];
     int32_t *row = e->table + (size_t)i * (size_t)bps;
@@ -247,7 +303,9 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
       row[k] = k < en->table_len ? p->block_tables[en->table_at + k] : en->table_len ? row[en->table_len - 1] : 0;
     if (en->start + en->n > ctx) ctx = en->start + en->n;
     e->row_of[i] = -1;
-    if (en->sample) {
+    if (e->req[en->seq].embed != POOL_NONE) {
+      *any_hidden = 1; /* every token's hidden state is an output of its own: no logit row */
+    } else if (en->sample) {
       e->row_of[i] = nrows;
       e->rows[nrows++] = en->first + en->n - 1;
     }
@@ -259,29 +317,93 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled) {
   return nrows;
 }
 
-/* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler. */
+/* A host row's penalties, the token chosen from it, and its logprobs. */
+static int32_t pick_host_row(Engine *e, Request *q, float *row, int32_t device_greedy, float u) {
+  int vocab = e->m->cfg.vocab;
+  int penalized = q->presence != 0 || q->frequency != 0;
+  if (penalized) {
+    if (!e->counts) e->counts = xcalloc((size_t)vocab, sizeof(int), "the penalties' counts");
+    logits_apply_penalties(row, vocab, q->out, q->nout, q->presence, q->frequency, e->counts);
+  }
+  int32_t tok = !sampler_is_greedy(&q->sampler.o) ? sampler_pick(&q->sampler, u, row, vocab)
+                : penalized                       ? argmax(row, vocab)
+                                                  : device_greedy;
+  if (q->logprobs) {
+    double norm = logits_log_normalizer(row, vocab);
+    q->logprob = (float)((double)row[tok] - norm);
+    int k = logits_top(row, vocab, q->top_logprobs, q->top_ids);
+    for (int j = 0; j < k; j++) q->top_lp[j] = (float)((double)row[q->top_ids[j]] - norm);
+  }
+  return tok;
+}
+
+/* Each sampling entry's next token: the device's argmax when greedy, else its request's sampler: on the host's
+ * copy of its row when the step has one (on CUDA, only when a request needs penalties or logprobs), or for every
+ * sampled row of the step in one device launch. */
 static int pick_tokens(Engine *e, int host_logits, Diag *d) {
   const StepPlan *p = &e->plan;
   Model *m = e->m;
+  int ndev = 0;
   for (int i = 0; i < p->nentries; i++) {
     int r = e->row_of[i];
     e->new_tokens[i] = -1;
     if (r < 0) continue;
     Request *q = &e->req[p->entries[i].seq];
-    if (sampler_is_greedy(&q->sampler.o)) {
+    int greedy = sampler_is_greedy(&q->sampler.o);
+    if (greedy && !needs_host_row(q)) {
       e->new_tokens[i] = e->next[r];
       continue;
     }
-    float u = sampler_draw(&q->sampler);
+    float u = greedy ? 0 : sampler_draw(&q->sampler);
     if (host_logits) {
-      e->new_tokens[i] = sampler_pick(&q->sampler, u, e->logits + (size_t)r * (size_t)m->cfg.vocab, m->cfg.vocab);
-    } else {
-      const char *dev = plan_output_device(m->plan, 0);
-      if (!e->dsampler && !(e->dsampler = device_sampler_new(m->backend, d))) return 0;
-      if (!device_sampler_pick(e->dsampler, &q->sampler.o, u, dev + (size_t)r * (size_t)m->cfg.vocab * sizeof(float),
-                               m->cfg.vocab, &e->new_tokens[i], d))
-        return 0;
+      e->new_tokens[i] = pick_host_row(e, q, e->logits + (size_t)r * (size_t)m->cfg.vocab, e->next[r], u);
+      continue;
     }
+    e->dev_entry[ndev] = i;
+    e->dev_row[ndev] = r;
+    e->dev_u[ndev] = u;
+    e->dev_opts[ndev++] = &q->sampler.o;
+  }
+  if (!ndev) return 1;
+  if (!e->dsampler && !(e->dsampler = device_sampler_new(m->backend, d))) return 0;
+  if (!device_sampler_pick_rows(e->dsampler, ndev, e->dev_opts, e->dev_u, e->dev_row, plan_output_device(m->plan, 0),
+                                m->cfg.vocab, e->dev_token, d))
+    return 0;
+  for (int b = 0; b < ndev; b++) e->new_tokens[e->dev_entry[b]] = e->dev_token[b];
+  return 1;
+}
+
+/* Embedding entries: their tokens' hidden states pooled; one whose prompt is now computed is finished (before the
+ * commit, which then skips it) with its EV_EMBEDDING. */
+static int pool_embeddings(Engine *e, Diag *d) {
+  const StepPlan *p = &e->plan;
+  int dim = e->m->cfg.hidden;
+  for (int i = 0; i < p->nentries; i++) {
+    const StepEntry *en = &p->entries[i];
+    Request *q = &e->req[en->seq];
+    if (q->embed == POOL_NONE || !q->live || q->cancel_pending) continue;
+    for (int k = 0; k < en->n; k++) {
+      const float *h = e->hidden + (size_t)(en->first + k) * (size_t)dim;
+      if (q->embed == POOL_MEAN && en->start + k == q->pooled_next) {
+        for (int j = 0; j < dim; j++) q->pool[j] += h[j];
+        q->pooled_next++;
+      } else if (q->embed == POOL_LAST && en->sample && k == en->n - 1) {
+        memcpy(q->pool, h, sizeof(float) * (size_t)dim);
+      }
+    }
+    if (!en->sample) continue;
+    SeqInfo si;
+    if (q->embed == POOL_MEAN && (sched_seq(e->sched, en->seq, &si) < 0 || q->pooled_next != si.prompt_len)) {
+      diag_error(d, 0, 0, "internal: request %d pooled %d of its %d positions", en->seq, q->pooled_next, si.prompt_len);
+      return 0;
+    }
+    if (q->embed == POOL_MEAN)
+      for (int j = 0; j < dim; j++) q->pool[j] /= (float)q->pooled_next;
+    if (sched_finish(e->sched, en->seq, SEQ_FINISH_STOP, d) < 0) return 0;
+    emit(e, EV_EMBEDDING, en->seq, -1, NULL, NULL);
+    e->ev[e->nev - 1].embedding = q->pool;
+    e->ev[e->nev - 1].dim = dim;
+    finish(e, en->seq, "stop");
   }
   return 1;
 }
@@ -314,6 +436,14 @@ static int report(Engine *e, Diag *d) {
     sb_clear(&q->piece);
     if (m->tok) tokenizer_decode_step(m->tok, &q->ds, tok, 1, &q->piece);
     emit(e, EV_TOKEN, id, tok, sb_str(&q->piece), NULL);
+    if (q->logprobs) {
+      EngineEvent *ev = &e->ev[e->nev - 1];
+      ev->has_logprob = 1;
+      ev->logprob = q->logprob;
+      ev->ntop = q->top_logprobs;
+      ev->top_ids = q->top_ids;
+      ev->top_logprobs = q->top_lp;
+    }
     int stop = 0;
     if (q->nstop) {
       sb_puts(&q->text, sb_str(&q->piece));
@@ -345,16 +475,25 @@ int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
   t[1] = t[2] = t[3] = t[4] = now_ms();
   if (e->plan.nentries > 0) {
     BatchStep b;
-    int sampled, nrows = build_step(e, &b, &sampled), host_logits = 0;
-    for (int i = 0; sampled && i < e->plan.nentries; i++)
-      if (e->row_of[i] >= 0 && !sampler_is_greedy(&e->req[e->plan.entries[i].seq].sampler.o))
-        host_logits = e->m->backend->target.kind != TARGET_CUDA;
+    Model *m = e->m;
+    int sampled, any_hidden, nrows = build_step(e, &b, &sampled, &any_hidden), host_logits = 0;
+    for (int i = 0; sampled && i < e->plan.nentries; i++) {
+      const Request *q = &e->req[e->plan.entries[i].seq];
+      if (e->row_of[i] >= 0 &&
+          (needs_host_row(q) || (!sampler_is_greedy(&q->sampler.o) && m->backend->target.kind != TARGET_CUDA)))
+        host_logits = 1;
+    }
     if (host_logits)
-      grow((void **)&e->logits, &e->cap_logits, (size_t)nrows * (size_t)e->m->cfg.vocab, sizeof(float), "the logits");
+      grow((void **)&e->logits, &e->cap_logits, (size_t)nrows * (size_t)m->cfg.vocab, sizeof(float), "the logits");
+    if (any_hidden)
+      grow((void **)&e->hidden, &e->cap_hidden, (size_t)b.ntok * (size_t)m->cfg.hidden, sizeof(float),
+           "the hidden states");
     t[2] = now_ms();
-    if (!model_step_batch(e->m, &b, host_logits ? e->logits : NULL, e->next, d)) return 0;
+    if (!model_step_batch_hidden(m, &b, host_logits ? e->logits : NULL, e->next, any_hidden ? e->hidden : NULL, d))
+      return 0;
     t[3] = now_ms();
     if (!pick_tokens(e, host_logits, d)) return 0;
+    if (any_hidden && !pool_embeddings(e, d)) return 0;
     t[4] = now_ms();
     if (sched_commit(e->sched, &e->plan, e->new_tokens, d) < 0) return 0;
     if (!report(e, d)) return 0;

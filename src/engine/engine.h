@@ -17,6 +17,14 @@ typedef struct EngineOptions {
   int max_seqs;         /* sequences running at once (0: 256) */
 } EngineOptions;
 
+enum { ENGINE_MAX_LOGPROBS = 20 };
+
+typedef enum EnginePooling {
+  POOL_NONE, /* a generation request */
+  POOL_LAST, /* the last position's hidden state */
+  POOL_MEAN  /* the mean over every position */
+} EnginePooling;
+
 typedef struct EngineRequest {
   const int32_t *prompt;
   int nprompt;
@@ -27,9 +35,21 @@ typedef struct EngineRequest {
   int ignore_eos;             /* the model's end-of-sequence tokens do not stop it */
   const int32_t *stop_tokens; /* further token ids that end it ("stop"; not part of its output) */
   int nstop_tokens;
+  /* OpenAI's penalties: before choosing a token, presence_penalty * [count > 0] + frequency_penalty * count is
+   * subtracted from the logit of every token this request has generated count times so far. */
+  double presence_penalty, frequency_penalty;
+  /* logprobs: each token event carries the chosen token's log-probability and the top_logprobs (at most
+   * ENGINE_MAX_LOGPROBS) most likely tokens with theirs: the log-softmax of the logits it was chosen from,
+   * after the penalties and before temperature, top-k and top-p (the model's own distribution, as vLLM's
+   * default reports it). */
+  int logprobs, top_logprobs;
+  /* An embedding instead of tokens: the prompt's final hidden state (after the final norm, before the LM head)
+   * pooled over its positions; one EV_EMBEDDING event, then EV_FINISHED "stop". max_tokens and sampling are
+   * not read. */
+  EnginePooling embed;
 } EngineRequest;
 
-typedef enum EngineEventKind { EV_TOKEN, EV_FINISHED } EngineEventKind;
+typedef enum EngineEventKind { EV_TOKEN, EV_FINISHED, EV_EMBEDDING } EngineEventKind;
 
 /* What one step did for one request. Texts stay valid until the next engine call. */
 typedef struct EngineEvent {
@@ -38,6 +58,15 @@ typedef struct EngineEvent {
   int32_t token;      /* EV_TOKEN */
   const char *text;   /* EV_TOKEN: the newly complete text ("" when the token ends inside a character) */
   const char *reason; /* EV_FINISHED: "stop" (end-of-sequence token or stop string), "length", "cancelled" */
+  /* EV_TOKEN of a token (not a flushed tail) of a request with logprobs: the token's log-probability and the
+   * ntop most likely tokens, most likely first */
+  int has_logprob, ntop;
+  float logprob;
+  const int32_t *top_ids;
+  const float *top_logprobs;
+  /* EV_EMBEDDING: the pooled hidden state, dim floats (not normalized) */
+  const float *embedding;
+  int dim;
 } EngineEvent;
 
 typedef struct EngineStats {
@@ -51,7 +80,8 @@ typedef struct EngineStats {
 
 typedef struct Engine Engine;
 
-/* m must be loaded with ModelLoadOptions.kv_block set (a batched model); the engine does not own it. */
+/* m must be loaded with ModelLoadOptions.kv_block set (a batched model); the engine does not own it. Embedding
+ * requests need it loaded with ModelLoadOptions.hidden_output too. */
 Engine *engine_new(Model *m, const EngineOptions *o, Diag *d);
 void engine_free(Engine *e);
 /* Queues a request; its id, or -1 with an error (empty prompt, too long for the context or the pool, a token

@@ -16,6 +16,7 @@ typedef struct Seq {
   int32_t *table; /* block ids; room for every block the sequence can ever need */
   int ntable;
   long admitted; /* admission serial: larger is more recent */
+  int no_prefix; /* computes every position itself (sched_no_prefix) */
 } Seq;
 
 /* One sequence's share of the step being planned. */

@@ -88,7 +88,7 @@ static void admit(Planner *pl) {
   int bs = s->cfg.block_size;
   while (s->nwaiting > 0 && s->nrunning < s->cfg.max_seqs && pl->budget > 0) {
     Seq *w = s->waiting[0];
-    int m = kv_blocks_lookup(s->pool, w->tok, w->len, (w->len - 1) / bs, w->table);
+    int m = w->no_prefix ? 0 : kv_blocks_lookup(s->pool, w->tok, w->len, (w->len - 1) / bs, w->table);
     w->ntable = m;
     w->computed = m * bs;
     int want = w->len - w->computed;

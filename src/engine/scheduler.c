@@ -180,6 +180,16 @@ int sched_finish(Sched *s, int id, SeqFinish reason, Diag *d) {
 
 int sched_cancel(Sched *s, int id, Diag *d) { return sched_finish(s, id, SEQ_FINISH_CANCELLED, d); }
 
+int sched_no_prefix(Sched *s, int id, Diag *d) {
+  Seq *q = find_seq(s, id);
+  if (!q || q->state != SEQ_WAITING || q->computed) {
+    diag_error(d, 0, 0, "scheduler: sequence %d is not waiting to be admitted", id);
+    return -1;
+  }
+  q->no_prefix = 1;
+  return 0;
+}
+
 /* The entry's sequence when the commit applies to it: still running with this very entry planned. */
 static Seq *entry_seq(const Sched *s, const StepEntry *e) {
   Seq *q = find_seq(s, e->seq);

@@ -106,6 +106,9 @@ const KvBlockPool *sched_pool(const Sched *s);
  * error in d: an empty prompt, max_new < 1, a token id out of range, prompt + max_new over max_context,
  * or more blocks than the pool has (ceil((n + max_new - 1) / block_size) > nblocks). */
 int sched_add(Sched *s, const int32_t *prompt, int n, int max_new, Diag *d);
+/* A waiting sequence takes nothing from the prefix cache at admission: it computes every position itself (an
+ * embedding that pools every position's hidden state). -1 with an error for an unknown or admitted one. */
+int sched_no_prefix(Sched *s, int id, Diag *d);
 /* Finishes a waiting or running sequence now ("cancelled"; sched_finish with the engine's reason, e.g.
  * SEQ_FINISH_STOP for a stop string or end-of-sequence token it found) and releases its blocks at once.
  * -1 with an error for an unknown id or a sequence already finished. */

@@ -274,7 +274,8 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->kv_blocks = o->kv_block ? o->kv_blocks : 0;
   if (o->kv_block && !m->kv_blocks && !(m->kv_blocks = pool_blocks(m, wdt, o, d))) return 0;
   m->blocks_per_seq = o->kv_block ? (m->max_ctx + o->kv_block - 1) / o->kv_block : 0;
-  ModelBuildOptions bo = {m->max_ctx, wdt, m->kv_dtype, o->kv_block, NULL, NULL};
+  ModelBuildOptions bo = {m->max_ctx, wdt, m->kv_dtype, o->kv_block, o->kv_block && o->hidden_output, NULL, NULL};
+  m->hidden_output = bo.hidden_output;
   if (o->weights_native && m->weights && weights_gguf(m->weights)) {
     bo.weight_type = native_weight_type;
     bo.weight_type_ctx = m->weights;
@@ -411,6 +412,14 @@ int model_step_sample(Model *m, const int32_t *ids, int n, int past, Sampler *s,
 }
 
 int model_step_batch(Model *m, const BatchStep *b, float *logits, int32_t *next, Diag *d) {
+  return model_step_batch_hidden(m, b, logits, next, NULL, d);
+}
+
+int model_step_batch_hidden(Model *m, const BatchStep *b, float *logits, int32_t *next, float *hidden, Diag *d) {
+  if (hidden && !m->hidden_output) {
+    diag_error(d, 0, 0, "internal: hidden states asked of a model loaded without them");
+    return 0;
+  }
   if (!m->kv_block) {
     diag_error(d, 0, 0, "internal: a batched step on a model loaded for one sequence");
     return 0;
@@ -449,7 +458,7 @@ int model_step_batch(Model *m, const BatchStep *b, float *logits, int32_t *next,
   if (m->in_table >= 0) inputs[m->in_table] = (void *)b->block_table;
   if (m->in_rows >= 0) inputs[m->in_rows] = (void *)b->rows;
   int64_t *next64 = next ? xmalloc(sizeof(int64_t) * (size_t)b->nrows, "the greedy tokens") : NULL;
-  void *outputs[2] = {logits, next64};
+  void *outputs[3] = {logits, next64, hidden};
   int ok = plan_run(m->plan, &env, inputs, outputs, d);
   for (int i = 0; ok && next && i < b->nrows; i++) ok = greedy_token(m, next64[i], &next[i], d);
   free(next64);

@@ -23,6 +23,7 @@ typedef struct Model {
   int kv_block, kv_blocks, blocks_per_seq;
   DType kv_dtype;
   int in_seq, in_slot, in_table, in_rows;
+  int hidden_output;      /* the batched step also gives the rows' final hidden states (model_step_batch_hidden) */
   float *logits;          /* vocab floats, the last step's output */
   DeviceSampler *sampler; /* CUDA: sampling on the device, made at the first sampled step */
   double compile_ms, load_ms;
@@ -56,6 +57,7 @@ typedef struct ModelLoadOptions {
   DType kv_dtype; /* the paged pool's element type: f32 (0, the default) or bf16 (half the bytes a step reads) */
   int kv_seqs;    /* kv_blocks = 0 and no kv_memory: at most what this many sequences of max_ctx need (0: no cap) */
   int batch_invariant; /* tile_from_loop's batch-invariant schedules: a row's results do not depend on the batch */
+  int hidden_output;   /* a batched model's step also outputs the final hidden states (embeddings) */
 } ModelLoadOptions;
 
 /* An empty compilation for a model's step under o's target, fusion and matmul precision (what
@@ -101,4 +103,7 @@ typedef struct BatchStep {
 /* Runs one batched step. logits (nrows x vocab floats) and next (nrows greedy tokens) may each be NULL: what is
  * NULL stays on the device (plan_output_device(m->plan, 0) holds the logits for a device sampler). */
 int model_step_batch(Model *m, const BatchStep *b, float *logits, int32_t *next, Diag *d);
+/* The same, and hidden (when not NULL; ntok x cfg.hidden floats) gets every token's final hidden state: after the
+ * final norm, what the LM head reads. Needs a model loaded with ModelLoadOptions.hidden_output. */
+int model_step_batch_hidden(Model *m, const BatchStep *b, float *logits, int32_t *next, float *hidden, Diag *d);
 #endif

@@ -30,6 +30,10 @@ struct DeviceSampler {
   Backend *b;
   BackendModule *m;
   int32_t *out; /* device: the token */
+  /* device_sampler_pick_rows: the rows' tokens and parameters on the device, and the parameters' host copy */
+  int32_t *rows_out;
+  int64_t *rows_params, *host_params;
+  int cap_rows;
 };
 
 DeviceSampler *device_sampler_new(Backend *b, Diag *d) {
@@ -45,6 +49,9 @@ DeviceSampler *device_sampler_new(Backend *b, Diag *d) {
 void device_sampler_free(DeviceSampler *s) {
   if (!s) return;
   if (s->out) s->b->ops->free(s->b, s->out);
+  if (s->rows_out) s->b->ops->free(s->b, s->rows_out);
+  if (s->rows_params) s->b->ops->free(s->b, s->rows_params);
+  free(s->host_params);
   if (s->m) s->b->ops->module_free(s->b, s->m);
   free(s);
 }
@@ -73,6 +80,55 @@ int device_sampler_pick(DeviceSampler *s, const SamplerOptions *o, float u, cons
                (long long)vocab);
     return 0;
   }
+  return 1;
+}
+
+static int grow_rows(DeviceSampler *s, int n, Diag *d) {
+  if (n <= s->cap_rows) return 1;
+  int cap = s->cap_rows ? s->cap_rows : 16;
+  while (cap < n) cap *= 2;
+  const BackendOps *ops = s->b->ops;
+  if (s->rows_out) ops->free(s->b, s->rows_out);
+  if (s->rows_params) ops->free(s->b, s->rows_params);
+  s->rows_params = NULL;
+  s->cap_rows = 0;
+  if (!(s->rows_out = ops->alloc(s->b, sizeof(int32_t) * (size_t)cap, d)) ||
+      !(s->rows_params = ops->alloc(s->b, sizeof(int64_t) * 5 * (size_t)cap, d)))
+    return 0;
+  s->host_params = xrealloc(s->host_params, sizeof(int64_t) * 5 * (size_t)cap, "the sampler's parameters");
+  s->cap_rows = cap;
+  return 1;
+}
+
+int device_sampler_pick_rows(DeviceSampler *s, int n, const SamplerOptions *const *o, const float *u,
+                             const int32_t *rows, const void *logits, int64_t vocab, int32_t *tokens, Diag *d) {
+  const BackendOps *ops = s->b->ops;
+  if (n <= 0) return 1;
+  if (vocab < 1 || vocab > INT32_MAX || !logits || n > 65535) {
+    diag_error(d, 0, 0, "device sampler: %d rows of %lld logits cannot be sampled", n, (long long)vocab);
+    return 0;
+  }
+  if (!grow_rows(s, n, d)) return 0;
+  for (int b = 0; b < n; b++) {
+    int64_t *q = s->host_params + 5 * (size_t)b;
+    q[0] = rows[b];
+    q[1] = float_bits(sampler_is_greedy(o[b]) ? 0.0f : (float)o[b]->temperature);
+    q[2] = o[b]->top_k;
+    q[3] = float_bits((float)o[b]->top_p);
+    q[4] = float_bits(u[b]);
+  }
+  void *bufs[3] = {s->rows_out, (void *)logits, s->rows_params};
+  int64_t syms[1] = {vocab};
+  if (!ops->upload(s->b, s->rows_params, s->host_params, sizeof(int64_t) * 5 * (size_t)n, d) ||
+      !ops->launch(s->b, s->m, "lathe_sample_rows", bufs, 3, syms, 1, n, 1024, d) ||
+      !ops->download(s->b, tokens, s->rows_out, sizeof(int32_t) * (size_t)n, d))
+    return 0;
+  for (int b = 0; b < n; b++)
+    if (tokens[b] < 0 || tokens[b] >= vocab) {
+      diag_error(d, 0, 0, "the device sampler returned token %d for row %d, outside the vocabulary [0, %lld)",
+                 tokens[b], rows[b], (long long)vocab);
+      return 0;
+    }
   return 1;
 }
 

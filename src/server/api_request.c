@@ -6,6 +6,7 @@
 #include <string.h>
 #include "../base/mem.h"
 #include "../base/strbuf.h"
+#include "../engine/engine.h"
 
 void api_error(ApiError *e, int status, const char *type, const char *param, const char *fmt, ...) {
   if (e->status) return;
@@ -170,14 +171,6 @@ static int only_off(json_t *v, const char *key, ApiError *e) {
     if (json_is_integer(v) && json_integer_value(v) == 1) return 1;
     return BAD(e, key, "'%s' must be 1: one choice per request is supported", key);
   }
-  if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
-    if (json_is_number(v) && json_number_value(v) == 0) return 1;
-    return BAD(e, key, "'%s' is not supported (only 0)", key);
-  }
-  if (!strcmp(key, "logprobs") || !strcmp(key, "top_logprobs")) {
-    if (json_is_false(v) || (json_is_integer(v) && json_integer_value(v) == 0)) return 1;
-    return BAD(e, key, "'%s' is not supported yet", key);
-  }
   if (!strcmp(key, "logit_bias")) {
     if (json_is_object(v) && !json_object_size(v)) return 1;
     return BAD(e, key, "'logit_bias' is not supported (only {})");
@@ -231,6 +224,19 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
     if (!get_int(v, key, INT64_MIN, INT64_MAX, &k, e)) return 0;
     r->sampling.seed = (uint64_t)k;
     r->seed_given = 1;
+  } else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
+    if (!get_number(v, key, -2, 2, &x, e)) return 0;
+    *(key[0] == 'p' ? &r->presence_penalty : &r->frequency_penalty) = x;
+  } else if (!chat && !strcmp(key, "logprobs")) { /* completions: how many alternatives */
+    if (!get_int(v, key, 0, ENGINE_MAX_LOGPROBS, &k, e)) return 0;
+    r->logprobs = 1;
+    r->top_logprobs = (int)k;
+  } else if (chat && !strcmp(key, "logprobs")) {
+    return get_bool(v, key, &r->logprobs, e);
+  } else if (chat && !strcmp(key, "top_logprobs")) {
+    if (!get_int(v, key, 0, ENGINE_MAX_LOGPROBS, &k, e)) return 0;
+    r->top_logprobs = (int)k;
+    r->top_given = 1;
   } else if (!strcmp(key, "stop")) {
     return parse_stop(r, v, e);
   } else if (!strcmp(key, "stream")) {
@@ -265,6 +271,10 @@ int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r,
   if (kind == API_CHAT && !r->messages) return BAD(e, "messages", "'messages' is required");
   if (r->include_usage && !r->stream)
     return BAD(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+  if (kind == API_CHAT && r->top_given && !r->logprobs)
+    return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (r->echo && r->logprobs)
+    return BAD(e, "echo", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
   if (r->sampling.temperature <= 0) r->sampling.greedy = 1;
   return 1;
 }

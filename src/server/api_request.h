@@ -41,6 +41,9 @@ typedef struct ApiRequest {
   const char *stop[API_MAX_STOP];
   int nstop;
   int stream, include_usage, echo, ignore_eos;
+  double presence_penalty, frequency_penalty;
+  int logprobs, top_logprobs; /* logprobs: the tokens' log-probabilities, with top_logprobs alternatives each */
+  int top_given;
   json_t *root; /* the parsed body: the strings above point into it */
   char **owned; /* message contents assembled from parts */
   int nowned;

@@ -52,7 +52,8 @@ static json_t *reason_json(const char *finish_reason) {
   return finish_reason ? json_string(finish_reason) : json_null();
 }
 
-char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u) {
+char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u,
+                          json_t *logprobs) {
   int chat = a->kind == API_CHAT;
   json_t *o = head(a, chat ? "chat.completion" : "text_completion");
   json_t *choice = json_object();
@@ -65,7 +66,7 @@ char *api_completion_body(const ApiIdent *a, const char *text, const char *finis
   } else {
     json_object_set_new(choice, "text", json_string(text));
   }
-  json_object_set_new(choice, "logprobs", json_null());
+  json_object_set_new(choice, "logprobs", logprobs ? logprobs : json_null());
   json_object_set_new(choice, "finish_reason", reason_json(finish_reason));
   json_t *choices = json_array();
   json_array_append_new(choices, choice);
@@ -75,7 +76,7 @@ char *api_completion_body(const ApiIdent *a, const char *text, const char *finis
 }
 
 char *api_chunk_event(const ApiIdent *a, const char *text, int first, const char *finish_reason, const ApiUsage *usage,
-                      int include_usage) {
+                      int include_usage, json_t *logprobs) {
   int chat = a->kind == API_CHAT;
   json_t *o = head(a, chat ? "chat.completion.chunk" : "text_completion");
   json_t *choices = json_array();
@@ -90,10 +91,12 @@ char *api_chunk_event(const ApiIdent *a, const char *text, int first, const char
     } else {
       json_object_set_new(choice, "text", json_string(text ? text : ""));
     }
-    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "logprobs", logprobs ? logprobs : json_null());
+    logprobs = NULL;
     json_object_set_new(choice, "finish_reason", reason_json(finish_reason));
     json_array_append_new(choices, choice);
   }
+  json_decref(logprobs); /* a usage chunk has no choice to carry it */
   json_object_set_new(o, "choices", choices);
   if (usage) json_object_set_new(o, "usage", usage_json(usage));
   else if (include_usage) json_object_set_new(o, "usage", json_null());

@@ -4,6 +4,7 @@
 #ifndef LATHE_SERVER_API_RESPONSE_H
 #define LATHE_SERVER_API_RESPONSE_H
 #include "api_request.h"
+#include "engine_loop.h"
 
 typedef struct ApiUsage {
   int prompt_tokens, completion_tokens;
@@ -20,13 +21,25 @@ typedef struct ApiIdent {
 void api_ident_init(ApiIdent *a, ApiKind kind, unsigned long long serial, const char *model);
 /* {"error": {"message", "type", "param", "code"}} */
 char *api_error_body(const ApiError *e);
-/* The whole (non-streamed) answer. */
-char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u);
+/* The whole (non-streamed) answer; logprobs (taken over) NULL: "logprobs": null. */
+char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u,
+                          json_t *logprobs);
 /* One streamed chunk as "data: {...}\n\n". text may be NULL (no content: the chat's first chunk, which carries
  * the role, when first is set; the last, which carries finish_reason). usage non-NULL: the usage chunk (no
  * choices); include_usage: the other chunks carry "usage": null. */
 char *api_chunk_event(const ApiIdent *a, const char *text, int first, const char *finish_reason, const ApiUsage *usage,
-                      int include_usage);
+                      int include_usage, json_t *logprobs);
+/* The logprobs of tokens t[from..to) as OpenAI writes them. Completions: {"tokens", "token_logprobs",
+ * "top_logprobs" (a {token: logprob} object of the alternatives and the chosen token), "text_offset"}, the
+ * offsets in characters: base (an echo's characters) + the characters of text (the job's text, t[k].end
+ * indexes it) before the token. Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+ * "logprob", "bytes"}]}]}. A token's string is its own decoded bytes (invalid UTF-8 as U+FFFD; "bytes" keeps
+ * them). */
+json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob *t, int from, int to, const char *text,
+                          long base);
+/* An embeddings answer: {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model",
+ * "usage"}; vectors n x dim floats, each a list of numbers or (base64) its little-endian f32 bytes. */
+char *api_embeddings_body(const char *model, const float *vectors, int n, int dim, int base64, int prompt_tokens);
 /* {"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]} */
 char *api_models_body(const char *model, long long created);
 #endif

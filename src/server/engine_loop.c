@@ -20,6 +20,10 @@ struct Job {
   int error_status;
   StrBuf text;
   int tokens;
+  TokenLogprob *lp; /* with logprobs: one per token */
+  int nlp, caplp;
+  float *embedding; /* an embedding job's, once it arrived */
+  int dim;
   double t_submit, t_last; /* ms */
   pthread_cond_t cv;
 };
@@ -53,6 +57,8 @@ static void unref(Job *j) {
   free(j->prompt);
   for (int i = 0; i < j->req.nstop; i++) free(j->stop[i]);
   sb_free(&j->text);
+  free(j->lp);
+  free(j->embedding);
   pthread_cond_destroy(&j->cv);
   free(j);
 }
@@ -115,7 +121,24 @@ static void route(EngineLoop *l, const EngineEvent *ev, int nev) {
       continue;
     }
     if (!j) continue;
+    if (ev[k].kind == EV_EMBEDDING) {
+      j->embedding = xmalloc(sizeof(float) * (size_t)ev[k].dim, "an embedding");
+      memcpy(j->embedding, ev[k].embedding, sizeof(float) * (size_t)ev[k].dim);
+      j->dim = ev[k].dim;
+      continue;
+    }
     if (ev[k].text) sb_puts(&j->text, ev[k].text);
+    if (ev[k].has_logprob) {
+      if (j->nlp == j->caplp)
+        j->lp = xrealloc(j->lp, sizeof *j->lp * (size_t)(j->caplp = j->caplp ? 2 * j->caplp : 16), "logprobs");
+      TokenLogprob *t = &j->lp[j->nlp++];
+      t->token = ev[k].token;
+      t->logprob = ev[k].logprob;
+      t->ntop = ev[k].ntop;
+      memcpy(t->top_ids, ev[k].top_ids, sizeof(int32_t) * (size_t)ev[k].ntop);
+      memcpy(t->top_lp, ev[k].top_logprobs, sizeof(float) * (size_t)ev[k].ntop);
+    }
+    if (j->nlp) j->lp[j->nlp - 1].end = j->text.len; /* a flushed tail belongs to the last token */
     if (ev[k].token >= 0) {
       if (l->mx) {
         if (!j->tokens) metrics_ttft(l->mx, (now - j->t_submit) / 1e3);
@@ -292,6 +315,26 @@ void job_wait(EngineLoop *l, Job *j, size_t from, int timeout_ms, StrBuf *out, J
   st->tokens = j->tokens;
   st->text_len = j->text.len;
   pthread_mutex_unlock(&l->mu);
+}
+
+int job_logprobs(EngineLoop *l, Job *j, int from, TokenLogprob **out, int *cap) {
+  pthread_mutex_lock(&l->mu);
+  int n = j->nlp;
+  if (n > *cap) {
+    *out = xrealloc(*out, sizeof **out * (size_t)n, "logprobs");
+    *cap = n;
+  }
+  if (n > from) memcpy(*out + from, j->lp + from, sizeof **out * (size_t)(n - from));
+  pthread_mutex_unlock(&l->mu);
+  return n;
+}
+
+const float *job_embedding(EngineLoop *l, Job *j, int *dim) {
+  pthread_mutex_lock(&l->mu);
+  const float *v = j->finished ? j->embedding : NULL;
+  *dim = j->dim;
+  pthread_mutex_unlock(&l->mu);
+  return v;
 }
 
 void job_retain(EngineLoop *l, Job *j) {

@@ -23,6 +23,16 @@ typedef struct JobStatus {
   size_t text_len;    /* bytes of text so far */
 } JobStatus;
 
+/* One generated token's log-probabilities (requests with EngineRequest.logprobs). */
+typedef struct TokenLogprob {
+  int32_t token;
+  float logprob;
+  size_t end; /* the job's text up to the end of this token's text (bytes) */
+  int ntop;
+  int32_t top_ids[ENGINE_MAX_LOGPROBS];
+  float top_lp[ENGINE_MAX_LOGPROBS];
+} TokenLogprob;
+
 /* Starts the thread. max_jobs: jobs in flight (queued, waiting or running) at most; more are refused. The
  * loop does not own e; metrics (may be NULL) gets the time-to-first-token and inter-token latencies. */
 EngineLoop *engine_loop_start(Engine *e, int max_jobs, Metrics *metrics, Diag *d);
@@ -44,6 +54,11 @@ void engine_loop_stats(EngineLoop *l, EngineStats *st);
 /* Waits up to timeout_ms until the job has more than `from` bytes of text or has finished; appends its
  * text from `from` on to out (when out is non-NULL) and fills st. */
 void job_wait(EngineLoop *l, Job *j, size_t from, int timeout_ms, StrBuf *out, JobStatus *st);
+/* Appends the job's logprob records from index `from` on to *out (of *cap, grown); the number of records it has. */
+int job_logprobs(EngineLoop *l, Job *j, int from, TokenLogprob **out, int *cap);
+/* A finished embedding job's vector (*dim floats, the engine's, not normalized; valid while the job is held),
+ * or NULL. */
+const float *job_embedding(EngineLoop *l, Job *j, int *dim);
 void job_retain(EngineLoop *l, Job *j);
 void job_release(EngineLoop *l, Job *j);
 #endif

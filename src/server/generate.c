@@ -68,20 +68,47 @@ static int wait_done(Conn *c, EngineLoop *loop, JobStatus *st) {
   }
 }
 
-static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const ApiRequest *r, const char *echo,
+int job_status_error(const JobStatus *st, ApiError *e) {
+  if (!strcmp(st->reason, "error")) {
+    api_error(e, st->error_status, st->error_status == 400 ? "invalid_request_error" : "server_error", NULL, "%s",
+              st->error);
+    return 1;
+  }
+  if (!strcmp(st->reason, "cancelled")) { /* by the server: a client that went away gets no answer */
+    api_error(e, 503, "server_error", NULL,
+              "the request was cancelled before it finished: the server is shutting down");
+    e->code = "cancelled";
+    return 1;
+  }
+  return 0;
+}
+
+/* The logprobs of the tokens that begin before the answer's end (cut: where a stop string begins, or -1). */
+static json_t *whole_logprobs(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *text,
+                              long cut) {
+  TokenLogprob *t = NULL;
+  int cap = 0, n = job_logprobs(loop, c->job, 0, &t, &cap), upto = n; /* no stop string: every token */
+  if (cut >= 0)
+    for (upto = 0; upto < n && (upto ? t[upto - 1].end : 0) < (size_t)cut;) upto++;
+  json_t *lp = api_logprobs_json(r->kind, m->tok, t, 0, upto, text, 0);
+  free(t);
+  return lp;
+}
+
+static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *echo,
                                     const char *model) {
   JobStatus st;
   if (!wait_done(c, loop, &st)) return MHD_NO; /* closes the connection */
   c->gen_tokens = st.tokens;
-  if (!strcmp(st.reason, "error")) {
-    ApiError e = {0};
-    api_error(&e, st.error_status, st.error_status == 400 ? "invalid_request_error" : "server_error", NULL, "%s",
-              st.error);
+  ApiError e = {0};
+  if (job_status_error(&st, &e)) {
+    if (e.status >= 500) snprintf(c->note, sizeof c->note, "%s", e.message);
     return reply_error(c, &e);
   }
   StrBuf text = {0};
   job_wait(loop, c->job, 0, 0, &text, &st);
   long at = stop_find(sb_str(&text), text.len, r->stop, r->nstop);
+  json_t *lp = r->logprobs ? whole_logprobs(c, loop, m, r, sb_str(&text), at) : NULL;
   StrBuf out = {0};
   if (echo) sb_puts(&out, echo);
   if (at >= 0) text.data[at] = 0;
@@ -90,7 +117,7 @@ static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const ApiRequest 
   ApiIdent id;
   api_ident_init(&id, r->kind, server_next_serial(c->s), model);
   ApiUsage u = {c->prompt_tokens, st.tokens};
-  char *body = api_completion_body(&id, sb_str(&out), at >= 0 ? "stop" : st.reason, &u);
+  char *body = api_completion_body(&id, sb_str(&out), at >= 0 ? "stop" : st.reason, &u, lp);
   sb_free(&out);
   return reply(c, 200, "application/json", body);
 }
@@ -125,6 +152,10 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   int max_tokens = r.max_tokens > 0 ? r.max_tokens : kind == API_CHAT ? m->max_ctx : 16;
   if (!r.seed_given) r.sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + server_next_serial(c->s);
   EngineRequest er = {ids, n, max_tokens, r.sampling, r.stop, r.nstop, r.ignore_eos};
+  er.presence_penalty = r.presence_penalty;
+  er.frequency_penalty = r.frequency_penalty;
+  er.logprobs = r.logprobs;
+  er.top_logprobs = r.top_logprobs;
   if (!(c->job = engine_loop_submit(loop, &er))) {
     const char *failure = engine_loop_failure(loop);
     if (failure) {
@@ -136,10 +167,10 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   }
   echo = echo_text(m, &r);
   if (r.stream) {
-    StreamSpec sp = {kind, model, r.include_usage, echo, r.stop, r.nstop};
+    StreamSpec sp = {kind, model, r.include_usage, echo, r.stop, r.nstop, r.logprobs};
     res = reply_stream(c, c->job, &sp);
   } else {
-    res = answer_whole(c, loop, &r, echo, model);
+    res = answer_whole(c, loop, m, &r, echo, model);
   }
   goto done;
 refuse:

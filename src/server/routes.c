@@ -1,4 +1,4 @@
-/* The small routes: /health, /metrics, /v1/models, /tokenize, /detokenize and /v1/embeddings. */
+/* The small routes: /health, /metrics, /v1/models, /tokenize and /detokenize. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,11 +127,4 @@ enum MHD_Result route_detokenize(Conn *c) {
   }
   json_decref(o);
   return r;
-}
-
-enum MHD_Result route_embeddings(Conn *c) {
-  ApiError e = {0};
-  api_error(&e, 501, "invalid_request_error", NULL, "embeddings are not implemented yet by lathe serve");
-  e.code = "not_implemented";
-  return reply_error(c, &e);
 }

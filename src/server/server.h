@@ -15,6 +15,7 @@ typedef struct ServerOptions {
   const char *api_key;    /* NULL: no authentication */
   size_t max_body;        /* bytes; larger bodies get 413 */
   const char *model_name; /* the model's id in the API */
+  EnginePooling pooling;  /* /v1/embeddings: POOL_LAST (also for POOL_NONE) or POOL_MEAN */
 } ServerOptions;
 
 /* One line per answered request (method, path, status, tokens, latency), for the program to print. */

@@ -60,6 +60,10 @@ enum MHD_Result route_embeddings(Conn *c);
 enum MHD_Result route_completions(Conn *c);
 enum MHD_Result route_chat(Conn *c);
 
+/* A finished job that has no answer: a refusal (400), a failed step (500), or cancelled by the server (503: it is
+ * shutting down) becomes e; 0 for a job that answers. */
+int job_status_error(const JobStatus *st, ApiError *e);
+
 /* Streams a job's text as server-sent events (stream.c); takes a reference on c and on the job. */
 typedef struct StreamSpec {
   ApiKind kind;
@@ -68,6 +72,7 @@ typedef struct StreamSpec {
   const char *echo; /* completions with echo: the prompt's text, sent first */
   const char *const *stop;
   int nstop;
+  int logprobs; /* the chunks carry their tokens' logprobs */
 } StreamSpec;
 enum MHD_Result reply_stream(Conn *c, Job *job, const StreamSpec *sp);
 #endif

@@ -18,6 +18,10 @@ typedef struct Stream {
   char *echo;
   char *stop[API_MAX_STOP];
   int nstop;
+  const Tokenizer *tok;
+  int logprobs;
+  TokenLogprob *lp; /* the job's records so far */
+  int nlp, caplp, lp_sent;
   StrBuf text;   /* the job's text so far */
   size_t sent;   /* of it, sent */
   int started;   /* the first chunk (role, or echo) is out */
@@ -31,31 +35,44 @@ static void put_event(Stream *s, char *ev) {
   free(ev);
 }
 
-static void put_text(Stream *s, const char *text, size_t n) {
+/* The logprobs of the tokens not yet sent whose text ends within the first upto bytes (at the end: all of them,
+ * or after a stop string (at upto) those that begin before it); NULL when there are none or the request has no
+ * logprobs. */
+static json_t *take_logprobs(Stream *s, size_t upto, int final, int stopped) {
+  if (!s->logprobs) return NULL;
+  s->nlp = job_logprobs(s->loop, s->job, s->nlp, &s->lp, &s->caplp);
+  int k = s->lp_sent;
+  while (k < s->nlp && (final && !stopped ? 1 : final ? (k ? s->lp[k - 1].end : 0) < upto : s->lp[k].end <= upto)) k++;
+  if (k == s->lp_sent) return NULL;
+  json_t *j = api_logprobs_json(s->ident.kind, s->tok, s->lp, s->lp_sent, k, sb_str(&s->text), 0);
+  s->lp_sent = k;
+  return j;
+}
+
+static void put_text(Stream *s, const char *text, size_t n, json_t *logprobs) {
   char *piece = xmalloc(n + 1, "a chunk");
   memcpy(piece, text, n);
   piece[n] = 0;
-  put_event(s, api_chunk_event(&s->ident, piece, 0, NULL, NULL, s->include_usage));
+  put_event(s, api_chunk_event(&s->ident, piece, 0, NULL, NULL, s->include_usage, logprobs));
   free(piece);
 }
 
+/* After a stream started, an error is an event of OpenAI's error object (then [DONE]): never a silent end. */
 static void put_end(Stream *s, const JobStatus *st, int stopped) {
   s->c->gen_tokens = st->tokens;
-  if (!strcmp(st->reason, "error")) {
-    ApiError e = {0};
-    api_error(&e, st->error_status, st->error_status == 400 ? "invalid_request_error" : "server_error", NULL, "%s",
-              st->error);
-    if (st->error_status >= 500) snprintf(s->c->note, sizeof s->c->note, "%s", st->error);
+  ApiError e = {0};
+  if (job_status_error(st, &e)) {
+    if (e.status >= 500) snprintf(s->c->note, sizeof s->c->note, "%s", e.message);
     char *body = api_error_body(&e);
     sb_puts(&s->out, "data: ");
     sb_puts(&s->out, body);
     sb_puts(&s->out, "\n\n");
     free(body);
   } else {
-    put_event(s, api_chunk_event(&s->ident, NULL, 0, stopped ? "stop" : st->reason, NULL, s->include_usage));
+    put_event(s, api_chunk_event(&s->ident, NULL, 0, stopped ? "stop" : st->reason, NULL, s->include_usage, NULL));
     if (s->include_usage) {
       ApiUsage u = {s->c->prompt_tokens, st->tokens};
-      put_event(s, api_chunk_event(&s->ident, NULL, 0, NULL, &u, 1));
+      put_event(s, api_chunk_event(&s->ident, NULL, 0, NULL, &u, 1, NULL));
     }
   }
   sb_puts(&s->out, "data: [DONE]\n\n");
@@ -67,11 +84,11 @@ static int produce(Stream *s) {
   if (!s->started) {
     s->started = 1;
     if (s->ident.kind == API_CHAT) {
-      put_event(s, api_chunk_event(&s->ident, "", 1, NULL, NULL, s->include_usage));
+      put_event(s, api_chunk_event(&s->ident, "", 1, NULL, NULL, s->include_usage, NULL));
       return 1;
     }
     if (s->echo && s->echo[0]) {
-      put_text(s, s->echo, strlen(s->echo));
+      put_text(s, s->echo, strlen(s->echo), NULL);
       return 1;
     }
   }
@@ -81,8 +98,9 @@ static int produce(Stream *s) {
   size_t upto = at >= 0       ? (size_t)at
                 : st.finished ? s->text.len
                               : stop_safe_len(sb_str(&s->text), s->text.len, (const char *const *)s->stop, s->nstop);
-  if (upto > s->sent) {
-    put_text(s, s->text.data + s->sent, upto - s->sent);
+  json_t *lp = take_logprobs(s, upto, st.finished, at >= 0);
+  if (upto > s->sent || lp) {
+    put_text(s, s->text.data + s->sent, upto - s->sent, lp);
     s->sent = upto;
   }
   if (st.finished) put_end(s, &st, at >= 0);
@@ -115,6 +133,7 @@ static void on_free(void *cls) {
   job_release(s->loop, s->job);
   sb_free(&s->text);
   sb_free(&s->out);
+  free(s->lp);
   free(s->echo);
   for (int i = 0; i < s->nstop; i++) free(s->stop[i]);
   Conn *c = s->c;
@@ -129,6 +148,8 @@ enum MHD_Result reply_stream(Conn *c, Job *job, const StreamSpec *sp) {
   s->job = job;
   api_ident_init(&s->ident, sp->kind, server_next_serial(c->s), sp->model);
   s->include_usage = sp->include_usage;
+  s->logprobs = sp->logprobs;
+  s->tok = server_model(c->s, NULL)->tok;
   s->echo = sp->echo ? xstrdup(sp->echo, "the echo") : NULL;
   s->nstop = sp->nstop;
   for (int i = 0; i < sp->nstop; i++) s->stop[i] = xstrdup(sp->stop[i], "a stop string");

@@ -84,8 +84,9 @@ static __device__ void lt_select_digit(const u64 *hist, unsigned int *prefix, u6
   }
   __syncthreads();
 }
-extern "C" __global__ void __launch_bounds__(NT) lathe_sample(int *out, const float *logits, i64 n,
-    i64 temperature_bits, i64 top_k, i64 top_p_bits, i64 u_bits) {
+/* One row's token into *out, by the whole block. */
+static __device__ __forceinline__ void lt_sample_row(int *out, const float *logits, i64 n, i64 temperature_bits,
+    i64 top_k, i64 top_p_bits, i64 u_bits) {
   __shared__ u64 hist[256], red[32];
   __shared__ float w_max[32];
   __shared__ i64 w_arg[32], s_arg;
@@ -277,4 +278,17 @@ extern "C" __global__ void __launch_bounds__(NT) lathe_sample(int *out, const fl
   }
   __syncthreads();
   if (tid == 0) *out = (int)s_arg;
+}
+
+extern "C" __global__ void __launch_bounds__(NT) lathe_sample(int *out, const float *logits, i64 n,
+    i64 temperature_bits, i64 top_k, i64 top_p_bits, i64 u_bits) {
+  lt_sample_row(out, logits, n, temperature_bits, top_k, top_p_bits, u_bits);
+}
+
+/* Every sampled row of a batched step in one launch, a block per row: params[5 * b ..] holds the row of the
+   logits (each n wide), the temperature's bits, top-k, top-p's bits and the uniform's bits. */
+extern "C" __global__ void __launch_bounds__(NT) lathe_sample_rows(int *out, const float *logits, const i64 *params,
+    i64 n) {
+  const i64 *q = params + 5 * (i64)blockIdx.x;
+  lt_sample_row(out + blockIdx.x, logits + q[0] * n, n, q[1], q[2], q[3], q[4]);
 }

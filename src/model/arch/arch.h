@@ -26,6 +26,9 @@ typedef struct ModelBuildOptions {
   /* 0: one sequence, `seq` tokens after `past`, contiguous caches cache.k.L [1, kv_heads, max_ctx, head_dim].
    * > 0: a ragged batch over a paged cache of blocks of this many positions (see mb_begin). */
   int paged_block;
+  /* paged only: a third output, "hidden" f32[tok, hidden]: every token's final hidden state (after the final
+   * norm: what the LM head would read), for embeddings */
+  int hidden_output;
   /* When set, the type of weight `name` of this rank (a file's block format, to read it quantized), else
    * weight_dtype. */
   DType (*weight_type)(void *ctx, const char *name, int rank, DType fallback);

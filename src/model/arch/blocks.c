@@ -216,14 +216,19 @@ Graph *mb_llama_decoder(const ModelConfig *c, const ModelBuildOptions *o, const 
 
 Graph *mb_finish(ModelBuilder *b, int h) {
   const ModelConfig *c = b->c;
+  int hidden = -1, norm;
   if (b->o->paged_block) { /* the logits of the out_rows tokens: [rows, hidden] */
     Expr *flat[2] = {b->seq, n(b, c->hidden)}, *rows = graph_symbol(b->g, "rows");
-    h = op(b, G_EMBEDDING, input(b, "out_rows", DT_I32, 1, &rows), reshape(b, h, 2, flat), -1, NULL);
-  } else { /* only the last position's logits are needed */
+    int all = reshape(b, h, 2, flat), out_rows = input(b, "out_rows", DT_I32, 1, &rows);
+    h = op(b, G_EMBEDDING, out_rows, all, -1, NULL);
+    norm = mb_weight(b, "model.norm.weight", c->hidden, 0);
+    if (b->o->hidden_output) hidden = mb_rms_norm(b, all, norm); /* every token's, for embeddings */
+  } else {                                                       /* only the last position's logits are needed */
     GAttr last = {.axis = 1, .start = ex_add(b->g->pool, b->seq, n(b, -1)), .end = b->seq};
     h = op(b, G_SLICE, h, -1, -1, &last);
+    norm = mb_weight(b, "model.norm.weight", c->hidden, 0);
   }
-  h = mb_rms_norm(b, h, mb_weight(b, "model.norm.weight", c->hidden, 0));
+  h = mb_rms_norm(b, h, norm);
   int head = c->tied_embeddings ? b->embed : mb_weight(b, "lm_head.weight", c->vocab, c->hidden);
   GAttr cast = {.dtype = DT_F32};
   int logits = op(b, G_CAST, op(b, G_LINEAR, h, head, -1, NULL), -1, -1, &cast);
@@ -235,5 +240,9 @@ Graph *mb_finish(ModelBuilder *b, int h) {
   graph_set_name(b->g, next, "next_token");
   graph_add_output(b->g, logits);
   graph_add_output(b->g, next);
+  if (hidden >= 0) {
+    graph_set_name(b->g, hidden, "hidden");
+    graph_add_output(b->g, hidden);
+  }
   return b->g;
 }

@@ -1,0 +1,86 @@
+"""`lathe serve`'s sampling extras and embeddings through the official `openai` client (tests/cli_serve_test.sh).
+
+    serve_openai_extra.py PORT MODEL
+
+Prints "ok NAME" or "FAIL NAME: why" per check."""
+import base64
+import math
+import struct
+import sys
+
+import openai
+
+port, model = int(sys.argv[1]), sys.argv[2]
+c = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="unused", max_retries=0)
+
+
+def check(name, cond, why):
+    print(("ok " + name) if cond else "FAIL %s: %s" % (name, why), flush=True)
+
+
+# penalties: greedy with the largest frequency penalty never repeats a token here; without, it does
+prompt = "one two one two one two one two"
+plain = c.completions.create(model=model, prompt=prompt, max_tokens=12, temperature=0, logprobs=0,
+                             extra_body={"ignore_eos": True})
+pen = c.completions.create(model=model, prompt=prompt, max_tokens=12, temperature=0, logprobs=0,
+                           frequency_penalty=2.0, presence_penalty=2.0, extra_body={"ignore_eos": True})
+toks, ptoks = plain.choices[0].logprobs.tokens, pen.choices[0].logprobs.tokens
+check("openai_penalty_baseline_repeats", len(set(toks)) < len(toks), toks)
+check("openai_penalty_no_repeats", len(ptoks) == 12 and len(set(ptoks)) == len(ptoks), ptoks)
+
+# completions logprobs: the four lists, one entry per token; greedy: the chosen token is the most likely
+r = c.completions.create(model=model, prompt="The capital of France is", max_tokens=6, temperature=0, logprobs=5)
+lp = r.choices[0].logprobs
+n = r.usage.completion_tokens
+shape = (len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == n
+         and all(len(t) in (5, 6) for t in lp.top_logprobs))
+check("openai_logprobs_shape", shape, lp)
+best = all(abs(lp.token_logprobs[k] - max(lp.top_logprobs[k].values())) < 1e-6 for k in range(n))
+mass = all(sum(math.exp(v) for v in t.values()) <= 1 + 1e-5 for t in lp.top_logprobs)
+check("openai_logprobs_greedy_max", best and mass and all(v <= 0 for v in lp.token_logprobs), lp)
+offsets = [sum(len(t) for t in lp.tokens[:k]) for k in range(n)]
+check("openai_logprobs_text", "".join(lp.tokens) == r.choices[0].text and lp.text_offset == offsets,
+      (lp.tokens, r.choices[0].text, lp.text_offset))
+# stop strings cut the logprobs with the text: no token that begins after the cut
+rs = c.completions.create(model=model, prompt="The capital of France is", max_tokens=6, temperature=0, logprobs=1,
+                          stop=["."])
+check("openai_logprobs_stop", "".join(rs.choices[0].logprobs.tokens).startswith(rs.choices[0].text)
+      and len(rs.choices[0].logprobs.tokens) < n, rs.choices[0])
+
+# chat logprobs, whole and streamed: the same tokens and values
+msgs = [{"role": "user", "content": "Name a colour."}]
+w = c.chat.completions.create(model=model, messages=msgs, max_tokens=5, temperature=0, logprobs=True, top_logprobs=3)
+content = w.choices[0].logprobs.content
+check("openai_chat_logprobs", len(content) == w.usage.completion_tokens and all(
+    len(e.top_logprobs) == 3 and e.top_logprobs[0].token == e.token and bytes(e.bytes) == e.token.encode()
+    for e in content), content)
+streamed = []
+for chunk in c.chat.completions.create(model=model, messages=msgs, max_tokens=5, temperature=0, logprobs=True,
+                                       top_logprobs=3, stream=True):
+    if chunk.choices and chunk.choices[0].logprobs:
+        streamed += chunk.choices[0].logprobs.content
+check("openai_chat_logprobs_stream", [(e.token, round(e.logprob, 5)) for e in streamed]
+      == [(e.token, round(e.logprob, 5)) for e in content], (streamed, content))
+
+# embeddings: one L2-normalized vector per input, in order, the same for the same input; base64 is the floats
+e = c.embeddings.create(model=model, input=["The cat sat.", "Quantum chromodynamics", "The cat sat."])
+vecs = [d.embedding for d in e.data]
+norms = [math.sqrt(sum(x * x for x in v)) for v in vecs]
+check("openai_embeddings_shape", [d.index for d in e.data] == [0, 1, 2] and len(set(map(len, vecs))) == 1
+      and len(vecs[0]) > 100 and all(abs(x - 1) < 1e-4 for x in norms), (len(vecs), norms))
+check("openai_embeddings_same_input", max(abs(a - b) for a, b in zip(vecs[0], vecs[2])) < 1e-6
+      and max(abs(a - b) for a, b in zip(vecs[0], vecs[1])) > 1e-3, "first and third differ, or first and second same")
+single = c.embeddings.create(model=model, input="Quantum chromodynamics").data[0].embedding
+check("openai_embeddings_batched_equals_alone", max(abs(a - b) for a, b in zip(single, vecs[1])) < 1e-5, "differs")
+raw = c.embeddings.with_raw_response.create(model=model, input="Quantum chromodynamics", encoding_format="base64")
+b64 = raw.http_response.json()["data"][0]["embedding"]
+floats = list(struct.unpack("<%df" % (len(b64) * 3 // 4 // 4), base64.b64decode(b64)))
+check("openai_embeddings_base64", len(floats) == len(single) and max(abs(a - b) for a, b in zip(floats, single))
+      < 1e-6, len(floats))
+ids = c.embeddings.create(model=model, input=[[1, 2, 3], [4, 5]])
+check("openai_embeddings_token_ids", len(ids.data) == 2 and ids.usage.prompt_tokens == 5, ids.usage)
+try:
+    c.embeddings.create(model=model, input="")
+    check("openai_embeddings_empty", False, "accepted")
+except openai.BadRequestError as ex:
+    check("openai_embeddings_empty", "empty" in str(ex), str(ex))

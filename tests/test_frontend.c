@@ -426,8 +426,10 @@ static void test_error_messages(void **state) {
       {"x: f32[2]\ny = exp(x", 2, 10, "expected ')' after arguments, got end of input"},
       {"x: f32[2]\ny = maximum(x x)", 2, 15, "expected ')' after arguments, got 'x'"},
       {"x: f32[2]\ny = foo(x)", 2, 5, "unknown op 'foo'"},
-      {"x: f8[2]", 1, 4, "unknown dtype 'f8' (expected one of f32, f16, bf16, i32, i64)"},
-      {"x: f32[2]\ny = cast(x, f8)", 2, 13, "unknown dtype 'f8' (expected one of f32, f16, bf16, i32, i64)"},
+      {"x: f8[2]", 1, 4,
+       "unknown dtype 'f8' (expected one of f32, f16, bf16, i32, i64; an input may also be q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k)"},
+      {"x: f32[2]\ny = cast(x, f8)", 2, 13,
+       "unknown dtype 'f8' (expected one of f32, f16, bf16, i32, i64; an input may also be q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k)"},
       {"x: f32[2]\n\ny = x + y", 3, 9, "undefined name 'y'"},
       {"x: f32[2]\n  x: f32[3]", 2, 3, "duplicate input 'x'"},
       {"x: f32[2]\ny = x $ 1", 2, 7, "unexpected character '$'"},
@@ -470,6 +472,12 @@ static void test_error_messages(void **state) {
       {"x: f32[1099511627777]", 1, 8, "dimension 1099511627777 is too large (at most 2^40)"},
       {"x: f32[seq]\ny = slice(x, 0, -9223372036854775807)", 2, 5, "slice: bound -9223372036854775807 is out of range"},
       {"x: f32[2]\ny = x(1)", 2, 5, "unknown op 'x'"},
+      {"w: q4_1[3,48]", 1, 1,
+       "input 'w': a q4_1 tensor's last dimension must be a constant multiple of 32 (its block)"},
+      {"w: q4_k[seq]", 1, 1, "input 'w': a q4_k tensor's last dimension must be a constant multiple of 256"},
+      {"x: f32[2,32]\ny = cast(x, q8_0)", 2, 5, "cast: q8_0 is a weight format that only program inputs have"},
+      {"c: q8_0[4,32]; x: f32[1,32]\ny = cache_write(c, x, axis=0, start=0)", 2, 5,
+       "cache_write: the cache is q8_0; a quantized tensor is read-only (a weight)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     Parsed p = parse(cases[i].src);

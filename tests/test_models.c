@@ -231,6 +231,40 @@ static void smollm2_default_model(void **s) {
   json_decref(e.root);
 }
 
+/* --weights native: the default model's quantized tensors (q4_1, q8_0 embedding / tied LM head) read as
+ * blocks by the kernels, straight from the mapping: the logits equal the dequantized f32 path's within
+ * tolerance (the decode is exact, only the kernels' summation may differ) and the greedy tokens are
+ * transformers' (the fixture's), through q/k rows re-permuted as whole blocks. */
+static void smollm2_native_weights(void **s) {
+  const char *path = default_model();
+  if (!path) {
+    print_message("default model not installed (make model); skipped\n");
+    skip();
+  }
+  Expected e;
+  load_expected(FIXTURES "/smollm2/expected.json", &e);
+  Diag d = {0};
+  ModelLoadOptions o = {target, 64, 1};
+  Model *ref = load(path);
+  o.weights_native = 1;
+  Model *m = model_load(path, cpu, &o, &d);
+  if (!m) fail_msg("load native: %s", d.msg);
+  assert_true(m->weights_native);
+  assert_true(m->weight_bytes * 4 < ref->weight_bytes); /* blocks, not f32 */
+  int V = m->cfg.vocab;
+  if (!model_step(ref, e.prompt, e.nprompt, 0, &d) || !model_step(m, e.prompt, e.nprompt, 0, &d))
+    fail_msg("smollm2 native: %s", d.msg);
+  double *want = malloc(sizeof(double) * (size_t)V);
+  for (int i = 0; i < V; i++) want[i] = ref->logits[i];
+  double err = logits_error(m->logits, want, V);
+  if (!(err <= LOGIT_TOL)) fail_msg("smollm2 native: logits error %.3g against the f32 path", err);
+  free(want);
+  greedy_matches(m, &e, "smollm2 native");
+  model_free(ref);
+  model_free(m);
+  json_decref(e.root);
+}
+
 /* The built-in architectures' shapes (two layers, random bf16 weights) on the backend under test
  * against the CPU: hidden 576 and a vocabulary of 151936 are sizes that no fixture has (a CUDA
  * reduction once read past the end for both). A 37-token prompt runs the prefill variants (tensor
@@ -319,6 +353,7 @@ int main(void) {
       cmocka_unit_test(context_overflow_is_an_error),
       cmocka_unit_test(generate_stops_when_interrupted),
       cmocka_unit_test(smollm2_default_model),
+      cmocka_unit_test(smollm2_native_weights),
       cmocka_unit_test(presets_match_the_cpu),
   };
   int rc = cmocka_run_group_tests_name("models", tests, NULL, NULL);

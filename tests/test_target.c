@@ -2,7 +2,6 @@
  * (the same programs compiled for two devices choose from each one's own numbers). */
 #include "testutil.h"
 #include <stdlib.h>
-#include "base/settings.h"
 #include "driver/pipeline.h"
 
 static Compilation *compiled_for(const char *device, const char *src, Stage upto) {
@@ -125,23 +124,18 @@ static void split_k_follows_sms(void **state) {
   compilation_free(l);
 }
 
-/* Flash-decoding splits a row's keys into as many chunks as keep two blocks on each SM: with 2 pairs
- * of heads, 132 chunks on the h200 and 58 on the L4 for 10000 keys (at most 64 per row). */
+/* Flash-decoding splits a row's keys into as many chunks as keep eight blocks on each SM: with 2 pairs
+ * of heads, 528 on the h200 and 232 on the L4, so the cap of 64 per row for 10000 keys on both. */
 static void decode_chunks_follow_sms(void **state) {
   (void)state;
   const char *attn = "q: f32[1,4,1,64]; k: f32[1,2,n,64]; v: f32[1,2,n,64]; y = attention(q, k, v, false)";
-  Compilation *d8 = compiled_for("h200", attn, ST_TILE);
-  assert_int_equal(d8->tile->kernels[2].s.decode_fill, 8 * 132); /* the default: eight blocks per SM */
-  compilation_free(d8);
-  setting_set(SET_DECODE_FILL, "2"); /* two per SM, as the chunk counts below were worked out for */
   Compilation *h = compiled_for("h200", attn, ST_KERNEL), *l = compiled_for("l4", attn, ST_KERNEL);
-  setting_set(SET_DECODE_FILL, NULL);
   const KKernel *kh = &h->kernel->kernels[2], *kl = &l->kernel->kernels[2];
-  assert_int_equal(h->tile->kernels[2].s.decode_fill, 264);
-  assert_int_equal(l->tile->kernels[2].s.decode_fill, 116);
+  assert_int_equal(h->tile->kernels[2].s.decode_fill, 8 * 132);
+  assert_int_equal(l->tile->kernels[2].s.decode_fill, 8 * 58);
   /* 1 row x 2 head pairs x chunks */
   assert_int_equal(eval_at(kh->grid, "n", 10000), 2 * 64);
-  assert_int_equal(eval_at(kl->grid, "n", 10000), 2 * 58);
+  assert_int_equal(eval_at(kl->grid, "n", 10000), 2 * 64);
   assert_int_equal(eval_at(kh->grid, "n", 1000), 2 * 32); /* 32 key tiles: one chunk each */
   compilation_free(h);
   compilation_free(l);

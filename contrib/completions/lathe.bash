@@ -34,7 +34,7 @@ _lathe() {
       if [ "${COMP_WORDS[1]}" = compile ] || [ "${COMP_WORDS[1]}" = tune ]; then COMPREPLY=($(compgen -W "cpu cuda" -- "$cur"))
       else COMPREPLY=($(compgen -W "auto cuda cpu" -- "$cur")); fi
       return ;;
-    --weights) COMPREPLY=($(compgen -W "auto f32 bf16 f16" -- "$cur")); return ;;
+    --weights) COMPREPLY=($(compgen -W "auto native f32 bf16 f16" -- "$cur")); return ;;
     --matmul-precision) COMPREPLY=($(compgen -W "high highest medium" -- "$cur")); return ;;
     --ir) COMPREPLY=($(compgen -W "graph tensor loop tile kernel code" -- "$cur")); return ;;
     --config) COMPREPLY=($(compgen -W "qwen3-0.6b llama-3.2-1b qwen3-8b smollm2-135m" -- "$cur")); return ;;

@@ -38,7 +38,7 @@ int is_model_path(const char *path);
 /* MODEL as the user gave it: a path, or a cached model's name (ORG/NAME, ORG/NAME:FILE, FILE.gguf; see
  * `lathe list`) turned into its path. Returns arg itself when it names no cached model. */
 const char *model_arg_resolve(const char *arg);
-/* --weights NAME (auto, f32, bf16 or f16; NULL = auto) into the load options; reports and returns 0
+/* --weights NAME (auto, native, f32, bf16 or f16; NULL = auto) into the load options; reports and returns 0
  * for anything else. */
 struct ModelLoadOptions;
 int weights_option(const char *name, struct ModelLoadOptions *lo);

@@ -63,8 +63,8 @@ static int parse(int argc, char **argv, BenchArgs *a) {
        .def = "what the lengths need, + 8"},
       {"--bandwidth", NULL, OPT_NUM, "GB/s", "memory bandwidth of the decode floor", &a->bandwidth_gbs, 1e-3, 1e6,
        .def = "CUDA: 4130, an H200's copy bandwidth; CPU: $LATHE_CPU_BANDWIDTH, else no floor"},
-      {"--weights", NULL, OPT_STR, "auto|f32|bf16|f16", "weight storage (see lathe generate --help)", &a->weights,
-       .def = "auto"},
+      {"--weights", NULL, OPT_STR, "auto|native|f32|bf16|f16", "weight storage (see lathe generate --help)",
+       &a->weights, .def = "auto"},
       {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "CUDA prefill GEMMs (see lathe generate --help)",
        &a->matmul, .def = "high"},
       {"--fuse-recompute", NULL, OPT_FLAG, NULL, "the fusion policy that recomputes a reduction in its consumers",
@@ -287,9 +287,9 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
   if (a.json) {
     json_t *o = json_pack(
         "{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}", "model", name,
-        "target", target_name(t), "weights_dtype", dtype_name(m->weight_dtype), "prompt_len", a.prompt_len, "gen_len",
-        a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms, "decode_tok_s", tok_s, "floor_tok_s",
-        bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
+        "target", target_name(t), "weights_dtype", m->weights_native ? "native" : dtype_name(m->weight_dtype),
+        "prompt_len", a.prompt_len, "gen_len", a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms,
+        "decode_tok_s", tok_s, "floor_tok_s", bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
         bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms, "warm_compile_ms",
         warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(), "weight_bytes", (json_int_t)wb,
         "step_read_bytes", (json_int_t)read_bytes, "kv_cache_bytes", (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
@@ -309,8 +309,8 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
     free(s);
     json_decref(o);
   } else {
-    printf("model %s on %s, %s weights, %d kernels per step\n", name, target_name(t), dtype_name(m->weight_dtype),
-           m->comp->kernel->nkernels);
+    printf("model %s on %s, %s weights, %d kernels per step\n", name, target_name(t),
+           m->weights_native ? "native" : dtype_name(m->weight_dtype), m->comp->kernel->nkernels);
     printf("  prefill %d tokens: %.2f ms (%.0f tok/s)", a.prefill_len, prefill_ms,
            prefill_ms > 0 ? a.prefill_len * 1e3 / prefill_ms : 0);
     if (t == TARGET_CUDA)

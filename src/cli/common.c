@@ -167,9 +167,13 @@ int matmul_option(const char *name, MatmulPrecision *out) {
 
 int weights_option(const char *name, ModelLoadOptions *lo) {
   if (!name || !strcmp(name, "auto")) return 1;
+  if (!strcmp(name, "native")) {
+    lo->weights_native = 1;
+    return 1;
+  }
   DType t;
   if (!dtype_parse(name, &t) || (t != DT_F32 && t != DT_BF16 && t != DT_F16)) {
-    report_msg("unknown --weights '%s' (expected auto, f32, bf16 or f16)", name);
+    report_msg("unknown --weights '%s' (expected auto, native, f32, bf16 or f16)", name);
     return 0;
   }
   lo->weight_dtype_set = 1;

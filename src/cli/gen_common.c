@@ -117,9 +117,9 @@ static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
   o[n++] = (Opt){"--weights",
                  NULL,
                  OPT_STR,
-                 "auto|f32|bf16|f16",
+                 "auto|native|f32|bf16|f16",
                  "weight storage (auto: the file's f16/bf16, "
-                 "else exact f32)",
+                 "else exact f32; native: a GGUF's quantized blocks, decoded by the kernels)",
                  &a->weights,
                  .def = "auto"};
   o[n++] = (Opt){"--no-tune", NULL, OPT_FLAG, NULL, "the default schedules, ignoring the tuning database", &a->no_tune};

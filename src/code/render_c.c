@@ -71,6 +71,7 @@ int render_c(StrBuf *out, const KProgram *kp, Diag *d) {
   R.d = d;
   R.dl = &rc_dialect_c;
   sb_puts(out, c_preamble);
+  rc_put_quant_decoders(out, kp, 0);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];
     if (!kk->code_name && !kk->skip) rc_c_kernel(&R, kk);

@@ -255,7 +255,7 @@ const char *rc_storage_type(const Render *R, DType t) {
   case DT_I32: return R->dl->i32;
   case DT_I64: return R->dl->i64;
   case DT_BOOL: return R->dl->u8;
-  default: return "void";
+  default: return dtype_is_quant(t) ? "unsigned char" : "void"; /* blocks, read by the decoders */
   }
 }
 

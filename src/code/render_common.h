@@ -55,6 +55,11 @@ typedef struct Render {
   int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
 } Render;
 
+/* render_quant.c: the decoder function of quantized type t ("lt_dq_q4_1"), and every decoder, into the
+ * preamble of a program that reads a quantized buffer (cuda: CUDA C, else C). */
+const char *rc_quant_decoder(DType t);
+void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda);
+
 /* One kernel's definition in the target language (render_c.c / render_cuda.c). */
 void rc_c_kernel(Render *R, const KKernel *kk);
 void rc_cuda_kernel(Render *R, const KKernel *kk);

@@ -73,6 +73,7 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   if (tpl & TPL_MMA) sb_puts(out, lt_embed_mma);
   if (tpl & TPL_FLASH) sb_puts(out, lt_embed_flash);
   if (tpl & TPL_FLASH_DECODE) sb_puts(out, lt_embed_flash_decode);
+  rc_put_quant_decoders(out, kp, 1);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];
     if (!kk->code_name && !kk->skip) rc_cuda_kernel(&R, kk);

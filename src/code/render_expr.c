@@ -105,6 +105,14 @@ static Expr *flatten_fn(void *ctx, ExprPool *p, Expr *e) {
     return e;
   }
   const LBuf *b = &R->lp->bufs[e->ival];
+  if (dtype_is_quant(e->dtype) && e->n == b->shape.rank + 2) { /* [rows..., block of the row, group, element] */
+    Expr *blk = ex_int(p, 0);
+    int last = b->shape.rank - 1;
+    for (int i = 0; i < last; i++) blk = ex_add(p, ex_mul(p, blk, b->shape.dim[i]), e->a[i]);
+    Expr *per_row = ex_bin(p, X_IDIV, b->shape.dim[last], ex_int(p, dtype_block_elems(e->dtype)));
+    Expr *at[3] = {ex_add(p, ex_mul(p, blk, per_row), e->a[last]), e->a[last + 1], e->a[last + 2]};
+    return ex_load(p, (int)e->ival, e->dtype, 3, at, MEM_GLOBAL);
+  }
   if (b->shape.rank == 1 && e->n == 1) return e;
   Expr *f = rc_flat_index(R, b, e->n, e->a);
   return ex_load(p, (int)e->ival, e->dtype, 1, &f, MEM_GLOBAL);
@@ -200,6 +208,16 @@ void rc_put_load(Render *R, StrBuf *b, const Expr *e) {
       rc_fail(R, "buffer %lld is read but is not a parameter", (long long)e->ival);
       return;
     }
+  }
+  if (dtype_is_quant(t)) { /* element i decoded from its block (render_quant.c) */
+    sb_printf(b, "%s%s(%s, ", rc_quant_decoder(t), e->n == 3 ? "_at" : "", name);
+    for (int i = 0; i < e->n && i < 3; i++) {
+      if (i) sb_puts(b, ", ");
+      rc_put_ref(R, b, e->a[i]);
+    }
+    if (!e->n) sb_puts(b, "0");
+    sb_puts(b, ")");
+    return;
   }
   const char *pre = "", *post = "";
   char widen[32];

@@ -2,6 +2,7 @@
 #include "../base/checked.h"
 #include "../base/mem.h"
 #include "../base/rng.h"
+#include "../model/gguf.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +28,14 @@ int host_tensor_alloc(HostTensor *t, DType dt, const Shape *s, const SymEnv *env
     }
   }
   size_t bytes;
-  if (!ck_numel(t->rank, t->dims, &t->numel) || !ck_bytes(t->numel, dtype_size(dt), &bytes)) {
-    diag_error(d, 0, 0, "a tensor of more than 2^56 elements at these sizes");
+  if (!ck_numel(t->rank, t->dims, &t->numel) || !dtype_bytes(dt, t->numel, &bytes)) {
+    diag_error(d, 0, 0, "a tensor of more than 2^56 elements at these sizes (or not whole %s blocks)", dtype_name(dt));
     return 0;
   }
   if (!(t->data = mem_alloc(d, bytes ? bytes : 1, "a host tensor"))) return 0;
-  if (dtype_is_float(dt)) {
+  if (dtype_is_quant(dt)) {
+    memset(t->data, 0xff, bytes); /* NaN scales */
+  } else if (dtype_is_float(dt)) {
     for (int64_t i = 0; i < t->numel; i++) {
       if (dt == DT_F32) ((float *)t->data)[i] = NAN;
       else ((uint16_t *)t->data)[i] = 0x7e00 | (dt == DT_BF16 ? 0x7fc0 : 0);
@@ -43,7 +46,17 @@ int host_tensor_alloc(HostTensor *t, DType dt, const Shape *s, const SymEnv *env
   return 1;
 }
 
+/* Element i of a quantized tensor: its block dequantized by the model loader's reference (dequant.c). */
+static double quant_get(const HostTensor *t, int64_t i) {
+  float block[256];
+  int be = dtype_block_elems(t->dtype);
+  const unsigned char *at = (const unsigned char *)t->data + (size_t)(i / be) * dtype_block_bytes(t->dtype);
+  if (!ggml_dequantize(ggml_type_of_dtype(t->dtype), at, block, be, NULL)) return NAN;
+  return block[i % be];
+}
+
 double host_get(const HostTensor *t, int64_t i) {
+  if (dtype_is_quant(t->dtype)) return quant_get(t, i);
   switch (t->dtype) {
   case DT_F32: return ((const float *)t->data)[i];
   case DT_F16: return f16_to_f32(((const uint16_t *)t->data)[i]);
@@ -132,6 +145,12 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
         ref_tensor_free(&ref[j]);
       }
       return 0;
+    }
+    if (dtype_is_quant(n->dtype)) { /* random blocks; the reference sees them dequantized */
+      int be = dtype_block_elems(n->dtype);
+      ggml_random_blocks(ggml_type_of_dtype(n->dtype), host[i].data, host[i].numel / be, &s);
+      for (int64_t e = 0; e < host[i].numel; e++) ref[i].data[e] = host_get(&host[i], e);
+      continue;
     }
     for (int64_t e = 0; e < host[i].numel; e++) {
       double v = r.is_int ? r.lo + (double)(splitmix64(&s) % (uint64_t)(r.hi - r.lo + 1))

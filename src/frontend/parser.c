@@ -9,7 +9,8 @@
 #include "../base/hash.h"
 
 #define MAX_DEPTH 200
-#define DTYPES_EXPECTED "expected one of f32, f16, bf16, i32, i64"
+#define DTYPES_EXPECTED                                                                                                \
+  "expected one of f32, f16, bf16, i32, i64; an input may also be q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k"
 
 /* What an expression evaluates to before it is known how it is used. Literals stay numbers until a
  * tensor is needed, so `sum(x, 1)` does not add a constant node for the axis. */

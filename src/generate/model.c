@@ -43,6 +43,30 @@ static void fill_random(const char *name, DType t, void *dst, int64_t n) {
   }
 }
 
+/* --weights native: a 2-D quantized tensor of the file keeps its block format in the graph. */
+static DType native_weight_type(void *ctx, const char *name, int rank, DType fallback) {
+  WeightInfo wi;
+  if (rank == 2 && weights_has(ctx, name, &wi) && dtype_is_quant(wi.native)) return wi.native;
+  return fallback;
+}
+
+/* A quantized weight bound as the file's blocks: on the CPU the plan reads the mapping itself. */
+static int bind_native(Model *m, int pi, const char *name, size_t bytes, const SymEnv *env, Diag *d) {
+  const void *data;
+  size_t have;
+  void *owned;
+  if (!weights_native(m->weights, name, &data, &have, &owned, d)) return 0;
+  if (have != bytes) {
+    diag_error(d, 0, 0, "tensor '%s' has %zu bytes of blocks, the config implies %zu", name, have, bytes);
+    free(owned);
+    return 0;
+  }
+  /* a re-permuted copy is uploaded (the plan must not keep a pointer into memory freed here) */
+  int ok = owned ? plan_bind_input(m->plan, pi, data, env, d) : plan_bind_input_host(m->plan, pi, data, bytes, env, d);
+  free(owned);
+  return ok;
+}
+
 /* Inputs given anew at every step (not weights, caches or frequencies). */
 static int model_step_input(const char *name) {
   static const char *const step[] = {"ids", "pos", "seq", "slot", "block_table", "out_rows"};
@@ -70,7 +94,18 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       diag_error(d, 0, 0, "model input '%s' would have more than 2^56 elements", name);
       goto fail;
     }
-    size_t bytes = (size_t)numel * dtype_size(n->dtype);
+    size_t bytes;
+    if (!dtype_bytes(n->dtype, numel, &bytes)) {
+      diag_error(d, 0, 0, "model input '%s' is not whole %s blocks", name, dtype_name(n->dtype));
+      goto fail;
+    }
+    if (dtype_is_quant(n->dtype)) {
+      if (!bind_native(m, pi, name, bytes, env, d)) goto fail;
+      m->weight_bytes += bytes;
+      done++;
+      if (!quiet && (done % 16 == 0 || done == nweights)) notice_progress("loading weights", done, nweights);
+      continue;
+    }
     if (!strncmp(name, "cache.", 6)) {
       if (!plan_bind_input(m->plan, pi, NULL, env, d)) goto fail;
       m->cache_bytes += bytes;
@@ -240,8 +275,13 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->kv_blocks = o->kv_block ? o->kv_blocks : 0;
   if (o->kv_block && !m->kv_blocks && !(m->kv_blocks = pool_blocks(m, wdt, o, d))) return 0;
   m->blocks_per_seq = o->kv_block ? (m->max_ctx + o->kv_block - 1) / o->kv_block : 0;
-  ModelBuildOptions bo = {m->max_ctx, wdt, m->kv_dtype, o->kv_block, o->kv_block && o->hidden_output};
+  ModelBuildOptions bo = {m->max_ctx, wdt, m->kv_dtype, o->kv_block, o->kv_block && o->hidden_output, NULL, NULL};
   m->hidden_output = bo.hidden_output;
+  if (o->weights_native && m->weights && weights_gguf(m->weights)) {
+    bo.weight_type = native_weight_type;
+    bo.weight_type_ctx = m->weights;
+    m->weights_native = 1;
+  }
   m->weight_dtype = wdt;
   if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);

@@ -29,6 +29,7 @@ typedef struct Model {
   double compile_ms, load_ms;
   size_t weight_bytes, cache_bytes;
   DType weight_dtype; /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
+  int weights_native; /* quantized tensors are read as their blocks (ModelLoadOptions.weights_native) */
 } Model;
 
 typedef struct ModelLoadOptions {
@@ -40,6 +41,9 @@ typedef struct ModelLoadOptions {
    * rounding of 2^-9 relative). */
   int weight_dtype_set;
   DType weight_dtype;
+  /* Quantized GGUF tensors keep their block format (--weights native): kernels decode them, and on the CPU
+   * they are read where the file is mapped (no copy); other tensors as above. */
+  int weights_native;
   MatmulPrecision matmul; /* tensor-core GEMMs of a prefill on CUDA (tile.h) */
   int fuse_recompute;     /* fusion may recompute a reduction per consumer point (loop.h, allow_recompute) */
   /* > 0: the batched step (model_step_batch) over a paged KV cache of kv_blocks blocks of kv_block positions,

@@ -105,6 +105,15 @@ int graph_input(Graph *g, const char *name, DType t, const Shape *shape, int lin
                  name, i);
       return -1;
     }
+  if (dtype_is_quant(t)) {
+    int be = dtype_block_elems(t);
+    const Expr *last = shape->rank ? shape->dim[shape->rank - 1] : NULL;
+    if (!last || last->op != X_CONST || last->ival % be) {
+      diag_error(d, line, col, "input '%s': a %s tensor's last dimension must be a constant multiple of %d (its block)",
+                 name, dtype_name(t), be);
+      return -1;
+    }
+  }
   if (!numel_fits(shape)) {
     StrBuf b = {0};
     shape_print(&b, shape);
@@ -696,6 +705,8 @@ static int infer_softmax(Ctx *c, GNode *nd, GNode *const *in) {
 static int infer_cast(Ctx *c, GNode *nd, GNode *const *in) {
   if ((unsigned)nd->attr.dtype >= DT_COUNT || nd->attr.dtype == DT_BOOL)
     return FAIL(c, "cast: unsupported target dtype");
+  if (dtype_is_quant(nd->attr.dtype))
+    return FAIL(c, "cast: %s is a weight format that only program inputs have", dtype_name(nd->attr.dtype));
   nd->shape = in[0]->shape;
   nd->dtype = nd->attr.dtype;
   return 0;
@@ -757,6 +768,9 @@ int graph_op(Graph *g, GOp op, const int *in, int nin, const GAttr *attr, int li
   for (int i = 0; i < nin; i++) tmp.in[i] = in[i];
   tmp.attr = attr ? *attr : gop_default_attr(op);
   if (infer_fns[op](&c, &tmp, x) || check_cache_use(&c, &tmp, x)) return -1;
+  if ((op == G_CACHE_WRITE || op == G_CACHE_SCATTER) && dtype_is_quant(x[0]->dtype))
+    return FAIL(&c, "%s: the cache is %s; a quantized tensor is read-only (a weight)", c.op, dtype_name(x[0]->dtype));
+  if (dtype_is_quant(tmp.dtype)) tmp.dtype = DT_F32; /* ops read quantized inputs as f32 values */
   /* Every stage walks size expressions recursively: their depth is bounded here, where it grows (a
    * long chain of concats of a run-time size). */
   for (int i = 0; i < tmp.shape.rank; i++)

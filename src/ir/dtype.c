@@ -2,8 +2,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include "../base/checked.h"
 
-static const char *names[DT_COUNT] = {"f32", "f16", "bf16", "i32", "i64", "bool"};
+static const char *names[DT_COUNT] = {"f32",  "f16",  "bf16", "i32",  "i64",  "bool", "q8_0",
+                                      "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
 
 const char *dtype_name(DType t) { return t < DT_COUNT ? names[t] : "?"; }
 
@@ -28,7 +30,38 @@ size_t dtype_size(DType t) {
   }
 }
 
-int dtype_is_float(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
+int dtype_is_quant(DType t) { return t >= DT_Q8_0 && t < DT_COUNT; }
+
+int dtype_is_float(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16 || dtype_is_quant(t); }
+
+int dtype_block_elems(DType t) {
+  return t == DT_Q4_K || t == DT_Q5_K || t == DT_Q6_K ? 256 : dtype_is_quant(t) ? 32 : 1;
+}
+
+int dtype_quant_group(DType t) {
+  return t == DT_Q4_0 || t == DT_Q4_1 || t == DT_Q5_0 || t == DT_Q5_1 || t == DT_Q6_K ? 16 : 32;
+}
+
+size_t dtype_block_bytes(DType t) {
+  switch (t) {
+  case DT_Q8_0: return 2 + 32;
+  case DT_Q4_0: return 2 + 16;
+  case DT_Q4_1: return 2 + 2 + 16;
+  case DT_Q5_0: return 2 + 4 + 16;
+  case DT_Q5_1: return 2 + 2 + 4 + 16;
+  case DT_Q4_K: return 2 + 2 + 12 + 128;
+  case DT_Q5_K: return 2 + 2 + 12 + 32 + 128;
+  case DT_Q6_K: return 128 + 64 + 16 + 2;
+  default: return dtype_size(t);
+  }
+}
+
+int dtype_bytes(DType t, int64_t numel, size_t *bytes) {
+  int64_t be = dtype_block_elems(t);
+  if (numel < 0 || numel > LT_MAX_NUMEL || numel % be) return 0;
+  *bytes = (size_t)(numel / be) * dtype_block_bytes(t);
+  return 1;
+}
 
 static int rank(DType t) {
   switch (t) {
@@ -43,6 +76,8 @@ static int rank(DType t) {
 }
 
 DType dtype_promote(DType a, DType b) {
+  if (dtype_is_quant(a)) a = DT_F32; /* a quantized value computes as f32 */
+  if (dtype_is_quant(b)) b = DT_F32;
   if ((a == DT_F16 && b == DT_BF16) || (a == DT_BF16 && b == DT_F16)) return DT_F32;
   return rank(a) >= rank(b) ? a : b;
 }

@@ -306,6 +306,73 @@ static Expr *subst_var(ExprPool *P, Expr *e, int var, Expr *to) {
   return ex_subst_vars(P, e, L_MAX_VARS, map);
 }
 
+/* ---- quantized weights read block by block ---- */
+
+/* A serial loop over rv whose body reads quantized weights at column `aligned + rv` (aligned a multiple of
+ * the block) runs as blocks rb, groups g of a block and elements e of a group (rv = rb * B + g * G + e,
+ * dtype_quant_group), each such load indexed as [rows..., block of the row, group, element]: the block's
+ * scale and minimum do not change across the inner loops and the bytes read are affine in e, so the C
+ * compiler loads and converts them once per block and vectorizes the element loop. */
+typedef struct QuantSplit {
+  Lower *L;
+  int rv, rb, gv, ev, B, G, ok, found;
+} QuantSplit;
+
+static int quant_split_load(QuantSplit *q, const Expr *e) {
+  if (e->op != X_LOAD || e->aux != MEM_GLOBAL || !dtype_is_quant(e->dtype) || !(e->varmask >> q->rv & 1)) return 0;
+  const Shape *sh = &q->L->lp->bufs[e->ival].shape;
+  int last = e->n - 1;
+  int64_t c;
+  if (e->n != sh->rank || dtype_block_elems(e->dtype) != q->B || dtype_quant_group(e->dtype) != q->G) return -1;
+  for (int i = 0; i < e->n; i++)
+    if ((e->a[i]->flags & EXF_LOAD) || !affine_coeff(e->a[i], q->rv, &c) || c != (i == last ? 1 : 0)) return -1;
+  if (!multiple_of(subst_var(q->L->pool, e->a[last], q->rv, ex_int(q->L->pool, 0)), q->B, -1)) return -1;
+  return 1;
+}
+
+static void quant_scan_fn(void *ctx, const Expr *e) {
+  QuantSplit *q = ctx;
+  if (e->op != X_LOAD || !dtype_is_quant(e->dtype) || !(e->varmask >> q->rv & 1)) return;
+  if (!q->B) q->B = dtype_block_elems(e->dtype), q->G = dtype_quant_group(e->dtype);
+  int r = quant_split_load(q, e);
+  if (r < 0) q->ok = 0;
+  if (r > 0) q->found = 1;
+}
+
+static Expr *quant_split_fn(void *ctx, ExprPool *P, Expr *e) {
+  QuantSplit *q = ctx;
+  if (quant_split_load(q, e) <= 0) return e;
+  Expr *idx[LT_MAX_RANK + 2];
+  int last = e->n - 1;
+  for (int i = 0; i < last; i++) idx[i] = e->a[i];
+  Expr *aligned = subst_var(P, e->a[last], q->rv, ex_int(P, 0));
+  idx[last] = ex_add(P, ex_bin(P, X_IDIV, aligned, ex_int(P, q->B)), ex_var(P, q->rb));
+  idx[last + 1] = ex_var(P, q->gv);
+  idx[last + 2] = ex_var(P, q->ev);
+  return ex_load(P, (int)e->ival, e->dtype, e->n + 2, idx, MEM_GLOBAL);
+}
+
+/* The loop over rv of the group's bodies: split into blocks where quant_split_load holds for every
+ * quantized load, else one plain loop. Returns the statement the accumulations go into. */
+static KStmt *quant_block_loop(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext, Expr *stride, Expr **body,
+                               int ne) {
+  QuantSplit q = {L, rv, -1, -1, -1, 0, 0, 1, 0};
+  if (L->target == TARGET_CPU && ex_is_int_const(start, 0) && ex_is_int_const(stride, 1) && ext->op == X_CONST)
+    for (int e = 0; e < ne; e++) ex_visit(body[e], quant_scan_fn, &q);
+  if (!q.found || !q.ok || ext->ival % q.B) return kl_st_for(L, seq, rv, start, (Expr *)ext, stride);
+  q.rb = kl_new_var(L, "rb");
+  q.gv = kl_new_var(L, "g");
+  q.ev = kl_new_var(L, "e");
+  ExprPool *P = L->pool;
+  Expr *at =
+      ex_add(P, ex_add(P, ex_mul(P, ex_var(P, q.rb), ex_int(P, q.B)), ex_mul(P, ex_var(P, q.gv), ex_int(P, q.G))),
+             ex_var(P, q.ev));
+  for (int e = 0; e < ne; e++) body[e] = subst_var(P, ex_rewrite(P, body[e], quant_split_fn, &q), rv, at);
+  KStmt *blocks = kl_st_for(L, seq, q.rb, ex_int(P, 0), ex_int(P, ext->ival / q.B), ex_int(P, 1));
+  KStmt *groups = kl_st_for(L, blocks, q.gv, ex_int(P, 0), ex_int(P, q.B / q.G), ex_int(P, 1));
+  return kl_st_for(L, groups, q.ev, ex_int(P, 0), ex_int(P, q.G), ex_int(P, 1));
+}
+
 /* Phases first .. first+n-1 for every row (L->nrows, or 1): one loop, one accumulator per phase and row;
  * entry e = row * n + phase. */
 static void emit_group(Lower *L, KStmt *seq, int first, int n) {
@@ -341,7 +408,7 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
   memo_free(&h.done[0]);
   memo_free(&h.done[1]);
   if (V == 1) {
-    KStmt *loop = kl_st_for(L, seq, rv, start, ph[0].axes[0].extent, stride);
+    KStmt *loop = quant_block_loop(L, seq, rv, start, ph[0].axes[0].extent, stride, body, ne);
     for (int e = 0; e < ne; e++) kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], body[e]));
   } else {
     VecLoads probe = {.L = L, .kvar = kv, .rvar = rv, .V = V};

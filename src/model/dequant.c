@@ -12,6 +12,7 @@
  *         16 x int8 scales, f16 d; x = d*sc*(q-32) */
 #include <stdint.h>
 #include <string.h>
+#include "../base/rng.h"
 #include "../ir/dtype.h"
 #include "gguf.h"
 
@@ -45,6 +46,55 @@ int ggml_type_block(int type, int *block_elems, size_t *block_bytes) {
   if (block_elems) *block_elems = be;
   if (block_bytes) *block_bytes = bb;
   return 1;
+}
+
+static const struct {
+  int ggml;
+  DType dt;
+} block_types[] = {{GGML_Q8_0, DT_Q8_0}, {GGML_Q4_0, DT_Q4_0}, {GGML_Q4_1, DT_Q4_1}, {GGML_Q5_0, DT_Q5_0},
+                   {GGML_Q5_1, DT_Q5_1}, {GGML_Q4_K, DT_Q4_K}, {GGML_Q5_K, DT_Q5_K}, {GGML_Q6_K, DT_Q6_K}};
+
+int ggml_type_dtype(int type, DType *out) {
+  for (size_t i = 0; i < sizeof block_types / sizeof block_types[0]; i++)
+    if (block_types[i].ggml == type) {
+      *out = block_types[i].dt;
+      return 1;
+    }
+  return 0;
+}
+
+int ggml_type_of_dtype(DType t) {
+  for (size_t i = 0; i < sizeof block_types / sizeof block_types[0]; i++)
+    if (block_types[i].dt == t) return block_types[i].ggml;
+  return -1;
+}
+
+static void put_half(unsigned char *p, float v) {
+  unsigned short h = f32_to_f16(v);
+  memcpy(p, &h, 2);
+}
+
+void ggml_random_blocks(int type, void *dst, int64_t nblocks, uint64_t *state) {
+  int be;
+  size_t bb;
+  if (!ggml_type_block(type, &be, &bb) || be == 1) return;
+  unsigned char *b = dst;
+  for (int64_t k = 0; k < nblocks; k++, b += bb) {
+    for (size_t i = 0; i < bb; i++) b[i] = (unsigned char)(splitmix64(state) >> 56);
+    /* a scale in [0.5, 1) / (the largest quantized magnitude); a minimum in [-1, 0) */
+    float u = 0.5f + 0.5f * (float)splitmix64_unit(state), m = -(float)splitmix64_unit(state);
+    switch (type) {
+    case GGML_Q8_0: put_half(b, u / 128); break;
+    case GGML_Q4_0: put_half(b, u / 8); break;
+    case GGML_Q5_0: put_half(b, u / 16); break;
+    case GGML_Q4_1:
+    case GGML_Q5_1: put_half(b, u / (type == GGML_Q4_1 ? 8 : 16)), put_half(b + 2, m); break;
+    case GGML_Q4_K:
+    case GGML_Q5_K: put_half(b, u / (63.0f * (type == GGML_Q4_K ? 8 : 16))), put_half(b + 2, -m / 63); break;
+    case GGML_Q6_K: put_half(b + 208, u / (128.0f * 32)); break;
+    default: break;
+    }
+  }
 }
 
 static float half_at(const unsigned char *p) {

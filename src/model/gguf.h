@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../base/diag.h"
+#include "../ir/dtype.h"
 
 /* ggml tensor types this reader knows (numbering as in the GGUF spec). */
 typedef enum GgmlType {
@@ -85,6 +86,12 @@ const GgufTensor *gguf_find_tensor(const GgufFile *f, const char *name); /* NULL
 /* Block geometry of a ggml type: elements per block and bytes per block; 0 if the type is not one of
  * GgmlType. */
 int ggml_type_block(int type, int *block_elems, size_t *block_bytes);
+/* The IR type of a ggml block format (ir/dtype.h) and back; 0 / -1 when there is none. */
+int ggml_type_dtype(int type, DType *out);
+int ggml_type_of_dtype(DType t);
+/* nblocks random blocks of a block format: random bits with scales (and minimums) chosen so that the
+ * values lie within about [-1, 1] (random inputs of a quantized type, tests). */
+void ggml_random_blocks(int type, void *dst, int64_t nblocks, uint64_t *state);
 /* Dequantizes n consecutive elements (n a multiple of the type's block size) of a tensor's data to f32. */
 int ggml_dequantize(int type, const void *src, float *dst, int64_t n, Diag *d);
 #endif

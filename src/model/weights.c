@@ -91,7 +91,7 @@ static void add_st_tensor(WeightStore *w, const char *name, const StTensor *t, c
   e->st = t;
   e->file = file;
   e->info.rank = t->rank;
-  e->info.dtype = t->dtype;
+  e->info.dtype = e->info.native = t->dtype;
   for (int i = 0; i < 4; i++) e->info.dims[i] = i < t->rank ? t->shape[i] : 1;
 }
 
@@ -219,7 +219,8 @@ static int open_gguf(WeightStore *w, const char *path, ModelConfig *cfg, Diag *d
     e->gg = t;
     e->file = w->source;
     e->info.rank = t->n_dims;
-    e->info.dtype = gguf_stored_dtype(t->type);
+    e->info.dtype = e->info.native = gguf_stored_dtype(t->type);
+    ggml_type_dtype(t->type, &e->info.native);
     for (int k = 0; k < 4; k++) e->info.dims[k] = k < t->n_dims ? t->ne[t->n_dims - 1 - k] : 1;
     if (permuted && hf && strstr(hf, ".self_attn.") && (strstr(hf, ".q_proj.") || strstr(hf, ".k_proj."))) {
       int heads = strstr(hf, ".q_proj.") ? cfg->heads : cfg->kv_heads;
@@ -384,6 +385,31 @@ int weights_read(WeightStore *w, const char *name, DType want, void *dst, Diag *
     return 0;
   }
   return e->st ? read_st(e->st, want, dst) : read_gguf(e, want, dst, d);
+}
+
+int weights_native(WeightStore *w, const char *name, const void **data, size_t *bytes, void **owned, Diag *d) {
+  const Entry *e = find_entry(w, name);
+  *owned = NULL;
+  if (!e || !e->gg || !dtype_is_quant(e->info.native)) {
+    diag_error(d, 0, 0, "weight '%s' is not a quantized tensor of the GGUF file", name);
+    return 0;
+  }
+  const GgufTensor *t = e->gg;
+  *data = t->data;
+  *bytes = t->nbytes;
+  if (!e->unpermute_heads) return 1; /* the file's blocks as they are */
+  if (t->n_dims < 2) {
+    diag_error(d, 0, 0, "weight '%s': a permuted 1-D quantized tensor cannot be read as blocks", name);
+    return 0;
+  }
+  int64_t rows = e->info.dims[0], hd = rows / e->unpermute_heads;
+  size_t row_bytes = t->nbytes / (size_t)rows;
+  unsigned char *copy = mem_alloc(d, t->nbytes, "un-permuting a quantized weight");
+  if (!copy) return 0;
+  for (int64_t g = 0; g < rows; g++)
+    memcpy(copy + (size_t)hf_row(g, hd) * row_bytes, (const unsigned char *)t->data + (size_t)g * row_bytes, row_bytes);
+  *data = *owned = copy;
+  return 1;
 }
 
 struct GgufFile *weights_gguf(WeightStore *w) {

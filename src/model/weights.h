@@ -14,6 +14,7 @@ typedef struct WeightInfo {
   int rank;
   int64_t dims[4]; /* PyTorch order: [out, in] for a linear weight */
   DType dtype;     /* stored type (f32/f16/bf16); quantized GGUF tensors report f32 */
+  DType native;    /* the file's own type: a block format (q4_1, ...) for a quantized GGUF tensor, else dtype */
 } WeightInfo;
 
 /* path: a directory with config.json, or a .gguf file. Fills cfg. */
@@ -23,6 +24,11 @@ void weights_close(WeightStore *w);
 int weights_has(WeightStore *w, const char *name, WeightInfo *info);
 /* Converts the whole tensor into dst (row-major, PyTorch order) as dtype `want` (f32, f16 or bf16). */
 int weights_read(WeightStore *w, const char *name, DType want, void *dst, Diag *d);
+/* A quantized tensor as the file stores it (info.native's blocks, rows in PyTorch order): *data points into
+ * the mapping (it lives as long as the store), *owned is NULL; for a q/k tensor whose rows llama.cpp
+ * permuted, the rows (whole blocks) are moved back into a malloc'ed copy, *data == *owned, which the
+ * caller frees. */
+int weights_native(WeightStore *w, const char *name, const void **data, size_t *bytes, void **owned, Diag *d);
 /* The file the model's tensors are listed in: the .gguf, model.safetensors or model.safetensors.index.json. */
 const char *weights_source(const WeightStore *w);
 /* The tensors in file order, by Hugging Face name where one applies (i in [0, weights_count)). */

@@ -73,8 +73,9 @@ void plan_free(Plan *p) {
   free(p->prof_name);
   if (p->m) p->b->ops->module_free(p->b, p->m);
   for (int i = 0; p->bound && i < p->lt->ninputs; i++)
-    if (p->bound[i]) p->b->ops->free(p->b, p->bound[i]);
+    if (p->bound[i] && !p->borrowed[i]) p->b->ops->free(p->b, p->bound[i]);
   free(p->bound);
+  free(p->borrowed);
   free(p->bound_bytes);
   for (int i = 0; p->ws && i < p->lt->nbufs; i++)
     if (p->ws[i]) p->b->ops->free(p->b, p->ws[i]);
@@ -251,7 +252,7 @@ sized:
       }
       dims[k] = dim;
     }
-    if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &s->bytes[i])) {
+    if (!ck_numel(buf->shape.rank, dims, &numel) || !dtype_bytes(buf->dtype, numel, &s->bytes[i])) {
       diag_error(d, 0, 0, "buffer '%s' would have more than 2^56 elements at these sizes", buf->name);
       return 0;
     }
@@ -456,7 +457,8 @@ int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int 
   return ok;
 }
 
-int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d) {
+/* The byte size of input `input` at env's sizes, with the bound-input tables set up. */
+static int input_bytes(Plan *p, int input, const SymEnv *env, size_t *bytes, Diag *d) {
   const LaunchTable *lp = p->lt;
   if (input < 0 || input >= lp->ninputs) {
     diag_error(d, 0, 0, "plan: no input number %d", input);
@@ -465,21 +467,31 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
   if (!p->bound) {
     p->bound = mem_calloc(d, (size_t)lp->ninputs, sizeof *p->bound, "the plan's bound inputs");
     p->bound_bytes = mem_calloc(d, (size_t)lp->ninputs, sizeof *p->bound_bytes, "the plan's bound inputs");
-    if (!p->bound || !p->bound_bytes) { return 0; }
+    p->borrowed = mem_calloc(d, (size_t)lp->ninputs, 1, "the plan's borrowed inputs");
+    if (!p->bound || !p->bound_bytes || !p->borrowed) { return 0; }
   }
   const LaunchBuf *buf = &lp->bufs[lp->inputs[input]];
   int64_t numel, dims[LT_MAX_RANK];
   for (int k = 0; k < buf->shape.rank; k++)
     if (!eval_or_diag(buf->shape.dim[k], env, "a dimension", &dims[k], d)) return 0;
-  size_t bytes;
-  if (!ck_numel(buf->shape.rank, dims, &numel) || !ck_bytes(numel, dtype_size(buf->dtype), &bytes)) {
+  if (!ck_numel(buf->shape.rank, dims, &numel) || !dtype_bytes(buf->dtype, numel, bytes)) {
     diag_error(d, 0, 0, "input '%s' would have more than 2^56 elements (or a negative size) at these sizes", buf->name);
     return 0;
   }
-  if (p->bound[input] && p->bound_bytes[input] != bytes) {
-    p->b->ops->free(p->b, p->bound[input]);
-    p->bound[input] = NULL;
-  }
+  return 1;
+}
+
+/* Frees input's bound buffer unless it is borrowed, leaving no buffer bound. */
+static void unbind(Plan *p, int input) {
+  if (p->bound[input] && !p->borrowed[input]) p->b->ops->free(p->b, p->bound[input]);
+  p->bound[input] = NULL;
+  p->borrowed[input] = 0;
+}
+
+int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d) {
+  size_t bytes;
+  if (!input_bytes(p, input, env, &bytes, d)) return 0;
+  if (p->bound[input] && (p->bound_bytes[input] != bytes || p->borrowed[input])) unbind(p, input);
   if (!p->bound[input] && !(p->bound[input] = p->b->ops->alloc(p->b, bytes, d))) return 0;
   p->bound_bytes[input] = bytes;
   if (!bytes) return 1;
@@ -489,6 +501,22 @@ int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Dia
   int ok = p->b->ops->upload(p->b, p->bound[input], zeros, bytes, d);
   free(zeros);
   return ok;
+}
+
+int plan_bind_input_host(Plan *p, int input, const void *host, size_t bytes, const SymEnv *env, Diag *d) {
+  size_t want;
+  if (!input_bytes(p, input, env, &want, d)) return 0;
+  if (want != bytes) {
+    diag_error(d, 0, 0, "input '%s' needs %zu bytes but %zu were given", p->lt->bufs[p->lt->inputs[input]].name, want,
+               bytes);
+    return 0;
+  }
+  if (p->b->target.kind != TARGET_CPU) return plan_bind_input(p, input, host, env, d);
+  unbind(p, input);
+  p->bound[input] = (void *)host;
+  p->bound_bytes[input] = bytes;
+  p->borrowed[input] = 1;
+  return 1;
 }
 
 int plan_input_index(const Plan *p, const char *name) {

@@ -24,6 +24,10 @@ const char *plan_source(const Plan *p);
  * host is NULL): weights, and state such as KV caches that cache_write updates in place. plan_run and
  * plan_bench then ignore inputs[input]. Sizes are evaluated with env. */
 int plan_bind_input(Plan *p, int input, const void *host, const SymEnv *env, Diag *d);
+/* As plan_bind_input, but on the CPU backend the plan reads `host` itself (bytes long; it must outlive the
+ * plan and stay unchanged): a memory-mapped weight is used where it lies, with no copy. Elsewhere it is
+ * uploaded. */
+int plan_bind_input_host(Plan *p, int input, const void *host, size_t bytes, const SymEnv *env, Diag *d);
 /* Runs whose symbol `sym` has value `value` (decode steps: seq = 1) replay one recorded graph on
  * backends that offer it (CUDA graphs), updating only the kernels whose arguments changed; other runs
  * and other backends launch kernel by kernel. */

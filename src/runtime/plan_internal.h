@@ -87,6 +87,7 @@ struct Plan {
   long graph_clock;
   int graph_failed;
   size_t *bound_bytes;
+  unsigned char *borrowed; /* per program input: bound[i] is the caller's host memory (plan_bind_input_host) */
   /* Where generated kernels read symbols from memory (code_symbols_in_memory): the program's symbol
    * values on the device, uploaded before each run that changes them, so a replayed graph's
    * arguments stay the same from one decode step to the next. */

@@ -29,6 +29,10 @@ typedef struct ModelBuildOptions {
   /* paged only: a third output, "hidden" f32[tok, hidden]: every token's final hidden state (after the final
    * norm: what the LM head would read), for embeddings */
   int hidden_output;
+  /* When set, the type of weight `name` of this rank (a file's block format, to read it quantized), else
+   * weight_dtype. */
+  DType (*weight_type)(void *ctx, const char *name, int rank, DType fallback);
+  void *weight_type_ctx;
 } ModelBuildOptions;
 
 /* A GGUF tensor-name part and its Hugging Face counterpart ("attn_q" <-> "self_attn.q_proj"). */

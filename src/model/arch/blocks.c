@@ -34,7 +34,10 @@ static Expr *n(ModelBuilder *b, int64_t v) { return ex_int(b->g->pool, v); }
 
 int mb_weight(ModelBuilder *b, const char *name, int64_t d0, int64_t d1) {
   Expr *dims[2] = {n(b, d0), n(b, d1)};
-  return input(b, name, b->o->weight_dtype, d1 ? 2 : 1, dims);
+  int rank = d1 ? 2 : 1;
+  DType t = b->o->weight_dtype;
+  if (b->o->weight_type) t = b->o->weight_type(b->o->weight_type_ctx, name, rank, t);
+  return input(b, name, t, rank, dims);
 }
 
 static int op_n(ModelBuilder *b, GOp o, const int *in, int nin, const GAttr *attr) {

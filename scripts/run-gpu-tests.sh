@@ -42,7 +42,7 @@ build() {
   done
   for t in "${CMOCKA_GPU_TESTS[@]}"; do
     # shellcheck disable=SC2046
-    if ! $CC $CFLAGS -Isrc -Itests -o "$BIN/$t" "tests/$t.c" $(all_lib_sources) -lcmocka -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc -lcurl -lcrypto -lmicrohttpd; then
+    if ! $CC $CFLAGS -Isrc -Itests -o "$BIN/$t" "tests/$t.c" $(all_lib_sources) -lcmocka -ldl -lm -lpthread -lpcre2-8 -ljansson -lutf8proc -lcurl -lcrypto -lmicrohttpd -lsqlite3; then
       echo "build of $t failed"
       return 1
     fi

@@ -38,6 +38,11 @@ int is_model_path(const char *path);
 /* MODEL as the user gave it: a path, or a cached model's name (ORG/NAME, ORG/NAME:FILE, FILE.gguf; see
  * `lathe list`) turned into its path. Returns arg itself when it names no cached model. */
 const char *model_arg_resolve(const char *arg);
+/* What compile and tune work on: a program (-e TEXT or FILE, read into *prog), a MODEL (*path resolved,
+ * *model = 1) or --config NAME (*preset). Reports and returns 0 on a bad or ambiguous choice. */
+struct ModelConfig;
+int program_or_model_arg(const char *config, const char *inline_text, const char **path, struct ModelConfig *preset,
+                         ProgramArg *prog, int *model);
 /* --weights NAME (auto, native, f32, bf16 or f16; NULL = auto) into the load options; reports and returns 0
  * for anything else. */
 struct ModelLoadOptions;

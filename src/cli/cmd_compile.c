@@ -79,17 +79,8 @@ int cmd_compile(int argc, char **argv) {
   }
   ProgramArg prog = {0};
   ModelConfig preset;
-  if (config && (inline_text || path)) {
-    report_msg("give a program, a MODEL or --config NAME, not several");
-    return EXIT_ERROR;
-  }
-  if (config && !model_preset(config, &preset)) {
-    report_msg("unknown --config '%s' (known: %s)", config, model_preset_names());
-    return EXIT_ERROR;
-  }
-  if (!inline_text && path) path = model_arg_resolve(path);
-  int model = !inline_text && path && is_model_path(path);
-  if (!config && !model && !program_arg_load(&prog, inline_text, path)) return EXIT_ERROR;
+  int model;
+  if (!program_or_model_arg(config, inline_text, &path, &preset, &prog, &model)) return EXIT_ERROR;
   /* the device the schedules are chosen for: a built-in description (no device is opened) */
   TargetDesc desc = target_default(target);
   if (device) {

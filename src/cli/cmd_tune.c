@@ -152,21 +152,12 @@ int cmd_tune(int argc, char **argv) {
     report_msg("unknown target '%s' (expected cpu or cuda)", target_arg);
     goto done;
   }
-  if (config && (inline_text || path)) {
-    report_msg("give a program, a MODEL or --config NAME, not several");
-    goto done;
-  }
-  if (config && !random_weights) {
+  if (config && !random_weights && !inline_text && !path) {
     report_msg("--config %s tunes with random weights: add --random-weights", config);
     goto done;
   }
-  if (config && !model_preset(config, &preset)) {
-    report_msg("unknown --config '%s' (known: %s)", config, model_preset_names());
-    goto done;
-  }
-  if (!inline_text && path) path = model_arg_resolve(path);
-  int model = !inline_text && path && is_model_path(path);
-  if (!config && !model && !program_arg_load(&prog, inline_text, path)) goto done;
+  int model;
+  if (!program_or_model_arg(config, inline_text, &path, &preset, &prog, &model)) goto done;
   char db_path[1024];
   if (!cli_tune_db_path(db_arg, db_path, sizeof db_path)) goto done;
   if (!(db = tune_db_open(db_path, &d))) {

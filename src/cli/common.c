@@ -12,6 +12,7 @@
 #include "../generate/model.h"
 #include "cli.h"
 #include "../hub/hub.h"
+#include "../model/presets.h"
 
 int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
   memset(p, 0, sizeof *p);
@@ -148,6 +149,22 @@ const char *default_model_path(void) {
 const char *model_arg_resolve(const char *arg) {
   static char buf[4096];
   return hub_resolve(arg, buf, sizeof buf) ? buf : arg;
+}
+
+int program_or_model_arg(const char *config, const char *inline_text, const char **path, ModelConfig *preset,
+                         ProgramArg *prog, int *model) {
+  *model = 0;
+  if (config && (inline_text || *path)) {
+    report_msg("give a program, a MODEL or --config NAME, not several");
+    return 0;
+  }
+  if (config && !model_preset(config, preset)) {
+    report_msg("unknown --config '%s' (known: %s)", config, model_preset_names());
+    return 0;
+  }
+  if (!inline_text && *path) *path = model_arg_resolve(*path);
+  *model = !inline_text && *path && is_model_path(*path);
+  return config || *model || program_arg_load(prog, inline_text, *path);
 }
 
 int is_model_path(const char *path) {

@@ -8,9 +8,10 @@
 #include "../base/mem.h"
 #include "plan_internal.h"
 
-/* Whether this run's symbol value may replay a graph (and so runs no library GEMM: plan.c). */
 long plan_graph_replays(const Plan *p) { return p->graph_replays; }
 
+/* Whether this run's symbol value may replay a graph (and so, where the backend cannot record a library
+ * call, runs no library GEMM: plan.c). */
 int plan_graph_wanted(const Plan *p, int64_t key) {
   if (!p->graph_sym || p->kernel_ms || p->graph_failed || !p->b->ops->graph_new) return 0;
   return p->graph_upto > 0 ? key >= 1 && key <= p->graph_upto : key == p->graph_key;
@@ -52,24 +53,31 @@ void plan_graph_free(Plan *p, PlanGraph *g) {
 /* The grid of slot k's kernel node: its library form's epilogue, or the kernel. */
 static int64_t slot_grid(const RunState *s, int k) { return s->lib_m[k] > 0 ? s->epi_grids[k] : s->grids[k]; }
 
-/* Where slot k's library GEMMs read A's planes and write the products (launch_library_gemm's layout). */
-static char *library_planes(const Plan *p, const LaunchGemmLib *lib) { return (char *)p->scratch + lib->planes_at; }
-
-/* Slot k's library form as nodes: one recorded GEMM per weight, then the epilogue kernel. */
-static int graph_add_library_gemm(Plan *p, RunState *s, PlanGraph *g, int k, Diag *d) {
-  const LaunchKernel *kk = s->use[k];
-  const LaunchGemmLib *lib = kk->lib;
+/* Slot k's library GEMMs (LaunchKernel.lib), after its pre-pass wrote A's planes: each distinct weight
+ * times all the planes ([a_parts * m][k], stacked: one GEMM per weight covers every part) into the products
+ * after the planes. Run now, or recorded into graph g. */
+static int library_gemms(Plan *p, const RunState *s, int k, BackendGraph *g, Diag *d) {
+  const LaunchGemmLib *lib = s->use[k]->lib;
   const BackendOps *o = p->b->ops;
   int64_t m = s->lib_m[k], rows = m * lib->a_parts;
-  char *planes = library_planes(p, lib);
+  char *planes = (char *)p->scratch + lib->planes_at;
   float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
   for (int w = 0; w < lib->nw; w++) {
     const void *weight = s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
-    if (!o->graph_add_gemm(p->b, g->graph, rows, lib->w_rows[w], lib->k, planes, weight, products, d)) return 0;
+    if (g ? !o->graph_add_gemm(p->b, g, rows, lib->w_rows[w], lib->k, planes, weight, products, d)
+          : !o->gemm_bf16(p->b, rows, lib->w_rows[w], lib->k, planes, weight, products, d))
+      return 0;
     products += (size_t)rows * (size_t)lib->w_rows[w];
   }
-  return o->graph_add(p->b, g->graph, p->m, lib->epilogue->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                      &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], lib->epilogue->block, d);
+  return 1;
+}
+
+/* Slot k's library form as nodes: its GEMMs, then the epilogue kernel. */
+static int graph_add_library_gemm(Plan *p, RunState *s, PlanGraph *g, int k, Diag *d) {
+  const LaunchGemmLib *lib = s->use[k]->lib;
+  return library_gemms(p, s, k, g->graph, d) &&
+         p->b->ops->graph_add(p->b, g->graph, p->m, lib->epilogue->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+                              &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], lib->epilogue->block, d);
 }
 
 /* Records the run's launch list: every slot's pre-pass and kernel (or library form), one node after another. */
@@ -145,7 +153,7 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
   p->last_key = s->graph_key;
   p->last_sig = sig;
   PlanGraph *g = graph_for(p, s, sig, first, d);
-  if (!g) return d->set ? 0 : first && p->graph_upto > 0 ? -1 : 0;
+  if (!g) return d->set ? 0 : -1; /* graph_for records nothing on a key's first run in a row */
   double t0 = now_ms();
   int updates = 0;
   for (int k = 0; k < p->lt->nkernels; k++) {
@@ -193,22 +201,12 @@ static int end_part(Plan *p, int k, int mark, int part, const char *name, Diag *
   return p->b->ops->timer_mark(p->b, mark + part + 1, d);
 }
 
-/* The library form of tensor-core GEMM k (LaunchKernel.lib), after its pre-pass wrote A's planes: each
- * distinct weight times all the planes ([a_parts * m][k]) into the products after the planes, then
- * the epilogue, which adds the parts. */
+/* The library form of tensor-core GEMM k: its GEMMs, then the epilogue, which adds the parts. */
 static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const LaunchKernel *kk = s->use[k];
   const LaunchGemmLib *lib = kk->lib;
   const BackendOps *o = p->b->ops;
-  int64_t m = s->lib_m[k];
-  char *planes = library_planes(p, lib);
-  float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
-  int64_t rows = m * lib->a_parts; /* the planes, stacked: one GEMM per weight covers every part */
-  for (int w = 0; w < lib->nw; w++) {
-    const void *weight = s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
-    if (!o->gemm_bf16(p->b, rows, lib->w_rows[w], lib->k, planes, weight, products, d)) return 0;
-    products += (size_t)rows * (size_t)lib->w_rows[w];
-  }
+  if (!library_gemms(p, s, k, NULL, d)) return 0;
   if (!end_part(p, k, mark, PROF_LIBRARY, kk->fn, d)) return 0;
   const LaunchKernel *e = lib->epilogue;
   return o->launch(p->b, p->m, e->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],

@@ -633,6 +633,54 @@ static void test_source_units_split(void **state) {
   free(src);
 }
 
+/* Units by kernel name: every section once, each unit's sections in order; a change to one kernel (its text,
+ * its block size) changes only the unit holding it. */
+static void test_source_units_split_stable(void **state) {
+  (void)state;
+  SourceUnits u, v;
+  char *src = marked_source(10, 2);
+  const char *first = strstr(src, SOURCE_UNIT_MARK);
+  size_t shared = (size_t)(first - src);
+  assert_true(source_units_split_stable(src, 4, &u));
+  assert_true(u.n >= 2 && u.n <= 4);
+  size_t body = 0;
+  for (int i = 0; i < u.n; i++) {
+    assert_int_equal(strncmp(u.text[i], src, shared), 0);
+    body += strlen(u.text[i]) - shared;
+  }
+  assert_int_equal(body, strlen(first));
+  for (int k = 0; k < 10; k++) { /* each kernel in exactly one unit */
+    char name[32];
+    snprintf(name, sizeof name, "kern%d(", k);
+    int holders = 0;
+    for (int i = 0; i < u.n; i++) holders += strstr(u.text[i], name) != NULL;
+    assert_int_equal(holders, 1);
+  }
+  /* kern3 rewritten with a launch bound and another body */
+  StrBuf b = {0};
+  const char *k3 = strstr(src, "extern \"C\" __global__ void kern3(");
+  assert_non_null(k3);
+  sb_putn(&b, src, (size_t)(k3 - src));
+  sb_puts(&b, "extern \"C\" __global__ void __launch_bounds__(128) kern3(float *y) { y[0] = 7.0f; }\n");
+  sb_puts(&b, strchr(k3, '\n') + 1);
+  assert_true(source_units_split_stable(sb_str(&b), 4, &v));
+  assert_int_equal(v.n, u.n);
+  int changed = 0;
+  for (int i = 0; i < u.n; i++) {
+    changed += strcmp(u.text[i], v.text[i]) != 0;
+    if (strcmp(u.text[i], v.text[i])) assert_non_null(strstr(v.text[i], "__launch_bounds__(128) kern3("));
+  }
+  assert_int_equal(changed, 1);
+  source_units_free(&u);
+  source_units_free(&v);
+  sb_free(&b);
+  assert_true(source_units_split_stable("no marks here", 4, &u));
+  assert_int_equal(u.n, 1);
+  assert_string_equal(u.text[0], "no marks here");
+  source_units_free(&u);
+  free(src);
+}
+
 /* A big program compiles as several units, cached one by one, and each kernel is found in the
  * module that holds it; LATHE_NVRTC_UNITS=1 keeps one unit. */
 static void test_compile_in_units(void **state) {
@@ -925,6 +973,7 @@ int main(void) {
       cmocka_unit_test(test_device_description_from_attributes),
       cmocka_unit_test(test_plan_flash_attention_launches),
       cmocka_unit_test(test_source_units_split),
+      cmocka_unit_test(test_source_units_split_stable),
       cmocka_unit_test(test_compile_in_units),
       cmocka_unit_test(test_device_sampler_launch),
   };

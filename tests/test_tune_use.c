@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "base/notice.h"
 #include "tile/space.h"
@@ -57,6 +58,57 @@ static void child_watchdog(void **state) {
   assert_contains(why, "still running after 1 s: killed");
   /* and the parent goes on */
   assert_int_equal(tune_run_child(ok_fn, NULL, 30, &b, why, sizeof why), CHILD_OK);
+  sb_free(&b);
+}
+
+/* The serving child: "echo" answers and goes on (keeping state between requests), "fail" fails and goes on,
+ * "quit" fails and exits, "crash" dies, "hang" hangs. */
+static int served_here;
+static int serve_fn(void *ctx, const char *req, size_t n, StrBuf *out) {
+  (void)ctx;
+  served_here++; /* the child's own count: it persists from one request to the next */
+  if (n == 4 && !memcmp(req, "echo", 4)) return sb_printf(out, "echo %d", served_here), 1;
+  if (n == 4 && !memcmp(req, "fail", 4)) return sb_puts(out, "a compile error"), 0;
+  if (n == 4 && !memcmp(req, "quit", 4)) return sb_puts(out, "a launch error"), -1;
+  if (n == 5 && !memcmp(req, "crash", 5)) raise(SIGKILL);
+  for (;;) pause();
+}
+
+static void worker_serves_and_survives(void **state) {
+  (void)state;
+  TuneWorker w;
+  StrBuf b = {0};
+  char why[256];
+  assert_true(tune_worker_start(&w, serve_fn, NULL, why, sizeof why));
+  assert_int_equal(tune_worker_call(&w, "echo", 4, 30, &b, why, sizeof why), CHILD_OK);
+  assert_string_equal(sb_str(&b), "echo 1");
+  sb_clear(&b);
+  assert_int_equal(tune_worker_call(&w, "fail", 4, 30, &b, why, sizeof why), CHILD_FAILED);
+  assert_string_equal(sb_str(&b), "a compile error");
+  sb_clear(&b);
+  assert_int_equal(tune_worker_call(&w, "echo", 4, 30, &b, why, sizeof why), CHILD_OK);
+  assert_string_equal(sb_str(&b), "echo 3"); /* the same child, which went on after the failure */
+  sb_clear(&b);
+  assert_int_equal(tune_worker_call(&w, "quit", 4, 30, &b, why, sizeof why), CHILD_FAILED);
+  assert_string_equal(sb_str(&b), "a launch error");
+  assert_int_equal(w.pid, 0); /* it ended itself */
+  sb_clear(&b);
+  assert_int_equal(tune_worker_call(&w, "echo", 4, 30, &b, why, sizeof why), CHILD_FAULT);
+  assert_contains(why, "not running");
+  assert_true(tune_worker_start(&w, serve_fn, NULL, why, sizeof why));
+  assert_int_equal(tune_worker_call(&w, "crash", 5, 30, &b, why, sizeof why), CHILD_FAULT);
+  assert_contains(why, "killed by signal 9");
+  assert_int_equal(w.pid, 0);
+  assert_true(tune_worker_start(&w, serve_fn, NULL, why, sizeof why));
+  assert_int_equal(tune_worker_call(&w, "hang", 4, 1, &b, why, sizeof why), CHILD_TIMEOUT);
+  assert_contains(why, "still running after 1 s: killed");
+  assert_int_equal(w.pid, 0);
+  assert_true(tune_worker_start(&w, serve_fn, NULL, why, sizeof why));
+  assert_int_equal(tune_worker_call(&w, "echo", 4, 30, &b, why, sizeof why), CHILD_OK);
+  assert_string_equal(sb_str(&b), "echo 1"); /* a new child */
+  tune_worker_stop(&w);
+  assert_int_equal(w.pid, 0);
+  assert_int_equal(served_here, 0); /* all of it ran in the children */
   sb_free(&b);
 }
 
@@ -123,7 +175,7 @@ static void compile_time_selection(void **state) {
   assert_true(opened);
   assert_int_equal(c->tile->kernels[0].s.vec, 4);
   assert_int_equal(c->tile->kernels[0].s.rows, 8);
-  assert_contains(c->tile->kernels[0].origin, "measured: the program ran in 30.0 us with it, 3 samples, at seq=8");
+  assert_contains(c->tile->kernels[0].origin, "measured: 30.0 us, its kernels alone, 3 samples, at seq=8");
   StrBuf b = {0};
   tile_print(&b, c->tile);
   assert_contains(sb_str(&b), "rows=8(i0) => loop + variant rows  [measured: ");
@@ -197,6 +249,7 @@ static int saw_omp, wrong_now;
 
 static BackendModule *planted_compile(Backend *b, const char *source, Diag *d) {
   saw_omp = strstr(source, "#pragma omp") != NULL;
+  wrong_now = 0; /* per candidate: one measuring child compiles many */
   return real_ops->compile(b, source, d);
 }
 static int planted_launch(Backend *b, BackendModule *m, const char *name, void *const *bufs, int nbufs,
@@ -275,6 +328,7 @@ static void tuner_survives_planted_failures(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(child_watchdog),
+      cmocka_unit_test(worker_serves_and_survives),
       cmocka_unit_test(compile_time_selection),
       cmocka_unit_test(tuner_survives_planted_failures),
   };

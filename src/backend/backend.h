@@ -70,6 +70,9 @@ void backend_cpu_stats(Backend *b, int *compiles, int *cache_hits);
 Backend *backend_cuda_new(Diag *d);
 /* CUDA backend counters: NVRTC compiles and compile-cache hits since creation (for tests). */
 void backend_cuda_stats(Backend *b, int *compiles, int *cache_hits);
+/* Compiles split a program into translation units by kernel name rather than by size, so programs that differ
+ * in one kernel (a tuner's candidates) share every other unit's cache entry. Nothing on other backends. */
+void backend_cuda_stable_units(Backend *b, int on);
 /* The GPU's name ("NVIDIA H200") and NVRTC target ("sm_90"); NULL for other backends. */
 const char *backend_cuda_device(Backend *b);
 const char *backend_cuda_arch(Backend *b);

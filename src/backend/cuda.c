@@ -197,7 +197,8 @@ static BackendModule *cuda_compile(Backend *b, const char *source, Diag *d) {
     return NULL;
   }
   SourceUnits su;
-  if (!source_units_split(source, CUDA_UNIT_BYTES, unit_count(), &su)) {
+  if (!(c->stable_units ? source_units_split_stable(source, unit_count(), &su)
+                        : source_units_split(source, CUDA_UNIT_BYTES, unit_count(), &su))) {
     diag_error(d, 0, 0, "out of memory: the CUDA translation units");
     return NULL;
   }
@@ -537,6 +538,10 @@ Backend *backend_cuda_new(Diag *d) {
   CudaDriver drv;
   if (!cuda_driver_load(&drv, d)) return NULL;
   return cuda_backend_with_driver(&drv, d);
+}
+
+void backend_cuda_stable_units(Backend *b, int on) {
+  if (b && b->ops == &cuda_ops) cuda_impl(b)->stable_units = on;
 }
 
 void backend_cuda_stats(Backend *b, int *compiles, int *cache_hits) {

@@ -1,5 +1,8 @@
 #include "source_units.h"
 #include "../base/mem.h"
+#include "../base/strbuf.h"
+#include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +62,53 @@ int source_units_split(const char *source, size_t min_bytes, int max_units, Sour
     at = stop;
   }
   return 1;
+}
+
+/* FNV-1a of the section's kernel name: the first identifier followed by '(' on its first line that is not
+ * __launch_bounds__ (whose argument changes with the block size); the whole first line when there is none. */
+static uint64_t section_name_hash(const char *section) {
+  const char *eol = strchr(section, '\n'), *name = section, *name_end = eol ? eol : section + strlen(section);
+  for (const char *q = section; q < name_end; q++) {
+    if (*q != '(') continue;
+    const char *b = q;
+    while (b > section && (isalnum((unsigned char)b[-1]) || b[-1] == '_')) b--;
+    if (b < q && strncmp(b, "__launch_bounds__", (size_t)(q - b)) != 0) {
+      name = b, name_end = q;
+      break;
+    }
+  }
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *q = name; q < name_end; q++) h = (h ^ (unsigned char)*q) * 1099511628211ULL;
+  return h;
+}
+
+int source_units_split_stable(const char *source, int max_units, SourceUnits *out) {
+  const size_t mark_len = strlen(SOURCE_UNIT_MARK);
+  const char *first = next_mark(source, source);
+  if (!first || max_units <= 1) return source_units_split(source, 0, 1, out);
+  out->n = 0;
+  out->text = NULL;
+  size_t shared = (size_t)(first - source);
+  StrBuf *unit = xcalloc((size_t)max_units, sizeof *unit, "the CUDA translation units");
+  out->text = xcalloc((size_t)max_units, sizeof *out->text, "the CUDA translation units");
+  int ok = unit && out->text;
+  for (const char *at = first; ok && at;) {
+    const char *next = next_mark(source, at + mark_len);
+    const char *end = next ? next : source + strlen(source);
+    StrBuf *u = &unit[section_name_hash(at + mark_len) % (uint64_t)max_units];
+    if (!u->len) sb_putn(u, source, shared);
+    sb_putn(u, at, (size_t)(end - at));
+    at = next;
+  }
+  for (int i = 0; ok && i < max_units; i++) {
+    if (!unit[i].len) continue;
+    if (!(out->text[out->n] = xstrdup(sb_str(&unit[i]), "a CUDA translation unit"))) ok = 0;
+    else out->n++;
+  }
+  for (int i = 0; unit && i < max_units; i++) sb_free(&unit[i]);
+  free(unit);
+  if (!ok) source_units_free(out);
+  return ok;
 }
 
 void source_units_free(SourceUnits *u) {

@@ -16,5 +16,9 @@ typedef struct SourceUnits {
 
 /* 0 only when out of memory. */
 int source_units_split(const char *source, size_t min_bytes, int max_units, SourceUnits *out);
+/* The same sections grouped by their kernel's name (a hash of it modulo max_units, empty units dropped) rather
+ * than by size, so a change to one kernel changes only its own unit's text and the others stay cache hits (a
+ * tuner compiling one kernel's candidates). 0 only when out of memory. */
+int source_units_split_stable(const char *source, int max_units, SourceUnits *out);
 void source_units_free(SourceUnits *u);
 #endif

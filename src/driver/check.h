@@ -21,7 +21,7 @@ int host_tensor_alloc(HostTensor *t, DType dt, const Shape *s, const SymEnv *env
 
 /* Random inputs for every graph input: uniform [-1, 1] floats (rounded to the storage type), positive
  * values where an input feeds log/sqrt/rsqrt/pow, in-range ids for embedding and positions for rope,
- * small integers otherwise. host[i] and ref[i] hold the same values. */
+ * small integers otherwise. host[i] and ref[i] hold the same values (ref NULL: host only, the same values). */
 int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *host, RefTensor *ref, Diag *d);
 
 /* Normwise relative error max|got - want| / max(max|want|, 1e-6); NaN in the same places counts as

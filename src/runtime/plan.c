@@ -441,6 +441,27 @@ int plan_bench_times(Plan *p, const SymEnv *env, void *const *inputs, int warmup
   return ok;
 }
 
+int plan_bench_slots(Plan *p, const SymEnv *env, const int *slots, int nslots, int warmup, int iters, double *times,
+                     Diag *d) {
+  if (iters < 1 || warmup < 0 || nslots < 1) {
+    diag_error(d, 0, 0, "bench: need kernels and at least one timed iteration (got %d kernels, warmup=%d iters=%d)",
+               nslots, warmup, iters);
+    return 0;
+  }
+  if (!p->runs) {
+    diag_error(d, 0, 0, "bench: timing kernels alone needs a complete run first (their inputs)");
+    return 0;
+  }
+  for (int i = 0; i < nslots; i++)
+    if (slots[i] < 0 || slots[i] >= p->lt->nkernels) {
+      diag_error(d, 0, 0, "bench: no kernel number %d", slots[i]);
+      return 0;
+    }
+  RunState s;
+  /* the same sizes as the last run: its buffers, which hold that run's inputs and intermediates */
+  return state_init(p, env, &s, d) && plan_time_slots(p, &s, slots, nslots, warmup, iters, times, d);
+}
+
 int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d) {
   if (iters < 1 || warmup < 0) {
     diag_error(d, 0, 0, "bench: need at least one timed iteration (got warmup=%d iters=%d)", warmup, iters);

@@ -19,6 +19,13 @@ int plan_run(Plan *p, const SymEnv *env, void *const *inputs, void *const *outpu
 int plan_bench(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *median_ms, Diag *d);
 /* The same runs, each run's milliseconds into times[0..iters-1] (in run order). */
 int plan_bench_times(Plan *p, const SymEnv *env, void *const *inputs, int warmup, int iters, double *times, Diag *d);
+/* Times kernels alone: launch-table slots slots[0..nslots) (a tuner's kernel and those it may absorb), after a
+ * plan_run at the same sizes left their inputs in the device buffers, `warmup` untimed runs then `iters`, each
+ * run's ms into times. On CUDA one graph of just those kernels per run, timed by device events; elsewhere the
+ * wall clock of launching them to a sync. Temporaries that share memory with later kernels' may hold those
+ * kernels' values by then: right for timing, not for reading results. */
+int plan_bench_slots(Plan *p, const SymEnv *env, const int *slots, int nslots, int warmup, int iters, double *times,
+                     Diag *d);
 const char *plan_source(const Plan *p);
 /* Gives program input `input` a device buffer that persists across runs, filled from host (zeros when
  * host is NULL): weights, and state such as KV caches that cache_write updates in place. plan_run and

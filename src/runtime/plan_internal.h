@@ -128,6 +128,10 @@ int plan_graph_wanted(const Plan *p, int64_t key);
 void plan_graph_free(Plan *p, PlanGraph *g);
 /* plan_launch.c: the run's kernels, as one graph replay where possible, else one launch each. */
 int plan_launch_all(Plan *p, RunState *s, Diag *d);
+/* plan_launch.c: slots[0..n) alone (their pre-passes, kernels or library forms, in that order), `warmup` runs
+ * then `iters` timed ones: one graph of them where the backend has graphs, timed by its device timers where
+ * it has them (else the wall clock to a sync); each run's ms into times. */
+int plan_time_slots(Plan *p, RunState *s, const int *slots, int n, int warmup, int iters, double *times, Diag *d);
 /* LATHE_PROFILE=1 / =steps reports, printed when the plan is freed. */
 void plan_print_profile(const Plan *p, const char *what);
 void plan_print_step_profile(const Plan *p);

@@ -72,12 +72,34 @@ static int library_gemms(Plan *p, const RunState *s, int k, BackendGraph *g, Dia
   return 1;
 }
 
-/* Slot k's library form as nodes: its GEMMs, then the epilogue kernel. */
-static int graph_add_library_gemm(Plan *p, RunState *s, PlanGraph *g, int k, Diag *d) {
-  const LaunchGemmLib *lib = s->use[k]->lib;
-  return library_gemms(p, s, k, g->graph, d) &&
-         p->b->ops->graph_add(p->b, g->graph, p->m, lib->epilogue->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                              &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], lib->epilogue->block, d);
+/* Slot k's launches appended to graph g: its pre-pass (unless the planes are already there), then its kernel
+ * or library form; *nodes counts the nodes, node / pre_node (may be NULL) get the kernel's and pre-pass's. */
+static int graph_add_slot(Plan *p, RunState *s, BackendGraph *g, int k, int *nodes, int *node, int *pre_node,
+                          Diag *d) {
+  const BackendOps *o = p->b->ops;
+  const LaunchKernel *kk = s->use[k];
+  void *const *a = &s->args[(size_t)k * ARG_STRIDE];
+  const int64_t *y = &s->syms[(size_t)k * 16];
+  if (kk->pre && !s->skip_pre[k]) {
+    if (pre_node) *pre_node = *nodes;
+    (*nodes)++;
+    if (!o->graph_add(p->b, g, p->m, kk->pre->fn, a, s->nargs[k], y, s->nsyms[k], s->pre_grids[k], kk->pre->block, d))
+      return 0;
+  }
+  if (s->lib_m[k] > 0) {
+    const LaunchGemmLib *lib = kk->lib;
+    if (!library_gemms(p, s, k, g, d) ||
+        !o->graph_add(p->b, g, p->m, lib->epilogue->fn, a, s->nargs[k], y, s->nsyms[k], s->epi_grids[k],
+                      lib->epilogue->block, d))
+      return 0;
+    *nodes += lib->nw;
+    if (node) *node = *nodes; /* the epilogue, updated as the slot's kernel */
+    (*nodes)++;
+    return 1;
+  }
+  if (node) *node = *nodes;
+  (*nodes)++;
+  return o->graph_add(p->b, g, p->m, kk->fn, a, s->nargs[k], y, s->nsyms[k], s->grids[k], kk->block, d);
 }
 
 /* Records the run's launch list: every slot's pre-pass and kernel (or library form), one node after another. */
@@ -94,26 +116,8 @@ static int graph_build(Plan *p, RunState *s, PlanGraph *g, Diag *d) {
   g->pre_node = xmalloc(nkk * sizeof(int), "the launch graph's nodes");
   int nodes = 0;
   for (int k = 0; k < nk; k++) {
-    const LaunchKernel *kk = s->use[k];
-    void *const *a = &s->args[(size_t)k * ARG_STRIDE];
-    const int64_t *y = &s->syms[(size_t)k * 16];
     g->node[k] = g->pre_node[k] = -1; /* kernels that launch nothing are no nodes */
-    if (kk->skip) continue;
-    if (kk->pre && !s->skip_pre[k]) {
-      g->pre_node[k] = nodes++;
-      if (!o->graph_add(p->b, g->graph, p->m, kk->pre->fn, a, s->nargs[k], y, s->nsyms[k], s->pre_grids[k],
-                        kk->pre->block, d))
-        return 0;
-    }
-    if (s->lib_m[k] > 0) {
-      if (!graph_add_library_gemm(p, s, g, k, d)) return 0;
-      nodes += kk->lib->nw;
-      g->node[k] = nodes++; /* the epilogue, updated as the slot's kernel */
-      continue;
-    }
-    g->node[k] = nodes++;
-    if (!o->graph_add(p->b, g->graph, p->m, kk->fn, a, s->nargs[k], y, s->nsyms[k], s->grids[k], kk->block, d))
-      return 0;
+    if (!s->use[k]->skip && !graph_add_slot(p, s, g->graph, k, &nodes, &g->node[k], &g->pre_node[k], d)) return 0;
   }
   memcpy(g->args, s->args, nkk * ARG_STRIDE * sizeof(void *));
   memcpy(g->syms, s->syms, nkk * 16 * sizeof(int64_t));
@@ -278,6 +282,47 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
   if (!o->sync(p->b, d)) return 0;
   for (int i = 0; timed && i < n * PROF_PARTS; i++) p->kernel_ms[i] += o->timer_ms(p->b, i, i + 1);
   return 1;
+}
+
+/* Whether slot k's launches can be graph nodes (as graph_applicable asks of a whole run). */
+static int slot_graphable(const Plan *p, const RunState *s, int k) {
+  const LaunchKernel *kk = s->use[k];
+  if (kk->skip) return 1;
+  if (s->grids[k] <= 0 || s->lib_m[k] < 0) return 0;
+  if (s->lib_m[k] > 0 && (!p->b->ops->graph_add_gemm || s->epi_grids[k] <= 0)) return 0;
+  return !(kk->pre && !s->skip_pre[k] && s->pre_grids[k] <= 0);
+}
+
+int plan_time_slots(Plan *p, RunState *s, const int *slots, int n, int warmup, int iters, double *times, Diag *d) {
+  const BackendOps *o = p->b->ops;
+  BackendGraph *g = NULL;
+  int graphable = o->graph_new && o->graph_add && o->graph_instantiate && o->graph_launch;
+  for (int i = 0; i < n && graphable; i++) graphable = slot_graphable(p, s, slots[i]);
+  if (graphable) { /* one graph of the slots: no host launch gaps between short kernels */
+    Diag gd = {0};
+    int nodes = 0, ok = (g = o->graph_new(p->b, &gd)) != NULL;
+    for (int i = 0; ok && i < n; i++)
+      if (!s->use[slots[i]]->skip) ok = graph_add_slot(p, s, g, slots[i], &nodes, NULL, NULL, &gd);
+    if (ok && nodes == 0) ok = 0; /* nothing launches: timed directly below (an empty graph is refused) */
+    if (!(ok && o->graph_instantiate(p->b, g, &gd)) && g) {
+      o->graph_free(p->b, g);
+      g = NULL;
+    }
+  }
+  const int timed = o->timer_mark && o->timer_ms;
+  int ok = 1;
+  for (int it = -warmup; ok && it < iters; it++) {
+    double t0 = now_ms();
+    if (timed) ok = o->timer_mark(p->b, 0, d);
+    if (g) ok = ok && o->graph_launch(p->b, g, d);
+    for (int i = 0; !g && ok && i < n; i++)
+      if (!s->use[slots[i]]->skip) ok = launch_slot(p, s, slots[i], -1, d);
+    if (timed) ok = ok && o->timer_mark(p->b, 1, d);
+    ok = ok && o->sync(p->b, d);
+    if (ok && it >= 0) times[it] = timed ? o->timer_ms(p->b, 0, 1) : now_ms() - t0;
+  }
+  if (g) o->graph_free(p->b, g);
+  return ok;
 }
 
 static const double *prof_ms;

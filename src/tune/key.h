@@ -7,7 +7,7 @@
 
 /* Bumped whenever the code a schedule produces changes meaning (a knob added or reinterpreted, the kernel
  * stage rewritten): measurements of another identity are never used (lathe db prune removes them). */
-#define TUNE_COMPILER_IDENTITY "lathe-0.1.0/schedule-1"
+#define TUNE_COMPILER_IDENTITY "lathe-0.1.0/schedule-2" /* 2: a measurement times the kernel alone */
 
 /* 16 hex digits: a hash of k's loop nest (axes and their extents, reductions, bodies, the store) with its
  * buffers named by order of first use, dtype and shape, and the matmul precision. Two kernels of the same

@@ -33,7 +33,7 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
     snprintf(why, nwhy, "default: the measured schedule does not parse (%s)", d.msg);
     return 0;
   }
-  snprintf(why, nwhy, "measured: the program ran in %.1f us with it, %d samples%s%s", r.median_us, r.samples,
+  snprintf(why, nwhy, "measured: %.1f us, its kernels alone, %d samples%s%s", r.median_us, r.samples,
            r.bucket[0] ? ", at " : "", r.bucket);
   return 1;
 }

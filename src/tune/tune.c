@@ -9,7 +9,8 @@
 #include <time.h>
 #include "../base/clock.h"
 #include "../base/notice.h"
-#include "../driver/execute.h"
+#include "../driver/check.h"
+#include "../runtime/plan.h"
 #include "child.h"
 #include "key.h"
 
@@ -18,22 +19,44 @@ typedef struct RefOutputs {
   HostTensor t[LT_MAX_OUTPUTS];
 } RefOutputs;
 
+/* What the measuring child keeps between requests: its backend, the inputs and the default schedules'
+ * outputs (computed by the child itself on its first request, so a restarted child checks the same way). */
+typedef struct WorkerState {
+  Backend *be;
+  HostTensor in[LT_MAX_INPUTS];
+  void *in_ptr[LT_MAX_INPUTS];
+  int nin;
+  RefOutputs ref;
+} WorkerState;
+
 typedef struct Tuner {
   Compilation *c;
   TuneDb *db;
   const TuneOptions *o;
-  Schedule *def;   /* each kernel's default */
-  Schedule *given; /* what the child compiles */
-  RefOutputs ref;
+  Schedule *orig;  /* each kernel's default, as compiled */
+  Schedule *def;   /* the defaults with the earlier structures' bests in place */
+  Schedule *given; /* what is measured */
   /* the group being searched */
   const ScheduleSpace *space;
   int *members, nmembers;
+  int *slots, nslots; /* the launches timed: the members and the kernels their candidates may absorb */
   char key[24], bucket[128], device[256];
   TuneKernelReport *rep;
   int group, ngroups;
-  double start_s, budget_end_s;
-  int repeats; /* of the measurement being made */
+  double start_s;
+  TuneWorker w;
+  WorkerState ws; /* the child's (unused in the tuning process) */
 } Tuner;
+
+/* A request to the measuring child: what to time, then one Schedule per kernel, then the slots. */
+enum { REQ_START, REQ_KERNELS, REQ_PROGRAM };
+typedef struct Request {
+  int kind, repeats, nslots;
+} Request;
+
+/* The child serves this many requests, then a new one starts: each candidate's compile adds to the
+ * compilation's arena, which only a new process gives back. */
+#define WORKER_REQUESTS 200
 
 static double wall_s(void *ctx) {
   (void)ctx;
@@ -67,61 +90,6 @@ int tune_query_device(Backend *(*open_backend)(Diag *d), double timeout_s, Targe
   return ok;
 }
 
-/* Compiles t->given and runs it once on the options' inputs (x set up; the caller frees it). */
-static Backend *compile_and_run(Tuner *t, Execution *x, StrBuf *out) {
-  Diag d = {0};
-  Backend *be = NULL;
-  if (!compile_schedules(t->c, t->given, ST_CODE, &d) || !(be = t->o->open_backend(&d)) ||
-      !execute_program(t->c, be, &t->o->env, t->o->seed, x, &d)) {
-    sb_puts(out, d.msg);
-    if (be) execution_free(x), be->ops->destroy(be);
-    return NULL;
-  }
-  return be;
-}
-
-static int reference_child(void *ctx, StrBuf *out) {
-  Tuner *t = ctx;
-  Execution x = {0};
-  Backend *be = compile_and_run(t, &x, out);
-  if (!be) return 0;
-  int n = x.nout;
-  sb_putn(out, &n, sizeof n);
-  for (int i = 0; i < n; i++) {
-    const HostTensor *h = &x.out[i];
-    sb_putn(out, h, sizeof *h); /* the data pointer is replaced by the parent */
-    sb_putn(out, h->data, (size_t)h->numel * dtype_size(h->dtype));
-  }
-  execution_free(&x);
-  be->ops->destroy(be);
-  return 1;
-}
-
-static int read_reference(Tuner *t, const StrBuf *b, Diag *d) {
-  size_t at = 0;
-  int n = 0;
-  if (b->len < sizeof n) goto bad;
-  memcpy(&n, b->data, sizeof n);
-  at = sizeof n;
-  if (n < 0 || n > LT_MAX_OUTPUTS) goto bad;
-  for (int i = 0; i < n; i++) {
-    HostTensor *h = &t->ref.t[i];
-    if (b->len - at < sizeof *h) goto bad;
-    memcpy(h, b->data + at, sizeof *h);
-    at += sizeof *h;
-    size_t bytes = (size_t)h->numel * dtype_size(h->dtype);
-    if (h->numel < 0 || b->len - at < bytes) goto bad;
-    h->data = malloc(bytes ? bytes : 1);
-    memcpy(h->data, b->data + at, bytes);
-    at += bytes;
-    t->ref.n = i + 1;
-  }
-  return 1;
-bad:
-  diag_error(d, 0, 0, "tune: the reference run's outputs came back damaged");
-  return 0;
-}
-
 /* Normwise relative difference of two runs' outputs, as compare_output measures against the reference:
  * NaN in the same places is equal, in only one of them +inf; integers must match exactly. */
 static double difference(const HostTensor *a, const HostTensor *b) {
@@ -150,38 +118,139 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static int measure_child(void *ctx, StrBuf *out) {
-  Tuner *t = ctx;
-  Execution x = {0};
-  Backend *be = compile_and_run(t, &x, out);
-  if (!be) return 0;
-  TuneMeasurement m = {TS_OK, 0, 0, 0, 0, 0};
-  for (int i = 0; i < x.nout && i < t->ref.n; i++) /* two computations, each within the tolerance */
-    if (!(difference(&x.out[i], &t->ref.t[i]) <= 2 * check_tolerance(x.out[i].dtype, t->c->matmul)))
-      m.status = TS_WRONG;
-  if (x.nout != t->ref.n) m.status = TS_WRONG;
+static void free_outputs(RefOutputs *r) {
+  for (int i = 0; i < r->n; i++) host_tensor_free(&r->t[i]);
+  r->n = 0;
+}
+
+/* Compiles `given` and runs it once on the child's inputs, outputs into out (poisoned first: an element no
+ * kernel writes fails the check). Graph replay for a decode step (seq = 1), as generation runs it. */
+static Plan *compile_and_run(Tuner *t, const Schedule *given, RefOutputs *out, int *device_used, Diag *d) {
+  const LProgram *lp = t->c->loop;
+  WorkerState *w = &t->ws;
+  *device_used = 0;
+  if (!compile_schedules(t->c, given, ST_CODE, d)) return NULL;
+  *device_used = 1;
+  Plan *plan = plan_new(t->c->launch, sb_str(&t->c->code), w->be, d);
+  if (!plan) return NULL;
+  int64_t seq;
+  if (symenv_get(&t->o->env, "seq", &seq) && seq == 1) plan_use_graphs(plan, "seq", 1);
+  void *outp[LT_MAX_OUTPUTS];
+  out->n = 0;
+  for (int i = 0; i < lp->noutputs; i++) {
+    const LBuf *b = &lp->bufs[lp->outputs[i]];
+    if (!host_tensor_alloc(&out->t[i], b->dtype, &b->shape, &t->o->env, d)) break;
+    outp[out->n++] = out->t[i].data;
+  }
+  if (out->n < lp->noutputs || !plan_run(plan, &t->o->env, w->in_ptr, outp, d)) {
+    free_outputs(out);
+    plan_free(plan);
+    return NULL;
+  }
+  return plan;
+}
+
+/* The child's start: the backend, the random inputs and the default schedules' outputs. */
+static int worker_start(Tuner *t, StrBuf *out) {
+  WorkerState *w = &t->ws;
   Diag d = {0};
-  double *ms = calloc((size_t)t->repeats, sizeof *ms);
-  if (m.status == TS_OK) {
-    if (!plan_bench_times(x.plan, &t->o->env, x.in_ptr, t->o->warmup, t->repeats, ms, &d)) {
-      sb_puts(out, d.msg);
-      free(ms);
-      execution_free(&x);
-      be->ops->destroy(be);
-      return 0;
+  if (!(w->be = t->o->open_backend(&d))) goto fail;
+  backend_cuda_stable_units(w->be, 1); /* a candidate recompiles its own kernel's unit only */
+  if (!graph_check_sizes(t->c->graph, &t->o->env, &d) ||
+      !make_inputs(t->c->graph, &t->o->env, t->o->seed, w->in, NULL, &d))
+    goto fail;
+  w->nin = t->c->graph->ninputs;
+  for (int i = 0; i < w->nin; i++) w->in_ptr[i] = w->in[i].data;
+  int used;
+  Plan *plan = compile_and_run(t, t->orig, &w->ref, &used, &d);
+  if (!plan) goto fail;
+  plan_free(plan);
+  return 1;
+fail:
+  sb_printf(out, "the default schedules did not run: %s", d.msg);
+  return -1;
+}
+
+/* One candidate (or the whole program): compiled, run, checked against the defaults' outputs, timed. */
+static int serve(void *ctx, const char *req, size_t n, StrBuf *out) {
+  Tuner *t = ctx;
+  const int nk = t->c->loop->nkernels;
+  Request q;
+  if (n < sizeof q) return -1;
+  memcpy(&q, req, sizeof q);
+  if (q.kind == REQ_START) return worker_start(t, out);
+  if (q.repeats < 1 || q.nslots < 0 || n != sizeof q + sizeof *t->given * (size_t)nk + sizeof(int) * (size_t)q.nslots)
+    return -1;
+  memcpy(t->given, req + sizeof q, sizeof *t->given * (size_t)nk);
+  const int *slots = (const int *)(req + sizeof q + sizeof *t->given * (size_t)nk);
+  Diag d = {0};
+  RefOutputs got = {0};
+  int used;
+  Plan *plan = compile_and_run(t, t->given, &got, &used, &d);
+  if (!plan) { /* the code stage's refusal leaves the device as it was; a failed compile or run may not */
+    sb_puts(out, d.msg);
+    return used ? -1 : 0;
+  }
+  TuneMeasurement m = {TS_OK, 0, 0, 0, 0, 0};
+  for (int i = 0; i < got.n && i < t->ws.ref.n; i++) /* two computations, each within the tolerance */
+    if (!(difference(&got.t[i], &t->ws.ref.t[i]) <= 2 * check_tolerance(got.t[i].dtype, t->c->matmul)))
+      m.status = TS_WRONG;
+  if (got.n != t->ws.ref.n) m.status = TS_WRONG;
+  free_outputs(&got);
+  double *ms = calloc((size_t)q.repeats, sizeof *ms);
+  int ok = ms != NULL;
+  if (ok && m.status == TS_OK) {
+    ok = q.kind == REQ_KERNELS
+             ? plan_bench_slots(plan, &t->o->env, slots, q.nslots, t->o->warmup, q.repeats, ms, &d)
+             : plan_bench_times(plan, &t->o->env, t->ws.in_ptr, t->o->warmup, q.repeats, ms, &d);
+    if (ok) {
+      qsort(ms, (size_t)q.repeats, sizeof *ms, cmp_double);
+      int r = q.repeats;
+      m.median_us = 1000 * (r % 2 ? ms[r / 2] : 0.5 * (ms[r / 2 - 1] + ms[r / 2]));
+      m.min_us = 1000 * ms[0];
+      m.max_us = 1000 * ms[r - 1];
+      m.samples = r;
     }
-    qsort(ms, (size_t)t->repeats, sizeof *ms, cmp_double);
-    int r = t->repeats;
-    m.median_us = 1000 * (r % 2 ? ms[r / 2] : 0.5 * (ms[r / 2 - 1] + ms[r / 2]));
-    m.min_us = 1000 * ms[0];
-    m.max_us = 1000 * ms[r - 1];
-    m.samples = r;
   }
   free(ms);
+  plan_free(plan);
+  if (!ok) {
+    sb_puts(out, d.msg[0] ? d.msg : "out of memory for the timings");
+    return -1; /* a launch failed: the device context may be gone */
+  }
   sb_putn(out, &m, sizeof m);
-  execution_free(&x);
-  be->ops->destroy(be);
   return 1;
+}
+
+/* Sends one request, starting the child first where none runs; the status and reply as tune_worker_call. */
+static ChildStatus call_worker(Tuner *t, int kind, int repeats, const Schedule *given, StrBuf *b, char *why,
+                               size_t nwhy, Diag *d) {
+  const int nk = t->c->loop->nkernels;
+  if (t->w.pid && t->w.served >= WORKER_REQUESTS) tune_worker_stop(&t->w);
+  if (!t->w.pid) {
+    if (!tune_worker_start(&t->w, serve, t, why, nwhy)) {
+      diag_error(d, 0, 0, "tune: %s", why);
+      return CHILD_FAILED;
+    }
+    Request q = {REQ_START, 1, 0};
+    StrBuf r = {0};
+    ChildStatus st = tune_worker_call(&t->w, &q, sizeof q, t->o->timeout_s, &r, why, nwhy);
+    if (st != CHILD_OK) {
+      diag_error(d, 0, 0, "tune: %s", st == CHILD_FAILED ? sb_str(&r) : why);
+      sb_free(&r);
+      tune_worker_stop(&t->w);
+      return CHILD_FAILED;
+    }
+    sb_free(&r);
+  }
+  Request q = {kind, repeats, kind == REQ_KERNELS ? t->nslots : 0};
+  StrBuf req = {0};
+  sb_putn(&req, &q, sizeof q);
+  sb_putn(&req, given, sizeof *given * (size_t)nk);
+  if (q.nslots) sb_putn(&req, t->slots, sizeof *t->slots * (size_t)q.nslots);
+  ChildStatus st = tune_worker_call(&t->w, req.data, req.len, t->o->timeout_s, b, why, nwhy);
+  sb_free(&req);
+  return st;
 }
 
 /* ---- the search's measurement: candidate i on every kernel of the group ---- */
@@ -216,10 +285,13 @@ static int measure(void *ctx, int candidate, int repeats, TuneMeasurement *m, Di
     if (schedule_check(p, &p->kernels[k], &t->c->device, &t->space->s[candidate], &ignored))
       t->given[k] = t->space->s[candidate];
   }
-  t->repeats = repeats;
   StrBuf b = {0};
   char why[256];
-  ChildStatus st = tune_run_child(measure_child, t, t->o->timeout_s, &b, why, sizeof why);
+  ChildStatus st = call_worker(t, REQ_KERNELS, repeats, t->given, &b, why, sizeof why, d);
+  if (d->set) { /* the measuring child itself did not start: nothing can be measured */
+    sb_free(&b);
+    return 0;
+  }
   memset(m, 0, sizeof *m);
   if (st == CHILD_OK && b.len == sizeof *m) {
     memcpy(m, b.data, sizeof *m);
@@ -235,8 +307,37 @@ static int measure(void *ctx, int candidate, int repeats, TuneMeasurement *m, Di
   }
   sb_free(&b);
   record(t, candidate, m);
-  (void)d;
   return 1;
+}
+
+/* The launches a group's candidates are timed by: its members, and the scores and softmax kernels that a
+ * member's flash attention or flash-decoding candidate computes itself (they launch in the default, not in
+ * such a candidate: both sides are timed over the same work). In launch order. */
+static void group_slots(Tuner *t, const ScheduleSpace *sp) {
+  const LProgram *p = t->c->loop;
+  unsigned char *in = calloc((size_t)p->nkernels + 1, 1);
+  for (int j = 0; j < t->nmembers; j++) in[t->members[j]] = 1;
+  for (int j = 0; j < p->nkernels; j++) {
+    int by = t->c->tile->kernels[j].c.by;
+    for (int m = 0; by >= 0 && m < t->nmembers; m++) in[j] |= t->members[m] == by;
+  }
+  for (int i = 0; i < sp->n; i++) {
+    if (!sp->s[i].flash && !sp->s[i].flash_decode) continue;
+    for (int j = 0; j < t->nmembers; j++) {
+      TileChoice c;
+      Diag ignored = {0};
+      if (!schedule_check(p, &p->kernels[t->members[j]], &t->c->device, &sp->s[i], &ignored) ||
+          !tile_choose(p, &p->kernels[t->members[j]], &t->c->device, &sp->s[i], &c, &ignored))
+        continue;
+      const AttnMatch *am[2] = {c.flash, c.decode};
+      for (int a = 0; a < 2; a++)
+        if (am[a]) in[am[a]->scores_kernel] = in[am[a]->softmax_kernel] = 1;
+    }
+  }
+  t->nslots = 0;
+  for (int k = 0; k < p->nkernels; k++)
+    if (in[k]) t->slots[t->nslots++] = k;
+  free(in);
 }
 
 static void progress(void *ctx, int tried, int best, double best_us, double left_s) {
@@ -251,14 +352,13 @@ static void progress(void *ctx, int tried, int best, double best_us, double left
   t->o->progress(t->o->progress_ctx, &p);
 }
 
-/* The whole program with the given schedules, timed in a child (the assembled step against its parts). */
-static double time_program(Tuner *t, const Schedule *s) {
-  memcpy(t->given, s, sizeof *t->given * (size_t)t->c->loop->nkernels);
-  t->repeats = t->o->lim.repeats > 0 ? t->o->lim.repeats : 1;
+/* The whole program with the given schedules (the assembled step against its parts). */
+static double time_program(Tuner *t, const Schedule *s, Diag *d) {
   StrBuf b = {0};
   char why[256];
   TuneMeasurement m = {0};
-  if (tune_run_child(measure_child, t, t->o->timeout_s, &b, why, sizeof why) == CHILD_OK && b.len == sizeof m)
+  int repeats = t->o->lim.repeats > 0 ? t->o->lim.repeats : 1;
+  if (call_worker(t, REQ_PROGRAM, repeats, s, &b, why, sizeof why, d) == CHILD_OK && b.len == sizeof m)
     memcpy(&m, b.data, sizeof m);
   sb_free(&b);
   return m.status == TS_OK ? m.median_us : -1;
@@ -268,29 +368,34 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   memset(r, 0, sizeof *r);
   const LProgram *p = c->loop;
   const int nk = p->nkernels;
-  Tuner t = {c, db, o, NULL, NULL, {0}, NULL, NULL, 0, "", "", "", NULL, 0, 0, 0, 0, 1};
+  Tuner t;
+  memset(&t, 0, sizeof t);
+  t.c = c, t.db = db, t.o = o;
+  t.orig = calloc((size_t)nk + 1, sizeof *t.orig);
   t.def = calloc((size_t)nk + 1, sizeof *t.def);
   t.given = calloc((size_t)nk + 1, sizeof *t.given);
   t.members = calloc((size_t)nk + 1, sizeof *t.members);
+  t.slots = calloc((size_t)nk + 1, sizeof *t.slots);
   char(*keys)[24] = calloc((size_t)nk + 1, sizeof *keys);
   r->k = calloc((size_t)nk + 1, sizeof *r->k);
   int ok = 1;
   for (int i = 0; i < nk; i++) {
-    t.def[i] = c->tile->kernels[i].s;
+    t.orig[i] = t.def[i] = c->tile->kernels[i].s;
     tune_kernel_key(p, &p->kernels[i], c->matmul, keys[i]);
   }
   tune_device_identity(&c->device, o->driver, t.device, sizeof t.device);
-  /* the reference: the default schedules' outputs */
-  memcpy(t.given, t.def, sizeof *t.given * (size_t)nk);
-  StrBuf b = {0};
-  char why[256];
-  ChildStatus st = tune_run_child(reference_child, &t, o->timeout_s, &b, why, sizeof why);
-  if (st != CHILD_OK) {
-    diag_error(d, 0, 0, "tune: the default schedules did not run: %s", st == CHILD_FAILED ? sb_str(&b) : why);
-    ok = 0;
+  /* the measuring child starts now: its reference run (the default schedules) must work */
+  {
+    StrBuf b = {0};
+    char why[256];
+    memcpy(t.given, t.def, sizeof *t.given * (size_t)nk);
+    t.nslots = 0;
+    ChildStatus st = call_worker(&t, REQ_PROGRAM, 1, t.def, &b, why, sizeof why, d);
+    if (!d->set && st != CHILD_OK)
+      diag_error(d, 0, 0, "tune: the default schedules did not run: %s", st == CHILD_FAILED ? sb_str(&b) : why);
+    ok = st == CHILD_OK;
+    sb_free(&b);
   }
-  ok = ok && read_reference(&t, &b, d);
-  sb_free(&b);
   /* kernels of one structure are tuned once, in program order */
   int ngroups = 0;
   for (int i = 0; i < nk; i++) {
@@ -331,6 +436,7 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     t.rep = kr;
     snprintf(t.key, sizeof t.key, "%s", keys[i]);
     tune_kernel_bucket(p, &p->kernels[i], &o->env, t.bucket, sizeof t.bucket);
+    group_slots(&t, &sp);
     TuneSearchOps ops = {&t, measure, wall_s, progress};
     TuneSearchResult res;
     ok = tune_search(&sp, &lim, &ops, &res, d);
@@ -359,16 +465,16 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   }
   /* the assembled program: every best in place, against every default */
   if (ok && r->n) {
-    r->tuned_us = time_program(&t, t.def);
-    Schedule *defaults = calloc((size_t)nk + 1, sizeof *defaults);
-    for (int i = 0; i < nk; i++) defaults[i] = c->tile->kernels[i].s;
-    r->default_us = time_program(&t, defaults);
-    free(defaults);
+    r->tuned_us = time_program(&t, t.def, d);
+    r->default_us = time_program(&t, t.orig, d);
+    ok = !d->set;
   }
-  for (int i = 0; i < t.ref.n; i++) free(t.ref.t[i].data);
+  tune_worker_stop(&t.w);
+  free(t.orig);
   free(t.def);
   free(t.given);
   free(t.members);
+  free(t.slots);
   free(keys);
   return ok;
 }

@@ -4,6 +4,7 @@
 #include "testutil.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "backend/backend.h"
 #include "backend/nvrtc.h"
 #include "base/clock.h"
@@ -157,6 +158,41 @@ static void cuda_candidates_compile(void **state) {
   free(cc.seen);
 }
 
+/* At seq = 1 a variant blocking the tokens never runs: the candidates that differ only in it are one; at
+ * seq = 64 they are all distinct, and the blocked variants over the weight's rows are kept at either size. */
+static void space_at_sizes(void **state) {
+  (void)state;
+  Compilation *c = loop_of(PROGRAMS[0], TARGET_CUDA);
+  const LKernel *k = c->tile->kernels[0].k;
+  ScheduleSpace all, one, many;
+  Diag d = {0};
+  assert_true(schedule_space(c->loop, k, &c->device, c->matmul, &c->tile->kernels[0].s, &all, &d));
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 1);
+  one = all;
+  one.s = malloc(sizeof *one.s * (size_t)all.n);
+  memcpy(one.s, all.s, sizeof *one.s * (size_t)all.n);
+  schedule_space_at(k, &env, TARGET_CUDA, &one);
+  assert_true(one.n < all.n);
+  assert_true(schedule_equal(&one.s[0], &all.s[0]));
+  int tokens_blocked = 0, weight_blocked = 0;
+  for (int i = 1; i < one.n; i++) {
+    tokens_blocked += one.s[i].rows > 1 && one.s[i].row_axis == 0;
+    weight_blocked += one.s[i].rows > 1 && one.s[i].row_axis == 1;
+  }
+  assert_int_equal(tokens_blocked, 0);
+  assert_true(weight_blocked > 0);
+  symenv_set(&env, "seq", 64);
+  many = all;
+  many.s = malloc(sizeof *many.s * (size_t)all.n);
+  memcpy(many.s, all.s, sizeof *many.s * (size_t)all.n);
+  schedule_space_at(k, &env, TARGET_CUDA, &many);
+  assert_int_equal(many.n, all.n);
+  free(one.s);
+  free(many.s);
+  compilation_free(c);
+}
+
 static void schedule_text_round_trips(void **state) {
   (void)state;
   Schedule s = {.red = RS_BLOCK,
@@ -193,6 +229,7 @@ static void schedule_text_round_trips(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(schedule_text_round_trips),
+      cmocka_unit_test(space_at_sizes),
       cmocka_unit_test(cpu_candidates_are_correct),
       cmocka_unit_test(cuda_candidates_compile),
   };

@@ -190,9 +190,10 @@ static void compile_time_selection(void **state) {
   assert_int_equal(c->tile->kernels[0].s.vec, 8);
   tune_lookup_close(&l);
   compilation_free(c);
-  /* without symbol values: the latest bucket measured */
+  /* without symbol values, measured at seq 8 and 128: the smaller's best, whose blocked variant runs there
+   * (selection_across_sizes has the rest) */
   c = compile_with(1, NULL, &l, &opened);
-  assert_int_equal(c->tile->kernels[0].s.vec, 8);
+  assert_int_equal(c->tile->kernels[0].s.vec, 4);
   tune_lookup_close(&l);
   compilation_free(c);
   /* a bucket never measured: the default, saying so, and the same code as without a database */
@@ -235,6 +236,56 @@ static void compile_time_selection(void **state) {
   assert_string_equal(sb_str(&c->code), sb_str(&plain->code));
   compilation_free(c);
   compilation_free(plain);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* A compile for no particular sizes (a model's plan) of a kernel measured at seq = 1 and seq = 512: its own
+ * form from the first, its blocked variant from the second; one size only: that size's best. */
+static void selection_across_sizes(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/lathe_tune_sizes_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(dbpath, sizeof dbpath, "%s/tune.db", dir);
+  TuneLookup l;
+  int opened;
+  plant("red=serial threads=1 vec=8 omp=1 rows=1 axis=-1", "seq=1", 20);
+  Compilation *c = compile_with(1, NULL, &l, &opened);
+  assert_true(opened);
+  assert_int_equal(c->tile->kernels[0].s.vec, 8);
+  assert_int_equal(c->tile->kernels[0].s.rows, 1);
+  assert_contains(c->tile->kernels[0].origin, "measured: 20.0 us, its kernels alone, 3 samples, at seq=1");
+  tune_lookup_close(&l);
+  compilation_free(c);
+  plant("red=serial threads=1 vec=1 omp=0 rows=8 axis=0", "seq=512", 500);
+  plant("red=serial threads=1 vec=2 omp=0 rows=2 axis=0", "seq=512", 700);
+  c = compile_with(1, NULL, &l, &opened);
+  const Schedule *s = &c->tile->kernels[0].s;
+  assert_int_equal(s->vec, 8);
+  assert_int_equal(s->omp, 1);
+  assert_int_equal(s->rows, 8);
+  assert_int_equal(s->row_axis, 0);
+  assert_contains(c->tile->kernels[0].origin,
+                  "measured: its own form 20.0 us at seq=1, its blocked variant 500.0 us at seq=512");
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* given sizes: only that bucket */
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 300);
+  c = compile_with(1, &env, &l, &opened);
+  assert_int_equal(c->tile->kernels[0].s.vec, 1);
+  assert_int_equal(c->tile->kernels[0].s.rows, 8);
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* the small size's best has a variant that runs there: it decides alone */
+  plant("red=serial threads=1 vec=4 omp=0 rows=2 axis=1", "seq=1", 10);
+  c = compile_with(1, NULL, &l, &opened);
+  assert_int_equal(c->tile->kernels[0].s.vec, 4);
+  assert_int_equal(c->tile->kernels[0].s.row_axis, 1);
+  assert_contains(c->tile->kernels[0].origin, "measured: 10.0 us, its kernels alone, 3 samples, at seq=1");
+  tune_lookup_close(&l);
+  compilation_free(c);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);
@@ -330,6 +381,7 @@ int main(void) {
       cmocka_unit_test(child_watchdog),
       cmocka_unit_test(worker_serves_and_survives),
       cmocka_unit_test(compile_time_selection),
+      cmocka_unit_test(selection_across_sizes),
       cmocka_unit_test(tuner_survives_planted_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -129,6 +129,32 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   return 1;
 }
 
+int schedule_variant_runs(const LKernel *k, const Schedule *s, const SymEnv *env) {
+  int64_t extent;
+  if (s->rows < 2 || s->row_axis < 0 || s->row_axis >= k->npar) return 0;
+  /* kernel/lower_kernel.c's variant_when: rows <= the axis's extent */
+  return !ex_eval_int(k->par[s->row_axis].extent, env, &extent) || s->rows <= extent;
+}
+
+static Schedule launched_at(const LKernel *k, const SymEnv *env, Schedule s, Target t) {
+  if (!schedule_variant_runs(k, &s, env)) s.rows = 1; /* canonical() turns the variant's knobs off */
+  return canonical(s, t);
+}
+
+void schedule_space_at(const LKernel *k, const SymEnv *env, Target t, ScheduleSpace *sp) {
+  int n = sp->n ? 1 : 0;
+  for (int i = 1; i < sp->n; i++) {
+    Schedule a = launched_at(k, env, sp->s[i], t);
+    int same = 0;
+    for (int j = 0; j < n && !same; j++) {
+      Schedule b = launched_at(k, env, sp->s[j], t);
+      same = schedule_equal(&a, &b);
+    }
+    if (!same) sp->s[n++] = sp->s[i];
+  }
+  sp->n = n;
+}
+
 int tile_print_candidates(StrBuf *b, const TileProgram *tp, Diag *d) {
   for (int i = 0; i < tp->nkernels; i++) {
     ScheduleSpace sp;

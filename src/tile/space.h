@@ -17,6 +17,12 @@ typedef struct ScheduleSpace {
  * appears once. mm gives the tensor-core parts the candidates use. */
 int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, MatmulPrecision mm, const Schedule *def,
                    ScheduleSpace *out, Diag *d);
+/* Whether s's blocked variant (rows > 1) runs at env's sizes (1 where a size is unknown). */
+int schedule_variant_runs(const LKernel *k, const Schedule *s, const SymEnv *env);
+/* Keeps one candidate of each set that launches the same kernels at env's sizes (the first, the default
+ * first of all): a blocked variant whose rows exceed its axis's extent there never runs, so candidates that
+ * differ only in its knobs time the same (a decode step's seq = 1). The order is kept. */
+void schedule_space_at(const LKernel *k, const SymEnv *env, Target t, ScheduleSpace *sp);
 /* `--ir tile --candidates`: each kernel's space, one schedule a line, after the tile program itself. */
 int tile_print_candidates(StrBuf *b, const TileProgram *tp, Diag *d);
 

@@ -204,6 +204,23 @@ int tune_db_best(TuneDb *db, const char *kernel, const char *bucket, const char 
   return found;
 }
 
+int tune_db_buckets(TuneDb *db, const char *kernel, const char *device, const char *compiler, char (*out)[128], int max,
+                    Diag *d) {
+  const char *sql = "SELECT DISTINCT bucket FROM measurement WHERE kernel = ?1 AND device = ?2 AND compiler = ?3"
+                    " AND status = 'ok' ORDER BY bucket";
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK) return fail(db, d, "reading"), -1;
+  sqlite3_bind_text(st, 1, kernel, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, compiler, -1, SQLITE_STATIC);
+  int n = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    if (n < max) copy_col(out[n++], 128, st, 0);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return fail(db, d, "reading"), -1;
+  return n;
+}
+
 int tune_db_each(TuneDb *db, int (*fn)(void *ctx, const TuneRecord *r), void *ctx, Diag *d) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db->h, "SELECT " COLUMNS " FROM measurement ORDER BY id", -1, &st, NULL) != SQLITE_OK)

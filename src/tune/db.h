@@ -42,6 +42,10 @@ int tune_db_add(TuneDb *db, const TuneRecord *r, Diag *d);
  * bucket measured most recently for that kernel). 1 found, 0 none, -1 error (d). */
 int tune_db_best(TuneDb *db, const char *kernel, const char *bucket, const char *device, const char *compiler,
                  TuneRecord *out, Diag *d);
+/* The buckets (at most max, in text order) with an ok measurement of kernel on device under compiler: their
+ * count, or -1 on an error (d). */
+int tune_db_buckets(TuneDb *db, const char *kernel, const char *device, const char *compiler, char (*out)[128], int max,
+                    Diag *d);
 /* Every measurement, oldest first; fn returns 0 to stop. */
 int tune_db_each(TuneDb *db, int (*fn)(void *ctx, const TuneRecord *r), void *ctx, Diag *d);
 /* `lathe db stats`: counts of measurements, kernels, devices, compilers and statuses. */

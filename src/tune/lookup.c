@@ -1,13 +1,80 @@
 /* The order a kernel's schedule is chosen in: the fastest ok measurement for its key (structure, bucket,
- * device, compiler identity), else the default. The learned prior (issue 19, part 6) goes between the two:
- * where no measurement exists, lookup would ask the prior's ranking of schedule_space's candidates and
- * say "prior score S" in `why`. */
+ * device, compiler identity), else the default. A compile for no particular sizes (a model's plan, which runs
+ * decode steps and prefills) whose kernel was measured at several sizes of `seq` takes the kernel's own form
+ * (threads, reduction, vector width, flash-decoding) from the smallest, where it is what runs, and the blocked
+ * variant (rows, tensor cores, split-k, library) from the largest, where that is what runs. The learned prior
+ * (issue 19, part 6) goes between measured and default. */
 #include "lookup.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include "../base/notice.h"
 #include "../tile/space.h"
 #include "key.h"
+
+/* A bucket's text ("past=256 seq=1") as symbol values; names point into `text` (a copy). */
+static void bucket_env(const char *bucket, char *text, size_t n, SymEnv *env) {
+  memset(env, 0, sizeof *env);
+  snprintf(text, n, "%s", bucket);
+  for (char *w = strtok(text, " "); w && env->n < 16; w = strtok(NULL, " ")) {
+    char *eq = strchr(w, '='), *end;
+    if (!eq) continue;
+    *eq = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (end != eq + 1 && !*end) symenv_set(env, w, v);
+  }
+}
+
+/* The variant's knobs of `from` on `to`'s own form. */
+static Schedule with_variant_of(Schedule to, const Schedule *from) {
+  to.rows = from->rows, to.row_axis = from->row_axis, to.rows_serial = from->rows_serial;
+  to.mma = from->mma, to.flash = from->flash, to.gemm_fill = from->gemm_fill, to.gemm_library = from->gemm_library;
+  return to;
+}
+
+/* Across the kernel's sizes (see the head of the file): 1 chosen, 0 not applicable (fewer than two sizes of
+ * seq), -1 error. */
+static int across_sizes(TuneLookup *l, const LProgram *p, const LKernel *k, const TargetDesc *dev, const char *key,
+                        const char *device, Schedule *s, char *why, size_t nwhy, Diag *d) {
+  char buckets[16][128];
+  int nb = tune_db_buckets(l->db, key, device, TUNE_COMPILER_IDENTITY, buckets, 16, d);
+  if (nb < 2) return nb < 0 ? -1 : 0;
+  int small = -1, large = -1;
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; i < nb; i++) {
+    char text[128];
+    SymEnv env;
+    int64_t seq;
+    bucket_env(buckets[i], text, sizeof text, &env);
+    if (!symenv_get(&env, "seq", &seq)) continue;
+    if (small < 0 || seq < lo) small = i, lo = seq;
+    if (large < 0 || seq > hi) large = i, hi = seq;
+  }
+  if (small < 0 || lo == hi) return 0;
+  TuneRecord rs, rl;
+  if (tune_db_best(l->db, key, buckets[small], device, TUNE_COMPILER_IDENTITY, &rs, d) != 1 ||
+      tune_db_best(l->db, key, buckets[large], device, TUNE_COMPILER_IDENTITY, &rl, d) != 1)
+    return d->set ? -1 : 0;
+  Schedule own, blocked;
+  Diag pd = {0};
+  if (!schedule_parse(rs.schedule, &own, &pd) || !schedule_parse(rl.schedule, &blocked, &pd)) return 0;
+  char text[128];
+  SymEnv env;
+  bucket_env(buckets[small], text, sizeof text, &env);
+  Schedule merged = with_variant_of(own, &blocked);
+  Diag ignored = {0};
+  if (schedule_variant_runs(k, &own, &env) || !schedule_check(p, k, dev, &merged, &ignored)) {
+    *s = own; /* the small sizes' variant runs there too, or the two do not combine: the small sizes decide */
+    snprintf(why, nwhy, "measured: %.1f us, its kernels alone, %d samples, at %s", rs.median_us, rs.samples,
+             rs.bucket);
+    return 1;
+  }
+  *s = merged;
+  snprintf(why, nwhy, "measured: its own form %.1f us at %s, its blocked variant %.1f us at %s", rs.median_us,
+           rs.bucket, rl.median_us, rl.bucket);
+  return 1;
+}
 
 static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDesc *dev, MatmulPrecision mm,
                   Schedule *s, char *why, size_t nwhy) {
@@ -18,7 +85,10 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
   tune_device_identity(dev, l->driver, device, sizeof device);
   TuneRecord r;
   Diag d = {0};
-  int found = tune_db_best(l->db, key, l->env ? bucket : NULL, device, TUNE_COMPILER_IDENTITY, &r, &d);
+  int across = l->env ? 0 : across_sizes(l, p, k, dev, key, device, s, why, nwhy, &d);
+  if (across > 0) return 1;
+  int found =
+      across < 0 ? -1 : tune_db_best(l->db, key, l->env ? bucket : NULL, device, TUNE_COMPILER_IDENTITY, &r, &d);
   if (found < 0) {
     if (!l->warned++) notice(NOTICE_WARNING, "%s: compiling with the default schedules", d.msg);
     snprintf(why, nwhy, "default: the tuning database could not be read");

@@ -426,6 +426,7 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
       ok = 0;
       break;
     }
+    schedule_space_at(&p->kernels[i], &o->env, c->device.kind, &sp); /* what launches the same here, once */
     t.group = r->n + r->untuned;
     TuneKernelReport *kr = &r->k[r->n++];
     snprintf(kr->key, sizeof kr->key, "%s", keys[i]);

@@ -54,13 +54,15 @@ static void free_env(SymEnv *env) {
 /* c through the tile stage: a built-in architecture's step (preset), a model file's (model_path; its weights
  * are not read) or a program; a model step measures a decode step (seq = 1, past) unless env says otherwise. */
 static int build_program(Compilation *c, const ModelConfig *preset, const char *model_path, const ProgramArg *prog,
-                         SymEnv *env, int past, Diag *d) {
+                         SymEnv *env, int past, int ctx, Diag *d) {
   if (!preset && !model_path) return compile_source(c, prog->text, ST_TILE, d);
   ModelConfig cfg = preset ? *preset : (ModelConfig){0};
   WeightStore *w = NULL;
   if (model_path && !(w = model_weights_open(model_path, &cfg, d))) return 0;
-  ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, preset ? DT_BF16 : DT_F32, DT_F32,
-                          0};
+  /* the KV cache's length is part of the attention kernels' keys: it must be the using compile's */
+  int max_ctx = ctx ? ctx : 4096;
+  if (cfg.max_ctx > 0 && cfg.max_ctx < max_ctx) max_ctx = cfg.max_ctx;
+  ModelBuildOptions bo = {max_ctx, preset ? DT_BF16 : DT_F32, DT_F32, 0};
   int ok = (c->graph = model_build(&cfg, &bo, c->arena, c->pool, d)) && compile_graph(c, ST_TILE, d);
   weights_close(w);
   int64_t v;
@@ -96,7 +98,7 @@ static void print_report(const TuneReport *rep, const TargetDesc *dev, Target ta
 int cmd_tune(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
              *matmul_name = NULL;
-  int random_weights = 0, seed = 1, past = 128;
+  int random_weights = 0, seed = 1, past = 128, ctx = 0;
   TuneOptions o = {{64, 16, 0, 0.03, 5}, 2, 300, {0}, 1, NULL, 0, print_progress, NULL};
   Opt opts[] = {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
@@ -107,6 +109,10 @@ int cmd_tune(int argc, char **argv) {
       {"--dim", NULL, OPT_CALL, "NAME=N", "a symbolic dimension's value while measuring (repeat for each)", &o.env,
        .call = cli_add_dim},
       {"--past", NULL, OPT_INT, "N", "a model step's past positions unless --dim gives them", &past, 0, 1 << 20},
+      {"--ctx", NULL, OPT_INT, "N",
+       "a model's context length (its KV cache), as the compiles that use the result have it (lathe bench: the "
+       "longer of prompt + gen-len and prefill-len, plus 8; default 4096)",
+       &ctx, 1, 1 << 20},
       {"--max-candidates", NULL, OPT_INT, "N", "candidates measured per kernel structure, the default included",
        &o.lim.max_candidates, 1, 100000},
       {"--patience", NULL, OPT_INT, "N", "stop a kernel's search after N candidates in a row no faster (0: never)",
@@ -174,7 +180,7 @@ int cmd_tune(int argc, char **argv) {
   c = compilation_new(target, NULL);
   c->device = dev;
   c->matmul = matmul;
-  if (!build_program(c, config ? &preset : NULL, model ? path : NULL, &prog, &o.env, past, &d)) {
+  if (!build_program(c, config ? &preset : NULL, model ? path : NULL, &prog, &o.env, past, ctx, &d)) {
     report(&d, config ? config : model ? path : prog.file);
     goto done;
   }

@@ -234,7 +234,8 @@ static ChildStatus call_worker(Tuner *t, int kind, int repeats, const Schedule *
     }
     Request q = {REQ_START, 1, 0};
     StrBuf r = {0};
-    ChildStatus st = tune_worker_call(&t->w, &q, sizeof q, t->o->timeout_s, &r, why, nwhy);
+    /* the start compiles the whole program (cold: every unit) and makes the inputs: more than a candidate */
+    ChildStatus st = tune_worker_call(&t->w, &q, sizeof q, fmax(t->o->timeout_s, 600), &r, why, nwhy);
     if (st != CHILD_OK) {
       diag_error(d, 0, 0, "tune: %s", st == CHILD_FAILED ? sb_str(&r) : why);
       sb_free(&r);
@@ -364,6 +365,33 @@ static double time_program(Tuner *t, const Schedule *s, Diag *d) {
   return m.status == TS_OK ? m.median_us : -1;
 }
 
+/* The group led by kernel i: its members (every kernel of i's key), its space (the candidates that launch
+ * differently at the tuned sizes), its key, bucket and timed slots. */
+static int group_setup(Tuner *t, int i, char (*keys)[24], ScheduleSpace *sp, Diag *d) {
+  const LProgram *p = t->c->loop;
+  t->nmembers = 0;
+  for (int j = i; j < p->nkernels; j++)
+    if (!strcmp(keys[i], keys[j])) t->members[t->nmembers++] = j;
+  if (!schedule_space(p, &p->kernels[i], &t->c->device, t->c->matmul, &t->def[i], sp, d)) return 0;
+  schedule_space_at(&p->kernels[i], &t->o->env, t->c->device.kind, sp); /* what launches the same here, once */
+  snprintf(t->key, sizeof t->key, "%s", keys[i]);
+  tune_kernel_bucket(p, &p->kernels[i], &t->o->env, t->bucket, sizeof t->bucket);
+  group_slots(t, sp);
+  return 1;
+}
+
+/* The current group's kernels timed with the given schedules (not recorded). 0 only when no child starts. */
+static int measure_given(Tuner *t, const Schedule *given, int repeats, TuneMeasurement *m, Diag *d) {
+  StrBuf b = {0};
+  char why[256];
+  ChildStatus st = call_worker(t, REQ_KERNELS, repeats, given, &b, why, sizeof why, d);
+  memset(m, 0, sizeof *m);
+  if (st == CHILD_OK && b.len == sizeof *m) memcpy(m, b.data, sizeof *m);
+  else m->status = st == CHILD_TIMEOUT ? TS_TIMEOUT : TS_FAULT;
+  sb_free(&b);
+  return !d->set;
+}
+
 int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneReport *r, Diag *d) {
   memset(r, 0, sizeof *r);
   const LProgram *p = c->loop;
@@ -398,36 +426,41 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   }
   /* kernels of one structure are tuned once, in program order */
   int ngroups = 0;
+  int *lead = calloc((size_t)nk + 1, sizeof *lead);
+  double *weight = calloc((size_t)nk + 1, sizeof *weight);
   for (int i = 0; i < nk; i++) {
     int first = 1;
     for (int j = 0; j < i; j++) first &= strcmp(keys[i], keys[j]) != 0;
-    ngroups += first;
+    if (first) lead[ngroups++] = i;
   }
   t.ngroups = ngroups;
   t.start_s = wall_s(NULL);
-  for (int i = 0; ok && i < nk; i++) {
-    int first = 1;
-    for (int j = 0; j < i; j++) first &= strcmp(keys[i], keys[j]) != 0;
-    if (!first) continue;
-    t.nmembers = 0;
-    for (int j = i; j < nk; j++)
-      if (!strcmp(keys[i], keys[j])) t.members[t.nmembers++] = j;
-    /* the budget is the whole run's: each search gets what is left */
+  /* Under a budget, each structure's share is its defaults' share of the time (a decode step's projections
+   * get most, a cast almost none): one measurement of every group's default first. */
+  for (int g = 0; ok && o->lim.budget_s > 0 && g < ngroups; g++) {
+    ScheduleSpace sp;
+    if (!(ok = group_setup(&t, lead[g], keys, &sp, d))) break;
+    TuneMeasurement m;
+    if (!(ok = measure_given(&t, t.def, o->lim.repeats > 0 ? o->lim.repeats : 1, &m, d))) break;
+    weight[g] = m.status == TS_OK && m.median_us > 0 ? m.median_us : 0;
+  }
+  for (int g = 0; ok && g < ngroups; g++) {
+    const int i = lead[g];
+    /* the budget is the whole run's: each search gets its share of what is left */
     TuneLimits lim = o->lim;
     if (o->lim.budget_s > 0) {
+      double rest = 0;
+      for (int h = g; h < ngroups; h++) rest += weight[h];
       lim.budget_s = o->lim.budget_s - (wall_s(NULL) - t.start_s);
-      if (lim.budget_s <= 0) {
+      if (rest > 0) lim.budget_s *= weight[g] / rest;
+      if (lim.budget_s <= 0 || (rest > 0 && weight[g] <= 0)) {
         r->untuned++;
         continue;
       }
     }
     ScheduleSpace sp;
-    if (!schedule_space(p, &p->kernels[i], &c->device, c->matmul, &t.def[i], &sp, d)) {
-      ok = 0;
-      break;
-    }
-    schedule_space_at(&p->kernels[i], &o->env, c->device.kind, &sp); /* what launches the same here, once */
-    t.group = r->n + r->untuned;
+    if (!(ok = group_setup(&t, i, keys, &sp, d))) break;
+    t.group = g;
     TuneKernelReport *kr = &r->k[r->n++];
     snprintf(kr->key, sizeof kr->key, "%s", keys[i]);
     snprintf(kr->name, sizeof kr->name, "%s", p->kernels[i].name);
@@ -435,9 +468,6 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     kr->candidates = sp.n;
     t.space = &sp;
     t.rep = kr;
-    snprintf(t.key, sizeof t.key, "%s", keys[i]);
-    tune_kernel_bucket(p, &p->kernels[i], &o->env, t.bucket, sizeof t.bucket);
-    group_slots(&t, &sp);
     TuneSearchOps ops = {&t, measure, wall_s, progress};
     TuneSearchResult res;
     ok = tune_search(&sp, &lim, &ops, &res, d);
@@ -471,6 +501,8 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     ok = !d->set;
   }
   tune_worker_stop(&t.w);
+  free(lead);
+  free(weight);
   free(t.orig);
   free(t.def);
   free(t.given);

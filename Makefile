@@ -16,6 +16,8 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # Kernel templates (CUDA source, src/code/templates/*.cuh), embedded in the binary as C arrays by
 # scripts/embed.c (built first with $(CC): no xxd needed) into build/gen/templates.c.
 TEMPLATES := $(sort $(wildcard src/code/templates/*.cuh))
+# and the tuner's learned prior (lathe fit writes it; tune/prior.c reads it as lt_embed_prior)
+TEMPLATES += goldens/prior.json
 
 # Release build
 OBJ     := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRC)) build/obj/gen/templates.o
@@ -63,6 +65,9 @@ build/obj/gen/templates.o: build/gen/templates.c
 build/asan/gen/templates.o: build/gen/templates.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -c $< -o $@
+
+# lathe tune --export records the commit lathe was built at (the time cmd_tune.c was last compiled)
+build/obj/cli/cmd_tune.o build/asan/cli/cmd_tune.o: CSTD += -DLATHE_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null)"'
 
 build/asan/lathe: $(SAN_OBJ) $(SAN_CLI)
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)

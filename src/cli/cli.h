@@ -61,6 +61,7 @@ int cmd_list(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_db(int argc, char **argv);
+int cmd_fit(int argc, char **argv);
 /* --dim NAME=N (an OPT_CALL): adds NAME = N to the SymEnv at dest (the name strdup'ed). */
 int cli_add_dim(void *dest, const char *name, const char *spec);
 /* The CUDA driver's version without initializing CUDA (0: no driver). */

@@ -7,6 +7,7 @@
 #include "../model/config.h"
 #include "../model/model_check.h"
 #include "../model/presets.h"
+#include "../tune/goldens.h"
 #include "../tune/lookup.h"
 #include "../tune/tune.h"
 #include "cli.h"
@@ -97,7 +98,7 @@ static void print_report(const TuneReport *rep, const TargetDesc *dev, Target ta
 
 int cmd_tune(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
-             *matmul_name = NULL;
+             *matmul_name = NULL, *export_path = NULL, *commit = NULL;
   int random_weights = 0, seed = 1, past = 128, ctx = 0;
   TuneOptions o = {{64, 16, 0, 0.03, 5}, 2, 300, {0}, 1, NULL, 0, print_progress, NULL};
   Opt opts[] = {
@@ -127,6 +128,11 @@ int cmd_tune(int argc, char **argv) {
       {"--matmul-precision", NULL, OPT_STR, "high|highest|medium",
        "tensor-core GEMMs on CUDA (see lathe generate --help)", &matmul_name, .def = "high"},
       {"--db", NULL, OPT_STR, "FILE", "the tuning database (default: tune.db in the cache directory)", &db_arg},
+      {"--export", NULL, OPT_STR, "FILE",
+       "tune nothing: write the program's measurements at these sizes as goldens (per kernel structure its measured "
+       "pool, the best, its features; the device, date and commit)",
+       &export_path},
+      {"--commit", NULL, OPT_STR, "TEXT", "the commit --export records (default: the one lathe was built at)", &commit},
   };
   CmdSpec spec = {"tune",
                   "(-e PROGRAM | FILE.lt | MODEL | --config NAME --random-weights) [options]",
@@ -190,6 +196,21 @@ int cmd_tune(int argc, char **argv) {
       report_msg("symbolic dimension '%s' has no value; pass --dim %s=N", c->graph->symbols[s], c->graph->symbols[s]);
       goto done;
     }
+  }
+  if (export_path) {
+#ifndef LATHE_COMMIT
+#define LATHE_COMMIT ""
+#endif
+    GoldensInfo info = {config ? config : model ? path : prog.text, commit ? commit : LATHE_COMMIT, o.driver};
+    int kernels, measurements;
+    if (!tune_goldens_export(c, &o.env, db, &info, export_path, &kernels, &measurements, &d)) {
+      report(&d, export_path);
+      goto done;
+    }
+    printf("exported %d kernel structures (%d measurements) on %s to %s\n", kernels, measurements, dev.name,
+           export_path);
+    rc = EXIT_OK;
+    goto done;
   }
   if (!tune_compilation(c, db, &o, &rep, &d)) {
     report(&d, config ? config : model ? path : prog.file);

@@ -27,6 +27,7 @@ static const Command commands[] = {
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server over the batched engine"},
     {"tune", cmd_tune, "measure each kernel's schedules and keep the fastest in the tuning database"},
     {"db", cmd_db, "the tuning database: stats, export FILE, import FILE, prune"},
+    {"fit", cmd_fit, "fit the tuner's learned prior to the goldens (--gate: check the built-in one)"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -61,8 +61,8 @@ static int take_sourced_schedules(Compilation *c, Diag *d) {
   for (int i = 0; i < n; i++) {
     const LKernel *k = &c->loop->kernels[i];
     char text[800] = "";
-    Schedule s;
     given[i] = c->tile->kernels[i].s;
+    Schedule s = given[i]; /* the default, which the source may rank others against */
     if (c->schedules->lookup(c->schedules->ctx, c->loop, k, &c->device, c->matmul, &s, text, sizeof text)) {
       Diag illegal = {0};
       if (schedule_check(c->loop, k, &c->device, &s, &illegal)) given[i] = s;

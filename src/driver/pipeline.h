@@ -11,6 +11,8 @@ int stage_parse(const char *s, Stage *out);
 
 /* Where schedules other than the defaults come from (the tuning database: tune/lookup.h). lookup gives kernel
  * k's schedule (1) or none (0, the default stays); either way `why` says where it came from, for --ir tile. */
+/* lookup gets the kernel's default schedule in *s and returns 1 with *s replaced (why: where it came from), or
+ * 0 to keep the default (why: the reason). */
 typedef struct ScheduleSource {
   void *ctx;
   int (*lookup)(void *ctx, const LProgram *p, const LKernel *k, const TargetDesc *dev, MatmulPrecision mm, Schedule *s,

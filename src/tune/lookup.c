@@ -76,6 +76,33 @@ static int across_sizes(TuneLookup *l, const LProgram *p, const LKernel *k, cons
   return 1;
 }
 
+/* No measurement: the prior's best-scored candidate (at the lookup's sizes), where it scores above the default. */
+static int by_prior(TuneLookup *l, const LProgram *p, const LKernel *k, const TargetDesc *dev, MatmulPrecision mm,
+                    Schedule *s, char *why, size_t nwhy) {
+  ScheduleSpace sp;
+  Diag ignored = {0};
+  if (!l->prior || !l->prior->loaded || !schedule_space(p, k, dev, mm, s, &sp, &ignored)) {
+    snprintf(why, nwhy, "default: no measurement");
+    return 0;
+  }
+  if (l->env) schedule_space_at(k, l->env, dev->kind, &sp);
+  double kf[PRIOR_KERNEL_FEATURES];
+  prior_kernel_features(k, l->env, dev, kf);
+  int pick = 0;
+  double def = prior_score(l->prior, kf, &sp.s[0]), best = def;
+  for (int i = 1; i < sp.n; i++) {
+    double sc = prior_score(l->prior, kf, &sp.s[i]);
+    if (sc > best) best = sc, pick = i;
+  }
+  if (pick == 0) {
+    snprintf(why, nwhy, "default: no measurement, and the prior ranks it first (prior: %.3f)", def);
+    return 0;
+  }
+  *s = sp.s[pick];
+  snprintf(why, nwhy, "prior: %.3f against the default's %.3f, no measurement", best, def);
+  return 1;
+}
+
 static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDesc *dev, MatmulPrecision mm,
                   Schedule *s, char *why, size_t nwhy) {
   TuneLookup *l = ctx;
@@ -94,10 +121,7 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
     snprintf(why, nwhy, "default: the tuning database could not be read");
     return 0;
   }
-  if (!found) {
-    snprintf(why, nwhy, "default: no measurement");
-    return 0;
-  }
+  if (!found) return by_prior(l, p, k, dev, mm, s, why, nwhy);
   d = (Diag){0};
   if (!schedule_parse(r.schedule, s, &d)) {
     snprintf(why, nwhy, "default: the measured schedule does not parse (%s)", d.msg);
@@ -109,7 +133,7 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
 }
 
 int tune_lookup_open(TuneLookup *l, const char *path, const SymEnv *env, int driver) {
-  *l = (TuneLookup){{l, lookup}, NULL, env, driver, 0};
+  *l = (TuneLookup){{l, lookup}, NULL, env, driver, 0, prior_builtin()};
   struct stat st;
   if (stat(path, &st) != 0) return 0; /* never tuned: nothing to consult, and no file is created */
   Diag d = {0};

@@ -1,9 +1,12 @@
 /* Compile-time use of the tuning database: a ScheduleSource (driver/pipeline.h) that gives each kernel the
- * fastest schedule measured for its key on this device by this lathe, else nothing (the default stays). */
+ * fastest schedule measured for its key on this device by this lathe, else the learned prior's choice among the
+ * kernel's candidates where it scores above the default, else nothing (the default stays). The prior is
+ * consulted only where a tuning database is (a compile with no tune.db, or --no-tune, keeps every default). */
 #ifndef LATHE_TUNE_LOOKUP_H
 #define LATHE_TUNE_LOOKUP_H
 #include "../driver/pipeline.h"
 #include "db.h"
+#include "prior.h"
 
 typedef struct TuneLookup {
   ScheduleSource source; /* what Compilation.schedules points at */
@@ -11,6 +14,7 @@ typedef struct TuneLookup {
   const SymEnv *env; /* the symbols' values to take measurements of; NULL: each kernel's latest bucket */
   int driver;        /* the CUDA driver's version (device identity) */
   int warned;
+  const Prior *prior; /* where nothing is measured (prior_builtin(); loaded 0: none) */
 } TuneLookup;
 
 /* 1 with l->source ready when the database at path exists and opens; 0 when there is no such file (nothing

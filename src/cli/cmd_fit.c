@@ -1,0 +1,85 @@
+/* lathe fit: the learned prior fitted to the goldens (tune/prior.h), written as JSON for the build to embed;
+ * --gate: the reproduction gate of the prior lathe was built with, against the goldens. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "../tune/goldens.h"
+#include "../tune/prior.h"
+#include "cli.h"
+#include "options.h"
+
+#define GATE_MIN_POOL 4 /* kernels with fewer ok measurements say little about a ranking */
+
+static void print_gate(const char *what, const Prior *p, const PriorKernel *k, int n, int *counted, int *passed) {
+  prior_gate(p, k, n, GATE_MIN_POOL, counted, passed);
+  printf("%s: for %d of %d kernels (%.1f%%) the prior's pick among the measured schedules is in the measured best half"
+         " (kernels with at least %d ok measurements; %d in all)\n",
+         what, *passed, *counted, *counted ? 100.0 * *passed / *counted : 0, GATE_MIN_POOL, n);
+}
+
+int cmd_fit(int argc, char **argv) {
+  const char *from = "goldens", *out = "goldens/prior.json";
+  int gate = 0;
+  double bar = 90;
+  Opt opts[] = {
+      {"--from", NULL, OPT_STR, "DIR|FILE", "goldens to fit on (a file, or every *.json in a directory)", &from,
+       .def = "goldens"},
+      {"--out", NULL, OPT_STR, "FILE", "where the fitted prior goes (the build embeds goldens/prior.json)", &out,
+       .def = "goldens/prior.json"},
+      {"--gate", NULL, OPT_FLAG, NULL,
+       "fit nothing: check the prior lathe was built with against the goldens (exit 1 below the bar)", &gate},
+      {"--bar", NULL, OPT_NUM, "PCT", "the gate's bar: kernels whose pick is in the best half", &bar, 0, 100,
+       .def = "90"},
+  };
+  CmdSpec spec = {"fit",
+                  "[--from DIR|FILE] [--out FILE] [--gate]",
+                  "Fit the learned prior (a pairwise ranking model over kernel, schedule and target features) to the\n"
+                  "goldens' measurements and write it as JSON; compiles that consult a tuning database use it where\n"
+                  "no measurement exists. --gate checks the built-in prior instead: for each goldens kernel, is its\n"
+                  "pick among the measured schedules in their faster half?",
+                  opts,
+                  sizeof opts / sizeof opts[0],
+                  NULL,
+                  NULL,
+                  NULL};
+  int r = opts_parse(&spec, argc, argv);
+  if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
+  Diag d = {0};
+  PriorKernel *k = NULL;
+  int n = 0, counted, passed;
+  if (!tune_goldens_load(from, &k, &n, &d)) {
+    report(&d, NULL);
+    prior_kernels_free(k, n);
+    return EXIT_ERROR;
+  }
+  if (gate) {
+    const Prior *p = prior_builtin();
+    if (!p->loaded) {
+      prior_kernels_free(k, n);
+      report_msg("lathe was built without a prior (goldens/prior.json is empty): run lathe fit, then rebuild");
+      return EXIT_ERROR;
+    }
+    print_gate("prior gate", p, k, n, &counted, &passed);
+    prior_kernels_free(k, n);
+    if (!counted) {
+      report_msg("no goldens kernel has %d ok measurements: nothing to check", GATE_MIN_POOL);
+      return EXIT_ERROR;
+    }
+    return 100.0 * passed / counted >= bar ? EXIT_OK : 1;
+  }
+  Prior p;
+  prior_fit(k, n, &p);
+  print_gate("fitted", &p, k, n, &counted, &passed);
+  char *text = prior_to_json(&p);
+  FILE *f = fopen(out, "w");
+  int ok = f && text && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+  if (f && fclose(f) != 0) ok = 0;
+  free(text);
+  prior_kernels_free(k, n);
+  if (!ok) {
+    report_msg("cannot write %s", out);
+    return EXIT_ERROR;
+  }
+  printf("prior fitted on %d pairs of %d kernels written to %s (rebuild lathe to embed it)\n", p.pairs, p.kernels,
+         out);
+  return EXIT_OK;
+}

@@ -1,0 +1,49 @@
+/* The learned prior: a ranking model over kernel, schedule and target features that picks a schedule where
+ * nothing was measured. Score(kernel, schedule) = sum over i, j of w[i][j] * s_i * k_j, schedule features s
+ * (the knobs, on log scales) crossed with kernel and target features k (sizes at the compile's values, the
+ * device's multiprocessors), so the best knobs can differ between a long reduction and a short one, a
+ * decode GEMV and a prefill GEMM, one device and another. Higher is faster. `lathe fit` fits w from the
+ * goldens (pairs of measurements of one kernel, a logistic loss on which is faster) and writes it as JSON
+ * (goldens/prior.json, embedded in the binary at build time); compiles evaluate it in C. */
+#ifndef LATHE_TUNE_PRIOR_H
+#define LATHE_TUNE_PRIOR_H
+#include "../base/diag.h"
+#include "../tile/tile.h"
+
+enum { PRIOR_SCHEDULE_FEATURES = 15, PRIOR_KERNEL_FEATURES = 8 };
+
+typedef struct Prior {
+  double w[PRIOR_SCHEDULE_FEATURES][PRIOR_KERNEL_FEATURES];
+  int pairs, kernels; /* what it was fitted on (for messages) */
+  int loaded;         /* 0: no prior (an empty or absent file): compiles keep their defaults */
+} Prior;
+
+/* Kernel k's features at env's sizes (a size env does not give counts as 1: a decode step) on dev. */
+void prior_kernel_features(const LKernel *k, const SymEnv *env, const TargetDesc *dev, double f[PRIOR_KERNEL_FEATURES]);
+void prior_schedule_features(const Schedule *s, double f[PRIOR_SCHEDULE_FEATURES]);
+double prior_score(const Prior *p, const double kf[PRIOR_KERNEL_FEATURES], const Schedule *s);
+
+/* The prior from JSON text ({"format": "lathe-prior", "version": 1, "weights": [[...], ...]}); an empty text
+ * is "no prior" (loaded 0, returns 1). 0 with d on a malformed one. */
+int prior_parse(const char *text, const char *what, Prior *out, Diag *d);
+/* The prior lathe was built with (goldens/prior.json when it was built); loaded 0 when it had none. */
+const Prior *prior_builtin(void);
+/* As JSON, for goldens/prior.json. */
+char *prior_to_json(const Prior *p);
+
+/* One measured kernel for fitting: its features and its ok measurements (schedule and median). */
+typedef struct PriorKernel {
+  double kf[PRIOR_KERNEL_FEATURES];
+  Schedule *s;
+  double *us;
+  int n;
+  char name[64];
+} PriorKernel;
+
+/* Fits the prior to the kernels (pairs of one kernel's measurements more than 3% apart, logistic loss, an
+ * L2 penalty) by gradient descent. */
+void prior_fit(const PriorKernel *k, int nk, Prior *out);
+/* The reproduction gate: for each kernel with at least min_pool measurements, whether the prior's pick among
+ * them is in their best half (by median); *counted and *passed. */
+void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int *counted, int *passed);
+#endif

@@ -12,6 +12,7 @@
 #include "tune/child.h"
 #include "tune/key.h"
 #include "tune/lookup.h"
+#include "tune/prior.h"
 #include "tune/tune.h"
 
 static int ok_fn(void *ctx, StrBuf *out) {
@@ -135,10 +136,13 @@ static void plant(const char *schedule, const char *bucket, double us) {
   compilation_free(c);
 }
 
+static const Prior *prior_here;
+
 /* Compiles PROG through the tile stage with the database (or without: use_db 0). */
 static Compilation *compile_with(int use_db, const SymEnv *env, TuneLookup *l, int *opened) {
   Compilation *c = compilation_new(TARGET_CPU, NULL);
   *opened = use_db && tune_lookup_open(l, dbpath, env, 0);
+  if (*opened) l->prior = prior_here; /* the measured/default order alone unless a test plants one */
   if (*opened) c->schedules = &l->source;
   Diag d = {0};
   if (!compile_source(c, PROG, ST_CODE, &d)) fail_msg("%s", d.msg);
@@ -291,6 +295,65 @@ static void selection_across_sizes(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* No measurement at these sizes: a prior that favours 8 rows and wide vectors picks them (saying its score),
+ * one that ranks the default first keeps it; an unloaded prior is the default; bad prior text is refused. */
+static void selection_by_prior(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/lathe_tune_prior_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(dbpath, sizeof dbpath, "%s/tune.db", dir);
+  plant("red=serial threads=1 vec=2 omp=0 rows=2 axis=0", "seq=8", 40); /* another bucket: not in scope */
+  Prior p = {0};
+  Diag d = {0};
+  StrBuf text = {0};
+  sb_puts(&text, "{\"format\": \"lathe-prior\", \"version\": 1, \"weights\": [");
+  for (int i = 0; i < PRIOR_SCHEDULE_FEATURES; i++) {
+    sb_puts(&text, i ? ", [" : "[");
+    for (int j = 0; j < PRIOR_KERNEL_FEATURES; j++) /* bias column: log2 rows (7) and log2 vec (4) score up */
+      sb_printf(&text, "%s%g", j ? ", " : "", j == 0 && (i == 7 || i == 4) ? 1.0 : 0.0);
+    sb_puts(&text, "]");
+  }
+  sb_puts(&text, "]}");
+  assert_true(prior_parse(sb_str(&text), "test", &p, &d));
+  assert_true(p.loaded);
+  prior_here = &p;
+  SymEnv env = {0};
+  symenv_set(&env, "seq", 64);
+  TuneLookup l;
+  int opened;
+  Compilation *c = compile_with(1, &env, &l, &opened);
+  assert_true(opened);
+  assert_int_equal(c->tile->kernels[0].s.rows, 8);
+  assert_int_equal(c->tile->kernels[0].s.vec, 8);
+  assert_contains(c->tile->kernels[0].origin, "prior: ");
+  assert_contains(c->tile->kernels[0].origin, "no measurement");
+  StrBuf b = {0};
+  tile_print(&b, c->tile);
+  assert_contains(sb_str(&b), "[prior: ");
+  sb_free(&b);
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* a prior against blocking: the default's rows=4 is beaten only by fewer rows; one flat prior keeps it */
+  Prior flat = {0};
+  flat.loaded = 1;
+  prior_here = &flat;
+  c = compile_with(1, &env, &l, &opened);
+  assert_int_equal(c->tile->kernels[0].s.rows, 4);
+  assert_contains(c->tile->kernels[0].origin, "default: no measurement, and the prior ranks it first");
+  tune_lookup_close(&l);
+  compilation_free(c);
+  prior_here = NULL;
+  d = (Diag){0};
+  assert_false(prior_parse("{\"format\": \"lathe-prior\", \"version\": 1, \"weights\": [[1]]}", "p.json", &p, &d));
+  assert_contains(d.msg, "p.json: not a lathe prior");
+  assert_true(prior_parse("  \n", "empty", &p, &d));
+  assert_false(p.loaded);
+  sb_free(&text);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* ---- the whole tuner over a backend with planted failures: the blocked variant of 2 rows gives wrong
  * outputs, that of 8 rows crashes, and with OpenMP hangs ---- */
 
@@ -382,6 +445,7 @@ int main(void) {
       cmocka_unit_test(worker_serves_and_survives),
       cmocka_unit_test(compile_time_selection),
       cmocka_unit_test(selection_across_sizes),
+      cmocka_unit_test(selection_by_prior),
       cmocka_unit_test(tuner_survives_planted_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

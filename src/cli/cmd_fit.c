@@ -10,10 +10,14 @@
 #define GATE_MIN_POOL 4 /* kernels with fewer ok measurements say little about a ranking */
 
 static void print_gate(const char *what, const Prior *p, const PriorKernel *k, int n, int *counted, int *passed) {
-  prior_gate(p, k, n, GATE_MIN_POOL, counted, passed);
+  unsigned char *missed = calloc((size_t)n + 1, 1);
+  prior_gate(p, k, n, GATE_MIN_POOL, counted, passed, missed);
   printf("%s: for %d of %d kernels (%.1f%%) the prior's pick among the measured schedules is in the measured best half"
          " (kernels with at least %d ok measurements; %d in all)\n",
          what, *passed, *counted, *counted ? 100.0 * *passed / *counted : 0, GATE_MIN_POOL, n);
+  for (int i = 0; missed && i < n; i++)
+    if (missed[i]) printf("  missed: %s (%d measurements)\n", k[i].name, k[i].n);
+  free(missed);
 }
 
 int cmd_fit(int argc, char **argv) {

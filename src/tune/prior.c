@@ -24,6 +24,8 @@ void prior_kernel_features(const LKernel *k, const SymEnv *env, const TargetDesc
   f[5] = k->npar ? log2p(extent_at(k->par[k->npar - 1].extent, env)) / 16 : 0;
   f[6] = dev->kind == TARGET_CUDA;
   f[7] = log2p(dev->sms) / 8;
+  f[8] = k->npar / 4.0; /* with the blocked axis (schedule feature 15): whether it is the innermost */
+  f[9] = log2p(points * reduce) / 30; /* the work: what threads' start-up is worth against */
 }
 
 void prior_schedule_features(const Schedule *s, double f[PRIOR_SCHEDULE_FEATURES]) {
@@ -42,6 +44,9 @@ void prior_schedule_features(const Schedule *s, double f[PRIOR_SCHEDULE_FEATURES
   f[12] = s->flash_decode ? log2p(s->decode_fill) / 12 : 0;
   f[13] = s->rows > 1 && s->mma > 0 && s->gemm_fill > 0;
   f[14] = s->rows > 1 && s->mma > 0 && s->gemm_library;
+  f[15] = s->rows > 1 ? (s->row_axis + 1) / 4.0 : 0;
+  f[16] = f[5] * f[4]; /* knobs that act together: threads' share of a wider loop, blocked rows' vectors */
+  f[17] = f[6] * f[4];
 }
 
 static void cross(const double kf[PRIOR_KERNEL_FEATURES], const Schedule *s,
@@ -136,11 +141,28 @@ void prior_fit(const PriorKernel *k, int nk, Prior *out) {
   memset(out, 0, sizeof *out);
   int cap = 0, n = 0;
   Pair *pairs = NULL;
-  for (int a = 0; a < nk; a++) {
+  double *median = calloc((size_t)nk + 1, sizeof *median);
+  for (int a = 0; median && a < nk; a++) { /* the slowest of the faster half, as the gate counts it */
+    double *v = malloc(sizeof *v * (size_t)(k[a].n + 1));
+    if (!v) break;
+    memcpy(v, k[a].us, sizeof *v * (size_t)k[a].n);
+    for (int i = 0; i < k[a].n; i++)
+      for (int j = i + 1; j < k[a].n; j++)
+        if (v[j] < v[i]) {
+          double t = v[i];
+          v[i] = v[j], v[j] = t;
+        }
+    median[a] = k[a].n ? v[(k[a].n + 1) / 2 - 1] : 0;
+    free(v);
+  }
+  for (int a = 0; median && a < nk; a++) {
     int first = n;
     for (int i = 0; i < k[a].n; i++)
       for (int j = 0; j < k[a].n; j++) {
         if (!(k[a].us[i] < k[a].us[j] * 0.97)) continue;
+        /* what matters is telling the faster half from the slower: pairs across the median, weighted by how
+         * far apart they are (a 3% difference is as likely noise as not) */
+        if (!(k[a].us[i] <= median[a] && k[a].us[j] > median[a])) continue;
         if (n == cap) {
           cap = cap ? 2 * cap : 256;
           Pair *grown = realloc(pairs, sizeof *pairs * (size_t)cap);
@@ -152,15 +174,18 @@ void prior_fit(const PriorKernel *k, int nk, Prior *out) {
         cross(k[a].kf, &k[a].s[j], xj);
         for (int r = 0; r < PRIOR_SCHEDULE_FEATURES; r++)
           for (int c = 0; c < PRIOR_KERNEL_FEATURES; c++) pairs[n].x[r][c] = xi[r][c] - xj[r][c];
+        pairs[n].weight = fmin(log(k[a].us[j] / k[a].us[i]), 1.0);
         n++;
       }
-    for (int p = first; p < n; p++) pairs[p].weight = 1.0 / (n - first);
+    double sum = 0;
+    for (int p = first; p < n; p++) sum += pairs[p].weight;
+    for (int p = first; p < n; p++) pairs[p].weight /= sum;
     out->kernels += n > first;
   }
   out->pairs = n;
   /* gradient descent on sum of weight * log(1 + exp(-w.x)) / kernels + lambda |w|^2 */
-  const double lambda = 1e-3, rate = 2.0;
-  for (int it = 0; it < 3000 && n > 0; it++) {
+  const double lambda = 1e-6, rate = 20.0;
+  for (int it = 0; it < 20000 && n > 0; it++) {
     double g[PRIOR_SCHEDULE_FEATURES][PRIOR_KERNEL_FEATURES] = {{0}};
     for (int p = 0; p < n; p++) {
       double z = 0;
@@ -177,9 +202,11 @@ void prior_fit(const PriorKernel *k, int nk, Prior *out) {
 done:
   out->loaded = 1;
   free(pairs);
+  free(median);
 }
 
-void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int *counted, int *passed) {
+void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int *counted, int *passed,
+                unsigned char *missed) {
   *counted = *passed = 0;
   for (int a = 0; a < nk; a++) {
     if (k[a].n < min_pool || k[a].n < 2) continue;
@@ -193,5 +220,6 @@ void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int 
     for (int i = 0; i < k[a].n; i++) faster += k[a].us[i] < k[a].us[pick];
     (*counted)++;
     *passed += faster < (k[a].n + 1) / 2;
+    if (missed) missed[a] = faster >= (k[a].n + 1) / 2;
   }
 }

@@ -10,7 +10,7 @@
 #include "../base/diag.h"
 #include "../tile/tile.h"
 
-enum { PRIOR_SCHEDULE_FEATURES = 15, PRIOR_KERNEL_FEATURES = 8 };
+enum { PRIOR_SCHEDULE_FEATURES = 18, PRIOR_KERNEL_FEATURES = 10 };
 
 typedef struct Prior {
   double w[PRIOR_SCHEDULE_FEATURES][PRIOR_KERNEL_FEATURES];
@@ -44,6 +44,8 @@ typedef struct PriorKernel {
  * L2 penalty) by gradient descent. */
 void prior_fit(const PriorKernel *k, int nk, Prior *out);
 /* The reproduction gate: for each kernel with at least min_pool measurements, whether the prior's pick among
- * them is in their best half (by median); *counted and *passed. */
-void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int *counted, int *passed);
+ * them is in their best half (the faster ceil(n / 2) by median); *counted and *passed; missed (NULL, or nk
+ * long) marks the kernels whose pick is not. */
+void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int *counted, int *passed,
+                unsigned char *missed);
 #endif

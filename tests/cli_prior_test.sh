@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+set -u
+source "$(dirname "$0")/cli_lib.sh"
+# The tuner's goldens and learned prior: the reproduction gate of the prior lathe was built with against the
+# committed goldens (with no measurements in scope, its pick is in the measured best half for >= 90% of the
+# kernels; the figure is printed), lathe tune --export and lathe fit on them, and their errors.
+export LATHE_CACHE_DIR="$tmp/cache"
+goldens="$(cd "$(dirname "$0")/.." && pwd)/goldens"
+
+if run_lathe prior_gate fit --gate --from "$goldens"; then
+  echo "  $(head -1 "$tmp/out")"
+  if grep -q -E '^prior gate: for [0-9]+ of [0-9]+ kernels \([0-9.]+%\)' "$tmp/out"; then pass prior_gate_figure
+  else fail prior_gate_figure "$(head -c 300 "$tmp/out")"; fi
+fi
+# the bar is what decides the exit status: at 100% only a perfect prior passes (the shipped one is not)
+if grep -q -E '\(100.0%\)' "$tmp/out"; then skip prior_gate_bar "the built-in prior is perfect on these goldens"
+else expect prior_gate_bar 1 'prior gate: ' -- fit --gate --from "$goldens" --bar 100; fi
+expect_error fit_missing 'nowhere.json: no such file or directory' -- fit --from "$tmp/nowhere.json"
+echo '{"format": "something else"}' >"$tmp/bad.json"
+expect_error fit_not_goldens 'bad.json: not a lathe goldens file' -- fit --from "$tmp/bad.json"
+
+# tune a small program, export it, fit on the export
+P='x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)'
+expect export_nothing 0 'exported 0 kernel structures \(0 measurements\)' -- tune -e "$P" --dim seq=8 --export "$tmp/none.json"
+expect tune_small 0 'program: default' -- tune -e "$P" --dim seq=8 --max-candidates 6 --repeats 3 --target cpu
+expect export_small 0 'exported 1 kernel structures \([6-9][0-9]* measurements\)' -- tune -e "$P" --dim seq=8 --export "$tmp/g.json"
+if python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["kernels"][0]["pool"] else 1)' "$tmp/g.json" &&
+   grep -q '"format": "lathe-goldens"' "$tmp/g.json" && grep -q '"pool"' "$tmp/g.json" &&
+   grep -q '"best"' "$tmp/g.json" && grep -q '"commit"' "$tmp/g.json"; then pass export_format
+else fail export_format "$(head -c 300 "$tmp/g.json")"; fi
+expect fit_small 0 'prior fitted on [0-9]+ pairs of 1 kernels written to' -- fit --from "$tmp/g.json" --out "$tmp/prior.json"
+if grep -q '"format": "lathe-prior"' "$tmp/prior.json"; then pass fit_writes_prior; else fail fit_writes_prior "no prior"; fi

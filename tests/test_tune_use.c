@@ -439,6 +439,34 @@ static void tuner_survives_planted_failures(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* Under a budget the time follows the defaults' times (one run measures every structure's default first): a
+ * norm over 16 x 256 values gets almost none of it, the 16 x 512 x 256 product nearly all. */
+static void budget_follows_default_time(void **state) {
+  (void)state;
+  char tdir[] = "/tmp/lathe_tune_budget_XXXXXX", path[200];
+  assert_non_null(mkdtemp(tdir));
+  snprintf(path, sizeof path, "%s/tune.db", tdir);
+  Diag d = {0};
+  TuneDb *db = tune_db_open(path, &d);
+  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  assert_true(compile_source(
+      c, "x: f32[seq, 256]; g: f32[256]; w: f32[512, 256]; h = rms_norm(x, g, 1e-6); y = linear(h, w)", ST_TILE, &d));
+  TuneOptions o = {{0, 0, 6, 0.03, 3}, 1, 60, {0}, 1, backend_cpu_new, 0, NULL, NULL};
+  symenv_set(&o.env, "seq", 16);
+  TuneReport r;
+  if (!tune_compilation(c, db, &o, &r, &d)) fail_msg("%s", d.msg);
+  assert_int_equal(r.n, 2);
+  const TuneKernelReport *norm = strstr(r.k[0].name, "rms_norm") ? &r.k[0] : &r.k[1], *lin = norm == r.k ? &r.k[1] : &r.k[0];
+  assert_true(norm->stop == STOP_BUDGET && norm->tried < norm->candidates);
+  assert_true(lin->tried > norm->tried);
+  free(r.k);
+  tune_db_close(db);
+  compilation_free(c);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tdir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(child_watchdog),
@@ -447,6 +475,7 @@ int main(void) {
       cmocka_unit_test(selection_across_sizes),
       cmocka_unit_test(selection_by_prior),
       cmocka_unit_test(tuner_survives_planted_failures),
+      cmocka_unit_test(budget_follows_default_time),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

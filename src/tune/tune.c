@@ -49,7 +49,8 @@ typedef struct Tuner {
 } Tuner;
 
 /* A request to the measuring child: what to time, then one Schedule per kernel, then the slots. */
-enum { REQ_START, REQ_KERNELS, REQ_PROGRAM };
+/* REQ_GROUPS: several groups' kernels timed apart in one run of the program, their slots separated by -1 */
+enum { REQ_START, REQ_KERNELS, REQ_PROGRAM, REQ_GROUPS };
 typedef struct Request {
   int kind, repeats, nslots;
 } Request;
@@ -199,26 +200,35 @@ static int serve(void *ctx, const char *req, size_t n, StrBuf *out) {
   free_outputs(&got);
   double *ms = calloc((size_t)q.repeats, sizeof *ms);
   int ok = ms != NULL;
-  if (ok && m.status == TS_OK) {
-    ok = q.kind == REQ_KERNELS
-             ? plan_bench_slots(plan, &t->o->env, slots, q.nslots, t->o->warmup, q.repeats, ms, &d)
-             : plan_bench_times(plan, &t->o->env, t->ws.in_ptr, t->o->warmup, q.repeats, ms, &d);
-    if (ok) {
-      qsort(ms, (size_t)q.repeats, sizeof *ms, cmp_double);
-      int r = q.repeats;
-      m.median_us = 1000 * (r % 2 ? ms[r / 2] : 0.5 * (ms[r / 2 - 1] + ms[r / 2]));
-      m.min_us = 1000 * ms[0];
-      m.max_us = 1000 * ms[r - 1];
-      m.samples = r;
+  /* one measurement per run of slots between -1 separators (REQ_KERNELS: one run; REQ_PROGRAM: the program) */
+  for (int from = 0; ok;) {
+    int to = from;
+    while (to < q.nslots && slots[to] >= 0) to++;
+    TuneMeasurement g = m;
+    if (g.status == TS_OK) {
+      ok = q.kind == REQ_PROGRAM
+               ? plan_bench_times(plan, &t->o->env, t->ws.in_ptr, t->o->warmup, q.repeats, ms, &d)
+               : plan_bench_slots(plan, &t->o->env, slots + from, to - from, t->o->warmup, q.repeats, ms, &d);
+      if (ok) {
+        qsort(ms, (size_t)q.repeats, sizeof *ms, cmp_double);
+        int r = q.repeats;
+        g.median_us = 1000 * (r % 2 ? ms[r / 2] : 0.5 * (ms[r / 2 - 1] + ms[r / 2]));
+        g.min_us = 1000 * ms[0];
+        g.max_us = 1000 * ms[r - 1];
+        g.samples = r;
+      }
     }
+    if (ok) sb_putn(out, &g, sizeof g);
+    if (q.kind != REQ_GROUPS || to >= q.nslots) break;
+    from = to + 1;
   }
   free(ms);
   plan_free(plan);
   if (!ok) {
+    sb_clear(out);
     sb_puts(out, d.msg[0] ? d.msg : "out of memory for the timings");
     return -1; /* a launch failed: the device context may be gone */
   }
-  sb_putn(out, &m, sizeof m);
   return 1;
 }
 
@@ -244,7 +254,7 @@ static ChildStatus call_worker(Tuner *t, int kind, int repeats, const Schedule *
     }
     sb_free(&r);
   }
-  Request q = {kind, repeats, kind == REQ_KERNELS ? t->nslots : 0};
+  Request q = {kind, repeats, kind == REQ_PROGRAM ? 0 : t->nslots};
   StrBuf req = {0};
   sb_putn(&req, &q, sizeof q);
   sb_putn(&req, given, sizeof *given * (size_t)nk);
@@ -380,18 +390,6 @@ static int group_setup(Tuner *t, int i, char (*keys)[24], ScheduleSpace *sp, Dia
   return 1;
 }
 
-/* The current group's kernels timed with the given schedules (not recorded). 0 only when no child starts. */
-static int measure_given(Tuner *t, const Schedule *given, int repeats, TuneMeasurement *m, Diag *d) {
-  StrBuf b = {0};
-  char why[256];
-  ChildStatus st = call_worker(t, REQ_KERNELS, repeats, given, &b, why, sizeof why, d);
-  memset(m, 0, sizeof *m);
-  if (st == CHILD_OK && b.len == sizeof *m) memcpy(m, b.data, sizeof *m);
-  else m->status = st == CHILD_TIMEOUT ? TS_TIMEOUT : TS_FAULT;
-  sb_free(&b);
-  return !d->set;
-}
-
 int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneReport *r, Diag *d) {
   memset(r, 0, sizeof *r);
   const LProgram *p = c->loop;
@@ -437,12 +435,31 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   t.start_s = wall_s(NULL);
   /* Under a budget, each structure's share is its defaults' share of the time (a decode step's projections
    * get most, a cast almost none): one measurement of every group's default first. */
-  for (int g = 0; ok && o->lim.budget_s > 0 && g < ngroups; g++) {
-    ScheduleSpace sp;
-    if (!(ok = group_setup(&t, lead[g], keys, &sp, d))) break;
+  if (ok && o->lim.budget_s > 0 && ngroups > 1) {
+    int *all = calloc((size_t)(nk + 2) * (size_t)(ngroups + 1), sizeof *all), n = 0;
+    for (int g = 0; ok && g < ngroups; g++) {
+      ScheduleSpace sp;
+      if (!(ok = group_setup(&t, lead[g], keys, &sp, d))) break;
+      if (g) all[n++] = -1;
+      memcpy(all + n, t.slots, sizeof *all * (size_t)t.nslots);
+      n += t.nslots;
+    }
+    int *own = t.slots, nown = t.nslots;
+    t.slots = all, t.nslots = n;
+    StrBuf b = {0};
+    char why[256];
+    ChildStatus st = ok ? call_worker(&t, REQ_GROUPS, o->lim.repeats > 0 ? o->lim.repeats : 1, t.def, &b, why,
+                                      sizeof why, d)
+                        : CHILD_FAILED;
+    ok = ok && !d->set;
     TuneMeasurement m;
-    if (!(ok = measure_given(&t, t.def, o->lim.repeats > 0 ? o->lim.repeats : 1, &m, d))) break;
-    weight[g] = m.status == TS_OK && m.median_us > 0 ? m.median_us : 0;
+    for (int g = 0; st == CHILD_OK && b.len == sizeof m * (size_t)ngroups && g < ngroups; g++) {
+      memcpy(&m, b.data + sizeof m * (size_t)g, sizeof m);
+      weight[g] = m.status == TS_OK && m.median_us > 0 ? m.median_us : 0;
+    }
+    sb_free(&b);
+    t.slots = own, t.nslots = nown;
+    free(all);
   }
   for (int g = 0; ok && g < ngroups; g++) {
     const int i = lead[g];

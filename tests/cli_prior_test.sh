@@ -30,3 +30,4 @@ if python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j[
 else fail export_format "$(head -c 300 "$tmp/g.json")"; fi
 expect fit_small 0 'prior fitted on [0-9]+ pairs of 1 kernels written to' -- fit --from "$tmp/g.json" --out "$tmp/prior.json"
 if grep -q '"format": "lathe-prior"' "$tmp/prior.json"; then pass fit_writes_prior; else fail fit_writes_prior "no prior"; fi
+expect_error tune_past_beyond_ctx 'past \(256\) \+ seq \(1\) exceed the context of 72 positions' -- tune --config smollm2-135m --random-weights --ctx 72 --past 256

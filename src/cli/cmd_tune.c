@@ -69,6 +69,13 @@ static int build_program(Compilation *c, const ModelConfig *preset, const char *
   int64_t v;
   if (ok && !symenv_get(env, "seq", &v)) symenv_set(env, strdup("seq"), 1);
   if (ok && !symenv_get(env, "past", &v)) symenv_set(env, strdup("past"), past);
+  int64_t seq = 1, at = 0;
+  if (ok && symenv_get(env, "seq", &seq) && symenv_get(env, "past", &at) && seq + at > max_ctx) {
+    /* a step past the KV cache's end writes nowhere sensible: its results, and the check, mean nothing */
+    diag_error(d, 0, 0, "past (%lld) + seq (%lld) exceed the context of %d positions: raise --ctx or lower --past",
+               (long long)at, (long long)seq, max_ctx);
+    return 0;
+  }
   return ok;
 }
 

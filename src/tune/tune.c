@@ -422,7 +422,7 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     ok = st == CHILD_OK;
     sb_free(&b);
   }
-  /* kernels of one structure are tuned once, in program order */
+  /* kernels of one structure are tuned once (in program order, or the heaviest first under a budget) */
   int ngroups = 0;
   int *lead = calloc((size_t)nk + 1, sizeof *lead);
   double *weight = calloc((size_t)nk + 1, sizeof *weight);
@@ -461,13 +461,22 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     t.slots = own, t.nslots = nown;
     free(all);
   }
-  for (int g = 0; ok && g < ngroups; g++) {
-    const int i = lead[g];
+  /* the heaviest structures first (under a budget), so a budget spent early leaves out the light ones */
+  int *order = calloc((size_t)ngroups + 1, sizeof *order);
+  for (int g = 0; g < ngroups; g++) order[g] = g;
+  for (int a = 0; a < ngroups; a++)
+    for (int b = a + 1; b < ngroups; b++)
+      if (weight[order[b]] > weight[order[a]]) {
+        int x = order[a];
+        order[a] = order[b], order[b] = x;
+      }
+  for (int gi = 0; ok && gi < ngroups; gi++) {
+    const int g = order[gi], i = lead[g];
     /* the budget is the whole run's: each search gets its share of what is left */
     TuneLimits lim = o->lim;
     if (o->lim.budget_s > 0) {
       double rest = 0;
-      for (int h = g; h < ngroups; h++) rest += weight[h];
+      for (int h = gi; h < ngroups; h++) rest += weight[order[h]];
       lim.budget_s = o->lim.budget_s - (wall_s(NULL) - t.start_s);
       if (rest > 0) lim.budget_s *= weight[g] / rest;
       if (lim.budget_s <= 0 || (rest > 0 && weight[g] <= 0)) {
@@ -477,7 +486,7 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     }
     ScheduleSpace sp;
     if (!(ok = group_setup(&t, i, keys, &sp, d))) break;
-    t.group = g;
+    t.group = gi; /* the order searched in */
     TuneKernelReport *kr = &r->k[r->n++];
     snprintf(kr->key, sizeof kr->key, "%s", keys[i]);
     snprintf(kr->name, sizeof kr->name, "%s", p->kernels[i].name);
@@ -518,6 +527,7 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     ok = !d->set;
   }
   tune_worker_stop(&t.w);
+  free(order);
   free(lead);
   free(weight);
   free(t.orig);

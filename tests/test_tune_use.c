@@ -456,7 +456,8 @@ static void budget_follows_default_time(void **state) {
   TuneReport r;
   if (!tune_compilation(c, db, &o, &r, &d)) fail_msg("%s", d.msg);
   assert_int_equal(r.n, 2);
-  const TuneKernelReport *norm = strstr(r.k[0].name, "rms_norm") ? &r.k[0] : &r.k[1], *lin = norm == r.k ? &r.k[1] : &r.k[0];
+  const TuneKernelReport *norm = strstr(r.k[0].name, "rms_norm") ? &r.k[0] : &r.k[1],
+                         *lin = norm == r.k ? &r.k[1] : &r.k[0];
   assert_true(norm->stop == STOP_BUDGET && norm->tried < norm->candidates);
   assert_true(lin->tried > norm->tried);
   free(r.k);

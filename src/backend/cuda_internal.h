@@ -28,8 +28,8 @@ typedef struct CudaImpl {
   char last_kernel[128]; /* for errors that surface at the next synchronize */
   int compiles, cache_hits;
   int stable_units; /* translation units by kernel name, not by size (backend_cuda_stable_units) */
-  CUevent *timers; /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
-  CublasLt *lt;    /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
+  CUevent *timers;  /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
+  CublasLt *lt;     /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
   int lt_tried;
   CUdeviceptr lt_ws; /* its workspace */
   CUstream capture;  /* where library GEMMs are recorded into graphs (created on first use) */

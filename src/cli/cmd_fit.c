@@ -83,7 +83,6 @@ int cmd_fit(int argc, char **argv) {
     report_msg("cannot write %s", out);
     return EXIT_ERROR;
   }
-  printf("prior fitted on %d pairs of %d kernels written to %s (rebuild lathe to embed it)\n", p.pairs, p.kernels,
-         out);
+  printf("prior fitted on %d pairs of %d kernels written to %s (rebuild lathe to embed it)\n", p.pairs, p.kernels, out);
   return EXIT_OK;
 }

@@ -103,6 +103,23 @@ static void print_report(const TuneReport *rep, const TargetDesc *dev, Target ta
             "noisy (another load?) or the tuned kernels interact; lathe compile --no-tune keeps the defaults\n");
 }
 
+#ifndef LATHE_COMMIT
+#define LATHE_COMMIT "" /* the Makefile gives cmd_tune.o the commit it was built at */
+#endif
+
+/* --export: the program's measurements at env's sizes as goldens. */
+static int export_goldens(const Compilation *c, const SymEnv *env, TuneDb *db, const GoldensInfo *info,
+                          const char *file, const char *device) {
+  Diag d = {0};
+  int kernels, measurements;
+  if (!tune_goldens_export(c, env, db, info, file, &kernels, &measurements, &d)) {
+    report(&d, file);
+    return 0;
+  }
+  printf("exported %d kernel structures (%d measurements) on %s to %s\n", kernels, measurements, device, file);
+  return 1;
+}
+
 int cmd_tune(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
              *matmul_name = NULL, *export_path = NULL, *commit = NULL;
@@ -205,18 +222,8 @@ int cmd_tune(int argc, char **argv) {
     }
   }
   if (export_path) {
-#ifndef LATHE_COMMIT
-#define LATHE_COMMIT ""
-#endif
     GoldensInfo info = {config ? config : model ? path : prog.text, commit ? commit : LATHE_COMMIT, o.driver};
-    int kernels, measurements;
-    if (!tune_goldens_export(c, &o.env, db, &info, export_path, &kernels, &measurements, &d)) {
-      report(&d, export_path);
-      goto done;
-    }
-    printf("exported %d kernel structures (%d measurements) on %s to %s\n", kernels, measurements, dev.name,
-           export_path);
-    rc = EXIT_OK;
+    rc = export_goldens(c, &o.env, db, &info, export_path, dev.name) ? EXIT_OK : EXIT_ERROR;
     goto done;
   }
   if (!tune_compilation(c, db, &o, &rep, &d)) {

@@ -138,8 +138,9 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
       if (dtype_is_quant(n->dtype))
         ggml_random_blocks(ggml_type_of_dtype(n->dtype), host[i].data, host[i].numel / dtype_block_elems(n->dtype), &s);
       for (int64_t e = 0; !dtype_is_quant(n->dtype) && e < host[i].numel; e++)
-        host_set(&host[i], e, r.is_int ? r.lo + (double)(splitmix64(&s) % (uint64_t)(r.hi - r.lo + 1))
-                                       : r.lo + (r.hi - r.lo) * splitmix64_unit(&s));
+        host_set(&host[i], e,
+                 r.is_int ? r.lo + (double)(splitmix64(&s) % (uint64_t)(r.hi - r.lo + 1))
+                          : r.lo + (r.hi - r.lo) * splitmix64_unit(&s));
       continue;
     }
     memset(&ref[i], 0, sizeof ref[i]);

@@ -74,8 +74,7 @@ static int library_gemms(Plan *p, const RunState *s, int k, BackendGraph *g, Dia
 
 /* Slot k's launches appended to graph g: its pre-pass (unless the planes are already there), then its kernel
  * or library form; *nodes counts the nodes, node / pre_node (may be NULL) get the kernel's and pre-pass's. */
-static int graph_add_slot(Plan *p, RunState *s, BackendGraph *g, int k, int *nodes, int *node, int *pre_node,
-                          Diag *d) {
+static int graph_add_slot(Plan *p, RunState *s, BackendGraph *g, int k, int *nodes, int *node, int *pre_node, Diag *d) {
   const BackendOps *o = p->b->ops;
   const LaunchKernel *kk = s->use[k];
   void *const *a = &s->args[(size_t)k * ARG_STRIDE];
@@ -88,9 +87,8 @@ static int graph_add_slot(Plan *p, RunState *s, BackendGraph *g, int k, int *nod
   }
   if (s->lib_m[k] > 0) {
     const LaunchGemmLib *lib = kk->lib;
-    if (!library_gemms(p, s, k, g, d) ||
-        !o->graph_add(p->b, g, p->m, lib->epilogue->fn, a, s->nargs[k], y, s->nsyms[k], s->epi_grids[k],
-                      lib->epilogue->block, d))
+    if (!library_gemms(p, s, k, g, d) || !o->graph_add(p->b, g, p->m, lib->epilogue->fn, a, s->nargs[k], y, s->nsyms[k],
+                                                       s->epi_grids[k], lib->epilogue->block, d))
       return 0;
     *nodes += lib->nw;
     if (node) *node = *nodes; /* the epilogue, updated as the slot's kernel */

@@ -31,8 +31,8 @@ static int pool_add(void *ctx, const TuneRecord *r) {
   return 1;
 }
 
-int tune_goldens_export(const Compilation *c, const SymEnv *env, TuneDb *db, const GoldensInfo *info,
-                        const char *file, int *kernels, int *measurements, Diag *d) {
+int tune_goldens_export(const Compilation *c, const SymEnv *env, TuneDb *db, const GoldensInfo *info, const char *file,
+                        int *kernels, int *measurements, Diag *d) {
   const LProgram *p = c->loop;
   char device[256], date[32], sizes[256] = "";
   tune_device_identity(&c->device, info->driver, device, sizeof device);
@@ -130,7 +130,8 @@ static int load_file(const char *file, PriorKernel **out, int *n, int *cap, Diag
     }
     PriorKernel *pk = &(*out)[*n];
     memset(pk, 0, sizeof *pk);
-    snprintf(pk->name, sizeof pk->name, "%s", json_string_value(json_object_get(k, "name")) ? json_string_value(json_object_get(k, "name")) : "?");
+    snprintf(pk->name, sizeof pk->name, "%s",
+             json_string_value(json_object_get(k, "name")) ? json_string_value(json_object_get(k, "name")) : "?");
     for (int f = 0; f < PRIOR_KERNEL_FEATURES; f++) pk->kf[f] = json_number_value(json_array_get(features, (size_t)f));
     size_t np = json_array_size(pool);
     pk->s = calloc(np + 1, sizeof *pk->s);

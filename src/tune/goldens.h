@@ -16,8 +16,8 @@ typedef struct GoldensInfo {
 
 /* c compiled through the tile stage for the device it was tuned on, env its sizes: every kernel structure's
  * measurements in db at those sizes into file. *kernels: structures written (those with a measurement). */
-int tune_goldens_export(const Compilation *c, const SymEnv *env, TuneDb *db, const GoldensInfo *info,
-                        const char *file, int *kernels, int *measurements, Diag *d);
+int tune_goldens_export(const Compilation *c, const SymEnv *env, TuneDb *db, const GoldensInfo *info, const char *file,
+                        int *kernels, int *measurements, Diag *d);
 /* Every measured kernel of a goldens file, or of every *.json goldens file in a directory (in name order):
  * its features and its ok measurements (one per schedule, the latest). *out is malloc'ed (prior_kernels_free). */
 int tune_goldens_load(const char *path, PriorKernel **out, int *n, Diag *d);

@@ -66,8 +66,7 @@ static int across_sizes(TuneLookup *l, const LProgram *p, const LKernel *k, cons
   Diag ignored = {0};
   if (schedule_variant_runs(k, &own, &env) || !schedule_check(p, k, dev, &merged, &ignored)) {
     *s = own; /* the small sizes' variant runs there too, or the two do not combine: the small sizes decide */
-    snprintf(why, nwhy, "measured: %.1f us, its kernels alone, %d samples, at %s", rs.median_us, rs.samples,
-             rs.bucket);
+    snprintf(why, nwhy, "measured: %.1f us, its kernels alone, %d samples, at %s", rs.median_us, rs.samples, rs.bucket);
     return 1;
   }
   *s = merged;

@@ -12,7 +12,8 @@ static double extent_at(const Expr *e, const SymEnv *env) {
   return e && ex_eval_int(e, env, &v) && v > 0 ? (double)v : 1;
 }
 
-void prior_kernel_features(const LKernel *k, const SymEnv *env, const TargetDesc *dev, double f[PRIOR_KERNEL_FEATURES]) {
+void prior_kernel_features(const LKernel *k, const SymEnv *env, const TargetDesc *dev,
+                           double f[PRIOR_KERNEL_FEATURES]) {
   double points = 1, reduce = 1;
   for (int i = 0; i < k->npar; i++) points *= extent_at(k->par[i].extent, env);
   for (int i = 0; k->nphase > 0 && i < k->phases[0].naxes; i++) reduce *= extent_at(k->phases[0].axes[i].extent, env);
@@ -24,7 +25,7 @@ void prior_kernel_features(const LKernel *k, const SymEnv *env, const TargetDesc
   f[5] = k->npar ? log2p(extent_at(k->par[k->npar - 1].extent, env)) / 16 : 0;
   f[6] = dev->kind == TARGET_CUDA;
   f[7] = log2p(dev->sms) / 8;
-  f[8] = k->npar / 4.0; /* with the blocked axis (schedule feature 15): whether it is the innermost */
+  f[8] = k->npar / 4.0;               /* with the blocked axis (schedule feature 15): whether it is the innermost */
   f[9] = log2p(points * reduce) / 30; /* the work: what threads' start-up is worth against */
 }
 
@@ -107,7 +108,8 @@ char *prior_to_json(const Prior *p) {
   json_t *w = json_array();
   for (int i = 0; i < PRIOR_SCHEDULE_FEATURES; i++) {
     json_t *row = json_array();
-    for (int j = 0; j < PRIOR_KERNEL_FEATURES; j++) json_array_append_new(row, json_real(round(p->w[i][j] * 1e6) / 1e6));
+    for (int j = 0; j < PRIOR_KERNEL_FEATURES; j++)
+      json_array_append_new(row, json_real(round(p->w[i][j] * 1e6) / 1e6));
     json_array_append_new(w, row);
   }
   json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:o}", "format", "lathe-prior", "version", 1, "kernels", p->kernels,

@@ -390,6 +390,51 @@ static int group_setup(Tuner *t, int i, char (*keys)[24], ScheduleSpace *sp, Dia
   return 1;
 }
 
+/* Every group's default timed in one request (REQ_GROUPS): weight[g], 0 where it did not measure ok. */
+static int default_weights(Tuner *t, const int *lead, int ngroups, char (*keys)[24], double *weight, Diag *d) {
+  const int nk = t->c->loop->nkernels;
+  const TuneOptions *o = t->o;
+  int ok = 1;
+  int *all = calloc((size_t)(nk + 2) * (size_t)(ngroups + 1), sizeof *all), n = 0;
+  for (int g = 0; ok && g < ngroups; g++) {
+    ScheduleSpace sp;
+    if (!(ok = group_setup(t, lead[g], keys, &sp, d))) break;
+    if (g) all[n++] = -1;
+    memcpy(all + n, t->slots, sizeof *all * (size_t)t->nslots);
+    n += t->nslots;
+  }
+  int *own = t->slots, nown = t->nslots;
+  t->slots = all, t->nslots = n;
+  StrBuf b = {0};
+  char why[256];
+  ChildStatus st =
+      ok ? call_worker(t, REQ_GROUPS, o->lim.repeats > 0 ? o->lim.repeats : 1, t->def, &b, why, sizeof why, d)
+         : CHILD_FAILED;
+  ok = ok && !d->set;
+  TuneMeasurement m;
+  for (int g = 0; st == CHILD_OK && b.len == sizeof m * (size_t)ngroups && g < ngroups; g++) {
+    memcpy(&m, b.data + sizeof m * (size_t)g, sizeof m);
+    weight[g] = m.status == TS_OK && m.median_us > 0 ? m.median_us : 0;
+  }
+  sb_free(&b);
+  t->slots = own, t->nslots = nown;
+  free(all);
+  return ok;
+}
+
+/* Group numbers by weight, heaviest first (malloc'ed). */
+static int *heaviest_first(const double *weight, int ngroups) {
+  int *order = calloc((size_t)ngroups + 1, sizeof *order);
+  for (int g = 0; g < ngroups; g++) order[g] = g;
+  for (int a = 0; a < ngroups; a++)
+    for (int b = a + 1; b < ngroups; b++)
+      if (weight[order[b]] > weight[order[a]]) {
+        int x = order[a];
+        order[a] = order[b], order[b] = x;
+      }
+  return order;
+}
+
 int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneReport *r, Diag *d) {
   memset(r, 0, sizeof *r);
   const LProgram *p = c->loop;
@@ -435,41 +480,9 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   t.start_s = wall_s(NULL);
   /* Under a budget, each structure's share is its defaults' share of the time (a decode step's projections
    * get most, a cast almost none): one measurement of every group's default first. */
-  if (ok && o->lim.budget_s > 0 && ngroups > 1) {
-    int *all = calloc((size_t)(nk + 2) * (size_t)(ngroups + 1), sizeof *all), n = 0;
-    for (int g = 0; ok && g < ngroups; g++) {
-      ScheduleSpace sp;
-      if (!(ok = group_setup(&t, lead[g], keys, &sp, d))) break;
-      if (g) all[n++] = -1;
-      memcpy(all + n, t.slots, sizeof *all * (size_t)t.nslots);
-      n += t.nslots;
-    }
-    int *own = t.slots, nown = t.nslots;
-    t.slots = all, t.nslots = n;
-    StrBuf b = {0};
-    char why[256];
-    ChildStatus st = ok ? call_worker(&t, REQ_GROUPS, o->lim.repeats > 0 ? o->lim.repeats : 1, t.def, &b, why,
-                                      sizeof why, d)
-                        : CHILD_FAILED;
-    ok = ok && !d->set;
-    TuneMeasurement m;
-    for (int g = 0; st == CHILD_OK && b.len == sizeof m * (size_t)ngroups && g < ngroups; g++) {
-      memcpy(&m, b.data + sizeof m * (size_t)g, sizeof m);
-      weight[g] = m.status == TS_OK && m.median_us > 0 ? m.median_us : 0;
-    }
-    sb_free(&b);
-    t.slots = own, t.nslots = nown;
-    free(all);
-  }
+  if (ok && o->lim.budget_s > 0 && ngroups > 1) ok = default_weights(&t, lead, ngroups, keys, weight, d);
   /* the heaviest structures first (under a budget), so a budget spent early leaves out the light ones */
-  int *order = calloc((size_t)ngroups + 1, sizeof *order);
-  for (int g = 0; g < ngroups; g++) order[g] = g;
-  for (int a = 0; a < ngroups; a++)
-    for (int b = a + 1; b < ngroups; b++)
-      if (weight[order[b]] > weight[order[a]]) {
-        int x = order[a];
-        order[a] = order[b], order[b] = x;
-      }
+  int *order = heaviest_first(weight, ngroups);
   for (int gi = 0; ok && gi < ngroups; gi++) {
     const int g = order[gi], i = lead[g];
     /* the budget is the whole run's: each search gets its share of what is left */

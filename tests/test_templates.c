@@ -95,7 +95,8 @@ static const char *instantiation(const char *name) {
 static void test_every_template_known(void **state) {
   int n = 0;
   for (const struct EmbeddedFile *t = lt_embedded; t->name; t++, n++)
-    if (strcmp(t->name, "prior.json") && !instantiation(t->name)) fail_msg("template %s has no instantiation in tests/test_templates.c", t->name);
+    if (strcmp(t->name, "prior.json") && !instantiation(t->name))
+      fail_msg("template %s has no instantiation in tests/test_templates.c", t->name);
   assert_true(n >= 3);
 }
 

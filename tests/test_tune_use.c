@@ -439,8 +439,8 @@ static void tuner_survives_planted_failures(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
-/* Under a budget the time follows the defaults' times (one run measures every structure's default first): a
- * norm over 16 x 256 values gets almost none of it, the 16 x 512 x 256 product nearly all. */
+/* Under a budget the time follows the defaults' times (one run measures every structure's default first) and
+ * the heaviest is searched first: the 16 x 512 x 256 product before the norm over 16 x 256 values. */
 static void budget_follows_default_time(void **state) {
   (void)state;
   char tdir[] = "/tmp/lathe_tune_budget_XXXXXX", path[200];
@@ -455,11 +455,11 @@ static void budget_follows_default_time(void **state) {
   symenv_set(&o.env, "seq", 16);
   TuneReport r;
   if (!tune_compilation(c, db, &o, &r, &d)) fail_msg("%s", d.msg);
-  assert_int_equal(r.n, 2);
-  const TuneKernelReport *norm = strstr(r.k[0].name, "rms_norm") ? &r.k[0] : &r.k[1],
-                         *lin = norm == r.k ? &r.k[1] : &r.k[0];
-  assert_true(norm->stop == STOP_BUDGET && norm->tried < norm->candidates);
-  assert_true(lin->tried > norm->tried);
+  /* the product first (heaviest), with the budget to itself but for the norm's small share, if any is left */
+  assert_true(r.n >= 1 && r.n + r.untuned == 2);
+  assert_non_null(strstr(r.k[0].name, "linear"));
+  assert_true(r.k[0].tried > 2);
+  if (r.n == 2) assert_non_null(strstr(r.k[1].name, "rms_norm"));
   free(r.k);
   tune_db_close(db);
   compilation_free(c);

@@ -46,6 +46,7 @@ typedef struct LaunchGemmLib {
   const char *a_sig; /* what the pre-pass writes into the planes (KGemmLib.a_sig) */
   const int *a_bufs; /* the buffers it reads */
   int na_bufs;       /* -1: unknown */
+  int direct_out;    /* >= 0: C is this output parameter itself, no epilogue runs (KGemmLib.direct_out) */
 } LaunchGemmLib;
 
 struct LaunchKernel {

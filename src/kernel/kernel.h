@@ -152,6 +152,9 @@ typedef struct KGemmLib {
    * the buffers it reads: the plan skips a pre-pass whose planes the previous kernel's left in place */
   const char *a_sig;
   int a_bufs[LIB_MAX_A_BUFS], na_bufs; /* na_bufs = -1: more than fit (never skipped) */
+  /* >= 0: the epilogue would only copy the products, so the GEMM writes straight into this output parameter and
+   * the epilogue is not launched */
+  int direct_out;
 } KGemmLib;
 
 typedef struct KParam {

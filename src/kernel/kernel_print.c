@@ -250,6 +250,11 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
           sb_printf(b, "%s %s [%lld, %lld]", w ? " and" : "",
                     pn_buf(&names, alt->params[lib->w_param[w]].buf, MEM_GLOBAL), (long long)lib->w_rows[w],
                     (long long)lib->k);
+        if (lib->direct_out >= 0) {
+          sb_printf(b, ", straight into %s (no epilogue)\n",
+                    pn_buf(&names, alt->params[lib->direct_out].buf, MEM_GLOBAL));
+          continue;
+        }
         sb_puts(b, ", then:\n");
         print_kernel(b, kp, lib->epilogue);
       }

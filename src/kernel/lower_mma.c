@@ -154,6 +154,30 @@ static void a_signature(Lower *L, const KMma *m, KGemmLib *lib) {
   a_bufs(m->a, lib);
 }
 
+/* The kernel's parameter the library GEMM can write straight into, or -1: when the epilogue would only copy the
+ * products, that is one weight read at its column's own row, one plane of A, and a store of the plain sum into an
+ * f32 buffer laid out as the products are ([M][columns], row-major, axes of extent 1 aside). */
+static int direct_output(Lower *L, const KMma *m, int64_t w_rows) {
+  ExprPool *P = L->pool;
+  const KStmt *st = m->store;
+  if (m->nb != 1 || m->a_parts != 1 || m->nn != 1 || w_rows != m->n_total || st->kind != KS_STORE) return -1;
+  const LBuf *out = &L->lp->bufs[st->buf];
+  if (out->dtype != DT_F32 || st->value != ex_tmp(P, m->acc_tmp[0], DT_F32)) return -1;
+  const Expr *w = m->b[0];
+  if (w->op != X_LOAD || w->n != 2 || w->a[0] != ex_var(P, m->n_var[0]) || w->a[1] != ex_var(P, m->k_var)) return -1;
+  Expr *zero[L_MAX_VARS] = {0};
+  for (int i = 0; i < L->k->npar; i++)
+    if (ex_is_int_const(L->k->par[i].extent, 1) && L->k->par[i].var < L_MAX_VARS) zero[L->k->par[i].var] = ex_int(P, 0);
+  Expr *at = ex_int(P, 0);
+  for (int d = 0; d < st->nidx; d++)
+    at = ex_add(P, ex_mul(P, at, out->shape.dim[d]), ex_subst_vars(P, st->idx[d], L_MAX_VARS, zero));
+  Expr *want = ex_add(P, ex_mul(P, ex_var(P, m->m_var), ex_int(P, m->n_total)), ex_var(P, m->n_var[0]));
+  if (at != want) return -1;
+  for (int i = 0; i < L->kk->nparams; i++)
+    if (L->kk->params[i].buf == st->buf && L->kk->params[i].is_output) return i;
+  return -1;
+}
+
 /* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] parameters: one
  * product block ([a_parts * M][rows]) per distinct weight (gate and up are two; RoPE's rotated half
  * reads the same weight at other rows), and the epilogue kernel, one thread per output element (row,
@@ -194,5 +218,6 @@ void kl_mma_library(Lower *L) {
   kk->scratch = ex_bin(P, X_MAX, kk->scratch, scratch_after_planes(P, m, products));
   lib->epilogue = companion_kernel(L, &em, MMA_EPILOGUE, ex_mul(P, m->m_extent, ex_int(P, m->n_total)));
   a_signature(L, m, lib);
+  lib->direct_out = direct_output(L, m, lib->w_rows[0]);
   kk->lib = lib;
 }

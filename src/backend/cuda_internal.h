@@ -30,8 +30,9 @@ typedef struct CudaImpl {
   CUevent *timers; /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
   CublasLt *lt;    /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
   int lt_tried;
-  CUdeviceptr lt_ws; /* its workspace */
-  CUstream capture;  /* where library GEMMs are recorded into graphs (created on first use) */
+  CUdeviceptr lt_ws;     /* its workspace */
+  char algos_path[4200]; /* where its measured choices are kept across runs (gemm_algos.h); "" for nowhere */
+  CUstream capture;      /* where library GEMMs are recorded into graphs (created on first use) */
 } CudaImpl;
 
 typedef struct CudaFn {

@@ -253,7 +253,7 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
     if (replayed == 0) {
       /* No replay after all (an old driver, a refused update or recording): launch one by one from now on,
        * or, where recording a library call failed, record graphs without library GEMMs. */
-      notice(NOTICE_WARNING, "graph replay failed (%s); launching %s one by one\n", gd.msg,
+      notice(NOTICE_WARNING, "graph replay failed (%s); launching %s one by one", gd.msg,
              p->graph_library ? "library GEMMs" : "kernels");
       if (p->graph_library) p->graph_library = 0;
       else p->graph_failed = 1;

@@ -301,14 +301,14 @@ int cublaslt_chosen_algo(CublasLt *lt, int64_t m, int64_t n, int64_t k, uint64_t
 
 size_t cublaslt_version(const CublasLt *lt) { return lt->version ? lt->version() : 0; }
 
-int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *c, int which,
-                  void *stream, Diag *d) {
+int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, const void *add, void *c,
+                  int which, void *stream, Diag *d) {
   LtShape *s = shape_for(lt, m, n, k, d);
   if (!s) return 0;
   if (which < 0 || which >= s->nalgo) which = s->chosen;
-  const float one = 1.0f, beta = 0.0f;
-  LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, c, s->c, c, s->c, &s->algo[which], lt->ws,
-                           lt->ws_bytes, stream);
+  const float one = 1.0f, beta = add ? 1.0f : 0.0f;
+  LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, add ? add : c, s->c, c, s->c,
+                           &s->algo[which], lt->ws, lt->ws_bytes, stream);
   if (st) {
     diag_error(d, 0, 0, "cuBLASLt: a %lld x %lld x %lld bf16 GEMM failed (status %d)", (long long)m, (long long)n,
                (long long)k, st);

@@ -73,14 +73,14 @@ int cuda_choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const vo
   float best_ms = -1, first_ms = -1;
   for (int i = 0; i < count; i++) {
     Diag skip = {0}; /* a candidate that refuses this problem is passed over */
-    int ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, NULL, &skip), runs = 0;
+    int ok = cublaslt_gemm(c->lt, m, n, k, a, w, NULL, out, i, NULL, &skip), runs = 0;
     float ms = 0;
     for (int r = 0; ok && r < 3; r += runs) {
       /* one run first; a candidate over twice the best so far is not run again */
       runs = r ? 2 : 1;
       float part = 0;
       ok = c->drv.cuEventRecord(ev[0], NULL) == CUDA_SUCCESS;
-      for (int j = 0; ok && j < runs; j++) ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, i, NULL, &skip);
+      for (int j = 0; ok && j < runs; j++) ok = cublaslt_gemm(c->lt, m, n, k, a, w, NULL, out, i, NULL, &skip);
       ok = ok && c->drv.cuEventRecord(ev[1], NULL) == CUDA_SUCCESS &&
            c->drv.cuEventSynchronize(ev[1]) == CUDA_SUCCESS &&
            c->drv.cuEventElapsedTime(&part, ev[0], ev[1]) == CUDA_SUCCESS;
@@ -107,7 +107,8 @@ int cuda_choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const vo
   return 1;
 }
 
-int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out, Diag *d) {
+int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, const void *add,
+                   void *out, Diag *d) {
   CudaImpl *c = cuda_impl(b);
   if (!cuda_gemm_available(b)) {
     diag_error(d, 0, 0, "cuBLASLt is not available");
@@ -115,5 +116,5 @@ int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, c
   }
   if (!cuda_make_current(c, d)) return 0;
   snprintf(c->last_kernel, sizeof c->last_kernel, "cuBLASLt %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
-  return cuda_choose_gemm_algo(c, m, n, k, a, w, out, d) && cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, NULL, d);
+  return cuda_choose_gemm_algo(c, m, n, k, a, w, out, d) && cublaslt_gemm(c->lt, m, n, k, a, w, add, out, -1, NULL, d);
 }

@@ -47,6 +47,7 @@ typedef struct LaunchGemmLib {
   const int *a_bufs; /* the buffers it reads */
   int na_bufs;       /* -1: unknown */
   int direct_out;    /* >= 0: C is this output parameter itself, no epilogue runs (KGemmLib.direct_out) */
+  int direct_add;    /* >= 0: and the GEMM adds this parameter into it */
 } LaunchGemmLib;
 
 struct LaunchKernel {

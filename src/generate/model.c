@@ -19,32 +19,9 @@ static DType pick_weight_dtype(WeightStore *w, const ModelLoadOptions *o) {
   return DT_F32;
 }
 
-/* Benchmark weights: a fixed pseudo-random block tiled over each tensor (fast even for 8B parameters),
- * uniform with standard deviation 0.02; norm weights are 1 so activations keep their scale. */
-static void fill_random(const char *name, DType t, void *dst, int64_t n) {
-  enum { BLOCK = 65521 }; /* prime, so rows do not line up with the block */
-  static float block[BLOCK];
-  static int ready;
-  if (!ready) {
-    uint64_t x = 0x9E3779B97F4A7C15ULL;
-    for (int i = 0; i < BLOCK; i++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      block[i] = (float)(((double)(x >> 11) / 9007199254740992.0 * 2 - 1) * 0.0346);
-    }
-    ready = 1;
-  }
-  size_t len = strlen(name);
-  int is_norm = len > 11 && !strcmp(name + len - 11, "norm.weight");
-  for (int64_t i = 0; i < n; i++) {
-    float v = is_norm ? 1.0f : block[i % BLOCK];
-    if (t == DT_BF16) ((uint16_t *)dst)[i] = f32_to_bf16(v);
-    else if (t == DT_F16) ((uint16_t *)dst)[i] = f32_to_f16(v);
-    else ((float *)dst)[i] = v;
-  }
-}
-
 /* --weights native: a 2-D quantized tensor of the file keeps its block format in the graph. */
-static DType native_weight_type(void *ctx, const char *name, int rank, DType fallback) {
+static DType native_weight_type(void *ctx, const char *name, int rank, int64_t row_len, DType fallback) {
+  (void)row_len;
   WeightInfo wi;
   if (rank == 2 && weights_has(ctx, name, &wi) && dtype_is_quant(wi.native)) return wi.native;
   return fallback;
@@ -99,7 +76,8 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       diag_error(d, 0, 0, "model input '%s' is not whole %s blocks", name, dtype_name(n->dtype));
       goto fail;
     }
-    if (dtype_is_quant(n->dtype)) {
+    if (!strcmp(name, "model.embed_tokens.weight")) m->embed_dtype = n->dtype;
+    if (dtype_is_quant(n->dtype) && m->weights) {
       if (!bind_native(m, pi, name, bytes, env, d)) goto fail;
       m->weight_bytes += bytes;
       done++;
@@ -119,7 +97,15 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     if (!strcmp(name, "rope.inv_freq")) {
       model_rope_inv_freq(&m->cfg, host);
     } else if (!m->weights) {
-      fill_random(name, n->dtype, host, numel);
+      /* the type the rule gives this tensor: its own, or for the dequantized reference the rule's again */
+      DType quant = n->dtype;
+      if (m->random_quant.cfg && !dtype_is_quant(quant)) {
+        int rank = n->shape.rank;
+        int64_t row = 0;
+        if (!ex_eval_int(n->shape.dim[rank - 1], env, &row)) row = 0;
+        quant = random_quant_weight_type(&m->random_quant, name, rank, row, n->dtype);
+      }
+      if (!random_weights_fill(name, n->dtype, quant, host, numel, d)) goto fail;
       m->weight_bytes += bytes;
       done++;
     } else {
@@ -282,6 +268,16 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
     bo.weight_type_ctx = m->weights;
     m->weights_native = 1;
   }
+  if (o->random_quant > 0 && !m->weights) {
+    m->random_quant = (RandomQuant){&m->cfg, o->random_quant - 1};
+    if (!o->random_dequantized) {
+      bo.weight_type = random_quant_weight_type;
+      bo.weight_type_ctx = &m->random_quant;
+      m->weights_native = 1;
+    }
+  }
+  m->build = bo;
+  m->embed_dtype = wdt;
   m->weight_dtype = wdt;
   if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);
@@ -333,9 +329,11 @@ size_t model_kv_bytes_per_position(const ModelConfig *c) {
   return (size_t)c->layers * 2 * (size_t)c->kv_heads * (size_t)c->head_dim * sizeof(float);
 }
 
-size_t model_step_read_bytes(const ModelConfig *c, size_t weight_bytes, DType wdt) {
+size_t model_step_read_bytes(const ModelConfig *c, size_t weight_bytes, DType embed) {
   if (c->tied_embeddings) return weight_bytes; /* the lm_head reads the whole table */
-  size_t table = (size_t)c->vocab * (size_t)c->hidden * dtype_size(wdt), row = (size_t)c->hidden * dtype_size(wdt);
+  size_t table = 0, row = 0;
+  if (!dtype_bytes(embed, (int64_t)c->vocab * c->hidden, &table) || !dtype_bytes(embed, c->hidden, &row))
+    return weight_bytes;
   return weight_bytes > table ? weight_bytes - table + row : weight_bytes;
 }
 

@@ -36,7 +36,7 @@ int mb_weight(ModelBuilder *b, const char *name, int64_t d0, int64_t d1) {
   Expr *dims[2] = {n(b, d0), n(b, d1)};
   int rank = d1 ? 2 : 1;
   DType t = b->o->weight_dtype;
-  if (b->o->weight_type) t = b->o->weight_type(b->o->weight_type_ctx, name, rank, t);
+  if (b->o->weight_type) t = b->o->weight_type(b->o->weight_type_ctx, name, rank, d1 ? d1 : d0, t);
   return input(b, name, t, rank, dims);
 }
 

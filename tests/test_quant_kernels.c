@@ -108,19 +108,21 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
               "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
               "  float f; memcpy(&f, &u, 4); return f;\n}\n");
   rc_put_quant_source(&b, 1);
-  sb_puts(&b, "static int same(float a, float b) { return !memcmp(&a, &b, 4) || (a != a && b != b); }\n"
-              "#define CHECK(f, bytes, elems) {\\\n"
-              "  for (long long i = 0; i < n * (elems) / 8 * 8 && i + 8 <= (long long)(n / (bytes)) * (elems); i += 8) {\\\n"
-              "    float v[8]; lt_dq8_##f(buf, i, v);\\\n"
-              "    for (int j = 0; j < 8; j++) if (!same(v[j], lt_dq_##f(buf, i + j))) {\\\n"
-              "      printf(#f \" element %lld: %g != %g\\n\", i + j, v[j], lt_dq_##f(buf, i + j)); return 1; } } }\n"
-              "int main(void) {\n"
-              "  static unsigned char raw[210 * 64 + 16]; const long long n = 210 * 64;\n"
-              "  unsigned char *buf = raw; unsigned x = 12345;\n"
-              "  for (long long i = 0; i < n; i++) { x = x * 1103515245u + 12345u; buf[i] = (unsigned char)(x >> 16); }\n"
-              "  CHECK(q8_0, 34, 32) CHECK(q4_0, 18, 32) CHECK(q4_1, 20, 32) CHECK(q5_0, 22, 32)\n"
-              "  CHECK(q5_1, 24, 32) CHECK(q4_k, 144, 256) CHECK(q5_k, 176, 256) CHECK(q6_k, 210, 256)\n"
-              "  puts(\"ok\"); return 0;\n}\n");
+  sb_puts(
+      &b,
+      "static int same(float a, float b) { return !memcmp(&a, &b, 4) || (a != a && b != b); }\n"
+      "#define CHECK(f, bytes, elems) {\\\n"
+      "  for (long long i = 0; i < n * (elems) / 8 * 8 && i + 8 <= (long long)(n / (bytes)) * (elems); i += 8) {\\\n"
+      "    float v[8]; lt_dq8_##f(buf, i, v);\\\n"
+      "    for (int j = 0; j < 8; j++) if (!same(v[j], lt_dq_##f(buf, i + j))) {\\\n"
+      "      printf(#f \" element %lld: %g != %g\\n\", i + j, v[j], lt_dq_##f(buf, i + j)); return 1; } } }\n"
+      "int main(void) {\n"
+      "  static unsigned char raw[210 * 64 + 16]; const long long n = 210 * 64;\n"
+      "  unsigned char *buf = raw; unsigned x = 12345;\n"
+      "  for (long long i = 0; i < n; i++) { x = x * 1103515245u + 12345u; buf[i] = (unsigned char)(x >> 16); }\n"
+      "  CHECK(q8_0, 34, 32) CHECK(q4_0, 18, 32) CHECK(q4_1, 20, 32) CHECK(q5_0, 22, 32)\n"
+      "  CHECK(q5_1, 24, 32) CHECK(q4_k, 144, 256) CHECK(q5_k, 176, 256) CHECK(q6_k, 210, 256)\n"
+      "  puts(\"ok\"); return 0;\n}\n");
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fputs(sb_str(&b), f);

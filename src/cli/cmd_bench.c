@@ -322,20 +322,21 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
              lo.random_dequantized ? " dequantized to " : "", lo.random_dequantized ? dtype_name(m->weight_dtype) : "");
   else snprintf(wname, sizeof wname, "%s", m->weights_native ? "native" : dtype_name(m->weight_dtype));
   if (a.json) {
-    json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}", "model", name,
-        "target", target_name(t), "weights_dtype", wname,
-        "prompt_len", a.prompt_len, "gen_len", a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms,
-        "decode_tok_s", tok_s, "floor_tok_s", bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
-        bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms, "warm_compile_ms",
-        warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(), "weight_bytes", (json_int_t)wb,
-        "step_read_bytes", (json_int_t)read_bytes, "kv_cache_bytes", (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}",
+                          "model", name, "target", target_name(t), "weights_dtype", wname, "prompt_len", a.prompt_len,
+                          "gen_len", a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms, "decode_tok_s",
+                          tok_s, "floor_tok_s", bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
+                          bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms,
+                          "warm_compile_ms", warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(),
+                          "weight_bytes", (json_int_t)wb, "step_read_bytes", (json_int_t)read_bytes, "kv_cache_bytes",
+                          (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
     json_object_set_new(o, "sampled_decode_tok_s", json_real(sampled_tok_s));
     json_object_set_new(o, "fuse_recompute", json_boolean(lo.fuse_recompute));
     json_t *toks = json_array(), *samples = json_array();
     for (int i = 0; i < a.gen_len && i < N_TOKENS_KEPT; i++) json_array_append_new(toks, json_integer(kept[i]));
-    for (int i = 0; have_logits && i < N_LOGIT_SAMPLES; i++) json_array_append_new(samples, json_real(logit_samples[i]));
+    for (int i = 0; have_logits && i < N_LOGIT_SAMPLES; i++)
+      json_array_append_new(samples, json_real(logit_samples[i]));
     json_object_set_new(o, "greedy_tokens", toks);
     json_object_set_new(o, "prefill_logits_sample", samples);
     json_object_set_new(o, "prefill_logits_rms", have_logits ? json_real(logits_rms) : json_null());
@@ -352,8 +353,7 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
     free(s);
     json_decref(o);
   } else {
-    printf("model %s on %s, %s weights, %d kernels per step\n", name, target_name(t), wname,
-           m->comp->kernel->nkernels);
+    printf("model %s on %s, %s weights, %d kernels per step\n", name, target_name(t), wname, m->comp->kernel->nkernels);
     printf("  prefill %d tokens: %.2f ms (%.0f tok/s)", a.prefill_len, prefill_ms,
            prefill_ms > 0 ? a.prefill_len * 1e3 / prefill_ms : 0);
     if (t == TARGET_CUDA)

@@ -29,9 +29,9 @@ typedef struct Model {
   DeviceSampler *sampler; /* CUDA: sampling on the device, made at the first sampled step */
   double compile_ms, load_ms;
   size_t weight_bytes, cache_bytes;
-  DType weight_dtype; /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
-  int weights_native; /* quantized tensors are read as their blocks (ModelLoadOptions.weights_native) */
-  DType embed_dtype;  /* of model.embed_tokens.weight (a block type when it is read quantized) */
+  DType weight_dtype;       /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
+  int weights_native;       /* quantized tensors are read as their blocks (ModelLoadOptions.weights_native) */
+  DType embed_dtype;        /* of model.embed_tokens.weight (a block type when it is read quantized) */
   RandomQuant random_quant; /* model_new_random with ModelLoadOptions.random_quant: the type rule's context */
   ModelBuildOptions build;  /* what the graph was built with (a warm compile rebuilds it) */
 } Model;

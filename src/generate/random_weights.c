@@ -36,8 +36,8 @@ DType random_quant_weight_type(void *ctx, const char *name, int rank, int64_t ro
   const char *gguf = has_suffix(name, ".self_attn.v_proj.weight") ? "blk.attn_v.weight"
                      : has_suffix(name, ".mlp.down_proj.weight")  ? "blk.ffn_down.weight"
                                                                   : name;
-  int is_output = !strcmp(name, "lm_head.weight") ||
-                  (q->cfg->tied_embeddings && !strcmp(name, "model.embed_tokens.weight"));
+  int is_output =
+      !strcmp(name, "lm_head.weight") || (q->cfg->tied_embeddings && !strcmp(name, "model.embed_tokens.weight"));
   int fell_back;
   int t = quant_tensor_type((QuantScheme)q->scheme, gguf, rank, row_len, layer, q->cfg->layers, is_output, &fell_back);
   DType out;

@@ -34,7 +34,7 @@ expect_error quant-bench-dequantized-alone "--dequantized needs --config and --w
   bench --config smollm2-135m --random-weights --dequantized f32
 expect_error quant-bench-dequantized-bad "--dequantized expects f32, f16 or bf16, got 'q4_0'" -- \
   bench --config smollm2-135m --random-weights --weights q8_0 --dequantized q4_0
-expect quant-compile-config 0 'lt_dq_q4_k\(' -- compile --config llama-3.2-1b --weights q4_k_m --target cuda --ir code
+expect quant-compile-config 0 'lt_dq8_q4_k\(model_layers_0_self_attn_q_proj_weight, ' -- compile --config llama-3.2-1b --weights q4_k_m --target cuda --ir code
 expect quant-compile-config-q6 0 'q6_k\[2048,8192\]' -- compile --config llama-3.2-1b --weights q4_k_m --ir tensor
 expect_error quant-compile-bad "unknown --weights 'q3_k' .expected one of q8_0, q4_0" -- \
   compile --config llama-3.2-1b --weights q3_k --ir tensor

@@ -13,7 +13,7 @@
 # --quick: small shapes, smollm2-135m, budgets of 5 / 20 / 15 s, for checking the script itself (on the CPU:
 # --target cpu --quick).
 # Defaults: build/lathe, cuda, qwen3-0.6b, tag h200 (cpu with --target cpu), budgets 20 s per kernel (35 s for
-# the RMSNorm), 120 s decode, 75 s prefill, everything aimed at --total 520 s (a phase that would not fit is skipped and says so),
+# the RMSNorm), 120 s decode, 75 s prefill, everything aimed at --total 500 s (a phase that would not fit is skipped and says so),
 # OUT=$OUT or a new temporary directory. The cache (compiled kernels and tune.db) is LATHE_CACHE_DIR, else a
 # fresh directory under /tmp, so the "default" runs see no earlier tuning.
 set -uo pipefail
@@ -26,7 +26,7 @@ tag=
 kernel_budget=20
 decode_budget=120
 prefill_budget=75
-total=520
+total=500
 out=${OUT:-}
 while [ $# -gt 0 ]; do
   case $1 in

@@ -48,10 +48,11 @@ static void kernels_alone(void **s) {
   double t_norm = median_of(x.plan, &norm, 1), t_product = median_of(x.plan, &product, 1);
   int both[2] = {0, 1};
   double t_both = median_of(x.plan, both, 2);
-  /* 16.7M multiply-adds against 65536 values: only the product's time is anywhere near the pair's */
+  /* (medians taken apart in time: on a loaded machine only the large ratio is a safe claim) */
+  /* 16.7M multiply-adds against 65536 values: the product, alone or with the norm, takes far longer */
   assert_true(t_norm > 0);
   assert_true(t_product > 8 * t_norm);
-  assert_true(t_both > 0.5 * t_product);
+  assert_true(t_both > 8 * t_norm);
   /* the plan runs on as before: a complete run after the timing is still right */
   memset(x.out[0].data, 0xff, (size_t)x.out[0].numel * sizeof(float));
   void *outp[1] = {x.out[0].data};

@@ -4,9 +4,11 @@
 
 Prints "ok NAME" or "FAIL NAME: why" per check."""
 import base64
+import json
 import math
 import struct
 import sys
+import urllib.request
 
 import openai
 
@@ -84,3 +86,39 @@ try:
     check("openai_embeddings_empty", False, "accepted")
 except openai.BadRequestError as ex:
     check("openai_embeddings_empty", "empty" in str(ex), str(ex))
+
+# echo with logprobs: the prompt's tokens come first with theirs (the first null, as OpenAI and vLLM), then the
+# generated tokens' exactly as without echo; a prompt token's logprob is what the position before it predicts
+prompt = "The capital of France is"
+plain = c.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0, logprobs=3)
+echo = c.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0, logprobs=3, echo=True)
+lp, np_ = echo.choices[0].logprobs, echo.usage.prompt_tokens
+gen = plain.choices[0].logprobs
+check("openai_echo_logprobs_shape", len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs)
+      == len(lp.text_offset) == np_ + echo.usage.completion_tokens and lp.token_logprobs[0] is None
+      and lp.top_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:])
+      and all(len(t) in (3, 4) for t in lp.top_logprobs[1:]), lp)
+check("openai_echo_logprobs_text", echo.choices[0].text == prompt + plain.choices[0].text
+      and "".join(lp.tokens[:np_]) == prompt and lp.text_offset == [len("".join(lp.tokens[:k]))
+                                                                     for k in range(len(lp.tokens))], lp)
+check("openai_echo_logprobs_generated", lp.tokens[np_:] == gen.tokens and all(
+    abs(a - b) < 1e-5 for a, b in zip(lp.token_logprobs[np_:], gen.token_logprobs)), (lp, gen))
+req = urllib.request.Request("http://127.0.0.1:%d/tokenize" % port, json.dumps({"content": prompt}).encode(),
+                             {"Content-Type": "application/json"})
+ids = json.load(urllib.request.urlopen(req))["tokens"]
+before = c.completions.create(model=model, prompt=ids[:-1], max_tokens=1, temperature=0, logprobs=20)
+alts = before.choices[0].logprobs.top_logprobs[0]
+check("openai_echo_logprobs_predicted", lp.tokens[np_ - 1] in alts
+      and abs(alts[lp.tokens[np_ - 1]] - lp.token_logprobs[np_ - 1]) < 1e-4, (alts, lp.token_logprobs))
+streamed = {"tokens": [], "token_logprobs": []}
+text = ""
+for chunk in c.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0, logprobs=3, echo=True,
+                                  stream=True):
+    if chunk.choices:
+        text += chunk.choices[0].text
+        if chunk.choices[0].logprobs:
+            streamed["tokens"] += chunk.choices[0].logprobs.tokens
+            streamed["token_logprobs"] += chunk.choices[0].logprobs.token_logprobs
+check("openai_echo_logprobs_stream", text == echo.choices[0].text and streamed["tokens"] == lp.tokens and all(
+    (a is None and b is None) or abs(a - b) < 1e-5 for a, b in zip(streamed["token_logprobs"], lp.token_logprobs)),
+      (streamed, lp))

@@ -273,8 +273,6 @@ int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r,
     return BAD(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
   if (kind == API_CHAT && r->top_given && !r->logprobs)
     return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-  if (r->echo && r->logprobs)
-    return BAD(e, "echo", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
   if (r->sampling.temperature <= 0) r->sampling.greedy = 1;
   return 1;
 }

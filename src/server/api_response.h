@@ -37,6 +37,16 @@ char *api_chunk_event(const ApiIdent *a, const char *text, int first, const char
  * them). */
 json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob *t, int from, int to, const char *text,
                           long base);
+/* Completions with echo and logprobs: the prompt's n tokens as api_logprobs_json writes tokens, rec[k] (nrec of
+ * them) the records of positions k + 1; the first token (and any without a record) has a null logprob and null
+ * alternatives; the offsets count the characters of the prompt decoded token by token (skip_special as the echo
+ * was decoded). */
+json_t *api_prompt_logprobs_json(const Tokenizer *tok, const int32_t *prompt, int n, const TokenLogprob *rec,
+                                 int nrec, int skip_special);
+/* Appends the arrays of completions logprobs b (taken over) to those of a. */
+void api_logprobs_append(json_t *a, json_t *b);
+/* UTF-8 characters in s (OpenAI's offsets count characters). */
+long api_text_chars(const char *s);
 /* An embeddings answer: {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model",
  * "usage"}; vectors n x dim floats, each a list of numbers or (base64) its little-endian f32 bytes. */
 char *api_embeddings_body(const char *model, const float *vectors, int n, int dim, int base64, int prompt_tokens);

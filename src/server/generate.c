@@ -83,20 +83,27 @@ int job_status_error(const JobStatus *st, ApiError *e) {
   return 0;
 }
 
-/* The logprobs of the tokens that begin before the answer's end (cut: where a stop string begins, or -1). */
+/* The logprobs of the tokens that begin before the answer's end (cut: where a stop string begins, or -1); with
+ * echo, the prompt's tokens first (echo_ids: the n prompt tokens). */
 static json_t *whole_logprobs(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *text,
-                              long cut) {
+                              long cut, const char *echo, const int32_t *echo_ids, int n_echo) {
   TokenLogprob *t = NULL;
   int cap = 0, n = job_logprobs(loop, c->job, 0, &t, &cap), upto = n; /* no stop string: every token */
   if (cut >= 0)
     for (upto = 0; upto < n && (upto ? t[upto - 1].end : 0) < (size_t)cut;) upto++;
-  json_t *lp = api_logprobs_json(r->kind, m->tok, t, 0, upto, text, 0);
+  json_t *lp = api_logprobs_json(r->kind, m->tok, t, 0, upto, text, echo ? api_text_chars(echo) : 0);
+  if (echo) {
+    int np = job_prompt_logprobs(loop, c->job, &t, &cap);
+    json_t *prompt = api_prompt_logprobs_json(m->tok, echo_ids, n_echo, t, np, r->prompt_text != NULL);
+    api_logprobs_append(prompt, lp);
+    lp = prompt;
+  }
   free(t);
   return lp;
 }
 
 static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *echo,
-                                    const char *model) {
+                                    const int32_t *ids, int n, const char *model) {
   JobStatus st;
   if (!wait_done(c, loop, &st)) return MHD_NO; /* closes the connection */
   c->gen_tokens = st.tokens;
@@ -108,7 +115,7 @@ static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const Model *m, c
   StrBuf text = {0};
   job_wait(loop, c->job, 0, 0, &text, &st);
   long at = stop_find(sb_str(&text), text.len, r->stop, r->nstop);
-  json_t *lp = r->logprobs ? whole_logprobs(c, loop, m, r, sb_str(&text), at) : NULL;
+  json_t *lp = r->logprobs ? whole_logprobs(c, loop, m, r, sb_str(&text), at, echo, ids, n) : NULL;
   StrBuf out = {0};
   if (echo) sb_puts(&out, echo);
   if (at >= 0) text.data[at] = 0;
@@ -156,6 +163,7 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   er.frequency_penalty = r.frequency_penalty;
   er.logprobs = r.logprobs;
   er.top_logprobs = r.top_logprobs;
+  er.prompt_logprobs = r.echo && r.logprobs; /* the echoed prompt's tokens get theirs (the first: null) */
   if (!(c->job = engine_loop_submit(loop, &er))) {
     const char *failure = engine_loop_failure(loop);
     if (failure) {
@@ -168,9 +176,14 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   echo = echo_text(m, &r);
   if (r.stream) {
     StreamSpec sp = {kind, model, r.include_usage, echo, r.stop, r.nstop, r.logprobs};
+    if (er.prompt_logprobs) {
+      sp.prompt = ids;
+      sp.nprompt = n;
+      sp.prompt_skip_special = r.prompt_text != NULL;
+    }
     res = reply_stream(c, c->job, &sp);
   } else {
-    res = answer_whole(c, loop, m, &r, echo, model);
+    res = answer_whole(c, loop, m, &r, echo, ids, n, model);
   }
   goto done;
 refuse:

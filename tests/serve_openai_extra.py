@@ -122,3 +122,14 @@ for chunk in c.completions.create(model=model, prompt=prompt, max_tokens=4, temp
 check("openai_echo_logprobs_stream", text == echo.choices[0].text and streamed["tokens"] == lp.tokens and all(
     (a is None and b is None) or abs(a - b) < 1e-5 for a, b in zip(streamed["token_logprobs"], lp.token_logprobs)),
       (streamed, lp))
+# max_tokens 0 with echo (how evaluation harnesses score a text): the prompt alone, its logprobs, nothing generated
+score = c.completions.create(model=model, prompt=prompt, max_tokens=0, temperature=0, logprobs=3, echo=True)
+slp = score.choices[0].logprobs
+check("openai_echo_score_only", score.choices[0].text == prompt and score.usage.completion_tokens == 0
+      and score.choices[0].finish_reason == "length" and slp.tokens == lp.tokens[:np_] and all(
+          (a is None and b is None) or abs(a - b) < 1e-5 for a, b in zip(slp.token_logprobs, lp.token_logprobs)),
+      score)
+chunks = list(c.completions.create(model=model, prompt=prompt, max_tokens=0, logprobs=0, echo=True, stream=True,
+                                   stream_options={"include_usage": True}))
+check("openai_echo_score_only_stream", "".join(ch.choices[0].text for ch in chunks if ch.choices) == prompt
+      and chunks[-1].usage.completion_tokens == 0, chunks)

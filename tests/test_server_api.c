@@ -50,6 +50,9 @@ static void completion_fields(void **state) {
   assert_true(parse("{\"prompt\": \"x\", \"echo\": true, \"logprobs\": 2}", API_COMPLETION, &r, &e));
   assert_true(r.echo && r.logprobs && r.top_logprobs == 2);
   api_request_free(&r);
+  assert_true(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0}", API_COMPLETION, &r, &e));
+  assert_int_equal(r.max_tokens, 0);
+  api_request_free(&r);
   assert_true(
       parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 4}",
             API_CHAT, &r, &e));
@@ -94,7 +97,10 @@ static void refusals_name_the_field(void **state) {
   refused("[1]", API_COMPLETION, NULL, "JSON object");
   refused("{\"max_tokens\": 3}", API_COMPLETION, "prompt", "required");
   refused("{\"prompt\": \"x\", \"max_tokens\": \"8\"}", API_COMPLETION, "max_tokens", "integer");
-  refused("{\"prompt\": \"x\", \"max_tokens\": 0}", API_COMPLETION, "max_tokens", "between 1");
+  refused("{\"prompt\": \"x\", \"max_tokens\": 0}", API_COMPLETION, "max_tokens", "0 only for a completion with 'echo'");
+  refused("{\"prompt\": \"x\", \"max_tokens\": -1, \"echo\": true}", API_COMPLETION, "max_tokens", "between 0");
+  refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 0}", API_CHAT,
+          "max_completion_tokens", "between 1");
   refused("{\"prompt\": \"x\", \"temperature\": 3}", API_COMPLETION, "temperature", "between 0 and 2");
   refused("{\"prompt\": \"x\", \"top_p\": 0}", API_COMPLETION, "top_p", "greater than 0");
   refused("{\"prompt\": \"x\", \"n\": 2}", API_COMPLETION, "n", "must be 1");

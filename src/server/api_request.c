@@ -208,7 +208,7 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
   } else if (chat && !strcmp(key, "messages")) {
     return parse_messages(r, v, e);
   } else if (!strcmp(key, "max_tokens") || (chat && !strcmp(key, "max_completion_tokens"))) {
-    if (!get_int(v, key, 1, 1 << 30, &k, e)) return 0;
+    if (!get_int(v, key, chat ? 1 : 0, 1 << 30, &k, e)) return 0; /* 0: completions with echo, checked below */
     r->max_tokens = (int)k;
   } else if (!strcmp(key, "temperature")) {
     if (!get_number(v, key, 0, 2, &x, e)) return 0;
@@ -273,6 +273,8 @@ int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r,
     return BAD(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
   if (kind == API_CHAT && r->top_given && !r->logprobs)
     return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (r->max_tokens == 0 && !r->echo)
+    return BAD(e, "max_tokens", "'max_tokens' must be at least 1 (0 only for a completion with 'echo': the prompt alone, scored)");
   if (r->sampling.temperature <= 0) r->sampling.greedy = 1;
   return 1;
 }

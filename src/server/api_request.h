@@ -35,7 +35,7 @@ typedef struct ApiRequest {
   /* chat: the messages (strings owned by the request) */
   ChatMessage *messages;
   int nmessages;
-  int max_tokens; /* -1: not given */
+  int max_tokens; /* -1: not given; 0 only with echo (the prompt alone: nothing is generated) */
   SamplerOptions sampling;
   int seed_given;
   const char *stop[API_MAX_STOP];

@@ -103,9 +103,10 @@ static json_t *whole_logprobs(Conn *c, EngineLoop *loop, const Model *m, const A
 }
 
 static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *echo,
-                                    const int32_t *ids, int n, const char *model) {
+                                    const int32_t *ids, int n, int score_only, const char *model) {
   JobStatus st;
   if (!wait_done(c, loop, &st)) return MHD_NO; /* closes the connection */
+  if (score_only) st.tokens = 0;
   c->gen_tokens = st.tokens;
   ApiError e = {0};
   if (job_status_error(&st, &e)) {
@@ -113,18 +114,19 @@ static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const Model *m, c
     return reply_error(c, &e);
   }
   StrBuf text = {0};
-  job_wait(loop, c->job, 0, 0, &text, &st);
-  long at = stop_find(sb_str(&text), text.len, r->stop, r->nstop);
+  if (!score_only) job_wait(loop, c->job, 0, 0, &text, &st);
+  long at = score_only ? 0 : stop_find(sb_str(&text), text.len, r->stop, r->nstop);
   json_t *lp = r->logprobs ? whole_logprobs(c, loop, m, r, sb_str(&text), at, echo, ids, n) : NULL;
   StrBuf out = {0};
   if (echo) sb_puts(&out, echo);
-  if (at >= 0) text.data[at] = 0;
+  if (at >= 0 && text.data) text.data[at] = 0;
   sb_puts(&out, sb_str(&text));
   sb_free(&text);
   ApiIdent id;
   api_ident_init(&id, r->kind, server_next_serial(c->s), model);
   ApiUsage u = {c->prompt_tokens, st.tokens};
-  char *body = api_completion_body(&id, sb_str(&out), at >= 0 ? "stop" : st.reason, &u, lp);
+  const char *reason = score_only ? "length" : at >= 0 ? "stop" : st.reason;
+  char *body = api_completion_body(&id, sb_str(&out), reason, &u, lp);
   sb_free(&out);
   return reply(c, 200, "application/json", body);
 }
@@ -155,8 +157,10 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
     goto refuse;
   }
   c->prompt_tokens = n;
-  /* OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat */
-  int max_tokens = r.max_tokens > 0 ? r.max_tokens : kind == API_CHAT ? m->max_ctx : 16;
+  /* OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat. max_tokens 0 (echo: the
+   * prompt alone, often to score it) runs one token, which is not sent. */
+  int score_only = r.max_tokens == 0;
+  int max_tokens = r.max_tokens > 0 ? r.max_tokens : score_only ? 1 : kind == API_CHAT ? m->max_ctx : 16;
   if (!r.seed_given) r.sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + server_next_serial(c->s);
   EngineRequest er = {ids, n, max_tokens, r.sampling, r.stop, r.nstop, r.ignore_eos};
   er.presence_penalty = r.presence_penalty;
@@ -176,6 +180,7 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   echo = echo_text(m, &r);
   if (r.stream) {
     StreamSpec sp = {kind, model, r.include_usage, echo, r.stop, r.nstop, r.logprobs};
+    sp.score_only = score_only;
     if (er.prompt_logprobs) {
       sp.prompt = ids;
       sp.nprompt = n;
@@ -183,7 +188,7 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
     }
     res = reply_stream(c, c->job, &sp);
   } else {
-    res = answer_whole(c, loop, m, &r, echo, ids, n, model);
+    res = answer_whole(c, loop, m, &r, echo, ids, n, score_only, model);
   }
   goto done;
 refuse:

@@ -77,6 +77,7 @@ typedef struct StreamSpec {
    * is computed) */
   const int32_t *prompt;
   int nprompt, prompt_skip_special;
+  int score_only; /* max_tokens 0 with echo: the echo, then the end; the one token generated is not sent */
 } StreamSpec;
 enum MHD_Result reply_stream(Conn *c, Job *job, const StreamSpec *sp);
 #endif

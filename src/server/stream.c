@@ -23,6 +23,7 @@ typedef struct Stream {
   long lp_base;       /* the characters before the generated text (an echo's) */
   int32_t *prompt;    /* echo with logprobs: the prompt's tokens */
   int nprompt, prompt_skip_special;
+  int score_only;
   TokenLogprob *lp; /* the job's records so far */
   int nlp, caplp, lp_sent;
   StrBuf text;   /* the job's text so far */
@@ -115,6 +116,17 @@ static int produce(Stream *s) {
     }
   }
   JobStatus st;
+  if (s->score_only) { /* nothing of the generated token goes out: only the end, once the job is done */
+    job_wait(s->loop, s->job, (size_t)-1, 100, NULL, &st);
+    if (st.finished) {
+      st.tokens = 0;
+      if (!strcmp(st.reason, "stop")) st.reason = "length";
+      put_end(s, &st, 0);
+    } else if (conn_client_gone(s->c)) {
+      return 0;
+    }
+    return 1;
+  }
   job_wait(s->loop, s->job, s->text.len, 100, &s->text, &st);
   long at = stop_find(sb_str(&s->text), s->text.len, (const char *const *)s->stop, s->nstop);
   size_t upto = at >= 0       ? (size_t)at
@@ -175,6 +187,7 @@ enum MHD_Result reply_stream(Conn *c, Job *job, const StreamSpec *sp) {
   s->tok = server_model(c->s, NULL)->tok;
   s->echo = sp->echo ? xstrdup(sp->echo, "the echo") : NULL;
   s->lp_base = sp->echo ? api_text_chars(sp->echo) : 0;
+  s->score_only = sp->score_only;
   if (sp->prompt && sp->echo) {
     s->prompt = xmalloc(sizeof(int32_t) * (size_t)sp->nprompt, "the prompt");
     memcpy(s->prompt, sp->prompt, sizeof(int32_t) * (size_t)sp->nprompt);

@@ -133,3 +133,22 @@ chunks = list(c.completions.create(model=model, prompt=prompt, max_tokens=0, log
                                    stream_options={"include_usage": True}))
 check("openai_echo_score_only_stream", "".join(ch.choices[0].text for ch in chunks if ch.choices) == prompt
       and chunks[-1].usage.completion_tokens == 0, chunks)
+
+# vLLM's ignore_eos and min_tokens (extra_body): greedy stops at the end-of-sequence token after n < 40 tokens;
+# min_tokens n + 5 holds it back that long (the same text up to there), ignore_eos runs to exactly max_tokens
+say = [{"role": "user", "content": "Say hi."}]
+base = c.chat.completions.create(model=model, messages=say, max_tokens=40, temperature=0)
+n = base.usage.completion_tokens
+check("openai_eos_baseline", base.choices[0].finish_reason == "stop" and n + 5 < 40, base.usage)
+held = c.chat.completions.create(model=model, messages=say, max_tokens=40, temperature=0,
+                                 extra_body={"min_tokens": n + 5})
+check("openai_min_tokens", held.usage.completion_tokens >= n + 5
+      and held.choices[0].message.content.startswith(base.choices[0].message.content), held)
+run = c.chat.completions.create(model=model, messages=say, max_tokens=40, temperature=0,
+                                extra_body={"ignore_eos": True})
+check("openai_ignore_eos", run.usage.completion_tokens == 40 and run.choices[0].finish_reason == "length", run.usage)
+try:
+    c.completions.create(model=model, prompt="x", max_tokens=4, extra_body={"min_tokens": 5})
+    check("openai_min_tokens_over_max", False, "accepted")
+except openai.BadRequestError as ex:
+    check("openai_min_tokens_over_max", "min_tokens" in str(ex), str(ex))

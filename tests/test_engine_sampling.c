@@ -230,6 +230,47 @@ static double log_softmax_at(const float *row, int vocab, int t) {
   return row[t] - mx - log(sum);
 }
 
+/* min_tokens: a stop token cannot be chosen before the request has that many tokens (the argmax without it is,
+ * computed here on the one-sequence model), and ends it as usual afterwards */
+static void min_tokens_defer_the_end(void **s) {
+  (void)s;
+  Model *m = load(4, 0), *solo = load(0, 0);
+  int vocab = m->cfg.vocab;
+  EngineRequest plain = {prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1};
+  Got g0;
+  run(m, &(EngineOptions){0}, &plain, 1, &g0);
+  int32_t stop_tok = g0.tok[2];
+  EngineRequest r[2] = {{prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .stop_tokens = &stop_tok,
+                         .nstop_tokens = 1},
+                        {prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .stop_tokens = &stop_tok,
+                         .nstop_tokens = 1, .min_tokens = 5, .logprobs = 1}};
+  Got got[2];
+  run(m, &(EngineOptions){0}, r, 2, got);
+  assert_int_equal(got[0].n, 2); /* the stop token ends it (and is not part of its output) */
+  assert_true(got[1].n >= 5);
+  assert_memory_equal(got[1].tok, g0.tok, sizeof(int32_t) * 2);
+  float *row = malloc(sizeof(float) * (size_t)vocab);
+  for (int k = 2; k < 5; k++) {
+    solo_logits(solo, prompt, NP, got[1].tok, k);
+    memcpy(row, solo->logits, sizeof(float) * (size_t)vocab);
+    double lp = log_softmax_at(row, vocab, got[1].tok[k]); /* logprobs are the model's, unmasked */
+    row[stop_tok] = -INFINITY;
+    assert_int_not_equal(got[1].tok[k], stop_tok);
+    assert_int_equal(got[1].tok[k], argmax_of(row, vocab));
+    assert_true(fabs(got[1].lp[k] - lp) < 1e-4 * slack);
+  }
+  free(row);
+  for (int k = 5; k < got[1].n; k++) assert_int_not_equal(got[1].tok[k], stop_tok); /* it would have ended there */
+  Diag d = {0};
+  Engine *e = engine_new(m, &(EngineOptions){0}, &d);
+  EngineRequest bad = {prompt, NP, 4, {.greedy = 1, .top_p = 1}, .min_tokens = -1};
+  assert_int_equal(engine_add(e, &bad, &d), -1);
+  assert_non_null(strstr(d.msg, "min_tokens"));
+  engine_free(e);
+  model_free(m);
+  model_free(solo);
+}
+
 /* Prompt logprobs (echo with logprobs): every prompt token after the first, once and in order, with the
  * log-softmax of the one-sequence model's logits after the tokens before it; also when the prompt is computed in
  * chunks, when another request holds the same prompt in the prefix cache, and when a preemption recomputes it. */
@@ -379,6 +420,7 @@ int main(void) {
       cmocka_unit_test(logprobs_are_log_softmax),
       cmocka_unit_test(embeddings_pool_hidden_states),
       cmocka_unit_test(prompt_logprobs_score_the_prompt),
+      cmocka_unit_test(min_tokens_defer_the_end),
   };
   int rc = cmocka_run_group_tests_name("engine_sampling", tests, NULL, NULL);
   be->ops->destroy(be);

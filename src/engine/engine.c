@@ -3,6 +3,7 @@
  * row of logits), and the step's events say what each request got. */
 #include "engine.h"
 #define ENGINE_PARTS 5
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 typedef struct Request {
   int live;           /* added and not yet reported finished */
   int cancel_pending; /* cancelled: the next step reports it */
-  int ignore_eos;
+  int ignore_eos, min_tokens;
   int forgotten; /* engine_forget dropped its records */
   Sampler sampler;
   DecodeState ds;
@@ -176,6 +177,10 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
     diag_error(d, 0, 0, "max_tokens must be at least 1 (got %d)", r->max_tokens);
     return -1;
   }
+  if (r->min_tokens < 0) {
+    diag_error(d, 0, 0, "min_tokens must be at least 0 (got %d)", r->min_tokens);
+    return -1;
+  }
   if (r->nstop < 0 || r->nstop > 64 || r->nstop_tokens < 0 || r->nstop_tokens > 64) {
     diag_error(d, 0, 0, "at most 64 stop strings and 64 stop tokens (got %d and %d)", r->nstop, r->nstop_tokens);
     return -1;
@@ -227,6 +232,7 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
   memset(q, 0, sizeof *q);
   q->live = 1;
   q->ignore_eos = r->ignore_eos;
+  q->min_tokens = r->min_tokens;
   sampler_init(&q->sampler, &r->sampling);
   q->nstop = r->nstop;
   q->stop = r->nstop ? xcalloc((size_t)r->nstop, sizeof *q->stop, "the stop strings") : NULL;
@@ -296,8 +302,30 @@ static void finish(Engine *e, int id, const char *reason) {
   sb_free(&q->text);
 }
 
-/* Whether a request's rows need the host's logits whatever the target: penalties change them, logprobs read them. */
-static int needs_host_row(const Request *q) { return q->logprobs || q->presence != 0 || q->frequency != 0; }
+/* Whether a request's rows need the host's logits whatever the target: penalties change them, logprobs read them,
+ * min_tokens masks the tokens that would end it. */
+static int needs_host_row(const Request *q) {
+  return q->logprobs || q->presence != 0 || q->frequency != 0 || q->nout < q->min_tokens;
+}
+
+enum { MAX_ENDING = 8 + 1 + 1 + 64 };
+
+/* The tokens that would end q now and that min_tokens keeps it from choosing: its stop tokens, and the model's
+ * end-of-sequence ones unless it ignores them. */
+static int ending_tokens(const Engine *e, const Request *q, int32_t *out) {
+  const Model *m = e->m;
+  int n = 0, vocab = m->cfg.vocab;
+  for (int k = 0; k < q->nstop_tokens; k++) out[n++] = q->stop_tokens[k];
+  if (!q->ignore_eos) {
+    if (m->cfg.eos_id >= 0) out[n++] = m->cfg.eos_id;
+    for (int k = 0; k < m->cfg.n_eos && k < 8; k++) out[n++] = m->cfg.eos_ids[k];
+    if (m->tok && tokenizer_eos(m->tok) >= 0) out[n++] = tokenizer_eos(m->tok);
+  }
+  int kept = 0;
+  for (int k = 0; k < n; k++)
+    if (out[k] >= 0 && out[k] < vocab) out[kept++] = out[k];
+  return kept;
+}
 
 /* Which of the step's positions give a prompt logprob: entry i's tokens plp_row[i] .. + plp_n[i] - 1 (indices within
  * the entry, made logit rows by build_step), whose logits give the prompt tokens from position plp_pos[i] on (the
@@ -384,9 +412,16 @@ static int32_t pick_host_row(Engine *e, Request *q, float *row, int32_t device_g
     if (!e->counts) e->counts = xcalloc((size_t)vocab, sizeof(int), "the penalties' counts");
     logits_apply_penalties(row, vocab, q->out, q->nout, q->presence, q->frequency, e->counts);
   }
+  /* min_tokens: the ending tokens are -inf for the choice only (the logprobs below see the model's values) */
+  int32_t ending[MAX_ENDING];
+  float saved[MAX_ENDING];
+  int nending = q->nout < q->min_tokens ? ending_tokens(e, q, ending) : 0;
+  for (int k = 0; k < nending; k++) saved[k] = row[ending[k]];
+  for (int k = 0; k < nending; k++) row[ending[k]] = -INFINITY;
   int32_t tok = !sampler_is_greedy(&q->sampler.o) ? sampler_pick(&q->sampler, u, row, vocab)
-                : penalized                       ? argmax(row, vocab)
+                : penalized || nending            ? argmax(row, vocab)
                                                   : device_greedy;
+  for (int k = nending - 1; k >= 0; k--) row[ending[k]] = saved[k]; /* in reverse: a repeated id gets its own */
   if (q->logprobs) {
     double norm = logits_log_normalizer(row, vocab);
     q->logprob = (float)((double)row[tok] - norm);

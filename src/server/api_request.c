@@ -247,6 +247,9 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
     return get_bool(v, key, &r->echo, e);
   } else if (!strcmp(key, "ignore_eos")) {
     return get_bool(v, key, &r->ignore_eos, e);
+  } else if (!strcmp(key, "min_tokens")) {
+    if (!get_int(v, key, 0, 1 << 30, &k, e)) return 0;
+    r->min_tokens = (int)k;
   } else if (!strcmp(key, "user")) {
     if (!json_is_string(v)) return BAD(e, key, "'user' must be a string");
   } else {
@@ -273,6 +276,12 @@ int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r,
     return BAD(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
   if (kind == API_CHAT && r->top_given && !r->logprobs)
     return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (r->min_tokens && r->nstop)
+    return BAD(e, "min_tokens", "'min_tokens' with 'stop' strings is not supported (only the end-of-sequence "
+                                "token is held back)");
+  if (r->max_tokens >= 0 && r->min_tokens > r->max_tokens)
+    return BAD(e, "min_tokens", "'min_tokens' (%d) must not exceed '%s' (%d)", r->min_tokens,
+               kind == API_CHAT ? "max_completion_tokens" : "max_tokens", r->max_tokens);
   if (r->max_tokens == 0 && !r->echo)
     return BAD(e, "max_tokens", "'max_tokens' must be at least 1 (0 only for a completion with 'echo': the prompt alone, scored)");
   if (r->sampling.temperature <= 0) r->sampling.greedy = 1;

@@ -41,6 +41,7 @@ typedef struct ApiRequest {
   const char *stop[API_MAX_STOP];
   int nstop;
   int stream, include_usage, echo, ignore_eos;
+  int min_tokens; /* vLLM's: no end-of-sequence token before this many tokens (0: none) */
   double presence_penalty, frequency_penalty;
   int logprobs, top_logprobs; /* logprobs: the tokens' log-probabilities, with top_logprobs alternatives each */
   int top_given;

@@ -163,6 +163,12 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   int max_tokens = r.max_tokens > 0 ? r.max_tokens : score_only ? 1 : kind == API_CHAT ? m->max_ctx : 16;
   if (!r.seed_given) r.sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + server_next_serial(c->s);
   EngineRequest er = {ids, n, max_tokens, r.sampling, r.stop, r.nstop, r.ignore_eos};
+  er.min_tokens = r.min_tokens;
+  if (r.min_tokens > max_tokens) { /* max_tokens not given: its default */
+    api_error(&e, 400, "invalid_request_error", "min_tokens",
+              "'min_tokens' (%d) must not exceed max_tokens (not given: %d, the default)", r.min_tokens, max_tokens);
+    goto refuse;
+  }
   er.presence_penalty = r.presence_penalty;
   er.frequency_penalty = r.frequency_penalty;
   er.logprobs = r.logprobs;

@@ -1,5 +1,6 @@
 #include "engine_loop.h"
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,13 +315,18 @@ void engine_loop_stats(EngineLoop *l, EngineStats *st) {
 }
 
 void job_wait(EngineLoop *l, Job *j, size_t from, int timeout_ms, StrBuf *out, JobStatus *st) {
+  job_wait_tokens(l, j, from, INT_MAX, timeout_ms, out, st);
+}
+
+void job_wait_tokens(EngineLoop *l, Job *j, size_t from, int from_tokens, int timeout_ms, StrBuf *out,
+                     JobStatus *st) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += timeout_ms / 1000;
   until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
   if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
   pthread_mutex_lock(&l->mu);
-  while (j->text.len <= from && !j->finished)
+  while (j->text.len <= from && j->tokens <= from_tokens && !j->finished)
     if (pthread_cond_timedwait(&j->cv, &l->mu, &until) == ETIMEDOUT) break;
   if (out && j->text.len > from) sb_puts(out, j->text.data + from);
   st->finished = j->finished;

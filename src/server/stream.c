@@ -2,6 +2,7 @@
  * content-reader callback on the connection's own thread. It waits for the job's text (never the engine
  * for it), holds back a tail that could begin a stop string, and ends when the job finishes or the client
  * goes away (then the job is cancelled). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../base/mem.h"
@@ -28,6 +29,7 @@ typedef struct Stream {
   int nlp, caplp, lp_sent;
   StrBuf text;   /* the job's text so far */
   size_t sent;   /* of it, sent */
+  int tokens;    /* a model without a tokenizer: the tokens a chunk has announced (its text is empty) */
   int started;   /* the first chunk (role, or echo) is out */
   int done;      /* [DONE] is queued */
   StrBuf out;    /* events not yet written */
@@ -127,16 +129,18 @@ static int produce(Stream *s) {
     }
     return 1;
   }
-  job_wait(s->loop, s->job, s->text.len, 100, &s->text, &st);
+  /* without a tokenizer (random weights) tokens have no text: each step's tokens still get a chunk, empty */
+  job_wait_tokens(s->loop, s->job, s->text.len, s->tok ? INT_MAX : s->tokens, 100, &s->text, &st);
   long at = stop_find(sb_str(&s->text), s->text.len, (const char *const *)s->stop, s->nstop);
   size_t upto = at >= 0       ? (size_t)at
                 : st.finished ? s->text.len
                               : stop_safe_len(sb_str(&s->text), s->text.len, (const char *const *)s->stop, s->nstop);
   json_t *lp = take_logprobs(s, upto, st.finished, at >= 0);
-  if (upto > s->sent || lp) {
-    put_text(s, s->text.data + s->sent, upto - s->sent, lp);
+  if (upto > s->sent || lp || (!s->tok && st.tokens > s->tokens && !st.finished)) {
+    put_text(s, sb_str(&s->text) + s->sent, upto - s->sent, lp);
     s->sent = upto;
   }
+  s->tokens = st.tokens;
   if (st.finished) put_end(s, &st, at >= 0);
   else if (!s->out.len && conn_client_gone(s->c)) return 0;
   return 1;

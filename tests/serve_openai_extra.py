@@ -152,3 +152,23 @@ try:
     check("openai_min_tokens_over_max", False, "accepted")
 except openai.BadRequestError as ex:
     check("openai_min_tokens_over_max", "min_tokens" in str(ex), str(ex))
+
+# n > 1: the choices indexed 0 .. n-1, choice i the same as one request with seed + i; usage counts the prompt once
+long_prompt = "Once upon a time, in a village by the sea, there lived an old fisherman who"
+multi = c.completions.create(model=model, prompt=long_prompt, max_tokens=6, n=3, seed=7, temperature=1.0,
+                             extra_body={"ignore_eos": True})
+alone = [c.completions.create(model=model, prompt=long_prompt, max_tokens=6, seed=7 + i, temperature=1.0,
+                              extra_body={"ignore_eos": True}) for i in range(3)]
+check("openai_n_choices", [ch.index for ch in multi.choices] == [0, 1, 2]
+      and [ch.text for ch in multi.choices] == [a.choices[0].text for a in alone]
+      and multi.usage.completion_tokens == 18 and multi.usage.prompt_tokens == alone[0].usage.prompt_tokens,
+      (multi, [a.choices[0].text for a in alone]))
+chat_multi = c.chat.completions.create(model=model, messages=say, max_tokens=5, n=2, seed=3, temperature=1.0)
+chat_alone = c.chat.completions.create(model=model, messages=say, max_tokens=5, seed=4, temperature=1.0)
+check("openai_chat_n", len(chat_multi.choices) == 2 and chat_multi.choices[1].index == 1
+      and chat_multi.choices[1].message.content == chat_alone.choices[0].message.content, chat_multi)
+try:
+    list(c.completions.create(model=model, prompt="x", max_tokens=2, n=2, stream=True))
+    check("openai_n_stream_refused", False, "accepted")
+except openai.BadRequestError as ex:
+    check("openai_n_stream_refused", "'n'" in str(ex) and "stream" in str(ex), str(ex))

@@ -54,6 +54,9 @@ static void completion_fields(void **state) {
                     &e));
   assert_true(r.ignore_eos && r.min_tokens == 4);
   api_request_free(&r);
+  assert_true(parse("{\"prompt\": \"x\", \"n\": 3, \"best_of\": 3}", API_COMPLETION, &r, &e));
+  assert_true(r.n == 3 && r.best_of == 3);
+  api_request_free(&r);
   assert_true(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0}", API_COMPLETION, &r, &e));
   assert_int_equal(r.max_tokens, 0);
   api_request_free(&r);
@@ -111,8 +114,11 @@ static void refusals_name_the_field(void **state) {
           "max_completion_tokens", "between 1");
   refused("{\"prompt\": \"x\", \"temperature\": 3}", API_COMPLETION, "temperature", "between 0 and 2");
   refused("{\"prompt\": \"x\", \"top_p\": 0}", API_COMPLETION, "top_p", "greater than 0");
-  refused("{\"prompt\": \"x\", \"n\": 2}", API_COMPLETION, "n", "must be 1");
-  refused("{\"prompt\": \"x\", \"best_of\": 3}", API_COMPLETION, "best_of", "must be 1");
+  refused("{\"prompt\": \"x\", \"n\": 17}", API_COMPLETION, "n", "between 1 and 16");
+  refused("{\"prompt\": \"x\", \"n\": 2, \"stream\": true}", API_COMPLETION, "n", "not supported with 'stream'");
+  refused("{\"prompt\": \"x\", \"best_of\": 3}", API_COMPLETION, "best_of", "must equal 'n' (1)");
+  refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"best_of\": 2}", API_CHAT, "best_of",
+          "not supported");
   refused("{\"prompt\": \"x\", \"frequency_penalty\": 2.5}", API_COMPLETION, "frequency_penalty", "between -2 and 2");
   refused("{\"prompt\": \"x\", \"presence_penalty\": \"1\"}", API_COMPLETION, "presence_penalty", "number");
   refused("{\"prompt\": \"x\", \"logprobs\": 21}", API_COMPLETION, "logprobs", "between 0 and 20");

@@ -167,10 +167,6 @@ static int parse_messages(ApiRequest *r, json_t *v, ApiError *e) {
 
 /* Fields that are refused unless they hold the value that means "off". */
 static int only_off(json_t *v, const char *key, ApiError *e) {
-  if (!strcmp(key, "n") || !strcmp(key, "best_of")) {
-    if (json_is_integer(v) && json_integer_value(v) == 1) return 1;
-    return BAD(e, key, "'%s' must be 1: one choice per request is supported", key);
-  }
   if (!strcmp(key, "logit_bias")) {
     if (json_is_object(v) && !json_object_size(v)) return 1;
     return BAD(e, key, "'logit_bias' is not supported (only {})");
@@ -250,6 +246,9 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
   } else if (!strcmp(key, "min_tokens")) {
     if (!get_int(v, key, 0, 1 << 30, &k, e)) return 0;
     r->min_tokens = (int)k;
+  } else if (!strcmp(key, "n") || (!chat && !strcmp(key, "best_of"))) {
+    if (!get_int(v, key, 1, API_MAX_N, &k, e)) return 0;
+    *(key[0] == 'n' ? &r->n : &r->best_of) = (int)k;
   } else if (!strcmp(key, "user")) {
     if (!json_is_string(v)) return BAD(e, key, "'user' must be a string");
   } else {
@@ -261,6 +260,7 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
 int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r, ApiError *e) {
   memset(r, 0, sizeof *r);
   r->kind = kind;
+  r->n = 1;
   r->max_tokens = -1;
   r->sampling = (SamplerOptions){0, 1.0, 0, 1.0, 0}; /* OpenAI's defaults: temperature 1, top_p 1 */
   if (!(r->root = api_parse_object(body, len, e))) return 0;
@@ -276,6 +276,9 @@ int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r,
     return BAD(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
   if (kind == API_CHAT && r->top_given && !r->logprobs)
     return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (r->best_of && r->best_of != r->n)
+    return BAD(e, "best_of", "'best_of' must equal 'n' (%d): choosing the best of more choices is not supported", r->n);
+  if (r->n > 1 && r->stream) return BAD(e, "n", "'n' greater than 1 is not supported with 'stream'");
   if (r->min_tokens && r->nstop)
     return BAD(e, "min_tokens", "'min_tokens' with 'stop' strings is not supported (only the end-of-sequence "
                                 "token is held back)");

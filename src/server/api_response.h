@@ -24,6 +24,12 @@ char *api_error_body(const ApiError *e);
 /* The whole (non-streamed) answer; logprobs (taken over) NULL: "logprobs": null. */
 char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u,
                           json_t *logprobs);
+/* A whole answer of n choices (indexed 0 .. n - 1); each one's logprobs (NULL: null) is taken over. */
+typedef struct ApiChoice {
+  const char *text, *finish_reason;
+  json_t *logprobs;
+} ApiChoice;
+char *api_choices_body(const ApiIdent *a, const ApiChoice *ch, int n, const ApiUsage *u);
 /* One streamed chunk as "data: {...}\n\n". text may be NULL (no content: the chat's first chunk, which carries
  * the role, when first is set; the last, which carries finish_reason). usage non-NULL: the usage chunk (no
  * choices); include_usage: the other chunks carry "usage": null. */

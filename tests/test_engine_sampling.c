@@ -240,10 +240,17 @@ static void min_tokens_defer_the_end(void **s) {
   Got g0;
   run(m, &(EngineOptions){0}, &plain, 1, &g0);
   int32_t stop_tok = g0.tok[2];
-  EngineRequest r[2] = {{prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .stop_tokens = &stop_tok,
-                         .nstop_tokens = 1},
-                        {prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .stop_tokens = &stop_tok,
-                         .nstop_tokens = 1, .min_tokens = 5, .logprobs = 1}};
+  EngineRequest r[2] = {
+      {prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .stop_tokens = &stop_tok, .nstop_tokens = 1},
+      {prompt,
+       NP,
+       8,
+       {.greedy = 1, .top_p = 1},
+       .ignore_eos = 1,
+       .stop_tokens = &stop_tok,
+       .nstop_tokens = 1,
+       .min_tokens = 5,
+       .logprobs = 1}};
   Got got[2];
   run(m, &(EngineOptions){0}, r, 2, got);
   assert_int_equal(got[0].n, 2); /* the stop token ends it (and is not part of its output) */
@@ -416,10 +423,8 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(penalties_change_greedy_tokens),
-      cmocka_unit_test(logprobs_are_log_softmax),
-      cmocka_unit_test(embeddings_pool_hidden_states),
-      cmocka_unit_test(prompt_logprobs_score_the_prompt),
+      cmocka_unit_test(penalties_change_greedy_tokens), cmocka_unit_test(logprobs_are_log_softmax),
+      cmocka_unit_test(embeddings_pool_hidden_states),  cmocka_unit_test(prompt_logprobs_score_the_prompt),
       cmocka_unit_test(min_tokens_defer_the_end),
   };
   int rc = cmocka_run_group_tests_name("engine_sampling", tests, NULL, NULL);

@@ -50,8 +50,8 @@ static void completion_fields(void **state) {
   assert_true(parse("{\"prompt\": \"x\", \"echo\": true, \"logprobs\": 2}", API_COMPLETION, &r, &e));
   assert_true(r.echo && r.logprobs && r.top_logprobs == 2);
   api_request_free(&r);
-  assert_true(parse("{\"prompt\": \"x\", \"ignore_eos\": true, \"min_tokens\": 4, \"max_tokens\": 4}", API_COMPLETION, &r,
-                    &e));
+  assert_true(
+      parse("{\"prompt\": \"x\", \"ignore_eos\": true, \"min_tokens\": 4, \"max_tokens\": 4}", API_COMPLETION, &r, &e));
   assert_true(r.ignore_eos && r.min_tokens == 4);
   api_request_free(&r);
   assert_true(parse("{\"prompt\": \"x\", \"n\": 3, \"best_of\": 3}", API_COMPLETION, &r, &e));
@@ -108,7 +108,8 @@ static void refusals_name_the_field(void **state) {
           "must not exceed 'max_tokens' (4)");
   refused("{\"prompt\": \"x\", \"min_tokens\": 2, \"stop\": \"a\"}", API_COMPLETION, "min_tokens", "not supported");
   refused("{\"prompt\": \"x\", \"min_tokens\": -1}", API_COMPLETION, "min_tokens", "between 0");
-  refused("{\"prompt\": \"x\", \"max_tokens\": 0}", API_COMPLETION, "max_tokens", "0 only for a completion with 'echo'");
+  refused("{\"prompt\": \"x\", \"max_tokens\": 0}", API_COMPLETION, "max_tokens",
+          "0 only for a completion with 'echo'");
   refused("{\"prompt\": \"x\", \"max_tokens\": -1, \"echo\": true}", API_COMPLETION, "max_tokens", "between 0");
   refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 0}", API_CHAT,
           "max_completion_tokens", "between 1");

@@ -34,7 +34,7 @@ typedef struct Request {
   float logprob; /* this step's token's, and its alternatives */
   int32_t top_ids[ENGINE_MAX_LOGPROBS];
   float top_lp[ENGINE_MAX_LOGPROBS];
-  int32_t *prompt;  /* with prompt logprobs: the prompt, and the next position whose logprob is due */
+  int32_t *prompt; /* with prompt logprobs: the prompt, and the next position whose logprob is due */
   int nprompt, prompt_lp_next;
   EnginePooling embed;
   float *pool;     /* an embedding's sum of hidden states (mean) or its last one, cfg.hidden floats */

@@ -32,7 +32,7 @@ typedef struct EngineRequest {
   SamplerOptions sampling;
   const char *const *stop; /* stop strings, checked on the decoded text (needs the model's tokenizer) */
   int nstop;
-  int ignore_eos;             /* the model's end-of-sequence tokens do not stop it */
+  int ignore_eos; /* the model's end-of-sequence tokens do not stop it */
   /* vLLM's min_tokens: until the request has this many tokens, its end-of-sequence and stop tokens cannot be
    * chosen (their logits are -inf for the choice; its rows are read on the host meanwhile). Stop strings still
    * apply. */

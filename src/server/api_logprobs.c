@@ -111,8 +111,8 @@ json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob
 
 long api_text_chars(const char *s) { return chars(s, strlen(s)); }
 
-json_t *api_prompt_logprobs_json(const Tokenizer *tok, const int32_t *prompt, int n, const TokenLogprob *rec,
-                                 int nrec, int skip_special) {
+json_t *api_prompt_logprobs_json(const Tokenizer *tok, const int32_t *prompt, int n, const TokenLogprob *rec, int nrec,
+                                 int skip_special) {
   TokenLogprob *t = xcalloc((size_t)n, sizeof *t, "the prompt's logprobs");
   StrBuf text = {0};
   DecodeState ds = {0};

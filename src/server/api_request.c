@@ -280,13 +280,15 @@ int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r,
     return BAD(e, "best_of", "'best_of' must equal 'n' (%d): choosing the best of more choices is not supported", r->n);
   if (r->n > 1 && r->stream) return BAD(e, "n", "'n' greater than 1 is not supported with 'stream'");
   if (r->min_tokens && r->nstop)
-    return BAD(e, "min_tokens", "'min_tokens' with 'stop' strings is not supported (only the end-of-sequence "
-                                "token is held back)");
+    return BAD(e, "min_tokens",
+               "'min_tokens' with 'stop' strings is not supported (only the end-of-sequence "
+               "token is held back)");
   if (r->max_tokens >= 0 && r->min_tokens > r->max_tokens)
     return BAD(e, "min_tokens", "'min_tokens' (%d) must not exceed '%s' (%d)", r->min_tokens,
                kind == API_CHAT ? "max_completion_tokens" : "max_tokens", r->max_tokens);
   if (r->max_tokens == 0 && !r->echo)
-    return BAD(e, "max_tokens", "'max_tokens' must be at least 1 (0 only for a completion with 'echo': the prompt alone, scored)");
+    return BAD(e, "max_tokens",
+               "'max_tokens' must be at least 1 (0 only for a completion with 'echo': the prompt alone, scored)");
   if (r->sampling.temperature <= 0) r->sampling.greedy = 1;
   return 1;
 }

@@ -47,8 +47,8 @@ json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob
  * them) the records of positions k + 1; the first token (and any without a record) has a null logprob and null
  * alternatives; the offsets count the characters of the prompt decoded token by token (skip_special as the echo
  * was decoded). */
-json_t *api_prompt_logprobs_json(const Tokenizer *tok, const int32_t *prompt, int n, const TokenLogprob *rec,
-                                 int nrec, int skip_special);
+json_t *api_prompt_logprobs_json(const Tokenizer *tok, const int32_t *prompt, int n, const TokenLogprob *rec, int nrec,
+                                 int skip_special);
 /* Appends the arrays of completions logprobs b (taken over) to those of a. */
 void api_logprobs_append(json_t *a, json_t *b);
 /* UTF-8 characters in s (OpenAI's offsets count characters). */

@@ -318,8 +318,7 @@ void job_wait(EngineLoop *l, Job *j, size_t from, int timeout_ms, StrBuf *out, J
   job_wait_tokens(l, j, from, INT_MAX, timeout_ms, out, st);
 }
 
-void job_wait_tokens(EngineLoop *l, Job *j, size_t from, int from_tokens, int timeout_ms, StrBuf *out,
-                     JobStatus *st) {
+void job_wait_tokens(EngineLoop *l, Job *j, size_t from, int from_tokens, int timeout_ms, StrBuf *out, JobStatus *st) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += timeout_ms / 1000;

@@ -21,8 +21,8 @@ typedef struct Stream {
   int nstop;
   const Tokenizer *tok;
   int logprobs;
-  long lp_base;       /* the characters before the generated text (an echo's) */
-  int32_t *prompt;    /* echo with logprobs: the prompt's tokens */
+  long lp_base;    /* the characters before the generated text (an echo's) */
+  int32_t *prompt; /* echo with logprobs: the prompt's tokens */
   int nprompt, prompt_skip_special;
   int score_only;
   TokenLogprob *lp; /* the job's records so far */

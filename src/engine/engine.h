@@ -32,13 +32,13 @@ typedef struct EngineRequest {
   SamplerOptions sampling;
   const char *const *stop; /* stop strings, checked on the decoded text (needs the model's tokenizer) */
   int nstop;
-  int ignore_eos; /* the model's end-of-sequence tokens do not stop it */
+  int ignore_eos;             /* the model's end-of-sequence tokens do not stop it */
+  const int32_t *stop_tokens; /* further token ids that end it ("stop"; not part of its output) */
+  int nstop_tokens;
   /* vLLM's min_tokens: until the request has this many tokens, its end-of-sequence and stop tokens cannot be
    * chosen (their logits are -inf for the choice; its rows are read on the host meanwhile). Stop strings still
    * apply. */
   int min_tokens;
-  const int32_t *stop_tokens; /* further token ids that end it ("stop"; not part of its output) */
-  int nstop_tokens;
   /* OpenAI's penalties: before choosing a token, presence_penalty * [count > 0] + frequency_penalty * count is
    * subtracted from the logit of every token this request has generated count times so far. */
   double presence_penalty, frequency_penalty;

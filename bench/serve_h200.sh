@@ -4,7 +4,9 @@
 # 64-128 new tokens each with ignore_eos, so every answer must be exactly its max_tokens), 16 clients with
 # 512-token prompts for the time to first token, optionally a long run at 64 clients; then the engine offline
 # on the same workload (`lathe bench --concurrency 64`, as many requests as the 64-client run completed) for the
-# served / offline ratio. Prints one table; every run's JSON goes to $OUT (default: a new temporary directory).
+# served / offline ratio. Prints one table; $OUT (default: a new temporary directory) gets three files:
+# summary.json (every run's serve_load.py summary and the offline bench's JSON), table.md and logs.txt (the
+# servers' and benches' stderr); the per-run files and the compile cache stay in a work directory ($WORK).
 # Needs python3 (standard library only) and nothing from the network.
 #
 #   bench/serve_h200.sh LATHE [--libs DIR] [--long SECONDS] [--configs C1,C2] [--target cuda|cpu] [--quick]
@@ -43,7 +45,9 @@ else
   S1=${SERVE_S1:-10} S16=${SERVE_S16:-20} S64=${SERVE_S64:-25} STTFT=${SERVE_STTFT:-12}
 fi
 MAXC=${CLIENTS[2]}
-OUT=${OUT:-$(mktemp -d /tmp/lathe-serve-bench-XXXXXX)}
+FINAL=${OUT:-$(mktemp -d /tmp/lathe-serve-bench-XXXXXX)}
+mkdir -p "$FINAL"
+OUT=${WORK:-$(mktemp -d /tmp/lathe-serve-work-XXXXXX)} # the per-run files
 mkdir -p "$OUT"
 export LATHE_CACHE_DIR=${LATHE_CACHE_DIR:-$OUT/cache}
 # lathe with its libraries (and NVRTC's directory); python3 without them
@@ -123,7 +127,7 @@ for cfg in "${configs[@]}"; do
   echo "== $cfg: done in $(( $(date +%s) - t0 )) s"
 done
 
-python3 - "$OUT" "$CONFIGS" "${CLIENTS[*]}" "$TTFT_PROMPT" "$LONG" "$TARGET" <<'EOF'
+python3 - "$OUT" "$CONFIGS" "${CLIENTS[*]}" "$TTFT_PROMPT" "$LONG" "$TARGET" <<'EOF' | tee "$FINAL/table.md"
 import json, os, sys
 out, configs, clients, ttft_prompt, long_s, target = sys.argv[1:]
 def get(path):
@@ -161,5 +165,7 @@ for cfg in configs.split(","):
 with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
 EOF
-echo "JSON in $OUT (summary.json); $(( $(date +%s) - t_start )) s in all"
+cp "$OUT/summary.json" "$FINAL/summary.json"
+for f in "$OUT"/*.log "$OUT"/*.txt; do [ -f "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }; done >"$FINAL/logs.txt"
+echo "summary.json, table.md and logs.txt in $FINAL (the runs' files in $OUT); $(( $(date +%s) - t_start )) s in all"
 exit $failed

@@ -13,7 +13,7 @@ expect_error serve_kv_dtype_bad "--kv-dtype expects f32, bf16 or auto, got 'f16'
   serve --config smollm2-135m --random-weights --kv-dtype f16 --port 0
 
 out=$tmp/sb
-if OUT=$out SERVE_S1=1 SERVE_S16=1 SERVE_S64=1 SERVE_STTFT=1 bench/serve_h200.sh "$REL" --quick --long 1 \
+if OUT=$out WORK=$tmp/work SERVE_S1=1 SERVE_S16=1 SERVE_S64=1 SERVE_STTFT=1 bench/serve_h200.sh "$REL" --quick --long 1 \
     >"$tmp/sb.txt" 2>&1; then
   pass serve_bench_quick_runs
 else

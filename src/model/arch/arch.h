@@ -29,11 +29,20 @@ typedef struct ModelBuildOptions {
   /* paged only: a third output, "hidden" f32[tok, hidden]: every token's final hidden state (after the final
    * norm: what the LM head would read), for embeddings */
   int hidden_output;
-  /* When set, the type of weight `name` of this rank (a file's block format, to read it quantized), else
-   * weight_dtype. */
-  DType (*weight_type)(void *ctx, const char *name, int rank, DType fallback);
+  /* When set, the type of weight `name` of this rank and row length (its last dimension): a file's block
+   * format, to read it quantized; else fallback, weight_dtype. */
+  DType (*weight_type)(void *ctx, const char *name, int rank, int64_t row_len, DType fallback);
   void *weight_type_ctx;
+  /* q/k/v and gate/up each as one projection over their weights stacked by rows (inputs named
+   * ...self_attn.qkv_proj.* and ...mlp.gate_up_proj.weight, see model_fused_parts), where the parts share a type:
+   * one GEMM instead of three and two */
+  int fuse_projections;
 } ModelBuildOptions;
+
+/* The parts of a stacked weight the builder makes with fuse_projections, in row order: up to `max` Hugging Face
+ * names into parts and their row counts under config c into rows; returns how many, or 0 when `name` is not a
+ * stacked weight. */
+int model_fused_parts(const struct ModelConfig *c, const char *name, char (*parts)[256], int64_t *rows, int max);
 
 /* A GGUF tensor-name part and its Hugging Face counterpart ("attn_q" <-> "self_attn.q_proj"). */
 typedef struct TensorNamePair {

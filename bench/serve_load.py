@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """A load generator for `lathe serve` (or any OpenAI-compatible server), as vLLM's benchmark_serving does with
-its random dataset: N concurrent streaming clients send requests whose prompts are random token ids (lengths
-drawn uniformly from --prompt-len MIN:MAX) and whose outputs are --output-len MIN:MAX tokens (ignore_eos, so
-the lengths are exact on lathe), until --requests have been sent. Reports output tokens/s, requests/s, time
-to first token (TTFT), inter-token latency (ITL: between successive streamed chunks with text) and end-to-end
-latency, p50 and p99 each, and the errors (HTTP errors, error events, streams without [DONE], answers short of
-their tokens). Standard library only.
+its random dataset: N concurrent streaming clients (a closed loop: each sends its next request when the last one
+ends) send completions whose prompts are random token ids (lengths drawn uniformly from --prompt-len MIN:MAX)
+and whose outputs are --output-len MIN:MAX tokens (ignore_eos, so the lengths are exact), until --requests have
+been sent or, with --duration, until that many seconds have passed (the requests in flight then finish).
+Reports output tokens/s, requests/s, time to first token (TTFT), inter-token latency (ITL: between successive
+streamed chunks that carry tokens) and end-to-end latency, p50 and p99 each, and the errors: HTTP errors, error
+events, streams without [DONE], and answers whose usage is not exactly their max_tokens (a lost or truncated
+response). A chunk carries tokens when its choice has no finish_reason (a model without a tokenizer, served with
+--random-weights, streams chunks with empty text). The clients run in --procs processes (threads within each),
+so Python's interpreter lock does not limit the rate it can read. Standard library only.
 
     python3 bench/serve_load.py --port 8000 --clients 16 --requests 64 --prompt-len 128:512 --output-len 64:128
-    python3 bench/serve_load.py ... --json out.json   # also writes the summary and the settings as JSON
+    python3 bench/serve_load.py ... --duration 30 --json out.json   # for 30 s; the summary also as JSON
 """
 import argparse
 import http.client
 import json
+import multiprocessing
+import os
 import random
 import sys
 import threading
@@ -72,7 +78,7 @@ def one_request(a, prompt, n):
                 return rec
             if j.get("usage"):
                 rec["tokens"] = j["usage"]["completion_tokens"]
-            if any(c.get("text") for c in j.get("choices", [])):
+            if any(c.get("finish_reason") is None for c in j.get("choices", [])):
                 now = time.perf_counter()
                 if last is None:
                     rec["ttft"] = now - t0
@@ -83,12 +89,47 @@ def one_request(a, prompt, n):
             rec["error"] = "the stream ended without [DONE]"
         elif rec["tokens"] != n:
             rec["error"] = "%d of %d tokens" % (rec["tokens"], n)
+        elif rec["ttft"] is None:
+            rec["error"] = "no chunk carried a token"
     except Exception as e:  # a reset, a timeout: the request failed
         rec["error"] = "%s: %s" % (type(e).__name__, e)
     finally:
         conn.close()
         rec["latency"] = time.perf_counter() - t0
     return rec
+
+
+def run_clients(a, work, nclients, deadline):
+    """nclients threads take requests from work (a list of (prompt, n), popped from the end) until it is empty
+    or, with a deadline, until then (work is then endless: it is drawn again); returns their records."""
+    records, lock = [], threading.Lock()
+    rnd = random.Random(a.seed + os.getpid())
+
+    def client():
+        while True:
+            with lock:
+                if deadline is not None:
+                    if time.perf_counter() >= deadline:
+                        return
+                    prompt, n = work[rnd.randrange(len(work))]
+                elif not work:
+                    return
+                else:
+                    prompt, n = work.pop()
+            rec = one_request(a, prompt, n)
+            with lock:
+                records.append(rec)
+
+    threads = [threading.Thread(target=client) for _ in range(nclients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return records
+
+
+def _proc_main(args):
+    return run_clients(*args)
 
 
 def main():
@@ -99,37 +140,39 @@ def main():
     p.add_argument("--api-key", default=None)
     p.add_argument("--clients", type=int, default=16, help="concurrent streaming clients")
     p.add_argument("--requests", type=int, default=None, help="requests in all (default: 4 per client)")
+    p.add_argument("--duration", type=float, default=None,
+                   help="seconds to keep sending (instead of --requests); what is in flight then finishes")
     p.add_argument("--prompt-len", type=span, default=(128, 512), help="prompt tokens MIN:MAX (uniform)")
     p.add_argument("--output-len", type=span, default=(64, 128), help="output tokens MIN:MAX (uniform)")
     p.add_argument("--vocab", type=span, default=(100, 10000), help="the random prompt token ids MIN:MAX")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--procs", type=int, default=0,
+                   help="client processes (default: one per 8 clients, at most the CPUs)")
     p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     a = p.parse_args()
-    total = a.requests or 4 * a.clients
+    if a.clients < 1:
+        p.error("--clients must be at least 1")
+    procs = a.procs or min((a.clients + 7) // 8, os.cpu_count() or 1)
+    procs = max(1, min(procs, a.clients))
+    total = None if a.duration else (a.requests or 4 * a.clients)
     rnd = random.Random(a.seed)
+    nwork = total if total else 1024  # with --duration, requests are drawn from this pool
     work = [([rnd.randint(*a.vocab) for _ in range(rnd.randint(*a.prompt_len))], rnd.randint(*a.output_len))
-            for _ in range(total)]
-    records, lock = [], threading.Lock()
-
-    def client():
-        while True:
-            with lock:
-                if not work:
-                    return
-                prompt, n = work.pop()
-            rec = one_request(a, prompt, n)
-            with lock:
-                records.append(rec)
-
+            for _ in range(nwork)]
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(a.clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    deadline = t0 + a.duration if a.duration else None
+    # the clients and the requests dealt round-robin to the processes
+    jobs = [(a, work if deadline else work[i::procs], a.clients // procs + (i < a.clients % procs), deadline)
+            for i in range(procs)]
+    if procs == 1:
+        parts = [run_clients(*jobs[0])]
+    else:
+        with multiprocessing.get_context("fork").Pool(procs) as pool:
+            parts = pool.map(_proc_main, jobs)
     wall = time.perf_counter() - t0
+    records = [r for part in parts for r in part]
     good = [r for r in records if not r["error"]]
     ttft = [r["ttft"] for r in good if r["ttft"] is not None]
     itl = [x for r in good for x in r["itl"]]
@@ -137,7 +180,8 @@ def main():
     out_tokens = sum(r["tokens"] for r in good)
     ms = lambda v: None if v is None else round(v * 1e3, 2)
     summary = {
-        "clients": a.clients, "requests": total, "completed": len(good), "errors": len(records) - len(good),
+        "clients": a.clients, "procs": procs, "requests": len(records), "completed": len(good),
+        "errors": len(records) - len(good), "duration_s": a.duration,
         "wall_s": round(wall, 3), "output_tokens": out_tokens,
         "prompt_tokens": sum(r["prompt_tokens"] for r in good),
         "output_tok_per_s": round(out_tokens / wall, 2), "requests_per_s": round(len(good) / wall, 3),
@@ -147,8 +191,8 @@ def main():
         "prompt_len": list(a.prompt_len), "output_len": list(a.output_len), "temperature": a.temperature,
         "first_errors": [r["error"] for r in records if r["error"]][:5],
     }
-    print("clients %d, %d requests (%d completed, %d errors) in %.1f s" % (
-        a.clients, total, len(good), summary["errors"], wall))
+    print("clients %d (%d processes), %d requests (%d completed, %d errors) in %.1f s" % (
+        a.clients, procs, len(records), len(good), summary["errors"], wall))
     print("output %.1f tok/s (%d tokens), %.2f requests/s" % (
         summary["output_tok_per_s"], out_tokens, summary["requests_per_s"]))
     for name in ("ttft", "itl", "latency"):
@@ -158,7 +202,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(summary, f, indent=2)
-    return 1 if summary["errors"] else 0
+    return 1 if summary["errors"] or not records else 0
 
 
 if __name__ == "__main__":

@@ -171,7 +171,7 @@ def errors():
                  param="max_tokens")
     expect_error("error_unsupported_field", 400, "POST", "/v1/chat/completions",
                  {"messages": [{"role": "user", "content": "x"}], "tools": []}, param="tools")
-    expect_error("error_n", 400, "POST", "/v1/completions", {"prompt": "x", "n": 2}, param="n")
+    expect_error("error_n", 400, "POST", "/v1/completions", {"prompt": "x", "n": 2, "stream": True}, param="n")
     expect_error("error_penalty", 400, "POST", "/v1/completions", {"prompt": "x", "presence_penalty": 3},
                  param="presence_penalty")
     expect_error("error_unknown_model", 400, "POST", "/v1/completions", {"prompt": "x", "model": "nope"},

@@ -35,7 +35,7 @@ check("openai_chat_stream", "".join(parts) == whole.choices[0].message.content a
       and usage.completion_tokens == whole.usage.completion_tokens,
       "%r vs %r, usage %s" % ("".join(parts), whole.choices[0].message.content, usage))
 try:
-    c.completions.create(model=model, prompt="x", max_tokens=1, n=2)
-    check("openai_bad_request", False, "n=2 was accepted")
+    c.completions.create(model=model, prompt="x", max_tokens=1, n=17)
+    check("openai_bad_request", False, "n=17 was accepted")
 except openai.BadRequestError as e:
     check("openai_bad_request", e.status_code == 400 and "'n'" in str(e), str(e))

@@ -4,9 +4,11 @@
 
 Prints "ok NAME" or "FAIL NAME: why" per check."""
 import base64
+import json
 import math
 import struct
 import sys
+import urllib.request
 
 import openai
 
@@ -84,3 +86,89 @@ try:
     check("openai_embeddings_empty", False, "accepted")
 except openai.BadRequestError as ex:
     check("openai_embeddings_empty", "empty" in str(ex), str(ex))
+
+# echo with logprobs: the prompt's tokens come first with theirs (the first null, as OpenAI and vLLM), then the
+# generated tokens' exactly as without echo; a prompt token's logprob is what the position before it predicts
+prompt = "The capital of France is"
+plain = c.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0, logprobs=3)
+echo = c.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0, logprobs=3, echo=True)
+lp, np_ = echo.choices[0].logprobs, echo.usage.prompt_tokens
+gen = plain.choices[0].logprobs
+check("openai_echo_logprobs_shape", len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs)
+      == len(lp.text_offset) == np_ + echo.usage.completion_tokens and lp.token_logprobs[0] is None
+      and lp.top_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:])
+      and all(len(t) in (3, 4) for t in lp.top_logprobs[1:]), lp)
+check("openai_echo_logprobs_text", echo.choices[0].text == prompt + plain.choices[0].text
+      and "".join(lp.tokens[:np_]) == prompt and lp.text_offset == [len("".join(lp.tokens[:k]))
+                                                                     for k in range(len(lp.tokens))], lp)
+check("openai_echo_logprobs_generated", lp.tokens[np_:] == gen.tokens and all(
+    abs(a - b) < 1e-5 for a, b in zip(lp.token_logprobs[np_:], gen.token_logprobs)), (lp, gen))
+req = urllib.request.Request("http://127.0.0.1:%d/tokenize" % port, json.dumps({"content": prompt}).encode(),
+                             {"Content-Type": "application/json"})
+ids = json.load(urllib.request.urlopen(req))["tokens"]
+before = c.completions.create(model=model, prompt=ids[:-1], max_tokens=1, temperature=0, logprobs=20)
+alts = before.choices[0].logprobs.top_logprobs[0]
+check("openai_echo_logprobs_predicted", lp.tokens[np_ - 1] in alts
+      and abs(alts[lp.tokens[np_ - 1]] - lp.token_logprobs[np_ - 1]) < 1e-4, (alts, lp.token_logprobs))
+streamed = {"tokens": [], "token_logprobs": []}
+text = ""
+for chunk in c.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0, logprobs=3, echo=True,
+                                  stream=True):
+    if chunk.choices:
+        text += chunk.choices[0].text
+        if chunk.choices[0].logprobs:
+            streamed["tokens"] += chunk.choices[0].logprobs.tokens
+            streamed["token_logprobs"] += chunk.choices[0].logprobs.token_logprobs
+check("openai_echo_logprobs_stream", text == echo.choices[0].text and streamed["tokens"] == lp.tokens and all(
+    (a is None and b is None) or abs(a - b) < 1e-5 for a, b in zip(streamed["token_logprobs"], lp.token_logprobs)),
+      (streamed, lp))
+# max_tokens 0 with echo (how evaluation harnesses score a text): the prompt alone, its logprobs, nothing generated
+score = c.completions.create(model=model, prompt=prompt, max_tokens=0, temperature=0, logprobs=3, echo=True)
+slp = score.choices[0].logprobs
+check("openai_echo_score_only", score.choices[0].text == prompt and score.usage.completion_tokens == 0
+      and score.choices[0].finish_reason == "length" and slp.tokens == lp.tokens[:np_] and all(
+          (a is None and b is None) or abs(a - b) < 1e-5 for a, b in zip(slp.token_logprobs, lp.token_logprobs)),
+      score)
+chunks = list(c.completions.create(model=model, prompt=prompt, max_tokens=0, logprobs=0, echo=True, stream=True,
+                                   stream_options={"include_usage": True}))
+check("openai_echo_score_only_stream", "".join(ch.choices[0].text for ch in chunks if ch.choices) == prompt
+      and chunks[-1].usage.completion_tokens == 0, chunks)
+
+# vLLM's ignore_eos and min_tokens (extra_body): greedy stops at the end-of-sequence token after n < 40 tokens;
+# min_tokens n + 5 holds it back that long (the same text up to there), ignore_eos runs to exactly max_tokens
+say = [{"role": "user", "content": "Say hi."}]
+base = c.chat.completions.create(model=model, messages=say, max_tokens=40, temperature=0)
+n = base.usage.completion_tokens
+check("openai_eos_baseline", base.choices[0].finish_reason == "stop" and n + 5 < 40, base.usage)
+held = c.chat.completions.create(model=model, messages=say, max_tokens=40, temperature=0,
+                                 extra_body={"min_tokens": n + 5})
+check("openai_min_tokens", held.usage.completion_tokens >= n + 5
+      and held.choices[0].message.content.startswith(base.choices[0].message.content), held)
+run = c.chat.completions.create(model=model, messages=say, max_tokens=40, temperature=0,
+                                extra_body={"ignore_eos": True})
+check("openai_ignore_eos", run.usage.completion_tokens == 40 and run.choices[0].finish_reason == "length", run.usage)
+try:
+    c.completions.create(model=model, prompt="x", max_tokens=4, extra_body={"min_tokens": 5})
+    check("openai_min_tokens_over_max", False, "accepted")
+except openai.BadRequestError as ex:
+    check("openai_min_tokens_over_max", "min_tokens" in str(ex), str(ex))
+
+# n > 1: the choices indexed 0 .. n-1, choice i the same as one request with seed + i; usage counts the prompt once
+long_prompt = "Once upon a time, in a village by the sea, there lived an old fisherman who"
+multi = c.completions.create(model=model, prompt=long_prompt, max_tokens=6, n=3, seed=7, temperature=1.0,
+                             extra_body={"ignore_eos": True})
+alone = [c.completions.create(model=model, prompt=long_prompt, max_tokens=6, seed=7 + i, temperature=1.0,
+                              extra_body={"ignore_eos": True}) for i in range(3)]
+check("openai_n_choices", [ch.index for ch in multi.choices] == [0, 1, 2]
+      and [ch.text for ch in multi.choices] == [a.choices[0].text for a in alone]
+      and multi.usage.completion_tokens == 18 and multi.usage.prompt_tokens == alone[0].usage.prompt_tokens,
+      (multi, [a.choices[0].text for a in alone]))
+chat_multi = c.chat.completions.create(model=model, messages=say, max_tokens=5, n=2, seed=3, temperature=1.0)
+chat_alone = c.chat.completions.create(model=model, messages=say, max_tokens=5, seed=4, temperature=1.0)
+check("openai_chat_n", len(chat_multi.choices) == 2 and chat_multi.choices[1].index == 1
+      and chat_multi.choices[1].message.content == chat_alone.choices[0].message.content, chat_multi)
+try:
+    list(c.completions.create(model=model, prompt="x", max_tokens=2, n=2, stream=True))
+    check("openai_n_stream_refused", False, "accepted")
+except openai.BadRequestError as ex:
+    check("openai_n_stream_refused", "'n'" in str(ex) and "stream" in str(ex), str(ex))

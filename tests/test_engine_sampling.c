@@ -17,18 +17,20 @@ static Target target = TARGET_CPU;
  * on CUDA other GEMM shapes (and tensor cores) round differently */
 static double slack = 1;
 
-static Model *load(int kv_block, int hidden_output) {
+static Model *load_pool(int kv_block, int hidden_output, int kv_blocks) {
   Diag d = {0};
   ModelLoadOptions o = {.target = target,
                         .max_ctx = 64,
                         .quiet = 1,
                         .kv_block = kv_block,
-                        .kv_blocks = 64,
+                        .kv_blocks = kv_blocks,
                         .hidden_output = hidden_output};
   Model *m = model_load(FIXTURES "/llama", be, &o, &d);
   if (!m) fail_msg("load: %s", d.msg);
   return m;
 }
+
+static Model *load(int kv_block, int hidden_output) { return load_pool(kv_block, hidden_output, 64); }
 
 typedef struct Got {
   int32_t tok[64];
@@ -37,7 +39,13 @@ typedef struct Got {
   int ntop[64], n, finished;
   float emb[256];
   int dim;
+  /* EV_PROMPT_LOGPROB: position, token, logprob and alternatives of each */
+  int npl, pl_pos[64], pl_ntop[64];
+  int32_t pl_tok[64], pl_top[64][ENGINE_MAX_LOGPROBS];
+  float pl_lp[64], pl_top_lp[64][ENGINE_MAX_LOGPROBS];
 } Got;
+
+static long run_preemptions; /* the last run's */
 
 /* Runs the requests together until all finish, collecting their events. */
 static void run(Model *m, const EngineOptions *eo, const EngineRequest *r, int n, Got *got) {
@@ -64,6 +72,18 @@ static void run(Model *m, const EngineOptions *eo, const EngineRequest *r, int n
         memcpy(g->emb, ev[k].embedding, sizeof(float) * (size_t)ev[k].dim);
         g->dim = ev[k].dim;
       }
+      if (ev[k].kind == EV_PROMPT_LOGPROB) {
+        assert_true(r[i].prompt_logprobs && ev[k].has_logprob && g->npl < 64 && !g->n);
+        g->pl_pos[g->npl] = ev[k].pos;
+        g->pl_tok[g->npl] = ev[k].token;
+        g->pl_lp[g->npl] = ev[k].logprob;
+        g->pl_ntop[g->npl] = ev[k].ntop;
+        for (int j = 0; j < ev[k].ntop; j++) {
+          g->pl_top[g->npl][j] = ev[k].top_ids[j];
+          g->pl_top_lp[g->npl][j] = ev[k].top_logprobs[j];
+        }
+        g->npl++;
+      }
       if (ev[k].kind != EV_TOKEN || ev[k].token < 0) continue;
       assert_true(g->n < 64);
       g->tok[g->n] = ev[k].token;
@@ -80,6 +100,9 @@ static void run(Model *m, const EngineOptions *eo, const EngineRequest *r, int n
     }
   }
   for (int i = 0; i < n; i++) assert_true(got[i].finished);
+  EngineStats st;
+  engine_stats(e, &st);
+  run_preemptions = st.preemptions;
   engine_free(e);
 }
 
@@ -199,6 +222,117 @@ static void logprobs_are_log_softmax(void **s) {
   model_free(solo);
 }
 
+/* log-softmax(row)[t] in double */
+static double log_softmax_at(const float *row, int vocab, int t) {
+  double mx = -INFINITY, sum = 0;
+  for (int j = 0; j < vocab; j++) mx = row[j] > mx ? row[j] : mx;
+  for (int j = 0; j < vocab; j++) sum += exp(row[j] - mx);
+  return row[t] - mx - log(sum);
+}
+
+/* min_tokens: a stop token cannot be chosen before the request has that many tokens (the argmax without it is,
+ * computed here on the one-sequence model), and ends it as usual afterwards */
+static void min_tokens_defer_the_end(void **s) {
+  (void)s;
+  Model *m = load(4, 0), *solo = load(0, 0);
+  int vocab = m->cfg.vocab;
+  EngineRequest plain = {prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1};
+  Got g0;
+  run(m, &(EngineOptions){0}, &plain, 1, &g0);
+  int32_t stop_tok = g0.tok[2];
+  EngineRequest r[2] = {
+      {prompt, NP, 8, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .stop_tokens = &stop_tok, .nstop_tokens = 1},
+      {prompt,
+       NP,
+       8,
+       {.greedy = 1, .top_p = 1},
+       .ignore_eos = 1,
+       .stop_tokens = &stop_tok,
+       .nstop_tokens = 1,
+       .min_tokens = 5,
+       .logprobs = 1}};
+  Got got[2];
+  run(m, &(EngineOptions){0}, r, 2, got);
+  assert_int_equal(got[0].n, 2); /* the stop token ends it (and is not part of its output) */
+  assert_true(got[1].n >= 5);
+  assert_memory_equal(got[1].tok, g0.tok, sizeof(int32_t) * 2);
+  float *row = malloc(sizeof(float) * (size_t)vocab);
+  for (int k = 2; k < 5; k++) {
+    solo_logits(solo, prompt, NP, got[1].tok, k);
+    memcpy(row, solo->logits, sizeof(float) * (size_t)vocab);
+    double lp = log_softmax_at(row, vocab, got[1].tok[k]); /* logprobs are the model's, unmasked */
+    row[stop_tok] = -INFINITY;
+    assert_int_not_equal(got[1].tok[k], stop_tok);
+    assert_int_equal(got[1].tok[k], argmax_of(row, vocab));
+    assert_true(fabs(got[1].lp[k] - lp) < 1e-4 * slack);
+  }
+  free(row);
+  for (int k = 5; k < got[1].n; k++) assert_int_not_equal(got[1].tok[k], stop_tok); /* it would have ended there */
+  Diag d = {0};
+  Engine *e = engine_new(m, &(EngineOptions){0}, &d);
+  EngineRequest bad = {prompt, NP, 4, {.greedy = 1, .top_p = 1}, .min_tokens = -1};
+  assert_int_equal(engine_add(e, &bad, &d), -1);
+  assert_non_null(strstr(d.msg, "min_tokens"));
+  engine_free(e);
+  model_free(m);
+  model_free(solo);
+}
+
+/* Prompt logprobs (echo with logprobs): every prompt token after the first, once and in order, with the
+ * log-softmax of the one-sequence model's logits after the tokens before it; also when the prompt is computed in
+ * chunks, when another request holds the same prompt in the prefix cache, and when a preemption recomputes it. */
+static void prompt_logprobs_score_the_prompt(void **s) {
+  (void)s;
+  Model *solo = load(0, 0);
+  int vocab = solo->cfg.vocab;
+  enum { LP = 22 };
+  int32_t longp[LP];
+  for (int i = 0; i < LP; i++) longp[i] = (int32_t)((i * 37 + 11) % vocab);
+  for (int pool = 0; pool < 2; pool++) {
+    /* pool 1: 9 blocks of 4 for three sequences of up to 32 positions (8 blocks each): preemptions */
+    Model *m = pool ? load_pool(4, 0, 9) : load(4, 0);
+    EngineRequest r[3] = {
+        {longp, LP, 10, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .prompt_logprobs = 1, .top_logprobs = 5},
+        {longp, LP, 10, {.greedy = 1, .top_p = 1}, .ignore_eos = 1}, /* the same prompt: in the prefix cache */
+        {longp, LP, 10, {.greedy = 1, .top_p = 1}, .ignore_eos = 1, .prompt_logprobs = 1, .logprobs = 1}};
+    Got got[3];
+    run(m, &(EngineOptions){.max_batch_tokens = 8, .max_seqs = 8}, r, 3, got);
+    if (pool) assert_true(run_preemptions > 0);
+    assert_int_equal(got[1].npl, 0);
+    for (int q = 0; q < 3; q += 2) {
+      assert_int_equal(got[q].npl, LP - 1);
+      assert_int_equal(got[q].n, 10);
+      assert_memory_equal(got[q].tok, got[1].tok, sizeof(int32_t) * 10); /* generation is unchanged */
+      for (int k = 0; k < LP - 1; k++) {
+        assert_int_equal(got[q].pl_pos[k], k + 1);
+        assert_int_equal(got[q].pl_tok[k], longp[k + 1]);
+        solo_logits(solo, longp, k + 1, NULL, 0);
+        double want = log_softmax_at(solo->logits, vocab, longp[k + 1]);
+        if (fabs(got[q].pl_lp[k] - want) > 1e-4 * slack)
+          fail_msg("request %d prompt token %d: logprob %g, want %g", q, k + 1, got[q].pl_lp[k], want);
+        assert_int_equal(got[q].pl_ntop[k], r[q].top_logprobs);
+        for (int j = 0; j < got[q].pl_ntop[k]; j++) {
+          assert_true(fabs(got[q].pl_top_lp[k][j] - log_softmax_at(solo->logits, vocab, got[q].pl_top[k][j])) <
+                      1e-4 * slack);
+          if (j) assert_true(got[q].pl_top_lp[k][j] <= got[q].pl_top_lp[k][j - 1]);
+        }
+        if (got[q].pl_ntop[k]) assert_int_equal(got[q].pl_top[k][0], argmax_of(solo->logits, vocab));
+      }
+    }
+    model_free(m);
+  }
+  /* an embedding cannot also score its prompt */
+  Model *m = load(4, 1);
+  Diag d = {0};
+  Engine *e = engine_new(m, &(EngineOptions){0}, &d);
+  EngineRequest bad = {prompt, NP, 1, {.greedy = 1, .top_p = 1}, .embed = POOL_LAST, .prompt_logprobs = 1};
+  assert_int_equal(engine_add(e, &bad, &d), -1);
+  assert_non_null(strstr(d.msg, "prompt logprobs"));
+  engine_free(e);
+  model_free(m);
+  model_free(solo);
+}
+
 static double dot(const float *a, const float *b, int n) {
   double s = 0;
   for (int i = 0; i < n; i++) s += (double)a[i] * b[i];
@@ -289,9 +423,9 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(penalties_change_greedy_tokens),
-      cmocka_unit_test(logprobs_are_log_softmax),
-      cmocka_unit_test(embeddings_pool_hidden_states),
+      cmocka_unit_test(penalties_change_greedy_tokens), cmocka_unit_test(logprobs_are_log_softmax),
+      cmocka_unit_test(embeddings_pool_hidden_states),  cmocka_unit_test(prompt_logprobs_score_the_prompt),
+      cmocka_unit_test(min_tokens_defer_the_end),
   };
   int rc = cmocka_run_group_tests_name("engine_sampling", tests, NULL, NULL);
   be->ops->destroy(be);

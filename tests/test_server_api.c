@@ -46,6 +46,20 @@ static void completion_fields(void **state) {
                     API_COMPLETION, &r, &e));
   assert_true(r.presence_penalty == 0.5 && r.frequency_penalty == -1 && r.logprobs && r.top_logprobs == 3);
   api_request_free(&r);
+  /* echo with logprobs: the prompt's tokens get theirs too */
+  assert_true(parse("{\"prompt\": \"x\", \"echo\": true, \"logprobs\": 2}", API_COMPLETION, &r, &e));
+  assert_true(r.echo && r.logprobs && r.top_logprobs == 2);
+  api_request_free(&r);
+  assert_true(
+      parse("{\"prompt\": \"x\", \"ignore_eos\": true, \"min_tokens\": 4, \"max_tokens\": 4}", API_COMPLETION, &r, &e));
+  assert_true(r.ignore_eos && r.min_tokens == 4);
+  api_request_free(&r);
+  assert_true(parse("{\"prompt\": \"x\", \"n\": 3, \"best_of\": 3}", API_COMPLETION, &r, &e));
+  assert_true(r.n == 3 && r.best_of == 3);
+  api_request_free(&r);
+  assert_true(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0}", API_COMPLETION, &r, &e));
+  assert_int_equal(r.max_tokens, 0);
+  api_request_free(&r);
   assert_true(
       parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 4}",
             API_CHAT, &r, &e));
@@ -90,16 +104,26 @@ static void refusals_name_the_field(void **state) {
   refused("[1]", API_COMPLETION, NULL, "JSON object");
   refused("{\"max_tokens\": 3}", API_COMPLETION, "prompt", "required");
   refused("{\"prompt\": \"x\", \"max_tokens\": \"8\"}", API_COMPLETION, "max_tokens", "integer");
-  refused("{\"prompt\": \"x\", \"max_tokens\": 0}", API_COMPLETION, "max_tokens", "between 1");
+  refused("{\"prompt\": \"x\", \"min_tokens\": 5, \"max_tokens\": 4}", API_COMPLETION, "min_tokens",
+          "must not exceed 'max_tokens' (4)");
+  refused("{\"prompt\": \"x\", \"min_tokens\": 2, \"stop\": \"a\"}", API_COMPLETION, "min_tokens", "not supported");
+  refused("{\"prompt\": \"x\", \"min_tokens\": -1}", API_COMPLETION, "min_tokens", "between 0");
+  refused("{\"prompt\": \"x\", \"max_tokens\": 0}", API_COMPLETION, "max_tokens",
+          "0 only for a completion with 'echo'");
+  refused("{\"prompt\": \"x\", \"max_tokens\": -1, \"echo\": true}", API_COMPLETION, "max_tokens", "between 0");
+  refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 0}", API_CHAT,
+          "max_completion_tokens", "between 1");
   refused("{\"prompt\": \"x\", \"temperature\": 3}", API_COMPLETION, "temperature", "between 0 and 2");
   refused("{\"prompt\": \"x\", \"top_p\": 0}", API_COMPLETION, "top_p", "greater than 0");
-  refused("{\"prompt\": \"x\", \"n\": 2}", API_COMPLETION, "n", "must be 1");
-  refused("{\"prompt\": \"x\", \"best_of\": 3}", API_COMPLETION, "best_of", "must be 1");
+  refused("{\"prompt\": \"x\", \"n\": 17}", API_COMPLETION, "n", "between 1 and 16");
+  refused("{\"prompt\": \"x\", \"n\": 2, \"stream\": true}", API_COMPLETION, "n", "not supported with 'stream'");
+  refused("{\"prompt\": \"x\", \"best_of\": 3}", API_COMPLETION, "best_of", "must equal 'n' (1)");
+  refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"best_of\": 2}", API_CHAT, "best_of",
+          "not supported");
   refused("{\"prompt\": \"x\", \"frequency_penalty\": 2.5}", API_COMPLETION, "frequency_penalty", "between -2 and 2");
   refused("{\"prompt\": \"x\", \"presence_penalty\": \"1\"}", API_COMPLETION, "presence_penalty", "number");
   refused("{\"prompt\": \"x\", \"logprobs\": 21}", API_COMPLETION, "logprobs", "between 0 and 20");
   refused("{\"prompt\": \"x\", \"logprobs\": true}", API_COMPLETION, "logprobs", "integer");
-  refused("{\"prompt\": \"x\", \"logprobs\": 2, \"echo\": true}", API_COMPLETION, "echo", "not supported");
   refused("{\"prompt\": \"x\", \"top_logprobs\": 2}", API_COMPLETION, "top_logprobs", "not supported");
   refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", API_CHAT, "top_logprobs",
           "needs 'logprobs'");
@@ -165,6 +189,18 @@ static void response_shapes(void **state) {
       "{\"content\":[{\"token\":\"\",\"logprob\":-2.0,\"bytes\":[],\"top_logprobs\":[{\"token\":\"\",\"logprob\":-1.5");
   free(s);
   json_decref(lp);
+  /* an echoed prompt's logprobs: the first token has none (null), the rest their records; then the generated
+   * tokens' appended, their offsets after the echo's characters */
+  int32_t prompt[3] = {7, 65, 67};
+  lp = api_prompt_logprobs_json(NULL, prompt, 3, t, 2, 1);
+  api_logprobs_append(lp, api_logprobs_json(API_COMPLETION, NULL, t, 0, 1, "abc", 5));
+  s = json_dumps(lp, JSON_COMPACT);
+  assert_contains(s, "\"token_logprobs\":[null,-0.5,-2.0,-0.5]");
+  assert_contains(s, "\"top_logprobs\":[null,{\"\":-1.0},{\"\":-1.5},{\"\":-1.0}]"); /* no tokenizer: one key */
+  assert_contains(s, "\"text_offset\":[0,0,0,5]");
+  free(s);
+  json_decref(lp);
+  assert_int_equal(api_text_chars("h\xc3\xa9llo"), 5);
   /* embeddings: base64 is the little-endian f32 bytes */
   float v[2] = {1.0f, -2.5f};
   s = api_embeddings_body("m", v, 1, 2, 1, 4);

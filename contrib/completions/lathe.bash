@@ -12,7 +12,7 @@ _lathe() {
     generate) opts="--prompt -p --prompt-file -f --prompt-tokens --chat --chat-template --json --concurrency --batch-invariant $sampling" ;;
     chat) opts="--chat-template $sampling" ;;
     serve) opts="--model -m --host --port -p --api-key --name --max-seqs --max-queue --ctx -c --max-body --drain-s
-      --pooling --target --quiet -q" ;;
+      --pooling --target --kv-dtype --config --random-weights --dtype --quiet -q" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
       --prefill-len --reps --ctx --bandwidth --fuse-recompute --json --concurrency --requests --arrivals
       --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant --no-tune --dequantized" ;;

@@ -8,14 +8,16 @@
 #include <string.h>
 #include <time.h>
 #include "../base/clock.h"
+#include "../model/presets.h"
 #include "../server/engine_loop.h"
 #include "../server/server.h"
+#include "../tune/lookup.h"
 #include "gen_common.h"
 #include "options.h"
 
 typedef struct ServeArgs {
-  const char *model, *target, *host, *api_key, *name, *pooling;
-  int port, max_seqs, max_queue, ctx, max_body, quiet;
+  const char *model, *target, *host, *api_key, *name, *pooling, *config, *dtype, *kv_dtype;
+  int port, max_seqs, max_queue, ctx, max_body, quiet, random_weights;
   double drain_s;
 } ServeArgs;
 
@@ -44,6 +46,8 @@ static int parse(int argc, char **argv, ServeArgs *a) {
                    .max_queue = 256,
                    .max_body = 1 << 20,
                    .pooling = "last",
+                   .dtype = "bf16",
+                   .kv_dtype = "auto",
                    .drain_s = 10};
   const char *pos = NULL;
   Opt opts[] = {
@@ -69,6 +73,13 @@ static int parse(int argc, char **argv, ServeArgs *a) {
        "model), or the mean over every token",
        &a->pooling},
       {"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target},
+      {"--kv-dtype", NULL, OPT_STR, "auto|f32|bf16", "the KV cache's element type (auto: bf16 on CUDA, f32 on the CPU)",
+       &a->kv_dtype},
+      {"--config", NULL, OPT_STR, "NAME",
+       "a built-in architecture instead of a model, with --random-weights (for benchmarks: prompts as token ids)",
+       &a->config},
+      {"--random-weights", NULL, OPT_FLAG, NULL, "random weights for --config", &a->random_weights},
+      {"--dtype", NULL, OPT_STR, "f32|f16|bf16", "the weights' type with --config", &a->dtype},
       {"--quiet", "-q", OPT_FLAG, NULL, "no load or per-request lines on stderr (the listening line stays)", &a->quiet},
   };
   CmdSpec spec = {
@@ -92,11 +103,60 @@ static int parse(int argc, char **argv, ServeArgs *a) {
     return 0;
   }
   if (pos) a->model = pos;
+  if (a->config && a->model) {
+    report_msg("give a MODEL or --config NAME --random-weights, not both (configs: %s)", model_preset_names());
+    return 0;
+  }
+  if (a->config && !a->random_weights) {
+    report_msg("--config serves random weights; add --random-weights");
+    return 0;
+  }
+  if (!a->config && (a->random_weights || opts_seen(&spec, "--dtype"))) {
+    report_msg("%s applies to --config only", a->random_weights ? "--random-weights" : "--dtype");
+    return 0;
+  }
   if (strcmp(a->pooling, "last") != 0 && strcmp(a->pooling, "mean") != 0) {
     report_msg("--pooling must be last or mean (got '%s')", a->pooling);
     return 0;
   }
   return 1;
+}
+
+/* --config NAME --random-weights: the built-in architecture with random weights (no tokenizer), loaded as
+ * gen_open_model loads a model for the server. */
+static Model *open_random(const ServeArgs *a, Backend **be) {
+  ModelConfig cfg;
+  DType wdt;
+  if (!model_preset(a->config, &cfg)) {
+    report_msg("unknown --config '%s' (known: %s)", a->config, model_preset_names());
+    return NULL;
+  }
+  if (!dtype_parse(a->dtype, &wdt) || !dtype_is_float(wdt)) {
+    report_msg("--dtype expects f32, f16 or bf16, got '%s'", a->dtype);
+    return NULL;
+  }
+  Diag d = {0};
+  Target t;
+  if (!(*be = open_backend(a->target, &t, &d))) {
+    report(&d, NULL);
+    return NULL;
+  }
+  ModelLoadOptions lo = {t, a->ctx, 1, 0, DT_F32};
+  lo.kv_block = 16;
+  lo.kv_seqs = a->max_seqs;
+  lo.hidden_output = 1;
+  Model *m = NULL;
+  if (gen_kv_dtype(a->kv_dtype, t, &lo.kv_dtype)) {
+    TuneLookup tl;
+    lo.schedules = cli_tune_source(&tl, t, 0, NULL);
+    if (!(m = model_new_random(&cfg, wdt, *be, &lo, &d))) report(&d, NULL);
+    if (lo.schedules) tune_lookup_close(&tl);
+  }
+  if (!m) {
+    (*be)->ops->destroy(*be);
+    *be = NULL;
+  }
+  return m;
 }
 
 /* Waits for in-flight requests up to ms; 1 when none is left. */
@@ -129,8 +189,9 @@ int cmd_serve(int argc, char **argv) {
   g.kv_block = 16;
   g.hidden_output = 1; /* /v1/embeddings reads the final hidden states */
   g.concurrency = a.max_seqs;
+  g.kv_dtype = a.kv_dtype;
   g.gen.sampling = sampler_defaults();
-  const char *path = a.model ? model_arg_resolve(a.model) : default_model_path();
+  const char *path = a.config ? a.config : a.model ? model_arg_resolve(a.model) : default_model_path();
   char *id = a.name ? NULL : model_id(path);
   Metrics mx;
   metrics_init(&mx);
@@ -151,11 +212,13 @@ int cmd_serve(int argc, char **argv) {
     report(&d, NULL);
     goto done;
   }
-  if (!(m = gen_open_model(&g, &be))) goto done;
+  if (!(m = a.config ? open_random(&a, &be) : gen_open_model(&g, &be))) goto done;
   if (!a.quiet)
     fprintf(stderr,
-            "lathe: %s (%s, %d layers, context %d, %d KV blocks of %d) compiled in %.0f ms, loaded in %.0f ms\n", path,
-            m->cfg.arch_name, m->cfg.layers, m->max_ctx, m->kv_blocks, m->kv_block, m->compile_ms, m->load_ms);
+            "lathe: %s%s (%s, %d layers, context %d, %d KV blocks of %d, %s) on %s compiled in %.0f ms, loaded in "
+            "%.0f ms\n",
+            path, a.config ? " with random weights" : "", m->cfg.arch_name, m->cfg.layers, m->max_ctx, m->kv_blocks,
+            m->kv_block, dtype_name(m->kv_dtype), target_name(m->backend->target.kind), m->compile_ms, m->load_ms);
   EngineOptions eo = {0, a.max_seqs};
   if (!(e = engine_new(m, &eo, &d)) || !(loop = engine_loop_start(e, a.max_queue, &mx, &d))) {
     report(&d, NULL);

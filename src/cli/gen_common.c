@@ -255,7 +255,8 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
   lo.kv_seqs = a->concurrency;
   lo.batch_invariant = a->batch_invariant;
   lo.hidden_output = a->hidden_output;
-  if (!weights_option(a->weights, &lo) || !matmul_option(a->matmul, &lo.matmul)) {
+  if (!weights_option(a->weights, &lo) || !matmul_option(a->matmul, &lo.matmul) ||
+      (a->kv_dtype && !gen_kv_dtype(a->kv_dtype, t, &lo.kv_dtype))) {
     (*be)->ops->destroy(*be);
     *be = NULL;
     return NULL;
@@ -322,6 +323,16 @@ void gen_args_free(GenArgs *a) {
   a->prompt_owned = NULL;
   free(a->chat_template_text);
   a->chat_template_text = NULL;
+}
+
+int gen_kv_dtype(const char *name, Target t, DType *out) {
+  if (!strcmp(name, "auto")) {
+    *out = t == TARGET_CUDA ? DT_BF16 : DT_F32;
+    return 1;
+  }
+  if (dtype_parse(name, out) && (*out == DT_F32 || *out == DT_BF16)) return 1;
+  report_msg("--kv-dtype expects f32, bf16 or auto, got '%s'", name);
+  return 0;
 }
 
 void gen_print_kv_pool(const Model *m) {

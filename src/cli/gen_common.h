@@ -20,6 +20,7 @@ typedef struct GenArgs {
   int batch_invariant;            /* generate --concurrency --batch-invariant */
   int no_tune;                    /* the default schedules, ignoring the tuning database */
   int hidden_output;              /* serve: the batched step also outputs the final hidden states (embeddings) */
+  const char *kv_dtype;           /* serve --kv-dtype: the paged pool's f32, bf16 or auto (gen_kv_dtype); NULL: f32 */
   const char *chat_template_file; /* --chat-template FILE */
   char *chat_template_text;       /* its text (NULL: the model's own template) */
 } GenArgs;
@@ -36,6 +37,9 @@ void gen_print_stats(const Model *m, const GenerateStats *st);
 /* "lathe: KV cache: N blocks of B positions (T tokens), DTYPE, X GB" on stderr (a batched model). */
 void gen_print_kv_pool(const Model *m);
 void gen_args_free(GenArgs *a);
+/* --kv-dtype NAME on target t: f32, bf16, or auto (bf16 on CUDA, where a step reads half the bytes; f32 elsewhere);
+ * reports and returns 0 for anything else. */
+int gen_kv_dtype(const char *name, Target t, DType *out);
 /* Reports a chat_render error: "lathe: FILE:LINE:COL: error: ..." with the --chat-template file or "chat template". */
 void gen_report_chat(const GenArgs *a, const Diag *d);
 /* text as the model's tokens (m has a tokenizer): through the chat template with --chat (and --system), then

@@ -3,6 +3,7 @@
  * row of logits), and the step's events say what each request got. */
 #include "engine.h"
 #define ENGINE_PARTS 5
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 typedef struct Request {
   int live;           /* added and not yet reported finished */
   int cancel_pending; /* cancelled: the next step reports it */
-  int ignore_eos;
+  int ignore_eos, min_tokens;
   int forgotten; /* engine_forget dropped its records */
   Sampler sampler;
   DecodeState ds;
@@ -33,6 +34,8 @@ typedef struct Request {
   float logprob; /* this step's token's, and its alternatives */
   int32_t top_ids[ENGINE_MAX_LOGPROBS];
   float top_lp[ENGINE_MAX_LOGPROBS];
+  int32_t *prompt; /* with prompt logprobs: the prompt, and the next position whose logprob is due */
+  int nprompt, prompt_lp_next;
   EnginePooling embed;
   float *pool;     /* an embedding's sum of hidden states (mean) or its last one, cfg.hidden floats */
   int pooled_next; /* mean: positions 0 .. pooled_next - 1 are in the sum (a recompute does not add them again) */
@@ -50,6 +53,12 @@ struct Engine {
   int ncancelled, capcancelled;
   /* the step's host arrays, grown as needed */
   int32_t *table, *rows, *next, *new_tokens, *row_of;
+  /* prompt logprobs: per entry, its first prompt row, the position of that row's reported token, how many;
+   * the step's alternatives (ENGINE_MAX_LOGPROBS per prompt row) */
+  int32_t *plp_row, *plp_pos, *plp_n;
+  size_t cap_plp_entries, cap_plp_top;
+  int32_t *plp_top_ids;
+  float *plp_top_lp;
   /* the step's rows that the device samples: entry, logits row, uniform, options, token (cap_rows each) */
   int32_t *dev_entry, *dev_row, *dev_token;
   float *dev_u;
@@ -106,6 +115,7 @@ static void request_free(Request *r) {
   free(r->stop_tokens);
   free(r->out);
   free(r->pool);
+  free(r->prompt);
 }
 
 static const char *const part_names[ENGINE_PARTS] = {"schedule", "build inputs", "model step", "pick tokens",
@@ -134,6 +144,11 @@ void engine_free(Engine *e) {
   free(e->next);
   free(e->new_tokens);
   free(e->row_of);
+  free(e->plp_row);
+  free(e->plp_pos);
+  free(e->plp_n);
+  free(e->plp_top_ids);
+  free(e->plp_top_lp);
   free(e->dev_entry);
   free(e->dev_row);
   free(e->dev_token);
@@ -162,6 +177,10 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
     diag_error(d, 0, 0, "max_tokens must be at least 1 (got %d)", r->max_tokens);
     return -1;
   }
+  if (r->min_tokens < 0) {
+    diag_error(d, 0, 0, "min_tokens must be at least 0 (got %d)", r->min_tokens);
+    return -1;
+  }
   if (r->nstop < 0 || r->nstop > 64 || r->nstop_tokens < 0 || r->nstop_tokens > 64) {
     diag_error(d, 0, 0, "at most 64 stop strings and 64 stop tokens (got %d and %d)", r->nstop, r->nstop_tokens);
     return -1;
@@ -175,7 +194,11 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
                "embeddings need the model loaded with its hidden-state output (ModelLoadOptions.hidden_output)");
     return -1;
   }
-  if (r->logprobs && (r->top_logprobs < 0 || r->top_logprobs > ENGINE_MAX_LOGPROBS)) {
+  if (r->prompt_logprobs && r->embed != POOL_NONE) {
+    diag_error(d, 0, 0, "an embedding request cannot ask for prompt logprobs");
+    return -1;
+  }
+  if ((r->logprobs || r->prompt_logprobs) && (r->top_logprobs < 0 || r->top_logprobs > ENGINE_MAX_LOGPROBS)) {
     diag_error(d, 0, 0, "top_logprobs must be 0 to %d (got %d)", ENGINE_MAX_LOGPROBS, r->top_logprobs);
     return -1;
   }
@@ -196,7 +219,7 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
   int id = sched_add(e->sched, r->prompt, r->nprompt, max_new, d);
   if (id < 0) return -1;
   /* a mean needs every position's hidden state: none may come from the prefix cache */
-  if (r->embed == POOL_MEAN && sched_no_prefix(e->sched, id, d) < 0) return -1;
+  if ((r->embed == POOL_MEAN || r->prompt_logprobs) && sched_no_prefix(e->sched, id, d) < 0) return -1;
   if (id >= e->capreq) {
     int n = e->capreq ? e->capreq * 2 : 16;
     while (n <= id) n *= 2;
@@ -209,6 +232,7 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
   memset(q, 0, sizeof *q);
   q->live = 1;
   q->ignore_eos = r->ignore_eos;
+  q->min_tokens = r->min_tokens;
   sampler_init(&q->sampler, &r->sampling);
   q->nstop = r->nstop;
   q->stop = r->nstop ? xcalloc((size_t)r->nstop, sizeof *q->stop, "the stop strings") : NULL;
@@ -223,6 +247,12 @@ int engine_add(Engine *e, const EngineRequest *r, Diag *d) {
   q->logprobs = r->logprobs != 0;
   q->top_logprobs = r->top_logprobs;
   q->embed = r->embed;
+  if (r->prompt_logprobs) {
+    q->prompt = xmalloc(sizeof(int32_t) * (size_t)r->nprompt, "a prompt");
+    memcpy(q->prompt, r->prompt, sizeof(int32_t) * (size_t)r->nprompt);
+    q->nprompt = r->nprompt;
+    q->prompt_lp_next = 1;
+  }
   if (q->embed != POOL_NONE) q->pool = xcalloc((size_t)m->cfg.hidden, sizeof(float), "an embedding");
   return id;
 }
@@ -272,8 +302,59 @@ static void finish(Engine *e, int id, const char *reason) {
   sb_free(&q->text);
 }
 
-/* Whether a request's rows need the host's logits whatever the target: penalties change them, logprobs read them. */
-static int needs_host_row(const Request *q) { return q->logprobs || q->presence != 0 || q->frequency != 0; }
+/* Whether a request's rows need the host's logits whatever the target: penalties change them, logprobs read them,
+ * min_tokens masks the tokens that would end it. */
+static int needs_host_row(const Request *q) {
+  return q->logprobs || q->presence != 0 || q->frequency != 0 || q->nout < q->min_tokens;
+}
+
+enum { MAX_ENDING = 8 + 1 + 1 + 64 };
+
+/* The tokens that would end q now and that min_tokens keeps it from choosing: its stop tokens, and the model's
+ * end-of-sequence ones unless it ignores them. */
+static int ending_tokens(const Engine *e, const Request *q, int32_t *out) {
+  const Model *m = e->m;
+  int n = 0, vocab = m->cfg.vocab;
+  for (int k = 0; k < q->nstop_tokens; k++) out[n++] = q->stop_tokens[k];
+  if (!q->ignore_eos) {
+    if (m->cfg.eos_id >= 0) out[n++] = m->cfg.eos_id;
+    for (int k = 0; k < m->cfg.n_eos && k < 8; k++) out[n++] = m->cfg.eos_ids[k];
+    if (m->tok && tokenizer_eos(m->tok) >= 0) out[n++] = tokenizer_eos(m->tok);
+  }
+  int kept = 0;
+  for (int k = 0; k < n; k++)
+    if (out[k] >= 0 && out[k] < vocab) out[kept++] = out[k];
+  return kept;
+}
+
+/* Which of the step's positions give a prompt logprob: entry i's tokens plp_row[i] .. + plp_n[i] - 1 (indices within
+ * the entry, made logit rows by build_step), whose logits give the prompt tokens from position plp_pos[i] on (the
+ * next position each; a recompute after a preemption reports nothing twice). The number of such rows. */
+static int plan_prompt_rows(Engine *e) {
+  const StepPlan *p = &e->plan;
+  size_t cap = e->cap_plp_entries;
+  grow((void **)&e->plp_row, &e->cap_plp_entries, (size_t)p->nentries, sizeof(int32_t), "the prompt rows");
+  if (e->cap_plp_entries != cap) {
+    e->plp_pos = xrealloc(e->plp_pos, sizeof(int32_t) * e->cap_plp_entries, "the prompt rows");
+    e->plp_n = xrealloc(e->plp_n, sizeof(int32_t) * e->cap_plp_entries, "the prompt rows");
+  }
+  int total = 0;
+  for (int i = 0; i < p->nentries; i++) {
+    const StepEntry *en = &p->entries[i];
+    const Request *q = &e->req[en->seq];
+    e->plp_n[i] = 0;
+    if (!q->prompt || !q->live || q->cancel_pending) continue;
+    /* the row of position pos gives the token at pos + 1 */
+    int lo = q->prompt_lp_next > en->start + 1 ? q->prompt_lp_next : en->start + 1;
+    int hi = q->nprompt < en->start + en->n + 1 ? q->nprompt : en->start + en->n + 1;
+    if (lo >= hi) continue;
+    e->plp_row[i] = lo - 1 - en->start;
+    e->plp_pos[i] = lo;
+    e->plp_n[i] = hi - lo;
+    total += hi - lo;
+  }
+  return total;
+}
 
 /* The scheduler's plan as the model's batched step; which logit row each sampling entry reads. *any_hidden:
  * whether an embedding's tokens are in it. */
@@ -282,8 +363,9 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled, int *any_hidden
   const Model *m = e->m;
   int bps = m->blocks_per_seq;
   grow((void **)&e->table, &e->cap_table, (size_t)p->nentries * (size_t)bps, sizeof(int32_t), "the block tables");
+  int nprompt_rows = plan_prompt_rows(e);
   size_t cap = e->cap_rows;
-  grow((void **)&e->rows, &e->cap_rows, (size_t)p->nentries + 1, sizeof(int32_t), "the logit rows");
+  grow((void **)&e->rows, &e->cap_rows, (size_t)(p->nentries + nprompt_rows) + 1, sizeof(int32_t), "the logit rows");
   if (e->cap_rows != cap) { /* the per-entry arrays share the rows' capacity */
     e->next = xrealloc(e->next, sizeof(int32_t) * e->cap_rows, "the greedy tokens");
     e->new_tokens = xrealloc(e->new_tokens, sizeof(int32_t) * e->cap_rows, "the new tokens");
@@ -303,6 +385,11 @@ static int build_step(Engine *e, BatchStep *b, int *any_sampled, int *any_hidden
       row[k] = k < en->table_len ? p->block_tables[en->table_at + k] : en->table_len ? row[en->table_len - 1] : 0;
     if (en->start + en->n > ctx) ctx = en->start + en->n;
     e->row_of[i] = -1;
+    if (e->plp_n[i]) { /* rows before the entry's own: the rows stay in token order */
+      int at = e->plp_row[i];
+      e->plp_row[i] = nrows;
+      for (int k = 0; k < e->plp_n[i]; k++) e->rows[nrows++] = en->first + at + k;
+    }
     if (e->req[en->seq].embed != POOL_NONE) {
       *any_hidden = 1; /* every token's hidden state is an output of its own: no logit row */
     } else if (en->sample) {
@@ -325,9 +412,16 @@ static int32_t pick_host_row(Engine *e, Request *q, float *row, int32_t device_g
     if (!e->counts) e->counts = xcalloc((size_t)vocab, sizeof(int), "the penalties' counts");
     logits_apply_penalties(row, vocab, q->out, q->nout, q->presence, q->frequency, e->counts);
   }
+  /* min_tokens: the ending tokens are -inf for the choice only (the logprobs below see the model's values) */
+  int32_t ending[MAX_ENDING];
+  float saved[MAX_ENDING];
+  int nending = q->nout < q->min_tokens ? ending_tokens(e, q, ending) : 0;
+  for (int k = 0; k < nending; k++) saved[k] = row[ending[k]];
+  for (int k = 0; k < nending; k++) row[ending[k]] = -INFINITY;
   int32_t tok = !sampler_is_greedy(&q->sampler.o) ? sampler_pick(&q->sampler, u, row, vocab)
-                : penalized                       ? argmax(row, vocab)
+                : penalized || nending            ? argmax(row, vocab)
                                                   : device_greedy;
+  for (int k = nending - 1; k >= 0; k--) row[ending[k]] = saved[k]; /* in reverse: a repeated id gets its own */
   if (q->logprobs) {
     double norm = logits_log_normalizer(row, vocab);
     q->logprob = (float)((double)row[tok] - norm);
@@ -371,6 +465,41 @@ static int pick_tokens(Engine *e, int host_logits, Diag *d) {
     return 0;
   for (int b = 0; b < ndev; b++) e->new_tokens[e->dev_entry[b]] = e->dev_token[b];
   return 1;
+}
+
+/* The prompt tokens' logprobs from their rows (host logits), as EV_PROMPT_LOGPROB events. */
+static void report_prompt_logprobs(Engine *e) {
+  const StepPlan *p = &e->plan;
+  int vocab = e->m->cfg.vocab;
+  size_t nrows = 0;
+  for (int i = 0; i < p->nentries; i++) nrows += (size_t)e->plp_n[i];
+  if (!nrows) return;
+  size_t cap = e->cap_plp_top;
+  grow((void **)&e->plp_top_ids, &e->cap_plp_top, nrows * ENGINE_MAX_LOGPROBS, sizeof(int32_t), "prompt logprobs");
+  if (e->cap_plp_top != cap) e->plp_top_lp = xrealloc(e->plp_top_lp, sizeof(float) * e->cap_plp_top, "prompt logprobs");
+  size_t at = 0;
+  for (int i = 0; i < p->nentries; i++) {
+    int id = p->entries[i].seq;
+    Request *q = &e->req[id];
+    for (int k = 0; k < e->plp_n[i]; k++, at++) {
+      const float *row = e->logits + (size_t)(e->plp_row[i] + k) * (size_t)vocab;
+      int pos = e->plp_pos[i] + k;
+      int32_t tok = q->prompt[pos], *top = e->plp_top_ids + at * ENGINE_MAX_LOGPROBS;
+      float *top_lp = e->plp_top_lp + at * ENGINE_MAX_LOGPROBS;
+      double norm = logits_log_normalizer(row, vocab);
+      int ntop = logits_top(row, vocab, q->top_logprobs, top);
+      for (int j = 0; j < ntop; j++) top_lp[j] = (float)((double)row[top[j]] - norm);
+      emit(e, EV_PROMPT_LOGPROB, id, tok, NULL, NULL);
+      EngineEvent *ev = &e->ev[e->nev - 1];
+      ev->pos = pos;
+      ev->has_logprob = 1;
+      ev->logprob = (float)((double)row[tok] - norm);
+      ev->ntop = ntop;
+      ev->top_ids = top;
+      ev->top_logprobs = top_lp;
+      q->prompt_lp_next = pos + 1;
+    }
+  }
 }
 
 /* Embedding entries: their tokens' hidden states pooled; one whose prompt is now computed is finished (before the
@@ -479,6 +608,7 @@ int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
     int sampled, any_hidden, nrows = build_step(e, &b, &sampled, &any_hidden), host_logits = 0;
     for (int i = 0; sampled && i < e->plan.nentries; i++) {
       const Request *q = &e->req[e->plan.entries[i].seq];
+      if (e->plp_n[i]) host_logits = 1;
       if (e->row_of[i] >= 0 &&
           (needs_host_row(q) || (!sampler_is_greedy(&q->sampler.o) && m->backend->target.kind != TARGET_CUDA)))
         host_logits = 1;
@@ -493,6 +623,7 @@ int engine_step(Engine *e, const EngineEvent **events, int *nevents, Diag *d) {
       return 0;
     t[3] = now_ms();
     if (!pick_tokens(e, host_logits, d)) return 0;
+    report_prompt_logprobs(e);
     if (any_hidden && !pool_embeddings(e, d)) return 0;
     t[4] = now_ms();
     if (sched_commit(e->sched, &e->plan, e->new_tokens, d) < 0) return 0;

@@ -35,6 +35,10 @@ typedef struct EngineRequest {
   int ignore_eos;             /* the model's end-of-sequence tokens do not stop it */
   const int32_t *stop_tokens; /* further token ids that end it ("stop"; not part of its output) */
   int nstop_tokens;
+  /* vLLM's min_tokens: until the request has this many tokens, its end-of-sequence and stop tokens cannot be
+   * chosen (their logits are -inf for the choice; its rows are read on the host meanwhile). Stop strings still
+   * apply. */
+  int min_tokens;
   /* OpenAI's penalties: before choosing a token, presence_penalty * [count > 0] + frequency_penalty * count is
    * subtracted from the logit of every token this request has generated count times so far. */
   double presence_penalty, frequency_penalty;
@@ -43,23 +47,29 @@ typedef struct EngineRequest {
    * after the penalties and before temperature, top-k and top-p (the model's own distribution, as vLLM's
    * default reports it). */
   int logprobs, top_logprobs;
+  /* prompt_logprobs: every prompt token after the first gets an EV_PROMPT_LOGPROB event while the prompt is
+   * computed: its log-probability under the logits of the position before it (the model's own distribution: no
+   * penalties) and the top_logprobs most likely tokens there. Those positions' logits are computed (one logit row
+   * each), so such a request takes nothing from the prefix cache. */
+  int prompt_logprobs;
   /* An embedding instead of tokens: the prompt's final hidden state (after the final norm, before the LM head)
    * pooled over its positions; one EV_EMBEDDING event, then EV_FINISHED "stop". max_tokens and sampling are
    * not read. */
   EnginePooling embed;
 } EngineRequest;
 
-typedef enum EngineEventKind { EV_TOKEN, EV_FINISHED, EV_EMBEDDING } EngineEventKind;
+typedef enum EngineEventKind { EV_TOKEN, EV_FINISHED, EV_EMBEDDING, EV_PROMPT_LOGPROB } EngineEventKind;
 
 /* What one step did for one request. Texts stay valid until the next engine call. */
 typedef struct EngineEvent {
   EngineEventKind kind;
   int id;
-  int32_t token;      /* EV_TOKEN */
+  int32_t token;      /* EV_TOKEN; EV_PROMPT_LOGPROB: the prompt's token at position pos */
+  int pos;            /* EV_PROMPT_LOGPROB (1 .. nprompt - 1, each once, in order) */
   const char *text;   /* EV_TOKEN: the newly complete text ("" when the token ends inside a character) */
   const char *reason; /* EV_FINISHED: "stop" (end-of-sequence token or stop string), "length", "cancelled" */
-  /* EV_TOKEN of a token (not a flushed tail) of a request with logprobs: the token's log-probability and the
-   * ntop most likely tokens, most likely first */
+  /* EV_TOKEN of a token (not a flushed tail) of a request with logprobs, and EV_PROMPT_LOGPROB: the token's
+   * log-probability and the ntop most likely tokens, most likely first */
   int has_logprob, ntop;
   float logprob;
   const int32_t *top_ids;

@@ -40,8 +40,9 @@ static json_t *bytes_json(const StrBuf *b) {
   return a;
 }
 
-/* -9999 for -inf, as OpenAI writes a logprob too small to print (JSON has no infinity) */
-static json_t *logprob_json(float lp) { return json_real(isfinite(lp) ? lp : -9999.0); }
+/* -9999 for -inf, as OpenAI writes a logprob too small to print (JSON has no infinity); NaN (a prompt's first
+ * token, which nothing predicts) is null */
+static json_t *logprob_json(float lp) { return isnan(lp) ? json_null() : json_real(isfinite(lp) ? lp : -9999.0); }
 
 /* UTF-8 characters in s[0..n) */
 static long chars(const char *s, size_t n) {
@@ -82,6 +83,12 @@ json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob
     json_array_append_new(tokens, token_string(tok, t[k].token, &b));
     json_array_append_new(lps, logprob_json(t[k].logprob));
     json_array_append_new(offsets, json_integer(offset));
+    offset += chars(text + at, t[k].end - at);
+    at = t[k].end;
+    if (t[k].ntop < 0) { /* no alternatives at all (the prompt's first token) */
+      json_array_append_new(tops, json_null());
+      continue;
+    }
     json_t *top = json_object();
     for (int j = 0; j < t[k].ntop; j++) {
       json_t *s = token_string(tok, t[k].top_ids[j], &b);
@@ -93,8 +100,6 @@ json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob
       json_object_set_new(top, json_string_value(s), logprob_json(t[k].logprob));
     json_decref(s);
     json_array_append_new(tops, top);
-    offset += chars(text + at, t[k].end - at);
-    at = t[k].end;
   }
   json_object_set_new(o, "tokens", tokens);
   json_object_set_new(o, "token_logprobs", lps);
@@ -102,6 +107,41 @@ json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob
   json_object_set_new(o, "text_offset", offsets);
   sb_free(&b);
   return o;
+}
+
+long api_text_chars(const char *s) { return chars(s, strlen(s)); }
+
+json_t *api_prompt_logprobs_json(const Tokenizer *tok, const int32_t *prompt, int n, const TokenLogprob *rec, int nrec,
+                                 int skip_special) {
+  TokenLogprob *t = xcalloc((size_t)n, sizeof *t, "the prompt's logprobs");
+  StrBuf text = {0};
+  DecodeState ds = {0};
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || i - 1 >= nrec) {
+      t[i].token = prompt[i];
+      t[i].logprob = NAN;
+      t[i].ntop = -1;
+    } else {
+      t[i] = rec[i - 1];
+    }
+    if (tok) tokenizer_decode_step(tok, &ds, prompt[i], skip_special, &text);
+    if (i == n - 1) tokenizer_decode_flush(&ds, &text);
+    t[i].end = text.len;
+  }
+  json_t *o = api_logprobs_json(API_COMPLETION, tok, t, 0, n, sb_str(&text), 0);
+  sb_free(&text);
+  free(t);
+  return o;
+}
+
+void api_logprobs_append(json_t *a, json_t *b) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(b, key, v) {
+    json_t *have = json_object_get(a, key);
+    if (json_is_array(have)) json_array_extend(have, v);
+  }
+  json_decref(b);
 }
 
 static char *base64(const unsigned char *p, size_t n) {

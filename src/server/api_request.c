@@ -167,10 +167,6 @@ static int parse_messages(ApiRequest *r, json_t *v, ApiError *e) {
 
 /* Fields that are refused unless they hold the value that means "off". */
 static int only_off(json_t *v, const char *key, ApiError *e) {
-  if (!strcmp(key, "n") || !strcmp(key, "best_of")) {
-    if (json_is_integer(v) && json_integer_value(v) == 1) return 1;
-    return BAD(e, key, "'%s' must be 1: one choice per request is supported", key);
-  }
   if (!strcmp(key, "logit_bias")) {
     if (json_is_object(v) && !json_object_size(v)) return 1;
     return BAD(e, key, "'logit_bias' is not supported (only {})");
@@ -208,7 +204,7 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
   } else if (chat && !strcmp(key, "messages")) {
     return parse_messages(r, v, e);
   } else if (!strcmp(key, "max_tokens") || (chat && !strcmp(key, "max_completion_tokens"))) {
-    if (!get_int(v, key, 1, 1 << 30, &k, e)) return 0;
+    if (!get_int(v, key, chat ? 1 : 0, 1 << 30, &k, e)) return 0; /* 0: completions with echo, checked below */
     r->max_tokens = (int)k;
   } else if (!strcmp(key, "temperature")) {
     if (!get_number(v, key, 0, 2, &x, e)) return 0;
@@ -247,6 +243,12 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
     return get_bool(v, key, &r->echo, e);
   } else if (!strcmp(key, "ignore_eos")) {
     return get_bool(v, key, &r->ignore_eos, e);
+  } else if (!strcmp(key, "min_tokens")) {
+    if (!get_int(v, key, 0, 1 << 30, &k, e)) return 0;
+    r->min_tokens = (int)k;
+  } else if (!strcmp(key, "n") || (!chat && !strcmp(key, "best_of"))) {
+    if (!get_int(v, key, 1, API_MAX_N, &k, e)) return 0;
+    *(key[0] == 'n' ? &r->n : &r->best_of) = (int)k;
   } else if (!strcmp(key, "user")) {
     if (!json_is_string(v)) return BAD(e, key, "'user' must be a string");
   } else {
@@ -258,6 +260,7 @@ static int parse_field(ApiRequest *r, const char *key, json_t *v, ApiError *e) {
 int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r, ApiError *e) {
   memset(r, 0, sizeof *r);
   r->kind = kind;
+  r->n = 1;
   r->max_tokens = -1;
   r->sampling = (SamplerOptions){0, 1.0, 0, 1.0, 0}; /* OpenAI's defaults: temperature 1, top_p 1 */
   if (!(r->root = api_parse_object(body, len, e))) return 0;
@@ -273,8 +276,19 @@ int api_parse_request(const char *body, size_t len, ApiKind kind, ApiRequest *r,
     return BAD(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
   if (kind == API_CHAT && r->top_given && !r->logprobs)
     return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-  if (r->echo && r->logprobs)
-    return BAD(e, "echo", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
+  if (r->best_of && r->best_of != r->n)
+    return BAD(e, "best_of", "'best_of' must equal 'n' (%d): choosing the best of more choices is not supported", r->n);
+  if (r->n > 1 && r->stream) return BAD(e, "n", "'n' greater than 1 is not supported with 'stream'");
+  if (r->min_tokens && r->nstop)
+    return BAD(e, "min_tokens",
+               "'min_tokens' with 'stop' strings is not supported (only the end-of-sequence "
+               "token is held back)");
+  if (r->max_tokens >= 0 && r->min_tokens > r->max_tokens)
+    return BAD(e, "min_tokens", "'min_tokens' (%d) must not exceed '%s' (%d)", r->min_tokens,
+               kind == API_CHAT ? "max_completion_tokens" : "max_tokens", r->max_tokens);
+  if (r->max_tokens == 0 && !r->echo)
+    return BAD(e, "max_tokens",
+               "'max_tokens' must be at least 1 (0 only for a completion with 'echo': the prompt alone, scored)");
   if (r->sampling.temperature <= 0) r->sampling.greedy = 1;
   return 1;
 }

@@ -23,7 +23,7 @@ void api_error(ApiError *e, int status, const char *type, const char *param, con
 
 typedef enum ApiKind { API_COMPLETION, API_CHAT } ApiKind;
 
-enum { API_MAX_STOP = 8 };
+enum { API_MAX_STOP = 8, API_MAX_N = 16 };
 
 typedef struct ApiRequest {
   ApiKind kind;
@@ -35,12 +35,15 @@ typedef struct ApiRequest {
   /* chat: the messages (strings owned by the request) */
   ChatMessage *messages;
   int nmessages;
-  int max_tokens; /* -1: not given */
+  int max_tokens; /* -1: not given; 0 only with echo (the prompt alone: nothing is generated) */
   SamplerOptions sampling;
   int seed_given;
   const char *stop[API_MAX_STOP];
   int nstop;
   int stream, include_usage, echo, ignore_eos;
+  int min_tokens; /* vLLM's: no end-of-sequence token before this many tokens (0: none) */
+  int n;          /* choices (1 to API_MAX_N; more than 1 not streamed) */
+  int best_of;    /* 0: not given; else it must equal n */
   double presence_penalty, frequency_penalty;
   int logprobs, top_logprobs; /* logprobs: the tokens' log-probabilities, with top_logprobs alternatives each */
   int top_given;

@@ -52,27 +52,34 @@ static json_t *reason_json(const char *finish_reason) {
   return finish_reason ? json_string(finish_reason) : json_null();
 }
 
-char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u,
-                          json_t *logprobs) {
+char *api_choices_body(const ApiIdent *a, const ApiChoice *ch, int n, const ApiUsage *u) {
   int chat = a->kind == API_CHAT;
   json_t *o = head(a, chat ? "chat.completion" : "text_completion");
-  json_t *choice = json_object();
-  json_object_set_new(choice, "index", json_integer(0));
-  if (chat) {
-    json_t *msg = json_object();
-    json_object_set_new(msg, "role", json_string("assistant"));
-    json_object_set_new(msg, "content", json_string(text));
-    json_object_set_new(choice, "message", msg);
-  } else {
-    json_object_set_new(choice, "text", json_string(text));
-  }
-  json_object_set_new(choice, "logprobs", logprobs ? logprobs : json_null());
-  json_object_set_new(choice, "finish_reason", reason_json(finish_reason));
   json_t *choices = json_array();
-  json_array_append_new(choices, choice);
+  for (int i = 0; i < n; i++) {
+    json_t *choice = json_object();
+    json_object_set_new(choice, "index", json_integer(i));
+    if (chat) {
+      json_t *msg = json_object();
+      json_object_set_new(msg, "role", json_string("assistant"));
+      json_object_set_new(msg, "content", json_string(ch[i].text));
+      json_object_set_new(choice, "message", msg);
+    } else {
+      json_object_set_new(choice, "text", json_string(ch[i].text));
+    }
+    json_object_set_new(choice, "logprobs", ch[i].logprobs ? ch[i].logprobs : json_null());
+    json_object_set_new(choice, "finish_reason", reason_json(ch[i].finish_reason));
+    json_array_append_new(choices, choice);
+  }
   json_object_set_new(o, "choices", choices);
   json_object_set_new(o, "usage", usage_json(u));
   return dump(o);
+}
+
+char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u,
+                          json_t *logprobs) {
+  ApiChoice ch = {text, finish_reason, logprobs};
+  return api_choices_body(a, &ch, 1, u);
 }
 
 char *api_chunk_event(const ApiIdent *a, const char *text, int first, const char *finish_reason, const ApiUsage *usage,

@@ -24,6 +24,12 @@ char *api_error_body(const ApiError *e);
 /* The whole (non-streamed) answer; logprobs (taken over) NULL: "logprobs": null. */
 char *api_completion_body(const ApiIdent *a, const char *text, const char *finish_reason, const ApiUsage *u,
                           json_t *logprobs);
+/* A whole answer of n choices (indexed 0 .. n - 1); each one's logprobs (NULL: null) is taken over. */
+typedef struct ApiChoice {
+  const char *text, *finish_reason;
+  json_t *logprobs;
+} ApiChoice;
+char *api_choices_body(const ApiIdent *a, const ApiChoice *ch, int n, const ApiUsage *u);
 /* One streamed chunk as "data: {...}\n\n". text may be NULL (no content: the chat's first chunk, which carries
  * the role, when first is set; the last, which carries finish_reason). usage non-NULL: the usage chunk (no
  * choices); include_usage: the other chunks carry "usage": null. */
@@ -37,6 +43,16 @@ char *api_chunk_event(const ApiIdent *a, const char *text, int first, const char
  * them). */
 json_t *api_logprobs_json(ApiKind kind, const Tokenizer *tok, const TokenLogprob *t, int from, int to, const char *text,
                           long base);
+/* Completions with echo and logprobs: the prompt's n tokens as api_logprobs_json writes tokens, rec[k] (nrec of
+ * them) the records of positions k + 1; the first token (and any without a record) has a null logprob and null
+ * alternatives; the offsets count the characters of the prompt decoded token by token (skip_special as the echo
+ * was decoded). */
+json_t *api_prompt_logprobs_json(const Tokenizer *tok, const int32_t *prompt, int n, const TokenLogprob *rec, int nrec,
+                                 int skip_special);
+/* Appends the arrays of completions logprobs b (taken over) to those of a. */
+void api_logprobs_append(json_t *a, json_t *b);
+/* UTF-8 characters in s (OpenAI's offsets count characters). */
+long api_text_chars(const char *s);
 /* An embeddings answer: {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model",
  * "usage"}; vectors n x dim floats, each a list of numbers or (base64) its little-endian f32 bytes. */
 char *api_embeddings_body(const char *model, const float *vectors, int n, int dim, int base64, int prompt_tokens);

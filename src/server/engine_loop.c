@@ -1,5 +1,6 @@
 #include "engine_loop.h"
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ struct Job {
   int tokens;
   TokenLogprob *lp; /* with logprobs: one per token */
   int nlp, caplp;
+  TokenLogprob *plp; /* with prompt logprobs: one per prompt token after the first */
+  int nplp, capplp;
   float *embedding; /* an embedding job's, once it arrived */
   int dim;
   double t_submit, t_last; /* ms */
@@ -58,6 +61,7 @@ static void unref(Job *j) {
   for (int i = 0; i < j->req.nstop; i++) free(j->stop[i]);
   sb_free(&j->text);
   free(j->lp);
+  free(j->plp);
   free(j->embedding);
   pthread_cond_destroy(&j->cv);
   free(j);
@@ -125,6 +129,18 @@ static void route(EngineLoop *l, const EngineEvent *ev, int nev) {
       j->embedding = xmalloc(sizeof(float) * (size_t)ev[k].dim, "an embedding");
       memcpy(j->embedding, ev[k].embedding, sizeof(float) * (size_t)ev[k].dim);
       j->dim = ev[k].dim;
+      continue;
+    }
+    if (ev[k].kind == EV_PROMPT_LOGPROB) {
+      if (j->nplp == j->capplp)
+        j->plp = xrealloc(j->plp, sizeof *j->plp * (size_t)(j->capplp = j->capplp ? 2 * j->capplp : 64), "logprobs");
+      TokenLogprob *t = &j->plp[j->nplp++];
+      t->token = ev[k].token;
+      t->logprob = ev[k].logprob;
+      t->end = 0;
+      t->ntop = ev[k].ntop;
+      memcpy(t->top_ids, ev[k].top_ids, sizeof(int32_t) * (size_t)ev[k].ntop);
+      memcpy(t->top_lp, ev[k].top_logprobs, sizeof(float) * (size_t)ev[k].ntop);
       continue;
     }
     if (ev[k].text) sb_puts(&j->text, ev[k].text);
@@ -299,13 +315,17 @@ void engine_loop_stats(EngineLoop *l, EngineStats *st) {
 }
 
 void job_wait(EngineLoop *l, Job *j, size_t from, int timeout_ms, StrBuf *out, JobStatus *st) {
+  job_wait_tokens(l, j, from, INT_MAX, timeout_ms, out, st);
+}
+
+void job_wait_tokens(EngineLoop *l, Job *j, size_t from, int from_tokens, int timeout_ms, StrBuf *out, JobStatus *st) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += timeout_ms / 1000;
   until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
   if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
   pthread_mutex_lock(&l->mu);
-  while (j->text.len <= from && !j->finished)
+  while (j->text.len <= from && j->tokens <= from_tokens && !j->finished)
     if (pthread_cond_timedwait(&j->cv, &l->mu, &until) == ETIMEDOUT) break;
   if (out && j->text.len > from) sb_puts(out, j->text.data + from);
   st->finished = j->finished;
@@ -325,6 +345,18 @@ int job_logprobs(EngineLoop *l, Job *j, int from, TokenLogprob **out, int *cap) 
     *cap = n;
   }
   if (n > from) memcpy(*out + from, j->lp + from, sizeof **out * (size_t)(n - from));
+  pthread_mutex_unlock(&l->mu);
+  return n;
+}
+
+int job_prompt_logprobs(EngineLoop *l, Job *j, TokenLogprob **out, int *cap) {
+  pthread_mutex_lock(&l->mu);
+  int n = j->nplp;
+  if (n > *cap) {
+    *out = xrealloc(*out, sizeof **out * (size_t)n, "logprobs");
+    *cap = n;
+  }
+  if (n) memcpy(*out, j->plp, sizeof **out * (size_t)n);
   pthread_mutex_unlock(&l->mu);
   return n;
 }

@@ -54,8 +54,13 @@ void engine_loop_stats(EngineLoop *l, EngineStats *st);
 /* Waits up to timeout_ms until the job has more than `from` bytes of text or has finished; appends its
  * text from `from` on to out (when out is non-NULL) and fills st. */
 void job_wait(EngineLoop *l, Job *j, size_t from, int timeout_ms, StrBuf *out, JobStatus *st);
+/* The same, and also done waiting once the job has more than from_tokens tokens (text or not). */
+void job_wait_tokens(EngineLoop *l, Job *j, size_t from, int from_tokens, int timeout_ms, StrBuf *out, JobStatus *st);
 /* Appends the job's logprob records from index `from` on to *out (of *cap, grown); the number of records it has. */
 int job_logprobs(EngineLoop *l, Job *j, int from, TokenLogprob **out, int *cap);
+/* A job with EngineRequest.prompt_logprobs: copies its prompt-token records so far (position 1 on, in order; all
+ * of them once the job has text or has finished) into *out (of *cap, grown); their number. */
+int job_prompt_logprobs(EngineLoop *l, Job *j, TokenLogprob **out, int *cap);
 /* A finished embedding job's vector (*dim floats, the engine's, not normalized; valid while the job is held),
  * or NULL. */
 const float *job_embedding(EngineLoop *l, Job *j, int *dim);

@@ -53,15 +53,20 @@ static char *echo_text(const Model *m, const ApiRequest *r) {
   return b.data ? b.data : xstrdup("", "the echo");
 }
 
-/* Waits for the job to finish, polling the client meanwhile; 0 when the client went away (cancelled). */
-static int wait_done(Conn *c, EngineLoop *loop, JobStatus *st) {
+static void cancel_all(EngineLoop *loop, Job **jobs, int njobs) {
+  for (int i = 0; i < njobs; i++) engine_loop_cancel(loop, jobs[i]);
+}
+
+/* Waits for the job to finish, polling the client meanwhile; 0 when the client went away (then every job is
+ * cancelled). */
+static int wait_done(Conn *c, EngineLoop *loop, Job *job, Job **jobs, int njobs, JobStatus *st) {
   size_t have = 0;
   for (;;) {
-    job_wait(loop, c->job, have, 100, NULL, st);
+    job_wait(loop, job, have, 100, NULL, st);
     have = st->text_len;
     if (st->finished) return 1;
     if (conn_client_gone(c)) {
-      engine_loop_cancel(loop, c->job);
+      cancel_all(loop, jobs, njobs);
       c->status = 499;
       return 0;
     }
@@ -83,43 +88,97 @@ int job_status_error(const JobStatus *st, ApiError *e) {
   return 0;
 }
 
-/* The logprobs of the tokens that begin before the answer's end (cut: where a stop string begins, or -1). */
-static json_t *whole_logprobs(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *text,
-                              long cut) {
+/* The logprobs of the tokens that begin before the answer's end (cut: where a stop string begins, or -1); with
+ * echo, the prompt's tokens first (echo_ids: the n prompt tokens). */
+static json_t *whole_logprobs(Job *job, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *text,
+                              long cut, const char *echo, const int32_t *echo_ids, int n_echo) {
   TokenLogprob *t = NULL;
-  int cap = 0, n = job_logprobs(loop, c->job, 0, &t, &cap), upto = n; /* no stop string: every token */
+  int cap = 0, n = job_logprobs(loop, job, 0, &t, &cap), upto = n; /* no stop string: every token */
   if (cut >= 0)
     for (upto = 0; upto < n && (upto ? t[upto - 1].end : 0) < (size_t)cut;) upto++;
-  json_t *lp = api_logprobs_json(r->kind, m->tok, t, 0, upto, text, 0);
+  json_t *lp = api_logprobs_json(r->kind, m->tok, t, 0, upto, text, echo ? api_text_chars(echo) : 0);
+  if (echo) {
+    int np = job_prompt_logprobs(loop, job, &t, &cap);
+    json_t *prompt = api_prompt_logprobs_json(m->tok, echo_ids, n_echo, t, np, r->prompt_text != NULL);
+    api_logprobs_append(prompt, lp);
+    lp = prompt;
+  }
   free(t);
   return lp;
 }
 
-static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *echo,
-                                    const char *model) {
+/* One choice of a whole answer from its finished job: its text (malloc'ed, after the echo; cut at a stop string),
+ * finish reason and logprobs. */
+static void whole_choice(Job *job, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *echo,
+                         const int32_t *ids, int n, int score_only, ApiChoice *ch, const char **reason) {
   JobStatus st;
-  if (!wait_done(c, loop, &st)) return MHD_NO; /* closes the connection */
-  c->gen_tokens = st.tokens;
+  StrBuf text = {0};
+  job_wait(loop, job, 0, 0, score_only ? NULL : &text, &st);
+  long at = score_only ? 0 : stop_find(sb_str(&text), text.len, r->stop, r->nstop);
+  ch->logprobs = r->logprobs ? whole_logprobs(job, loop, m, r, sb_str(&text), at, echo, ids, n) : NULL;
+  StrBuf out = {0};
+  if (echo) sb_puts(&out, echo);
+  if (at >= 0 && text.data) text.data[at] = 0;
+  sb_puts(&out, sb_str(&text));
+  sb_free(&text);
+  ch->text = out.data ? out.data : xstrdup("", "a choice");
+  *reason = score_only ? "length" : at >= 0 ? "stop" : st.reason;
+}
+
+static enum MHD_Result answer_whole(Conn *c, EngineLoop *loop, const Model *m, const ApiRequest *r, const char *echo,
+                                    const int32_t *ids, int n, int score_only, const char *model, Job **jobs,
+                                    int njobs) {
+  JobStatus st;
+  int tokens = 0;
   ApiError e = {0};
-  if (job_status_error(&st, &e)) {
+  for (int i = 0; i < njobs; i++) {
+    if (!wait_done(c, loop, jobs[i], jobs, njobs, &st)) return MHD_NO; /* closes the connection */
+    tokens += score_only ? 0 : st.tokens;
+    if (job_status_error(&st, &e)) {
+      cancel_all(loop, jobs, njobs);
+      break;
+    }
+  }
+  c->gen_tokens = tokens;
+  if (e.status) {
     if (e.status >= 500) snprintf(c->note, sizeof c->note, "%s", e.message);
     return reply_error(c, &e);
   }
-  StrBuf text = {0};
-  job_wait(loop, c->job, 0, 0, &text, &st);
-  long at = stop_find(sb_str(&text), text.len, r->stop, r->nstop);
-  json_t *lp = r->logprobs ? whole_logprobs(c, loop, m, r, sb_str(&text), at) : NULL;
-  StrBuf out = {0};
-  if (echo) sb_puts(&out, echo);
-  if (at >= 0) text.data[at] = 0;
-  sb_puts(&out, sb_str(&text));
-  sb_free(&text);
+  ApiChoice ch[API_MAX_N];
+  for (int i = 0; i < njobs; i++)
+    whole_choice(jobs[i], loop, m, r, echo, ids, n, score_only, &ch[i], &ch[i].finish_reason);
   ApiIdent id;
   api_ident_init(&id, r->kind, server_next_serial(c->s), model);
-  ApiUsage u = {c->prompt_tokens, st.tokens};
-  char *body = api_completion_body(&id, sb_str(&out), at >= 0 ? "stop" : st.reason, &u, lp);
-  sb_free(&out);
+  ApiUsage u = {c->prompt_tokens, tokens}; /* the prompt once, as OpenAI counts it */
+  char *body = api_choices_body(&id, ch, njobs, &u);
+  for (int i = 0; i < njobs; i++) free((char *)ch[i].text);
   return reply(c, 200, "application/json", body);
+}
+
+/* n > 1: the other choices' jobs (seeds seed + 1, ...), queued once the first one's prompt is computed so that
+ * they take its full blocks from the prefix cache. 1, or 0 when the queue is full (the caller answers 503), -1
+ * when the client went away (all cancelled). */
+static int submit_more(Conn *c, EngineLoop *loop, const EngineRequest *er, int n, Job **jobs) {
+  JobStatus st;
+  for (;;) {
+    job_wait_tokens(loop, jobs[0], (size_t)-1, 0, 100, NULL, &st);
+    if (st.tokens > 0 || st.finished) break;
+    if (conn_client_gone(c)) {
+      engine_loop_cancel(loop, jobs[0]);
+      c->status = 499;
+      return -1;
+    }
+  }
+  for (int i = 1; i < n; i++) {
+    EngineRequest more = *er;
+    more.sampling.seed = er->sampling.seed + (uint64_t)i;
+    if (!(jobs[i] = engine_loop_submit(loop, &more))) {
+      cancel_all(loop, jobs, i);
+      for (int k = 1; k < i; k++) job_release(loop, jobs[k]);
+      return 0;
+    }
+  }
+  return 1;
 }
 
 static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
@@ -148,14 +207,23 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
     goto refuse;
   }
   c->prompt_tokens = n;
-  /* OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat */
-  int max_tokens = r.max_tokens > 0 ? r.max_tokens : kind == API_CHAT ? m->max_ctx : 16;
+  /* OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat. max_tokens 0 (echo: the
+   * prompt alone, often to score it) runs one token, which is not sent. */
+  int score_only = r.max_tokens == 0;
+  int max_tokens = r.max_tokens > 0 ? r.max_tokens : score_only ? 1 : kind == API_CHAT ? m->max_ctx : 16;
   if (!r.seed_given) r.sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + server_next_serial(c->s);
   EngineRequest er = {ids, n, max_tokens, r.sampling, r.stop, r.nstop, r.ignore_eos};
+  er.min_tokens = r.min_tokens;
+  if (r.min_tokens > max_tokens) { /* max_tokens not given: its default */
+    api_error(&e, 400, "invalid_request_error", "min_tokens",
+              "'min_tokens' (%d) must not exceed max_tokens (not given: %d, the default)", r.min_tokens, max_tokens);
+    goto refuse;
+  }
   er.presence_penalty = r.presence_penalty;
   er.frequency_penalty = r.frequency_penalty;
   er.logprobs = r.logprobs;
   er.top_logprobs = r.top_logprobs;
+  er.prompt_logprobs = r.echo && r.logprobs; /* the echoed prompt's tokens get theirs (the first: null) */
   if (!(c->job = engine_loop_submit(loop, &er))) {
     const char *failure = engine_loop_failure(loop);
     if (failure) {
@@ -168,9 +236,22 @@ static enum MHD_Result generate_route(Conn *c, ApiKind kind) {
   echo = echo_text(m, &r);
   if (r.stream) {
     StreamSpec sp = {kind, model, r.include_usage, echo, r.stop, r.nstop, r.logprobs};
+    sp.score_only = score_only;
+    if (er.prompt_logprobs) {
+      sp.prompt = ids;
+      sp.nprompt = n;
+      sp.prompt_skip_special = r.prompt_text != NULL;
+    }
     res = reply_stream(c, c->job, &sp);
   } else {
-    res = answer_whole(c, loop, m, &r, echo, model);
+    Job *jobs[API_MAX_N] = {c->job}; /* c->job is the connection's (released with it), the others are ours */
+    int more = r.n > 1 ? submit_more(c, loop, &er, r.n, jobs) : 1;
+    if (more > 0) {
+      res = answer_whole(c, loop, m, &r, echo, ids, n, score_only, model, jobs, r.n);
+      for (int i = 1; i < r.n; i++) job_release(loop, jobs[i]);
+    } else {
+      res = more < 0 ? MHD_NO : reply_busy(c, "the server is at its limit of requests in flight: retry later");
+    }
   }
   goto done;
 refuse:

@@ -73,6 +73,11 @@ typedef struct StreamSpec {
   const char *const *stop;
   int nstop;
   int logprobs; /* the chunks carry their tokens' logprobs */
+  /* echo with logprobs: the prompt's tokens (copied), whose logprobs go with the echo (then sent once the prompt
+   * is computed) */
+  const int32_t *prompt;
+  int nprompt, prompt_skip_special;
+  int score_only; /* max_tokens 0 with echo: the echo, then the end; the one token generated is not sent */
 } StreamSpec;
 enum MHD_Result reply_stream(Conn *c, Job *job, const StreamSpec *sp);
 #endif

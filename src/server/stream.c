@@ -2,6 +2,7 @@
  * content-reader callback on the connection's own thread. It waits for the job's text (never the engine
  * for it), holds back a tail that could begin a stop string, and ends when the job finishes or the client
  * goes away (then the job is cancelled). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../base/mem.h"
@@ -20,10 +21,15 @@ typedef struct Stream {
   int nstop;
   const Tokenizer *tok;
   int logprobs;
+  long lp_base;    /* the characters before the generated text (an echo's) */
+  int32_t *prompt; /* echo with logprobs: the prompt's tokens */
+  int nprompt, prompt_skip_special;
+  int score_only;
   TokenLogprob *lp; /* the job's records so far */
   int nlp, caplp, lp_sent;
   StrBuf text;   /* the job's text so far */
   size_t sent;   /* of it, sent */
+  int tokens;    /* a model without a tokenizer: the tokens a chunk has announced (its text is empty) */
   int started;   /* the first chunk (role, or echo) is out */
   int done;      /* [DONE] is queued */
   StrBuf out;    /* events not yet written */
@@ -44,7 +50,7 @@ static json_t *take_logprobs(Stream *s, size_t upto, int final, int stopped) {
   int k = s->lp_sent;
   while (k < s->nlp && (final && !stopped ? 1 : final ? (k ? s->lp[k - 1].end : 0) < upto : s->lp[k].end <= upto)) k++;
   if (k == s->lp_sent) return NULL;
-  json_t *j = api_logprobs_json(s->ident.kind, s->tok, s->lp, s->lp_sent, k, sb_str(&s->text), 0);
+  json_t *j = api_logprobs_json(s->ident.kind, s->tok, s->lp, s->lp_sent, k, sb_str(&s->text), s->lp_base);
   s->lp_sent = k;
   return j;
 }
@@ -79,8 +85,27 @@ static void put_end(Stream *s, const JobStatus *st, int stopped) {
   s->done = 1;
 }
 
+/* The echo chunk with the prompt's logprobs, once the prompt is computed (the job has text or finished); 0 while
+ * it is not, after waiting a while. */
+static int put_echo_logprobs(Stream *s) {
+  JobStatus st;
+  job_wait(s->loop, s->job, s->text.len, 100, &s->text, &st);
+  if (!st.finished && !s->text.len) return 0;
+  TokenLogprob *rec = NULL;
+  int cap = 0, n = job_prompt_logprobs(s->loop, s->job, &rec, &cap);
+  json_t *lp = api_prompt_logprobs_json(s->tok, s->prompt, s->nprompt, rec, n, s->prompt_skip_special);
+  free(rec);
+  put_text(s, s->echo, strlen(s->echo), lp);
+  return 1;
+}
+
 /* Fills s->out with the next events; 0 when the client has gone. */
 static int produce(Stream *s) {
+  if (!s->started && s->prompt) {
+    if (put_echo_logprobs(s)) s->started = 1;
+    else if (conn_client_gone(s->c)) return 0;
+    return 1;
+  }
   if (!s->started) {
     s->started = 1;
     if (s->ident.kind == API_CHAT) {
@@ -93,16 +118,29 @@ static int produce(Stream *s) {
     }
   }
   JobStatus st;
-  job_wait(s->loop, s->job, s->text.len, 100, &s->text, &st);
+  if (s->score_only) { /* nothing of the generated token goes out: only the end, once the job is done */
+    job_wait(s->loop, s->job, (size_t)-1, 100, NULL, &st);
+    if (st.finished) {
+      st.tokens = 0;
+      if (!strcmp(st.reason, "stop")) st.reason = "length";
+      put_end(s, &st, 0);
+    } else if (conn_client_gone(s->c)) {
+      return 0;
+    }
+    return 1;
+  }
+  /* without a tokenizer (random weights) tokens have no text: each step's tokens still get a chunk, empty */
+  job_wait_tokens(s->loop, s->job, s->text.len, s->tok ? INT_MAX : s->tokens, 100, &s->text, &st);
   long at = stop_find(sb_str(&s->text), s->text.len, (const char *const *)s->stop, s->nstop);
   size_t upto = at >= 0       ? (size_t)at
                 : st.finished ? s->text.len
                               : stop_safe_len(sb_str(&s->text), s->text.len, (const char *const *)s->stop, s->nstop);
   json_t *lp = take_logprobs(s, upto, st.finished, at >= 0);
-  if (upto > s->sent || lp) {
-    put_text(s, s->text.data + s->sent, upto - s->sent, lp);
+  if (upto > s->sent || lp || (!s->tok && st.tokens > s->tokens && !st.finished)) {
+    put_text(s, sb_str(&s->text) + s->sent, upto - s->sent, lp);
     s->sent = upto;
   }
+  s->tokens = st.tokens;
   if (st.finished) put_end(s, &st, at >= 0);
   else if (!s->out.len && conn_client_gone(s->c)) return 0;
   return 1;
@@ -135,6 +173,7 @@ static void on_free(void *cls) {
   sb_free(&s->out);
   free(s->lp);
   free(s->echo);
+  free(s->prompt);
   for (int i = 0; i < s->nstop; i++) free(s->stop[i]);
   Conn *c = s->c;
   free(s);
@@ -151,12 +190,21 @@ enum MHD_Result reply_stream(Conn *c, Job *job, const StreamSpec *sp) {
   s->logprobs = sp->logprobs;
   s->tok = server_model(c->s, NULL)->tok;
   s->echo = sp->echo ? xstrdup(sp->echo, "the echo") : NULL;
+  s->lp_base = sp->echo ? api_text_chars(sp->echo) : 0;
+  s->score_only = sp->score_only;
+  if (sp->prompt && sp->echo) {
+    s->prompt = xmalloc(sizeof(int32_t) * (size_t)sp->nprompt, "the prompt");
+    memcpy(s->prompt, sp->prompt, sizeof(int32_t) * (size_t)sp->nprompt);
+    s->nprompt = sp->nprompt;
+    s->prompt_skip_special = sp->prompt_skip_special;
+  }
   s->nstop = sp->nstop;
   for (int i = 0; i < sp->nstop; i++) s->stop[i] = xstrdup(sp->stop[i], "a stop string");
   struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, on_read, s, on_free);
   if (!r) {
     for (int i = 0; i < s->nstop; i++) free(s->stop[i]);
     free(s->echo);
+    free(s->prompt);
     free(s);
     return MHD_NO;
   }

@@ -117,7 +117,7 @@ static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
   s->gemm_library = 0;
   for (int i = 0; i < k->npar; i++)
     if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && tile_streams_independent_of(k, k->par[i].var)) {
-      s->rows = t == TARGET_CUDA ? 8 : 4;
+      s->rows = 8;
       s->row_axis = i;
       s->mma = target_has_bf16_mma(dev) ? 2 : 0; /* tensor cores where the kernel's shape allows */
       /* a sum over a run-time length (the keys of P x V) may be the end of an attention */
@@ -148,12 +148,16 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   }
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
-     * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. */
+     * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. Below that,
+     * a reduction over a run-time length (the keys of an attention: long contexts, a batch of tokens)
+     * decides when it runs (omp = 2, a team of one costing ~0.2 us otherwise), and so does a blocked
+     * variant, which runs only for `rows` tokens or more (a batched step, a prefill). */
     int64_t known = 1;
     for (int i = 0; i < k->npar; i++)
       if (k->par[i].extent->op == X_CONST) known *= k->par[i].extent->ival;
     known *= work < 1 ? 1 : work;
-    s.omp = known >= 262144;
+    s.omp = known >= OMP_MIN_WORK ? 1 : work < 0 && k->npar > 0 ? 2 : 0;
+    if (s.rows > 1) s.rows_omp = s.omp == 1 || known * s.rows >= OMP_MIN_WORK ? 1 : 2;
     s.block_threads = 1;
     return s;
   }

@@ -17,7 +17,7 @@ GPU_TESTS=(test_cuda_gpu)
 # differential suite: every generated program on the CUDA backend against the float64 reference).
 CMOCKA_GPU_TESTS=(test_differential test_models test_batch_step test_engine test_engine_sampling)
 declare -A SOURCES=(
-  [test_cuda_gpu]="src/base/*.c src/target/target.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_gemm.c src/backend/cuda_graph.c src/backend/cuda_driver.c src/backend/cublaslt.c src/backend/nvrtc.c src/backend/source_units.c src/generate/sampler.c src/generate/sampler_device.c build/gen/templates.c"
+  [test_cuda_gpu]="src/base/*.c src/target/target.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_gemm.c src/backend/gemm_algos.c src/backend/cuda_graph.c src/backend/cuda_driver.c src/backend/cublaslt.c src/backend/nvrtc.c src/backend/source_units.c src/generate/sampler.c src/generate/sampler_device.c build/gen/templates.c"
 )
 
 CC=${CC:-cc}

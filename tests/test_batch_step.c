@@ -9,6 +9,7 @@
 #include "testutil.h"
 #include "generate/model.h"
 #include "runtime/plan.h"
+#include "base/settings.h"
 
 #define FIXTURES "tests/fixtures/models"
 #define TOL 1e-5
@@ -91,10 +92,20 @@ static void solo(Model *m, int s, int upto, float *out) {
   memcpy(out, m->logits, sizeof(float) * (size_t)m->cfg.vocab);
 }
 
-static void batched_matches_solo(const char *fixture) {
+/* stacked: -1 the target's default, 0 or 1 LATHE_FUSE_PROJECTIONS for the batched model (the one-sequence model
+ * never stacks), checked by the plan's inputs */
+static void batched_matches_solo_as(const char *fixture, int stacked) {
   char path[256];
   snprintf(path, sizeof path, "%s/%s", FIXTURES, fixture);
-  Model *one = load(path, 0), *many = load(path, 1);
+  Model *one = load(path, 0);
+  if (stacked >= 0) setting_set(SET_FUSE_PROJ, stacked ? "1" : "0");
+  Model *many = load(path, 1);
+  setting_set(SET_FUSE_PROJ, NULL);
+  if (stacked >= 0) {
+    assert_int_equal(plan_input_index(many->plan, "model.layers.0.self_attn.qkv_proj.weight") >= 0, stacked);
+    assert_int_equal(plan_input_index(many->plan, "model.layers.0.mlp.gate_up_proj.weight") >= 0, stacked);
+    assert_int_equal(plan_input_index(many->plan, "model.layers.0.mlp.up_proj.weight") < 0, stacked);
+  }
   int V = one->cfg.vocab;
   assert_int_equal(many->blocks_per_seq, MAXCTX / BLOCK);
   float *got[3], *want = malloc(sizeof(float) * (size_t)V);
@@ -124,6 +135,18 @@ static void batched_matches_solo(const char *fixture) {
   free(want);
   model_free(one);
   model_free(many);
+}
+
+static void batched_matches_solo(const char *fixture) { batched_matches_solo_as(fixture, -1); }
+
+/* q/k/v and gate/up over weights stacked at load (Qwen2: with the q/k/v biases stacked too), and not. */
+static void stacked_projections(void **st) {
+  (void)st;
+  static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
+  for (int i = 0; i < 3; i++) {
+    batched_matches_solo_as(fixtures[i], 1);
+    batched_matches_solo_as(fixtures[i], 0);
+  }
 }
 
 static void qwen3_batched(void **st) {
@@ -246,6 +269,7 @@ int main(void) {
       cmocka_unit_test(qwen3_batched),        cmocka_unit_test(llama_batched),
       cmocka_unit_test(qwen2_batched),        cmocka_unit_test(batch_invariant_bits),
       cmocka_unit_test(bad_steps_are_errors), cmocka_unit_test(repeated_steps_replay_a_graph),
+      cmocka_unit_test(stacked_projections),
   };
   int rc = cmocka_run_group_tests_name("batch_step", tests, NULL, NULL);
   be->ops->destroy(be);

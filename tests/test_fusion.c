@@ -79,6 +79,19 @@ static void shared_reduction_is_computed_once(void **s) {
   /* h feeds two consumers and contains a reduction: it gets a buffer instead of being recomputed. */
   assert_int_equal(kernels("x: f32[4,64]; w: f32[64,64]; h = x + linear(x, w); return h * 2, h + 1"), 3);
 }
+static void slices_of_one_projection_fuse(void **s) {
+  /* Gate and up as one projection over stacked weights: its two slices are read by one product, which is the
+   * kernel (the projection is not stored for it), and the down projection another. */
+  assert_int_equal(kernels("x: f32[1,64]; w: f32[192,64]; wd: f32[64,96]; y = linear(x, w); "
+                           "g = slice(y, axis=1, start=0, end=96); u = slice(y, axis=1, start=96, end=192); "
+                           "o = linear(silu(g) * u, wd)"),
+                   2);
+  /* read by two kernels (the projection's slices also leave as outputs), it is stored once */
+  assert_int_equal(kernels("x: f32[1,64]; w: f32[192,64]; wd: f32[64,96]; y = linear(x, w); "
+                           "g = slice(y, axis=1, start=0, end=96); u = slice(y, axis=1, start=96, end=192); "
+                           "o = linear(silu(g) * u, wd); return o, g + 1"),
+                   4);
+}
 static void costly_prologue_is_not_recomputed(void **s) {
   /* exp(x) feeding a linear would be recomputed for every output column, so it is stored; the policy
    * knob allows inlining it. */
@@ -222,6 +235,7 @@ int main(void) {
       cmocka_unit_test(loop_stage_prints_phases),
       cmocka_unit_test(identical_layers_share_code),
       cmocka_unit_test(costly_prologue_is_not_recomputed),
+      cmocka_unit_test(slices_of_one_projection_fuse),
       cmocka_unit_test(fixpoint_reuses_kernels),
       cmocka_unit_test(long_chains_are_cut),
   };

@@ -377,25 +377,37 @@ static void test_mma_variant(void **state) {
 /* A GEMM with few output tiles splits k (Schedule.gemm_fill): the grid holds fill / tiles parts of
  * at least 4 k stages each, at most 8, and the last block of a tile adds them. Without the knob, or
  * with k too short, one block per tile. */
-static KProgram *gemm_k_lib(Zoo *z, int64_t k_extent, int fill, int library);
-static KProgram *gemm_k(Zoo *z, int64_t k_extent, int fill) { return gemm_k_lib(z, k_extent, fill, 0); }
+static KProgram *gemm_k_as(Zoo *z, int64_t k_extent, int fill, int library, int parts, int plus_one);
+static KProgram *gemm_k(Zoo *z, int64_t k_extent, int fill) { return gemm_k_as(z, k_extent, fill, 0, 2, 0); }
 static KProgram *gemm_k_lib(Zoo *z, int64_t k_extent, int fill, int library) {
+  return gemm_k_as(z, k_extent, fill, library, 2, 0);
+}
+/* y = x @ w^T over `parts` bf16 planes of x, then per `epi`: 0 nothing, 1 plus one (an epilogue that is more than
+ * a copy), 2 plus r[i0, i1] (a residual of y's layout), 3 plus t[i1, i0] (another layout). */
+static KProgram *gemm_k_as(Zoo *z, int64_t k_extent, int fill, int library, int parts, int epi) {
   Expr *seq = ex_sym(z->P, "seq");
   int x = buf(z, "x", DT_F32, BUF_INPUT, 2, seq, I(z, k_extent), NULL);
   int w = buf(z, "w", DT_BF16, BUF_INPUT, 2, I(z, 96), I(z, k_extent), NULL);
   int y = buf(z, "y", DT_F32, BUF_OUTPUT, 2, seq, I(z, 96), NULL);
+  int r = epi >= 2 ? buf(z, "r", DT_F32, BUF_INPUT, 2, seq, I(z, 96), NULL) : -1;
+  int t = epi == 3 ? buf(z, "t", DT_F32, BUF_INPUT, 2, I(z, 96), seq, NULL) : -1;
   LKernel *k = kern(z, "gemm", y);
   int i0 = par(k, "i0", seq), i1 = par(k, "i1", I(z, 96));
   LPhase *ph = phase(k, RED_ADD, DT_F32);
   int r0 = red(k, ph, "r0", I(z, k_extent));
   ph->body = bin(z, X_MUL, ld(z, x, 2, V(z, i0), V(z, r0), NULL),
                  ex_cast(z->P, DT_F32, ld(z, w, 2, V(z, i1), V(z, r0), NULL)));
-  set_out(k, 2, V(z, i0), V(z, i1), NULL, ex_acc(z->P, 0, DT_F32));
+  Expr *acc = ex_acc(z->P, 0, DT_F32);
+  Expr *v = epi == 1   ? bin(z, X_ADD, acc, ex_const(z->P, DT_F32, 1))
+            : epi == 2 ? bin(z, X_ADD, ld(z, r, 2, V(z, i0), V(z, i1), NULL), acc)
+            : epi == 3 ? bin(z, X_ADD, ld(z, t, 2, V(z, i1), V(z, i0), NULL), acc)
+                       : acc;
+  set_out(k, 2, V(z, i0), V(z, i1), NULL, v);
   Diag d = {0};
-  KProgram *kp = lower(
-      z, TARGET_CUDA,
-      (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 2, .gemm_fill = fill, .gemm_library = library},
-      &d);
+  KProgram *kp = lower(z, TARGET_CUDA,
+                       (Schedule){RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = parts, .gemm_fill = fill,
+                                  .gemm_library = library},
+                       &d);
   assert_non_null(kp);
   assert_non_null(kp->kernels[0].alt);
   assert_string_equal(kp->kernels[0].alt->name, "gemm_mma");
@@ -466,6 +478,7 @@ static void test_mma_library_form(void **state) {
   assert_int_equal(lib->k, 1568);
   assert_int_equal(lib->a_parts, 2);
   assert_int_equal(g->params[lib->w_param[0]].buf, 1); /* w */
+  assert_int_equal(lib->direct_out, -1);               /* two planes: the epilogue adds them */
   assert_string_equal(lib->epilogue->name, "gemm_mma_epilogue");
   SymEnv env = {0};
   symenv_set(&env, "seq", 4096);
@@ -492,6 +505,43 @@ static void test_mma_library_form(void **state) {
   assert_contains(shown, "each sum read from the products in the scratch");
   free(shown);
   sb_free(&src);
+  arena_free(z.a);
+}
+
+/* One plane of A and a store of the plain sum into an f32 [seq][columns] output: the library GEMM writes the
+ * output itself and no epilogue runs; an epilogue that computes something still runs. */
+static void test_mma_library_direct(void **state) {
+  (void)state;
+  Zoo z = zoo_new();
+  KProgram *kp = gemm_k_as(&z, 1568, 264, 1, 1, 0);
+  const KKernel *g = kp->kernels[0].alt;
+  assert_non_null(g->lib);
+  assert_true(g->lib->direct_out >= 0);
+  assert_int_equal(g->params[g->lib->direct_out].buf, 2); /* y */
+  assert_true(g->params[g->lib->direct_out].is_output);
+  assert_int_equal(g->lib->direct_add, -1);
+  char *shown = printed(kp);
+  assert_contains(shown, "cuBLASLt products of the A planes with w [96, 1568], straight into y (no epilogue)");
+  free(shown);
+  arena_free(z.a);
+  z = zoo_new();
+  kp = gemm_k_as(&z, 1568, 264, 1, 1, 1);
+  assert_int_equal(kp->kernels[0].alt->lib->direct_out, -1);
+  arena_free(z.a);
+  /* a residual of the output's layout is added by the GEMM itself (beta = 1); one of another layout is not */
+  z = zoo_new();
+  kp = gemm_k_as(&z, 1568, 264, 1, 1, 2);
+  g = kp->kernels[0].alt;
+  assert_true(g->lib->direct_out >= 0 && g->lib->direct_add >= 0);
+  assert_int_equal(g->params[g->lib->direct_add].buf, 3); /* r */
+  assert_false(g->params[g->lib->direct_add].is_output);
+  shown = printed(kp);
+  assert_contains(shown, "straight into y, adding r (no epilogue)");
+  free(shown);
+  arena_free(z.a);
+  z = zoo_new();
+  kp = gemm_k_as(&z, 1568, 264, 1, 1, 3);
+  assert_int_equal(kp->kernels[0].alt->lib->direct_out, -1);
   arena_free(z.a);
 }
 
@@ -555,6 +605,7 @@ int main(void) {
       cmocka_unit_test(test_mma_variant),
       cmocka_unit_test(test_mma_split_k),
       cmocka_unit_test(test_mma_library_form),
+      cmocka_unit_test(test_mma_library_direct),
       cmocka_unit_test(test_unroll_only_even_split),
       cmocka_unit_test(test_symbolic_extents),
       cmocka_unit_test(test_bad_schedules),

@@ -42,15 +42,16 @@ typedef struct BackendOps {
    * after the work launched so far; timer_ms is the device time between two marks (after a sync). */
   int (*timer_mark)(Backend *b, int slot, Diag *d);
   double (*timer_ms)(Backend *b, int from, int to);
-  /* Optional: a library GEMM (cuBLASLt on CUDA), out[m][n] = sum_k a[m][k] * w[n][k], a and w bf16
-   * row-major, out f32, in launch order with the kernels.
+  /* Optional: a library GEMM (cuBLASLt on CUDA), out[m][n] = sum_k a[m][k] * w[n][k] (+ add[m][n] when add is
+   * not NULL), a and w bf16 row-major, out and add f32, in launch order with the kernels.
    * gemm_available loads the library on first use and says whether it can run. */
   int (*gemm_available)(Backend *b);
-  int (*gemm_bf16)(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out, Diag *d);
+  int (*gemm_bf16)(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, const void *add,
+                   void *out, Diag *d);
   /* Optional: gemm_bf16 appended to graph g after its previous node, with these pointers for the graph's
    * life (no graph_update of it). */
   int (*graph_add_gemm)(Backend *b, BackendGraph *g, int64_t m, int64_t n, int64_t k, const void *a, const void *w,
-                        void *out, Diag *d);
+                        const void *add, void *out, Diag *d);
   /* Optional: the bytes allocations can take now (free device memory; available host memory on the CPU);
    * 0 when unknown. */
   size_t (*memory_free)(Backend *b);

@@ -47,6 +47,13 @@ typedef struct LtShape {
   int nalgo, chosen, measured;
 } LtShape;
 
+/* Choices measured earlier (cublaslt_remember: by another process, kept on disk), by exact shape. */
+#define LT_KNOWN 4096
+typedef struct LtKnown {
+  int64_t m, n, k;
+  LtAlgo algo;
+} LtKnown;
+
 typedef struct LtBucket {
   int64_t n, k;
   int bucket;
@@ -63,6 +70,9 @@ struct CublasLt {
   int nshapes;
   LtBucket buckets[LT_BUCKETS];
   int nbuckets;
+  LtKnown *known; /* LT_KNOWN */
+  int nknown;
+  size_t (*version)(void); /* cublasLtGetVersion, when the library has it */
   LtStatus (*create)(LtHandle *);
   LtStatus (*destroy)(LtHandle);
   LtStatus (*desc_create)(LtDesc *, int compute, int scale);
@@ -93,7 +103,9 @@ CublasLt *cublaslt_open(void *workspace, size_t bytes, Diag *d) {
     return NULL;
   }
   CublasLt *lt = mem_calloc(d, 1, sizeof *lt, "cuBLASLt");
-  if (lt && !(lt->shapes = mem_calloc(d, LT_SHAPES, sizeof *lt->shapes, "cuBLASLt's shapes"))) {
+  if (lt && (!(lt->shapes = mem_calloc(d, LT_SHAPES, sizeof *lt->shapes, "cuBLASLt's shapes")) ||
+             !(lt->known = mem_calloc(d, LT_KNOWN, sizeof *lt->known, "cuBLASLt's known choices")))) {
+    free(lt->shapes);
     free(lt);
     lt = NULL;
   }
@@ -127,6 +139,7 @@ CublasLt *cublaslt_open(void *workspace, size_t bytes, Diag *d) {
       cublaslt_close(lt);
       return NULL;
     }
+  *(void **)&lt->version = dlsym(dl, "cublasLtGetVersion");
   LtStatus st;
   if ((st = lt->create(&lt->h))) {
     lt->h = NULL;
@@ -159,15 +172,33 @@ static LtBucket *bucket_of(CublasLt *lt, int64_t m, int64_t n, int64_t k) {
   return NULL;
 }
 
-/* A new shape whose bucket was measured: that algorithm, when it is among the shape's own candidates. */
-static void adopt_bucket(CublasLt *lt, LtShape *s) {
-  const LtBucket *b = bucket_of(lt, s->m, s->n, s->k);
-  for (int i = 0; b && i < s->nalgo; i++)
-    if (!memcmp(&s->algo[i], &b->algo, sizeof b->algo)) {
+/* Takes `a` as the shape's choice when it is among the shape's own candidates. */
+static int adopt(LtShape *s, const LtAlgo *a) {
+  for (int i = 0; i < s->nalgo; i++)
+    if (!memcmp(&s->algo[i], a, sizeof *a)) {
       s->chosen = i;
       s->measured = 1;
-      return;
+      return 1;
     }
+  return 0;
+}
+
+/* A new shape: the choice known for it exactly (the latest), else its bucket's. */
+static void adopt_known(CublasLt *lt, LtShape *s) {
+  for (int i = lt->nknown - 1; i >= 0; i--)
+    if (lt->known[i].m == s->m && lt->known[i].n == s->n && lt->known[i].k == s->k && adopt(s, &lt->known[i].algo))
+      return;
+  const LtBucket *b = bucket_of(lt, s->m, s->n, s->k);
+  if (b) adopt(s, &b->algo);
+}
+
+static void set_bucket(CublasLt *lt, int64_t m, int64_t n, int64_t k, const LtAlgo *a) {
+  LtBucket *b = bucket_of(lt, m, n, k);
+  if (!b && lt->nbuckets < LT_BUCKETS) {
+    b = &lt->buckets[lt->nbuckets++];
+    *b = (LtBucket){n, k, row_bucket(m), {{0}}};
+  }
+  if (b) b->algo = *a;
 }
 
 static void shapes_clear(CublasLt *lt) {
@@ -234,7 +265,7 @@ static LtShape *shape_for(CublasLt *lt, int64_t m, int64_t n, int64_t k, Diag *d
     return NULL;
   }
   lt->nshapes++;
-  adopt_bucket(lt, s);
+  adopt_known(lt, s);
   return s;
 }
 
@@ -250,22 +281,34 @@ void cublaslt_choose(CublasLt *lt, int64_t m, int64_t n, int64_t k, int which) {
   LtShape *s = shape_for(lt, m, n, k, &d);
   if (!s || which < 0 || which >= s->nalgo) return;
   s->chosen = which, s->measured = 1;
-  LtBucket *b = bucket_of(lt, m, n, k);
-  if (!b && lt->nbuckets < LT_BUCKETS) {
-    b = &lt->buckets[lt->nbuckets++];
-    *b = (LtBucket){n, k, row_bucket(m), {{0}}};
-  }
-  if (b) b->algo = s->algo[which];
+  set_bucket(lt, m, n, k, &s->algo[which]);
 }
 
-int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *c, int which,
-                  void *stream, Diag *d) {
+void cublaslt_remember(CublasLt *lt, int64_t m, int64_t n, int64_t k, const uint64_t algo[8]) {
+  LtAlgo a;
+  memcpy(a.data, algo, sizeof a.data);
+  if (lt->nknown < LT_KNOWN) lt->known[lt->nknown++] = (LtKnown){m, n, k, a};
+  set_bucket(lt, m, n, k, &a);
+}
+
+int cublaslt_chosen_algo(CublasLt *lt, int64_t m, int64_t n, int64_t k, uint64_t algo[8]) {
+  Diag d = {0};
+  LtShape *s = shape_for(lt, m, n, k, &d);
+  if (!s || !s->measured) return 0;
+  memcpy(algo, s->algo[s->chosen].data, sizeof s->algo[s->chosen].data);
+  return 1;
+}
+
+size_t cublaslt_version(const CublasLt *lt) { return lt->version ? lt->version() : 0; }
+
+int cublaslt_gemm(CublasLt *lt, int64_t m, int64_t n, int64_t k, const void *a, const void *w, const void *add, void *c,
+                  int which, void *stream, Diag *d) {
   LtShape *s = shape_for(lt, m, n, k, d);
   if (!s) return 0;
   if (which < 0 || which >= s->nalgo) which = s->chosen;
-  const float one = 1.0f, beta = 0.0f;
-  LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, c, s->c, c, s->c, &s->algo[which], lt->ws,
-                           lt->ws_bytes, stream);
+  const float one = 1.0f, beta = add ? 1.0f : 0.0f;
+  LtStatus st = lt->matmul(lt->h, lt->desc, &one, w, s->a, a, s->b, &beta, add ? add : c, s->c, c, s->c,
+                           &s->algo[which], lt->ws, lt->ws_bytes, stream);
   if (st) {
     diag_error(d, 0, 0, "cuBLASLt: a %lld x %lld x %lld bf16 GEMM failed (status %d)", (long long)m, (long long)n,
                (long long)k, st);
@@ -278,6 +321,7 @@ void cublaslt_close(CublasLt *lt) {
   if (!lt) return;
   if (lt->shapes) shapes_clear(lt);
   free(lt->shapes);
+  free(lt->known);
   if (lt->desc) lt->desc_destroy(lt->desc);
   if (lt->h) lt->destroy(lt->h);
   dlclose(lt->dl);

@@ -141,7 +141,7 @@ void cuda_graph_free(Backend *b, BackendGraph *g) {
  * chosen, outside the recording) becomes a child graph that runs after the graph's previous node. Its
  * pointers are fixed for the graph's life: the plan rebuilds a graph whose GEMM operands moved. */
 int cuda_graph_add_gemm(Backend *b, BackendGraph *g, int64_t m, int64_t n, int64_t k, const void *a, const void *w,
-                        void *out, Diag *d) {
+                        const void *add, void *out, Diag *d) {
   CudaImpl *c = cuda_impl(b);
   if (!c->drv.cuStreamBeginCapture || !c->drv.cuGraphAddChildGraphNode) {
     diag_error(d, 0, 0, "cuda: this driver cannot record a library call into a graph");
@@ -161,7 +161,7 @@ int cuda_graph_add_gemm(Backend *b, BackendGraph *g, int64_t m, int64_t n, int64
                   "cuStreamBeginCapture", g->names[g->n]))
     return 0;
   Diag gd = {0};
-  int ok = cublaslt_gemm(c->lt, m, n, k, a, w, out, -1, c->capture, &gd);
+  int ok = cublaslt_gemm(c->lt, m, n, k, a, w, add, out, -1, c->capture, &gd);
   CUgraph child = NULL;
   CUresult rc = c->drv.cuStreamEndCapture(c->capture, &child);
   if (!ok || rc != CUDA_SUCCESS || !child) {

@@ -30,8 +30,9 @@ typedef struct CudaImpl {
   CUevent *timers; /* BACKEND_TIMER_SLOTS, created on first use (profiling only) */
   CublasLt *lt;    /* cuBLASLt, opened on first use; NULL when absent or LATHE_CUBLASLT=0 */
   int lt_tried;
-  CUdeviceptr lt_ws; /* its workspace */
-  CUstream capture;  /* where library GEMMs are recorded into graphs (created on first use) */
+  CUdeviceptr lt_ws;     /* its workspace */
+  char algos_path[4200]; /* where its measured choices are kept across runs (gemm_algos.h); "" for nowhere */
+  CUstream capture;      /* where library GEMMs are recorded into graphs (created on first use) */
 } CudaImpl;
 
 typedef struct CudaFn {
@@ -59,7 +60,8 @@ void cuda_pack_args(void *const *bufs, int nbufs, const int64_t *syms, int nsyms
 int cuda_gemm_available(Backend *b);
 int cuda_choose_gemm_algo(CudaImpl *c, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out,
                           Diag *d);
-int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out, Diag *d);
+int cuda_gemm_bf16(Backend *b, int64_t m, int64_t n, int64_t k, const void *a, const void *w, const void *add,
+                   void *out, Diag *d);
 
 /* cuda_graph.c */
 BackendGraph *cuda_graph_new(Backend *b, Diag *d);
@@ -71,5 +73,5 @@ int cuda_graph_update(Backend *b, BackendGraph *g, int node, void *const *bufs, 
 int cuda_graph_launch(Backend *b, BackendGraph *g, Diag *d);
 void cuda_graph_free(Backend *b, BackendGraph *g);
 int cuda_graph_add_gemm(Backend *b, BackendGraph *g, int64_t m, int64_t n, int64_t k, const void *a, const void *w,
-                        void *out, Diag *d);
+                        const void *add, void *out, Diag *d);
 #endif

@@ -5,6 +5,7 @@
 #include "../model/config.h"
 #include "../model/presets.h"
 #include "../model/model_check.h"
+#include "../generate/model.h"
 #include "../tile/space.h"
 #include "../tune/lookup.h"
 #include "cli.h"
@@ -107,11 +108,13 @@ int cmd_compile(int argc, char **argv) {
   int tuned = cli_use_tuning(c, &tl, no_tune, dims.n ? &dims : NULL);
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */
     ModelBuildOptions bo = {4096, DT_BF16, DT_F32, kv_block};
+    bo.fuse_projections = model_fuse_projections(kv_block > 0, target);
     ok = (c->graph = model_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
   } else if (model) { /* the whole model's forward step, built from its config (weights are not read) */
     ModelConfig cfg;
     WeightStore *w = model_weights_open(path, &cfg, &d);
     ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32, kv_block};
+    bo.fuse_projections = model_fuse_projections(kv_block > 0, target);
     ok = w && (c->graph = model_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
     weights_close(w);
   } else {

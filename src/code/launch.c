@@ -20,6 +20,8 @@ static const LaunchGemmLib *launch_lib(const KGemmLib *l, Arena *a) {
   g->a_sig = l->a_sig;
   g->a_bufs = l->a_bufs;
   g->na_bufs = l->a_sig ? l->na_bufs : -1;
+  g->direct_out = l->direct_out;
+  g->direct_add = l->direct_add;
   return g;
 }
 

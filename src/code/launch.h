@@ -46,6 +46,8 @@ typedef struct LaunchGemmLib {
   const char *a_sig; /* what the pre-pass writes into the planes (KGemmLib.a_sig) */
   const int *a_bufs; /* the buffers it reads */
   int na_bufs;       /* -1: unknown */
+  int direct_out;    /* >= 0: C is this output parameter itself, no epilogue runs (KGemmLib.direct_out) */
+  int direct_add;    /* >= 0: and the GEMM adds this parameter into it */
 } LaunchGemmLib;
 
 struct LaunchKernel {

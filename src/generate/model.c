@@ -67,6 +67,66 @@ static int bind_native(Model *m, int pi, const char *name, size_t bytes, const S
   return ok;
 }
 
+/* A file's tensor `name` as `t` into dst, which holds numel elements. */
+static int read_tensor(Model *m, const char *name, DType t, void *dst, int64_t numel, Diag *d) {
+  WeightInfo wi;
+  if (!weights_has(m->weights, name, &wi)) {
+    diag_error(d, 0, 0, "the model file has no tensor '%s' (needed by the %s architecture)", name, m->cfg.arch_name);
+    return 0;
+  }
+  int64_t want = 1;
+  for (int k = 0; k < wi.rank; k++) want *= wi.dims[k];
+  if (want != numel) {
+    diag_error(d, 0, 0, "tensor '%s' has %lld elements, the config implies %lld", name, (long long)want,
+               (long long)numel);
+    return 0;
+  }
+  return weights_read(m->weights, name, t, dst, d);
+}
+
+/* One part of a stacked weight into dst (pn elements, pb bytes): the file's blocks, its values, or random ones. */
+static int read_part(Model *m, const char *part, DType t, void *dst, int64_t pn, size_t pb, Diag *d) {
+  if (!dtype_is_quant(t)) {
+    if (m->weights) return read_tensor(m, part, t, dst, pn, d);
+    fill_random(part, t, dst, pn);
+    return 1;
+  }
+  const void *data;
+  size_t have;
+  void *owned;
+  if (!m->weights || !weights_native(m->weights, part, &data, &have, &owned, d)) {
+    if (!m->weights) diag_error(d, 0, 0, "tensor '%s': random weights have no %s blocks", part, dtype_name(t));
+    return 0;
+  }
+  if (have != pb) diag_error(d, 0, 0, "tensor '%s' has %zu bytes of blocks, the config implies %zu", part, have, pb);
+  else memcpy(dst, data, pb);
+  free(owned);
+  return have == pb;
+}
+
+/* A stacked weight (ModelBuildOptions.fuse_projections): its parts' rows one after another, uploaded as one. */
+static int bind_stacked(Model *m, int pi, const GNode *n, size_t bytes, const SymEnv *env, Diag *d) {
+  char parts[3][256];
+  int64_t rows[3], total = 0;
+  int np = model_fused_parts(&m->cfg, n->name, parts, rows, 3);
+  for (int i = 0; i < np; i++) total += rows[i];
+  int64_t numel = shape_numel_eval(&n->shape, env), cols = total > 0 ? numel / total : 0;
+  uint8_t *buf = mem_alloc(d, bytes, n->name);
+  size_t at = 0;
+  int ok = buf && total > 0 && cols * total == numel;
+  for (int i = 0; ok && i < np; i++) {
+    size_t pb;
+    ok = dtype_bytes(n->dtype, rows[i] * cols, &pb) && at + pb <= bytes &&
+         read_part(m, parts[i], n->dtype, buf + at, rows[i] * cols, pb, d);
+    at += pb;
+  }
+  if (ok && at != bytes) ok = 0;
+  if (!ok && buf) diag_error(d, 0, 0, "stacked weight '%s': its parts do not fill it", n->name);
+  ok = ok && plan_bind_input(m->plan, pi, buf, env, d);
+  free(buf);
+  return ok;
+}
+
 /* Inputs given anew at every step (not weights, caches or frequencies). */
 static int model_step_input(const char *name) {
   static const char *const step[] = {"ids", "pos", "seq", "slot", "block_table", "out_rows"};
@@ -99,8 +159,11 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       diag_error(d, 0, 0, "model input '%s' is not whole %s blocks", name, dtype_name(n->dtype));
       goto fail;
     }
-    if (dtype_is_quant(n->dtype)) {
-      if (!bind_native(m, pi, name, bytes, env, d)) goto fail;
+    char parts[1][256];
+    int64_t part_rows[1];
+    int stacked = model_fused_parts(&m->cfg, name, parts, part_rows, 1) > 0;
+    if (stacked || dtype_is_quant(n->dtype)) {
+      if (!(stacked ? bind_stacked(m, pi, n, bytes, env, d) : bind_native(m, pi, name, bytes, env, d))) goto fail;
       m->weight_bytes += bytes;
       done++;
       if (!quiet && (done % 16 == 0 || done == nweights)) notice_progress("loading weights", done, nweights);
@@ -123,20 +186,7 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       m->weight_bytes += bytes;
       done++;
     } else {
-      WeightInfo wi;
-      if (!weights_has(m->weights, name, &wi)) {
-        diag_error(d, 0, 0, "the model file has no tensor '%s' (needed by the %s architecture)", name,
-                   m->cfg.arch_name);
-        goto fail;
-      }
-      int64_t want = 1;
-      for (int k = 0; k < wi.rank; k++) want *= wi.dims[k];
-      if (want != numel) {
-        diag_error(d, 0, 0, "tensor '%s' has %lld elements, the config implies %lld", name, (long long)want,
-                   (long long)numel);
-        goto fail;
-      }
-      if (!weights_read(m->weights, name, n->dtype, host, d)) goto fail;
+      if (!read_tensor(m, name, n->dtype, host, numel, d)) goto fail;
       m->weight_bytes += bytes;
       done++;
     }
@@ -189,6 +239,10 @@ Model *model_new_random(const ModelConfig *cfg, DType wdt, Backend *b, const Mod
     return NULL;
   }
   return m;
+}
+
+int model_fuse_projections(int paged, Target target) {
+  return paged && setting_bool(SET_FUSE_PROJ, target == TARGET_CUDA);
 }
 
 Compilation *model_compilation_new(const ModelLoadOptions *o) {
@@ -277,6 +331,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->blocks_per_seq = o->kv_block ? (m->max_ctx + o->kv_block - 1) / o->kv_block : 0;
   ModelBuildOptions bo = {m->max_ctx, wdt, m->kv_dtype, o->kv_block, o->kv_block && o->hidden_output, NULL, NULL};
   m->hidden_output = bo.hidden_output;
+  bo.fuse_projections = model_fuse_projections(o->kv_block > 0, o->target);
   if (o->weights_native && m->weights && weights_gguf(m->weights)) {
     bo.weight_type = native_weight_type;
     bo.weight_type_ctx = m->weights;

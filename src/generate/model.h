@@ -61,6 +61,9 @@ typedef struct ModelLoadOptions {
   int hidden_output;                      /* a batched model's step also outputs the final hidden states (embeddings) */
 } ModelLoadOptions;
 
+/* Whether a step built for `target` stacks q/k/v and gate/up (ModelBuildOptions.fuse_projections): batched
+ * steps (paged) on CUDA, unless LATHE_FUSE_PROJECTIONS says otherwise. */
+int model_fuse_projections(int paged, Target target);
 /* An empty compilation for a model's step under o's target, fusion and matmul precision (what
  * model_load compiles with). */
 Compilation *model_compilation_new(const ModelLoadOptions *o);

@@ -152,6 +152,10 @@ typedef struct KGemmLib {
    * the buffers it reads: the plan skips a pre-pass whose planes the previous kernel's left in place */
   const char *a_sig;
   int a_bufs[LIB_MAX_A_BUFS], na_bufs; /* na_bufs = -1: more than fit (never skipped) */
+  /* >= 0: the epilogue would only copy the products (direct_add < 0) or add them to another f32 buffer of the
+   * output's layout (a residual: parameter direct_add), so the GEMM writes straight into this output parameter,
+   * adding that buffer, and the epilogue is not launched */
+  int direct_out, direct_add;
 } KGemmLib;
 
 typedef struct KParam {

@@ -250,6 +250,13 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
           sb_printf(b, "%s %s [%lld, %lld]", w ? " and" : "",
                     pn_buf(&names, alt->params[lib->w_param[w]].buf, MEM_GLOBAL), (long long)lib->w_rows[w],
                     (long long)lib->k);
+        if (lib->direct_out >= 0) {
+          sb_printf(b, ", straight into %s", pn_buf(&names, alt->params[lib->direct_out].buf, MEM_GLOBAL));
+          if (lib->direct_add >= 0)
+            sb_printf(b, ", adding %s", pn_buf(&names, alt->params[lib->direct_add].buf, MEM_GLOBAL));
+          sb_puts(b, " (no epilogue)\n");
+          continue;
+        }
         sb_puts(b, ", then:\n");
         print_kernel(b, kp, lib->epilogue);
       }

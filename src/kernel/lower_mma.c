@@ -154,6 +154,50 @@ static void a_signature(Lower *L, const KMma *m, KGemmLib *lib) {
   a_bufs(m->a, lib);
 }
 
+/* Whether buffer b read or written at idx is laid out as the products are: element (row m_var, column n_var) at
+ * m_var * n_total + n_var, row-major, the axes of extent 1 aside. */
+static int like_products(Lower *L, const KMma *m, int b, int nidx, Expr *const *idx) {
+  ExprPool *P = L->pool;
+  const LBuf *buf = &L->lp->bufs[b];
+  if (buf->dtype != DT_F32 || buf->shape.rank != nidx) return 0;
+  Expr *zero[L_MAX_VARS] = {0};
+  for (int i = 0; i < L->k->npar; i++)
+    if (ex_is_int_const(L->k->par[i].extent, 1) && L->k->par[i].var < L_MAX_VARS) zero[L->k->par[i].var] = ex_int(P, 0);
+  Expr *at = ex_int(P, 0);
+  for (int d = 0; d < nidx; d++)
+    at = ex_add(P, ex_mul(P, at, buf->shape.dim[d]), ex_subst_vars(P, idx[d], L_MAX_VARS, zero));
+  return at == ex_add(P, ex_mul(P, ex_var(P, m->m_var), ex_int(P, m->n_total)), ex_var(P, m->n_var[0]));
+}
+
+static int param_of(const KKernel *kk, int buf, int output) {
+  for (int i = 0; i < kk->nparams; i++)
+    if (kk->params[i].buf == buf && kk->params[i].is_output == output) return i;
+  return -1;
+}
+
+/* Whether the library GEMM can write the kernel's output itself (lib->direct_out, direct_add): when the epilogue
+ * would only copy the products or add them to another buffer of the same layout (a residual), that is one weight
+ * read at its column's own row, one plane of A, and the store of sum (+ that buffer) into an f32 buffer laid out
+ * as the products are. */
+static void direct_output(Lower *L, const KMma *m, KGemmLib *lib) {
+  ExprPool *P = L->pool;
+  const KStmt *st = m->store;
+  lib->direct_out = lib->direct_add = -1;
+  if (m->nb != 1 || m->a_parts != 1 || m->nn != 1 || lib->w_rows[0] != m->n_total || st->kind != KS_STORE) return;
+  const Expr *w = m->b[0], *v = st->value, *acc = ex_tmp(P, m->acc_tmp[0], DT_F32);
+  if (w->op != X_LOAD || w->n != 2 || w->a[0] != ex_var(P, m->n_var[0]) || w->a[1] != ex_var(P, m->k_var)) return;
+  if (!like_products(L, m, st->buf, st->nidx, st->idx)) return;
+  int add = -1;
+  if (v != acc) {
+    const Expr *r = v->op == X_ADD && v->a[0] == acc ? v->a[1] : v->op == X_ADD && v->a[1] == acc ? v->a[0] : NULL;
+    if (!r || r->op != X_LOAD || r->aux != MEM_GLOBAL || r->ival == st->buf ||
+        !like_products(L, m, (int)r->ival, r->n, r->a) || (add = param_of(L->kk, (int)r->ival, 0)) < 0)
+      return;
+  }
+  lib->direct_out = param_of(L->kk, st->buf, 1);
+  lib->direct_add = lib->direct_out >= 0 ? add : -1;
+}
+
 /* The library form (KGemmLib), for a GEMM whose weights are all plain [rows][k] parameters: one
  * product block ([a_parts * M][rows]) per distinct weight (gate and up are two; RoPE's rotated half
  * reads the same weight at other rows), and the epilogue kernel, one thread per output element (row,
@@ -194,5 +238,6 @@ void kl_mma_library(Lower *L) {
   kk->scratch = ex_bin(P, X_MAX, kk->scratch, scratch_after_planes(P, m, products));
   lib->epilogue = companion_kernel(L, &em, MMA_EPILOGUE, ex_mul(P, m->m_extent, ex_int(P, m->n_total)));
   a_signature(L, m, lib);
+  direct_output(L, m, lib);
   kk->lib = lib;
 }

@@ -299,6 +299,38 @@ static int distinct_buffers(const Expr *e) {
   return s.n;
 }
 
+/* Whether `node` reads `shared`, directly or through views. */
+static int reads_through_views(const TProgram *t, int node, int shared) {
+  for (int s = 0; s < t->nodes[node].nsrc; s++)
+    for (int n = t->nodes[node].src[s];; n = t->nodes[n].src[0]) {
+      if (n == shared) return 1;
+      if (t->nodes[n].kind != T_VIEW) break;
+    }
+  return 0;
+}
+
+/* How many of `shared`'s consumers (as fuse_count_consumers counts them) the unrealized nodes under `top` are,
+ * `top` included; a node is counted once however it is reached. */
+static int consumers_under(Builder *b, int top, int shared, uint8_t *seen) {
+  if (seen[top] || (top != shared && b->node_buf[top] >= 0)) return 0;
+  seen[top] = 1;
+  const TNode *n = &b->t->nodes[top];
+  int count = n->kind != T_VIEW && reads_through_views(b->t, top, shared);
+  if (top == shared) return count;
+  for (int s = 0; s < n->nsrc; s++) count += consumers_under(b, n->src[s], shared, seen);
+  return count;
+}
+
+/* A node of the walk out of a nested reduction may be realized in place of the shared node it was locked on when
+ * every consumer of that node is inside it: the shared value is then read by one kernel only (two slices of one
+ * projection read by one product). */
+static int covers_locked(Builder *b, int node) {
+  uint8_t *seen = xcalloc((size_t)b->t->n + 1, 1, "the fusion pass");
+  int all = consumers_under(b, node, b->locked_node, seen) == b->consumers[b->locked_node];
+  free(seen);
+  return all;
+}
+
 static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
   if (b->fail || b->want_realize >= 0) return NULL;
   Expr *v = memo_find(b, node, idx, nidx);
@@ -322,9 +354,10 @@ static Expr *expand(Builder *b, int node, Expr *const *idx, int nidx) {
     int rearranging_view = n->kind == T_VIEW && !n->valid &&
                            shape_numel(b->pool, &n->shape) == shape_numel(b->pool, &b->t->nodes[n->src[0]].shape);
     if (b->nest_conflict && b->in_phase && (n->kind == T_MAP || n->kind == T_GATHER || rearranging_view) &&
-        b->node_buf[node] < 0 && !b->override_locked) {
+        b->node_buf[node] < 0 && (!b->override_locked || covers_locked(b, node))) {
       b->want_realize = node;
       b->override_locked = b->consumers[node] > 1; /* a shared value: realize it, not a private user of it */
+      b->locked_node = node;
     }
     return NULL;
   }

@@ -52,6 +52,7 @@ typedef struct Builder {
   int *consumers;       /* per tensor node: distinct computing consumers, looking through views
                            (program outputs count as one) */
   int override_locked;  /* the nest-conflict realization settled on a node with several consumers */
+  int locked_node;      /* that node */
   int nest_conflict;    /* the pending realization is a reduction read inside another reduction's loop */
   PhaseKey keys[L_MAX_PHASES];
   /* (node, index) -> value inside the kernel being built: open addressing, cleared by bumping `stamp` */

@@ -17,12 +17,32 @@ int plan_graph_wanted(const Plan *p, int64_t key) {
   return p->graph_upto > 0 ? key >= 1 && key <= p->graph_upto : key == p->graph_key;
 }
 
+/* Whether slot k's library GEMM writes the kernel's output itself (LaunchGemmLib.direct_out), adding *add (NULL:
+ * nothing) to it; not when the buffer it would add overlaps the output (then the epilogue runs). */
+static int lib_direct(const RunState *s, int k, const void **add) {
+  const LaunchGemmLib *lib = s->use[k]->lib;
+  *add = NULL;
+  if (lib->direct_out < 0) return 0;
+  if (lib->direct_add < 0) return 1;
+  const char *out = s->args[(size_t)k * ARG_STRIDE + lib->direct_out];
+  const char *in = s->args[(size_t)k * ARG_STRIDE + lib->direct_add];
+  size_t bytes = (size_t)s->lib_m[k] * (size_t)lib->w_rows[0] * sizeof(float);
+  if (in < out + bytes && out < in + bytes) return 0;
+  *add = in;
+  return 1;
+}
+
 /* The variants the run chose, as a number: a graph records one choice. */
 static uint64_t variant_sig(const Plan *p, const RunState *s) {
   uint64_t h = 1469598103934665603ULL;
   for (int k = 0; k < p->lt->nkernels; k++) {
     if (s->use[k] != &p->lt->kernels[k]) h = (h ^ (uint64_t)k) * 1099511628211ULL;
     if (s->lib_m[k] > 0) h = (h ^ ((uint64_t)s->lib_m[k] << 20 ^ (uint64_t)k)) * 1099511628211ULL;
+    const void *add;
+    if (s->lib_m[k] > 0 && lib_direct(s, k, &add)) /* and so does one that writes the output itself */
+      h = (h ^ (uint64_t)(uintptr_t)s->args[(size_t)k * ARG_STRIDE + s->use[k]->lib->direct_out] ^
+           (uint64_t)(uintptr_t)add * 31) *
+          1099511628211ULL;
   }
   /* a recorded library GEMM keeps its pointers: the scratch moving makes another graph */
   return (h ^ (uint64_t)(uintptr_t)p->scratch) * 1099511628211ULL;
@@ -61,23 +81,27 @@ static int library_gemms(Plan *p, const RunState *s, int k, BackendGraph *g, Dia
   const BackendOps *o = p->b->ops;
   int64_t m = s->lib_m[k], rows = m * lib->a_parts;
   char *planes = (char *)p->scratch + lib->planes_at;
-  float *products = (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
+  const void *add;
+  float *products = lib_direct(s, k, &add) ? s->args[(size_t)k * ARG_STRIDE + lib->direct_out]
+                                           : (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
   for (int w = 0; w < lib->nw; w++) {
     const void *weight = s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
-    if (g ? !o->graph_add_gemm(p->b, g, rows, lib->w_rows[w], lib->k, planes, weight, products, d)
-          : !o->gemm_bf16(p->b, rows, lib->w_rows[w], lib->k, planes, weight, products, d))
+    if (g ? !o->graph_add_gemm(p->b, g, rows, lib->w_rows[w], lib->k, planes, weight, add, products, d)
+          : !o->gemm_bf16(p->b, rows, lib->w_rows[w], lib->k, planes, weight, add, products, d))
       return 0;
     products += (size_t)rows * (size_t)lib->w_rows[w];
   }
   return 1;
 }
 
-/* Slot k's library form as nodes: its GEMMs, then the epilogue kernel. */
+/* Slot k's library form as nodes: its GEMMs, then the epilogue kernel (unless they wrote the output). */
 static int graph_add_library_gemm(Plan *p, RunState *s, PlanGraph *g, int k, Diag *d) {
   const LaunchGemmLib *lib = s->use[k]->lib;
+  const void *add;
   return library_gemms(p, s, k, g->graph, d) &&
-         p->b->ops->graph_add(p->b, g->graph, p->m, lib->epilogue->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
-                              &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], lib->epilogue->block, d);
+         (lib_direct(s, k, &add) ||
+          p->b->ops->graph_add(p->b, g->graph, p->m, lib->epilogue->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k],
+                               &s->syms[(size_t)k * 16], s->nsyms[k], s->epi_grids[k], lib->epilogue->block, d));
 }
 
 /* Records the run's launch list: every slot's pre-pass and kernel (or library form), one node after another. */
@@ -108,7 +132,8 @@ static int graph_build(Plan *p, RunState *s, PlanGraph *g, Diag *d) {
     if (s->lib_m[k] > 0) {
       if (!graph_add_library_gemm(p, s, g, k, d)) return 0;
       nodes += kk->lib->nw;
-      g->node[k] = nodes++; /* the epilogue, updated as the slot's kernel */
+      const void *add;
+      if (!lib_direct(s, k, &add)) g->node[k] = nodes++; /* the epilogue, updated as the slot's kernel */
       continue;
     }
     g->node[k] = nodes++;
@@ -159,7 +184,7 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
   for (int k = 0; k < p->lt->nkernels; k++) {
     void **a = &s->args[(size_t)k * ARG_STRIDE];
     int64_t *y = &s->syms[(size_t)k * 16];
-    if (g->node[k] < 0) continue;
+    if (g->node[k] < 0 && g->pre_node[k] < 0) continue;
     int same_args = !memcmp(a, &g->args[(size_t)k * ARG_STRIDE], sizeof(void *) * s->nargs[k]) &&
                     !memcmp(y, &g->syms[(size_t)k * 16], sizeof(int64_t) * s->nsyms[k]);
     if (g->pre_node[k] >= 0 && (!same_args || s->pre_grids[k] != g->pre_grids[k])) {
@@ -167,6 +192,11 @@ static int graph_run(Plan *p, RunState *s, Diag *d) {
         return 0;
       g->pre_grids[k] = s->pre_grids[k];
       updates++;
+    }
+    if (g->node[k] < 0) { /* a pre-pass before library GEMMs that write the output: no node of the slot's own */
+      memcpy(&g->args[(size_t)k * ARG_STRIDE], a, sizeof(void *) * s->nargs[k]);
+      memcpy(&g->syms[(size_t)k * 16], y, sizeof(int64_t) * s->nsyms[k]);
+      continue;
     }
     if (same_args && slot_grid(s, k) == g->grids[k]) continue;
     if (!o->graph_update(p->b, g->graph, g->node[k], a, s->nargs[k], y, s->nsyms[k], slot_grid(s, k), d)) return 0;
@@ -208,6 +238,8 @@ static int launch_library_gemm(Plan *p, RunState *s, int k, int mark, Diag *d) {
   const BackendOps *o = p->b->ops;
   if (!library_gemms(p, s, k, NULL, d)) return 0;
   if (!end_part(p, k, mark, PROF_LIBRARY, kk->fn, d)) return 0;
+  const void *add;
+  if (lib_direct(s, k, &add)) return end_part(p, k, mark, PROF_EPILOGUE, NULL, d);
   const LaunchKernel *e = lib->epilogue;
   return o->launch(p->b, p->m, e->fn, &s->args[(size_t)k * ARG_STRIDE], s->nargs[k], &s->syms[(size_t)k * 16],
                    s->nsyms[k], s->epi_grids[k], e->block, d) &&
@@ -243,7 +275,7 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
     if (replayed == 0) {
       /* No replay after all (an old driver, a refused update or recording): launch one by one from now on,
        * or, where recording a library call failed, record graphs without library GEMMs. */
-      notice(NOTICE_WARNING, "graph replay failed (%s); launching %s one by one\n", gd.msg,
+      notice(NOTICE_WARNING, "graph replay failed (%s); launching %s one by one", gd.msg,
              p->graph_library ? "library GEMMs" : "kernels");
       if (p->graph_library) p->graph_library = 0;
       else p->graph_failed = 1;

@@ -33,7 +33,16 @@ typedef struct ModelBuildOptions {
    * weight_dtype. */
   DType (*weight_type)(void *ctx, const char *name, int rank, DType fallback);
   void *weight_type_ctx;
+  /* q/k/v and gate/up each as one projection over their weights stacked by rows (inputs named
+   * ...self_attn.qkv_proj.* and ...mlp.gate_up_proj.weight, see model_fused_parts), where the parts share a type:
+   * one GEMM instead of three and two */
+  int fuse_projections;
 } ModelBuildOptions;
+
+/* The parts of a stacked weight the builder makes with fuse_projections, in row order: up to `max` Hugging Face
+ * names into parts and their row counts under config c into rows; returns how many, or 0 when `name` is not a
+ * stacked weight. */
+int model_fused_parts(const struct ModelConfig *c, const char *name, char (*parts)[256], int64_t *rows, int max);
 
 /* A GGUF tensor-name part and its Hugging Face counterpart ("attn_q" <-> "self_attn.q_proj"). */
 typedef struct TensorNamePair {

@@ -68,6 +68,82 @@ int mb_linear(ModelBuilder *b, int x, const char *prefix, int64_t out, int64_t i
   return op(b, G_LINEAR, x, w, bb, NULL);
 }
 
+/* Stacked weights (ModelBuildOptions.fuse_projections): the stacked name's suffix and its parts' names. */
+enum { ROWS_Q, ROWS_KV, ROWS_FFN };
+static const struct {
+  const char *stacked;
+  const char *parts[3];
+  int rows[3];
+} STACKED[] = {
+    {".self_attn.qkv_proj.weight",
+     {".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight"},
+     {ROWS_Q, ROWS_KV, ROWS_KV}},
+    {".self_attn.qkv_proj.bias",
+     {".self_attn.q_proj.bias", ".self_attn.k_proj.bias", ".self_attn.v_proj.bias"},
+     {ROWS_Q, ROWS_KV, ROWS_KV}},
+    {".mlp.gate_up_proj.weight", {".mlp.gate_proj.weight", ".mlp.up_proj.weight", NULL}, {ROWS_FFN, ROWS_FFN}}};
+
+int model_fused_parts(const ModelConfig *c, const char *name, char (*parts)[256], int64_t *rows, int max) {
+  size_t n = strlen(name);
+  for (size_t i = 0; i < sizeof STACKED / sizeof STACKED[0]; i++) {
+    size_t sn = strlen(STACKED[i].stacked);
+    if (n <= sn || strcmp(name + n - sn, STACKED[i].stacked)) continue;
+    int k = 0;
+    for (; k < 3 && k < max && STACKED[i].parts[k]; k++) {
+      snprintf(parts[k], sizeof parts[k], "%.*s%s", (int)(n - sn), name, STACKED[i].parts[k]);
+      int r = STACKED[i].rows[k];
+      rows[k] = r == ROWS_FFN ? c->intermediate : (int64_t)(r == ROWS_Q ? c->heads : c->kv_heads) * c->head_dim;
+    }
+    return k;
+  }
+  return 0;
+}
+
+/* The type of `prefix` + `stacked`: its parts' common type, or 0 when they differ (each is then read on its own). */
+static int stacked_type(ModelBuilder *b, const char *prefix, const char *stacked, int nparts, int rank, DType *t) {
+  char name[256], parts[3][256];
+  int64_t rows[3];
+  snprintf(name, sizeof name, "%s%s", prefix, stacked);
+  if (model_fused_parts(b->c, name, parts, rows, 3) != nparts) return 0;
+  *t = b->o->weight_dtype;
+  for (int i = 0; i < nparts && b->o->weight_type; i++) {
+    DType pt = b->o->weight_type(b->o->weight_type_ctx, parts[i], rank, b->o->weight_dtype);
+    if (i && pt != *t) return 0;
+    *t = pt;
+  }
+  return 1;
+}
+
+/* The stacked input `prefix` + `stacked` of type t: the parts' rows one after another (in = 0: a bias). */
+static int stacked_input(ModelBuilder *b, const char *prefix, const char *stacked, DType t, const int64_t *rows,
+                         int nparts, int64_t in) {
+  char name[256];
+  snprintf(name, sizeof name, "%s%s", prefix, stacked);
+  int64_t total = 0;
+  for (int i = 0; i < nparts; i++) total += rows[i];
+  Expr *dims[2] = {n(b, total), n(b, in)};
+  return input(b, name, t, in ? 2 : 1, dims);
+}
+
+/* x @ W^T (+ bias) over a stacked weight, cut back into its parts along the last axis: out[i]; or 0 when the
+ * parts' types differ (the caller projects them one by one). */
+static int stacked_linear(ModelBuilder *b, int x, const char *prefix, const char *stacked, const char *bias,
+                          const int64_t *rows, int nparts, int64_t in, int *out) {
+  DType wt, bt = DT_F32;
+  if (!stacked_type(b, prefix, stacked, nparts, 2, &wt) || (bias && !stacked_type(b, prefix, bias, nparts, 1, &bt)))
+    return 0;
+  int w = stacked_input(b, prefix, stacked, wt, rows, nparts, in);
+  int bb = bias ? stacked_input(b, prefix, bias, bt, rows, nparts, 0) : -1;
+  int y = op(b, G_LINEAR, x, w, bb, NULL);
+  int64_t at = 0;
+  for (int i = 0; i < nparts; i++) {
+    GAttr sl = {.axis = 2, .start = n(b, at), .end = n(b, at + rows[i])};
+    out[i] = op(b, G_SLICE, y, -1, -1, &sl);
+    at += rows[i];
+  }
+  return !b->fail;
+}
+
 static int reshape(ModelBuilder *b, int x, int rank, Expr *const *dims) {
   GAttr a = {0};
   a.shape.rank = rank;
@@ -129,9 +205,16 @@ int mb_attention_block(ModelBuilder *b, int h, int layer, const AttnSpec *s) {
   snprintf(k_name, sizeof k_name, "%s.k_proj", p);
   snprintf(v_name, sizeof v_name, "%s.v_proj", p);
   snprintf(o_name, sizeof o_name, "%s.o_proj", p);
-  int q = split_heads(b, mb_linear(b, x, q_name, (int64_t)c->heads * hd, c->hidden, s->qkv_bias), c->heads);
-  int k = split_heads(b, mb_linear(b, x, k_name, (int64_t)c->kv_heads * hd, c->hidden, s->qkv_bias), c->kv_heads);
-  int v = split_heads(b, mb_linear(b, x, v_name, (int64_t)c->kv_heads * hd, c->hidden, s->qkv_bias), c->kv_heads);
+  int64_t rows[3] = {(int64_t)c->heads * hd, (int64_t)c->kv_heads * hd, (int64_t)c->kv_heads * hd};
+  int qkv[3];
+  if (!b->o->fuse_projections ||
+      !stacked_linear(b, x, p, ".qkv_proj.weight", s->qkv_bias ? ".qkv_proj.bias" : NULL, rows, 3, c->hidden, qkv)) {
+    qkv[0] = mb_linear(b, x, q_name, rows[0], c->hidden, s->qkv_bias);
+    qkv[1] = mb_linear(b, x, k_name, rows[1], c->hidden, s->qkv_bias);
+    qkv[2] = mb_linear(b, x, v_name, rows[2], c->hidden, s->qkv_bias);
+  }
+  int q = split_heads(b, qkv[0], c->heads), k = split_heads(b, qkv[1], c->kv_heads);
+  int v = split_heads(b, qkv[2], c->kv_heads);
   if (s->qk_norm) {
     snprintf(name, sizeof name, "%s.q_norm.weight", p);
     q = mb_rms_norm(b, q, mb_weight(b, name, hd, 0));
@@ -167,8 +250,16 @@ int mb_swiglu_mlp_block(ModelBuilder *b, int h, int layer) {
   snprintf(g, sizeof g, "model.layers.%d.mlp.gate_proj", layer);
   snprintf(u, sizeof u, "model.layers.%d.mlp.up_proj", layer);
   snprintf(dn, sizeof dn, "model.layers.%d.mlp.down_proj", layer);
-  int gate = op(b, G_SILU, mb_linear(b, x, g, c->intermediate, c->hidden, 0), -1, -1, NULL);
-  int act = op(b, G_MUL, gate, mb_linear(b, x, u, c->intermediate, c->hidden, 0), -1, NULL);
+  int64_t rows[2] = {c->intermediate, c->intermediate};
+  int gu[2];
+  char layer_prefix[64];
+  snprintf(layer_prefix, sizeof layer_prefix, "model.layers.%d", layer);
+  if (!b->o->fuse_projections ||
+      !stacked_linear(b, x, layer_prefix, ".mlp.gate_up_proj.weight", NULL, rows, 2, c->hidden, gu)) {
+    gu[0] = mb_linear(b, x, g, c->intermediate, c->hidden, 0);
+    gu[1] = mb_linear(b, x, u, c->intermediate, c->hidden, 0);
+  }
+  int act = op(b, G_MUL, op(b, G_SILU, gu[0], -1, -1, NULL), gu[1], -1, NULL);
   return op(b, G_ADD, h, mb_linear(b, act, dn, c->hidden, c->intermediate, 0), -1, NULL);
 }
 

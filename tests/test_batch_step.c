@@ -10,6 +10,7 @@
 #include "generate/model.h"
 #include "runtime/plan.h"
 #include "base/settings.h"
+#include "model/quantize.h"
 
 #define FIXTURES "tests/fixtures/models"
 #define TOL 1e-5
@@ -149,6 +150,39 @@ static void stacked_projections(void **st) {
   }
 }
 
+/* Random weights quantized to q8_0 blocks at load (bench --weights q8_0): a stacked weight's parts are each that
+ * type's blocks, so the stacked step gives the logits of the unstacked one. */
+static void stacked_quantized_blocks(void **st) {
+  (void)st;
+  Model *fixture = load(FIXTURES "/llama", 0);
+  ModelConfig cfg = fixture->cfg;
+  model_free(fixture);
+  float *want[3], *got[3];
+  for (int i = 0; i < 3; i++)
+    want[i] = malloc(sizeof(float) * (size_t)cfg.vocab), got[i] = malloc(sizeof(float) * (size_t)cfg.vocab);
+  Entry s1[3] = {{0, 0, 7}, {1, 0, 6}, {2, 0, 3}};
+  for (int stacked = 0; stacked < 2; stacked++) {
+    Diag d = {0};
+    ModelLoadOptions o = {.target = target,
+                          .max_ctx = MAXCTX,
+                          .quiet = 1,
+                          .kv_block = BLOCK,
+                          .kv_blocks = BLOCKS,
+                          .random_quant = QUANT_Q8_0 + 1};
+    setting_set(SET_FUSE_PROJ, stacked ? "1" : "0");
+    Model *m = model_new_random(&cfg, DT_F32, be, &o, &d);
+    setting_set(SET_FUSE_PROJ, NULL);
+    if (!m) fail_msg("random q8_0 model: %s", d.msg);
+    assert_int_equal(plan_input_index(m->plan, "model.layers.1.mlp.gate_up_proj.weight") >= 0, stacked);
+    run_step(m, s1, 3, stacked ? got : want);
+    model_free(m);
+  }
+  for (int i = 0; i < 3; i++) {
+    assert_true(rel_error(got[i], want[i], cfg.vocab) <= TOL);
+    free(want[i]), free(got[i]);
+  }
+}
+
 static void qwen3_batched(void **st) {
   (void)st;
   batched_matches_solo("qwen3");
@@ -269,7 +303,7 @@ int main(void) {
       cmocka_unit_test(qwen3_batched),        cmocka_unit_test(llama_batched),
       cmocka_unit_test(qwen2_batched),        cmocka_unit_test(batch_invariant_bits),
       cmocka_unit_test(bad_steps_are_errors), cmocka_unit_test(repeated_steps_replay_a_graph),
-      cmocka_unit_test(stacked_projections),
+      cmocka_unit_test(stacked_projections),  cmocka_unit_test(stacked_quantized_blocks),
   };
   int rc = cmocka_run_group_tests_name("batch_step", tests, NULL, NULL);
   be->ops->destroy(be);

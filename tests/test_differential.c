@@ -336,6 +336,11 @@ static void build_cases(void) {
              QUANTS[t], 3 * k, 3 * k, QUANTS[t], 3 * k);
     cases[ncases - 1].exact = 1;
     cases[ncases - 1].cuda_has = "lt_dq_";
+    /* a decode GEMV long enough for CUDA's eight-element decoders (lt_dq8_*), gate and up sharing the loop */
+    snprintf(name, sizeof name, "quant_gemv_%s", QUANTS[t]);
+    add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
+             QUANTS[t], QUANTS[t]);
+    cases[ncases - 1].cuda_has = "lt_dq8_";
   }
 }
 

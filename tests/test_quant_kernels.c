@@ -1,8 +1,13 @@
 /* Kernels over quantized weights: where the kernel stage reads blocks (the CPU's reduction loops split into
- * blocks, groups and elements, lt_dq_*_at) and where it reads single elements (lt_dq_*); programs without a
- * quantized buffer get no decoders. The values themselves are checked by test_differential's quant_* cases. */
+ * blocks, groups and elements, lt_dq_*_at), eight elements at once (CUDA's vector loads, lt_dq8_*) and where it
+ * reads single elements (lt_dq_*); programs without a quantized buffer get no decoders. The values themselves
+ * are checked by test_differential's quant_* cases, the eight-at-once decoders against the single ones here. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "testutil.h"
+#include "backend/nvrtc.h"
+#include "code/render_common.h"
 #include "driver/pipeline.h"
 
 static char *code_of(Target t, const char *src) {
@@ -23,6 +28,13 @@ static void cpu_projection_reads_blocks(void **state) {
   assert_contains(c, "lt_dq_q4_1_at(w, ");
   assert_contains(c, "lt_dq_q5_0_at(v, ");
   free(c);
+  /* a prefill's register blocking takes 8 rows over quantized weights (each element decoded once for 8), 4 over f32 */
+  c = code_of(TARGET_CPU, "x: f32[seq,64]; w: q4_1[5,64]; y = linear(x, w)");
+  assert_contains(c, "linear_0_rows8(");
+  free(c);
+  c = code_of(TARGET_CPU, "x: f32[seq,64]; w: f32[5,64]; y = linear(x, w)");
+  assert_contains(c, "linear_0_rows4(");
+  free(c);
 }
 
 static void element_reads_elsewhere(void **state) {
@@ -35,8 +47,9 @@ static void element_reads_elsewhere(void **state) {
   assert_contains(c, "lt_dq_q8_0(w, ");
   assert_null(strstr(c, "lt_dq_q8_0_at(w, "));
   free(c);
-  c = code_of(TARGET_CUDA, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
-  assert_contains(c, "lt_dq_q4_k(w, ");
+  c = code_of(TARGET_CUDA, "x: f32[seq,64]; w: q8_0[64,32]; y = matmul(x, w)"); /* along the columns */
+  assert_contains(c, "lt_dq_q8_0(w, ");
+  assert_null(strstr(c, "lt_dq8_q8_0(w, "));
   assert_contains(c, "__fmul_rn");
   free(c);
   c = code_of(TARGET_CPU, "x: f32[seq,512]; w: f32[5,512]; y = linear(x, w)");
@@ -44,10 +57,91 @@ static void element_reads_elsewhere(void **state) {
   free(c);
 }
 
+static const char *QUANTS[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
+
+/* A decode GEMV over every block type on CUDA reads eight elements per decoder call (one wide load of their
+ * bits, the block's scale once), also in the register-blocked prefill variant, and compiles under NVRTC. */
+static void cuda_gemv_decodes_eight_at_once(void **state) {
+  (void)state;
+  for (int t = 0; t < 8; t++) {
+    char src[256], want[64];
+    snprintf(src, sizeof src, "x: f32[seq,2048]; w: %s[96,2048]; v: %s[96,2048]; y = silu(linear(x, w)) * linear(x, v)",
+             QUANTS[t], QUANTS[t]);
+    char *c = code_of(TARGET_CUDA, src);
+    snprintf(want, sizeof want, "lt_dq8_%s(w, ", QUANTS[t]);
+    assert_contains(c, want);
+    snprintf(want, sizeof want, "lt_dq8_%s(v, ", QUANTS[t]);
+    assert_contains(c, want);
+    if (nvrtc_available()) {
+      Diag d = {0};
+      void *cubin = NULL;
+      size_t size = 0;
+      if (!nvrtc_compile(c, "sm_90", &cubin, &size, &d)) fail_msg("%s: %s\n%s", QUANTS[t], d.msg, c);
+      assert_true(size > 0);
+      free(cubin);
+    }
+    free(c);
+  }
+}
+
+/* The CUDA decoders compiled for the host (the CUDA intrinsics as plain f32 operations, no contraction):
+ * lt_dq8_FORMAT(p, i) gives lt_dq_FORMAT(p, i + j) for every j, bit for bit, at every i = 8n of random blocks
+ * (random bytes: any scale and bits). */
+static void eight_at_once_equal_one_at_a_time(void **state) {
+  (void)state;
+  if (system("c++ --version >/dev/null 2>&1") != 0) skip();
+  char dir[] = "/tmp/lathe-dq8-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128], exe[128], cmd[512];
+  snprintf(path, sizeof path, "%s/dq8.cc", dir);
+  snprintf(exe, sizeof exe, "%s/dq8", dir);
+  StrBuf b = {0};
+  sb_puts(&b, "#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n"
+              "#define __device__\n#define __forceinline__ inline\n"
+              "#define __fmul_rn(a, b) ((a) * (b))\n#define __fadd_rn(a, b) ((a) + (b))\n"
+              "#define __fsub_rn(a, b) ((a) - (b))\n"
+              "struct uint2 { unsigned x, y; };\n"
+              "static float lt_f16_to_f32(unsigned short h) {\n" /* normal, subnormal, inf/nan */
+              "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
+              "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
+              "  else if (e) u = s << 31 | (e + 112) << 23 | m << 13;\n"
+              "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
+              "  float f; memcpy(&f, &u, 4); return f;\n}\n");
+  rc_put_quant_source(&b, 1);
+  sb_puts(
+      &b,
+      "static int same(float a, float b) { return !memcmp(&a, &b, 4) || (a != a && b != b); }\n"
+      "#define CHECK(f, bytes, elems) {\\\n"
+      "  for (long long i = 0; i < n * (elems) / 8 * 8 && i + 8 <= (long long)(n / (bytes)) * (elems); i += 8) {\\\n"
+      "    float v[8]; lt_dq8_##f(buf, i, v);\\\n"
+      "    for (int j = 0; j < 8; j++) if (!same(v[j], lt_dq_##f(buf, i + j))) {\\\n"
+      "      printf(#f \" element %lld: %g != %g\\n\", i + j, v[j], lt_dq_##f(buf, i + j)); return 1; } } }\n"
+      "int main(void) {\n"
+      "  static unsigned char raw[210 * 64 + 16]; const long long n = 210 * 64;\n"
+      "  unsigned char *buf = raw; unsigned x = 12345;\n"
+      "  for (long long i = 0; i < n; i++) { x = x * 1103515245u + 12345u; buf[i] = (unsigned char)(x >> 16); }\n"
+      "  CHECK(q8_0, 34, 32) CHECK(q4_0, 18, 32) CHECK(q4_1, 20, 32) CHECK(q5_0, 22, 32)\n"
+      "  CHECK(q5_1, 24, 32) CHECK(q4_k, 144, 256) CHECK(q5_k, 176, 256) CHECK(q6_k, 210, 256)\n"
+      "  puts(\"ok\"); return 0;\n}\n");
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(sb_str(&b), f);
+  fclose(f);
+  sb_free(&b);
+  snprintf(cmd, sizeof cmd, "c++ -O1 -ffp-contract=off -w -o %s %s 2>&1 && %s", exe, path, exe);
+  int rc = system(cmd);
+  unlink(exe);
+  unlink(path);
+  rmdir(dir);
+  assert_int_equal(rc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cpu_projection_reads_blocks),
       cmocka_unit_test(element_reads_elsewhere),
+      cmocka_unit_test(cuda_gemv_decodes_eight_at_once),
+      cmocka_unit_test(eight_at_once_equal_one_at_a_time),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -149,6 +149,9 @@ static void floor_counts_bytes_read(void **state) {
   assert_int_equal(wb - read, (size_t)c.vocab * c.hidden * 2 - (size_t)c.hidden * 2);
   assert_int_equal((int)(4130e9 / (double)wb + 0.5), 252);
   assert_int_equal((int)(4130e9 / (double)read + 0.5), 273);
+  /* a q4_k table: its own blocks (144 bytes per 256 elements) are what is not read */
+  size_t q4k = (size_t)c.vocab * c.hidden / 256 * 144;
+  assert_int_equal(wb - model_step_read_bytes(&c, wb, DT_Q4_K), q4k - (size_t)c.hidden / 256 * 144);
   /* tied (SmolLM2): the lm_head reads the whole table */
   assert_true(model_preset("smollm2-135m", &c));
   assert_int_equal(model_step_read_bytes(&c, 1000000000, DT_BF16), 1000000000);

@@ -15,9 +15,9 @@ _lathe() {
       --pooling --target --quiet -q" ;;
     bench) opts="--config --random-weights --target --dtype --weights --matmul-precision --prompt-len --gen-len
       --prefill-len --reps --ctx --bandwidth --fuse-recompute --json --concurrency --requests --arrivals
-      --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant --no-tune" ;;
+      --shared-prefix --max-batch-tokens --kv-block --kv-memory --kv-dtype --batch-invariant --no-tune --dequantized" ;;
     compile) opts="-e --config --ir --target --device -o --output --fuse-recompute --no-fuse --matmul-precision
-      --kv-block --candidates --no-tune --dim" ;;
+      --kv-block --candidates --no-tune --dim --weights" ;;
     run) opts="-e --target --dim --seed --check --bench --iters --warmup --fuse-recompute --no-fuse
       --matmul-precision --no-tune" ;;
     tune) opts="-e --config --random-weights --target --dim --past --max-candidates --patience --budget-s --repeats

@@ -4,6 +4,7 @@
 #include "../base/clock.h"
 #include "../base/mem.h"
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "../generate/model.h"
 #include "../generate/sampler.h"
 #include "../model/presets.h"
+#include "../model/quantize.h"
 #include "../base/settings.h"
 #include "bench_batched.h"
 #include "gen_common.h"
@@ -21,7 +23,8 @@
 #include "options.h"
 
 typedef struct BenchArgs {
-  const char *model, *config, *target, *dtype, *weights, *matmul, *prompt_arg, *gen_arg, *arrivals, *kv_dtype;
+  const char *model, *config, *target, *dtype, *weights, *matmul, *prompt_arg, *gen_arg, *arrivals, *kv_dtype,
+      *dequantized;
   int random_weights, prompt_len, gen_len, prefill_len, ctx, json, reps, bandwidth_given, fuse_recompute;
   double bandwidth_gbs, kv_memory_gb;
   int concurrency, requests, kv_block, shared_prefix, max_batch_tokens, batch_invariant, no_tune;
@@ -63,8 +66,14 @@ static int parse(int argc, char **argv, BenchArgs *a) {
        .def = "what the lengths need, + 8"},
       {"--bandwidth", NULL, OPT_NUM, "GB/s", "memory bandwidth of the decode floor", &a->bandwidth_gbs, 1e-3, 1e6,
        .def = "CUDA: 4130, an H200's copy bandwidth; CPU: $LATHE_CPU_BANDWIDTH, else no floor"},
-      {"--weights", NULL, OPT_STR, "auto|native|f32|bf16|f16", "weight storage (see lathe generate --help)",
+      {"--weights", NULL, OPT_STR, "auto|native|f32|bf16|f16|QUANT",
+       "weight storage (see lathe generate --help); with --config also a lathe quantize --type (q4_k_m, q8_0, ...): "
+       "the random weights quantized at load by its type rule and read as blocks",
        &a->weights, .def = "auto"},
+      {"--dequantized", NULL, OPT_STR, "f32|bf16|f16",
+       "with --config and --weights QUANT: the same quantized values given to the kernels as this type (the "
+       "reference for the blocks)",
+       &a->dequantized},
       {"--matmul-precision", NULL, OPT_STR, "high|highest|medium", "CUDA prefill GEMMs (see lathe generate --help)",
        &a->matmul, .def = "high"},
       {"--fuse-recompute", NULL, OPT_FLAG, NULL, "the fusion policy that recomputes a reduction in its consumers",
@@ -151,6 +160,16 @@ static int parse(int argc, char **argv, BenchArgs *a) {
     report_msg("--config runs with random weights; add --random-weights");
     return 0;
   }
+  QuantScheme qs;
+  int quant = a->weights && quant_scheme_from_name(a->weights, &qs);
+  if (quant && !a->config) {
+    report_msg("--weights %s applies to --config only (a GGUF's blocks are read with --weights native)", a->weights);
+    return 0;
+  }
+  if (a->dequantized && !quant) {
+    report_msg("--dequantized needs --config and --weights QUANT (one of %s)", quant_scheme_names());
+    return 0;
+  }
   if (!a->config && (a->random_weights || opts_seen(&spec, "--dtype"))) {
     report_msg("%s applies to --config only (a model's weights keep their own type; see --weights)",
                a->random_weights ? "--random-weights" : "--dtype");
@@ -224,7 +243,7 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
   {
     Compilation *c = model_compilation_new(&lo);
     c->device = be->target;
-    ModelBuildOptions bo = {m->max_ctx, m->weight_dtype, DT_F32};
+    ModelBuildOptions bo = m->build;
     double t0 = now_ms();
     Plan *p = NULL;
     if ((c->graph = model_build(&m->cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, ST_CODE, &d))
@@ -240,7 +259,11 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
   ids = xmalloc(sizeof(int32_t) * (size_t)need, "the prompt tokens");
   for (int i = 0; i < need; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->cfg.vocab);
   /* prefill: one step over prefill_len tokens (warm-up once, then the median of reps) */
-  double prefill_ms = 0;
+  double prefill_ms = 0, logits_rms = 0;
+  enum { N_LOGIT_SAMPLES = 64, N_TOKENS_KEPT = 32 };
+  float logit_samples[N_LOGIT_SAMPLES];
+  int32_t kept[N_TOKENS_KEPT];
+  int have_logits = 0;
   if (a.prefill_len > 0) {
     double times[100];
     if (!model_step(m, ids, a.prefill_len, 0, &d)) goto fail;
@@ -255,6 +278,12 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
     char what[64];
     snprintf(what, sizeof what, "the %d-token prefill", a.prefill_len);
     plan_profile_report(m->plan, what); /* then the decode runs, when the model is freed */
+    /* for comparing weight formats: the prefill's last logits at evenly spaced ids, and their rms */
+    double sq = 0;
+    for (int i = 0; i < m->cfg.vocab; i++) sq += (double)m->logits[i] * m->logits[i];
+    logits_rms = sqrt(sq / m->cfg.vocab);
+    for (int i = 0; i < N_LOGIT_SAMPLES; i++) logit_samples[i] = m->logits[(int64_t)i * m->cfg.vocab / N_LOGIT_SAMPLES];
+    have_logits = 1;
   }
   /* decode: prompt_len prefill, then gen_len greedy steps (the argmax on the device, as `lathe
    * generate --greedy` runs them). Two untimed steps first: the first decode step records the replay
@@ -265,8 +294,10 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
     if (!model_step_greedy(m, &next, 1, a.prompt_len + i, &next, &d)) goto fail;
   if (!model_step_greedy(m, ids, a.prompt_len, 0, &next, &d)) goto fail; /* again: the steps below rewrite the cache */
   double t0 = now_ms();
-  for (int i = 0; i < a.gen_len; i++)
+  for (int i = 0; i < a.gen_len; i++) {
     if (!model_step_greedy(m, &next, 1, a.prompt_len + i, &next, &d)) goto fail;
+    if (i < N_TOKENS_KEPT) kept[i] = next;
+  }
   double decode_ms = now_ms() - t0, tok_s = a.gen_len * 1e3 / decode_ms;
   /* the same steps with lathe generate's default sampler (on the device on CUDA); one untimed step
    * first, which prepares the sampler */
@@ -281,21 +312,34 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
   if (!ok) goto fail;
   size_t wb, kb, ws;
   model_memory(m, &wb, &kb, &ws);
-  size_t read_bytes = model_step_read_bytes(&m->cfg, wb, m->weight_dtype);
+  size_t read_bytes = model_step_read_bytes(&m->cfg, wb, m->embed_dtype);
   double floor_tok_s = bw > 0 ? bw * 1e9 / (double)read_bytes : 0;
   const char *name = a.config ? a.config : a.model;
+  /* the weights as asked for: a quantization scheme of random weights (dequantized or as blocks) */
+  char wname[64];
+  if (lo.random_quant)
+    snprintf(wname, sizeof wname, "%s%s%s", quant_scheme_name((QuantScheme)(lo.random_quant - 1)),
+             lo.random_dequantized ? " dequantized to " : "", lo.random_dequantized ? dtype_name(m->weight_dtype) : "");
+  else snprintf(wname, sizeof wname, "%s", m->weights_native ? "native" : dtype_name(m->weight_dtype));
   if (a.json) {
-    json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}", "model", name,
-        "target", target_name(t), "weights_dtype", m->weights_native ? "native" : dtype_name(m->weight_dtype),
-        "prompt_len", a.prompt_len, "gen_len", a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms,
-        "decode_tok_s", tok_s, "floor_tok_s", bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
-        bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms, "warm_compile_ms",
-        warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(), "weight_bytes", (json_int_t)wb,
-        "step_read_bytes", (json_int_t)read_bytes, "kv_cache_bytes", (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}",
+                          "model", name, "target", target_name(t), "weights_dtype", wname, "prompt_len", a.prompt_len,
+                          "gen_len", a.gen_len, "prefill_len", a.prefill_len, "prefill_ms", prefill_ms, "decode_tok_s",
+                          tok_s, "floor_tok_s", bw > 0 ? json_real(floor_tok_s) : json_null(), "pct_of_floor",
+                          bw > 0 ? json_real(100 * tok_s / floor_tok_s) : json_null(), "cold_compile_ms", cold_ms,
+                          "warm_compile_ms", warm_ms, "bandwidth_gbs", bw > 0 ? json_real(bw) : json_null(),
+                          "weight_bytes", (json_int_t)wb, "step_read_bytes", (json_int_t)read_bytes, "kv_cache_bytes",
+                          (json_int_t)kb, "workspace_bytes", (json_int_t)ws);
     json_object_set_new(o, "kernels", json_integer(m->comp->kernel->nkernels));
     json_object_set_new(o, "sampled_decode_tok_s", json_real(sampled_tok_s));
     json_object_set_new(o, "fuse_recompute", json_boolean(lo.fuse_recompute));
+    json_t *toks = json_array(), *samples = json_array();
+    for (int i = 0; i < a.gen_len && i < N_TOKENS_KEPT; i++) json_array_append_new(toks, json_integer(kept[i]));
+    for (int i = 0; have_logits && i < N_LOGIT_SAMPLES; i++)
+      json_array_append_new(samples, json_real(logit_samples[i]));
+    json_object_set_new(o, "greedy_tokens", toks);
+    json_object_set_new(o, "prefill_logits_sample", samples);
+    json_object_set_new(o, "prefill_logits_rms", have_logits ? json_real(logits_rms) : json_null());
     if (t == TARGET_CUDA) {
       json_object_set_new(o, "matmul_precision", json_string(matmul_precision_name(lo.matmul)));
       json_object_set_new(o, "prefill_gemm", json_string(plan_gemm_library(m->plan) ? "cublaslt" : "generated"));
@@ -309,8 +353,7 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
     free(s);
     json_decref(o);
   } else {
-    printf("model %s on %s, %s weights, %d kernels per step\n", name, target_name(t),
-           m->weights_native ? "native" : dtype_name(m->weight_dtype), m->comp->kernel->nkernels);
+    printf("model %s on %s, %s weights, %d kernels per step\n", name, target_name(t), wname, m->comp->kernel->nkernels);
     printf("  prefill %d tokens: %.2f ms (%.0f tok/s)", a.prefill_len, prefill_ms,
            prefill_ms > 0 ? a.prefill_len * 1e3 / prefill_ms : 0);
     if (t == TARGET_CUDA)
@@ -351,7 +394,7 @@ int cmd_bench(int argc, char **argv) {
   int parsed = parse(argc, argv, &a);
   if (parsed != 1) return parsed == 2 ? EXIT_OK : EXIT_ERROR;
   DType wdt;
-  if (!dtype_parse(a.dtype, &wdt) || !dtype_is_float(wdt)) {
+  if (!dtype_parse(a.dtype, &wdt) || dtype_is_quant(wdt) || !dtype_is_float(wdt)) {
     report_msg("--dtype expects f32, f16 or bf16, got '%s'", a.dtype);
     return EXIT_ERROR;
   }
@@ -380,7 +423,20 @@ int cmd_bench(int argc, char **argv) {
   if (a.concurrency) need = a.batched.prompt_hi + a.batched.gen_hi;
   ModelLoadOptions lo = {t, a.ctx ? a.ctx : need + 8, a.json, 0, DT_F32};
   lo.fuse_recompute = a.fuse_recompute;
-  if (!weights_option(a.weights, &lo) || !matmul_option(a.matmul, &lo.matmul)) {
+  QuantScheme qs;
+  int quant = a.weights && quant_scheme_from_name(a.weights, &qs);
+  if (quant) {
+    lo.random_quant = (int)qs + 1;
+    if (a.dequantized) {
+      if (!dtype_parse(a.dequantized, &wdt) || dtype_is_quant(wdt) || !dtype_is_float(wdt)) {
+        report_msg("--dequantized expects f32, f16 or bf16, got '%s'", a.dequantized);
+        be->ops->destroy(be);
+        return EXIT_ERROR;
+      }
+      lo.random_dequantized = 1;
+    }
+  }
+  if ((!quant && !weights_option(a.weights, &lo)) || !matmul_option(a.matmul, &lo.matmul)) {
     be->ops->destroy(be);
     return EXIT_ERROR;
   }

@@ -4,6 +4,8 @@
 #include <string.h>
 #include "../model/config.h"
 #include "../model/presets.h"
+#include "../model/quantize.h"
+#include "../generate/random_weights.h"
 #include "../model/model_check.h"
 #include "../generate/model.h"
 #include "../tile/space.h"
@@ -13,7 +15,7 @@
 
 int cmd_compile(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *stage_name = "code",
-             *target_name_arg = NULL, *matmul_name = NULL, *device = NULL;
+             *target_name_arg = NULL, *matmul_name = NULL, *device = NULL, *weights = NULL;
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   int target_given = 0;
@@ -48,6 +50,10 @@ int cmd_compile(int argc, char **argv) {
        "tensor-core GEMMs on CUDA (see lathe generate "
        "--help)",
        &matmul_name, .def = "high"},
+      {"--weights", NULL, OPT_STR, "QUANT",
+       "with --config: the matrices in the blocks a lathe quantize --type (q4_k_m, q8_0, ...) gives them, as "
+       "lathe bench --config NAME --random-weights --weights QUANT reads them",
+       &weights},
       {"--kv-block", NULL, OPT_INT, "N",
        "a model's batched step over a paged KV cache of N-position blocks (as the engine runs it) instead of "
        "one sequence's step",
@@ -76,6 +82,12 @@ int cmd_compile(int argc, char **argv) {
   if (!matmul_option(matmul_name, &matmul)) return EXIT_ERROR;
   if (candidates && stage != ST_TILE) {
     report_msg("--candidates needs --ir tile");
+    return EXIT_ERROR;
+  }
+  QuantScheme scheme = QUANT_Q8_0;
+  if (weights && (!config || !quant_scheme_from_name(weights, &scheme))) {
+    if (config) report_msg("unknown --weights '%s' (expected one of %s)", weights, quant_scheme_names());
+    else report_msg("--weights applies to --config only");
     return EXIT_ERROR;
   }
   ProgramArg prog = {0};
@@ -109,6 +121,11 @@ int cmd_compile(int argc, char **argv) {
   if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */
     ModelBuildOptions bo = {4096, DT_BF16, DT_F32, kv_block};
     bo.fuse_projections = model_fuse_projections(kv_block > 0, target);
+    RandomQuant rq = {&preset, (int)scheme};
+    if (weights) {
+      bo.weight_type = random_quant_weight_type;
+      bo.weight_type_ctx = &rq;
+    }
     ok = (c->graph = model_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
   } else if (model) { /* the whole model's forward step, built from its config (weights are not read) */
     ModelConfig cfg;

@@ -381,7 +381,8 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   const char *name = s->buf >= 0 && s->buf < R->lp->nbufs ? R->buf_name[s->buf] : NULL;
   size_t size = dtype_size(s->dtype);
   if (!name || s->count < 2 || s->tmp < 0 || s->tmp + s->count > R->kk->ntmps ||
-      R->lp->bufs[s->buf].dtype != s->dtype || (size != 2 && size != 4)) {
+      R->lp->bufs[s->buf].dtype != s->dtype || (size != 2 && size != 4 && !dtype_is_quant(s->dtype)) ||
+      (dtype_is_quant(s->dtype) && s->count != 8)) {
     rc_fail(R, "malformed vector load from buffer %d", s->buf);
     return;
   }
@@ -392,6 +393,24 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   sb_printf(o, "%s ", rc_compute_type(R, s->dtype));
   for (int i = 0; i < s->count; i++) sb_printf(o, "%s%s", i ? ", " : "", R->tmp_name[s->tmp + i]);
   sb_puts(o, ";\n");
+  if (dtype_is_quant(s->dtype) && R->dl->bits_to_float) { /* CUDA: eight elements decoded at once */
+    sb_indent(o, level);
+    sb_printf(o, "{\n");
+    sb_indent(o, level + 1);
+    sb_printf(o, "float lt_v[8];\n");
+    sb_indent(o, level + 1);
+    sb_printf(o, "lt_dq8_%s(%s, ", dtype_name(s->dtype), name);
+    rc_put_ref(R, o, roots[0]);
+    sb_puts(o, ", lt_v);\n");
+    for (int i = 0; i < 8; i++) {
+      sb_indent(o, level + 1);
+      sb_printf(o, "%s = lt_v[%d];\n", R->tmp_name[s->tmp + i], i);
+    }
+    sb_indent(o, level);
+    sb_puts(o, "}\n");
+    rc_cse_end(R);
+    return;
+  }
   if (!R->dl->bits_to_float) {
     for (int i = 0; i < s->count; i++) {
       Expr *at = ex_add(R->pool, roots[0], ex_int(R->pool, i));

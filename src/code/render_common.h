@@ -59,6 +59,8 @@ typedef struct Render {
  * preamble of a program that reads a quantized buffer (cuda: CUDA C, else C). */
 const char *rc_quant_decoder(DType t);
 void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda);
+/* The decoders themselves (CUDA: also lt_dq8_FORMAT, eight elements at once), whatever the program. */
+void rc_put_quant_source(StrBuf *out, int cuda);
 
 /* One kernel's definition in the target language (render_c.c / render_cuda.c). */
 void rc_c_kernel(Render *R, const KKernel *kk);

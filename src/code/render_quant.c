@@ -97,6 +97,102 @@ static const char quant_decoders[] =
     "LT_DQ_FLAT(q8_0, 5, 5)\nLT_DQ_FLAT(q4_0, 5, 4)\nLT_DQ_FLAT(q4_1, 5, 4)\nLT_DQ_FLAT(q5_0, 5, 4)\n"
     "LT_DQ_FLAT(q5_1, 5, 4)\nLT_DQ_FLAT(q4_k, 8, 5)\nLT_DQ_FLAT(q5_k, 8, 5)\nLT_DQ_FLAT(q6_k, 8, 4)\n";
 
+/* CUDA: eight consecutive elements i .. i + 7 (i a multiple of 8, so within one group) decoded at once, for a
+ * vector load (lower_phase.c): the block's scale and minimum are read once, the eight elements' bits with the
+ * widest load the block's layout aligns (blocks are packed at 18, 20, 22, 34, 144, 176, 210 bytes on a
+ * 256-byte aligned buffer: 2-, 4- or 8-byte loads). Every element is computed by the same operations as
+ * lt_dq_FORMAT's, so the values are the same bit for bit. */
+static const char quant_cuda_vec8[] =
+    "LT_Q void lt_q8b2(lt_qp q, unsigned *w) {\n"
+    "  const unsigned short *h = (const unsigned short *)q;\n"
+    "  w[0] = h[0] | (unsigned)h[1] << 16, w[1] = h[2] | (unsigned)h[3] << 16;\n"
+    "}\n"
+    "LT_Q void lt_q8b4(lt_qp q, unsigned *w) { w[0] = ((const unsigned *)q)[0], w[1] = ((const unsigned *)q)[1]; }\n"
+    "LT_Q void lt_q8b8(lt_qp q, unsigned *w) { const uint2 u = *(const uint2 *)q; w[0] = u.x, w[1] = u.y; }\n"
+    "#define LT_QB(w, j) (((w)[(j) >> 2] >> (8 * ((j) & 3))) & 255u)\n"
+    "LT_Q void lt_dq8_q8_0(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 5) * 34;\n"
+    "  unsigned w[2];\n"
+    "  lt_q8b2(b + 2 + (i & 31), w);\n"
+    "  const float d = lt_qhalf(b);\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) v[j] = LT_MUL((float)(signed char)LT_QB(w, j), d);\n"
+    "}\n"
+    "LT_Q void lt_dq8_q4_0(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 5) * 18;\n"
+    "  const int g = (int)(i >> 4) & 1;\n"
+    "  unsigned w[2];\n"
+    "  lt_q8b2(b + 2 + (i & 15), w);\n"
+    "  const float d = lt_qhalf(b);\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) v[j] = LT_MUL((float)((int)((LT_QB(w, j) >> (g * 4)) & 15) - 8), d);\n"
+    "}\n"
+    "LT_Q void lt_dq8_q4_1(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 5) * 20;\n"
+    "  const int g = (int)(i >> 4) & 1;\n"
+    "  unsigned w[2];\n"
+    "  lt_q8b4(b + 4 + (i & 15), w);\n"
+    "  const float d = lt_qhalf(b), m = lt_qhalf(b + 2);\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) v[j] = LT_ADD(LT_MUL((float)((LT_QB(w, j) >> (g * 4)) & 15), d), m);\n"
+    "}\n"
+    "LT_Q void lt_dq8_q5_0(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 5) * 22;\n"
+    "  const int g = (int)(i >> 4) & 1, l = (int)(i & 15);\n"
+    "  unsigned w[2], hw[2];\n"
+    "  lt_q8b2(b + 6 + l, w);\n"
+    "  lt_q8b2(b + 2, hw);\n"
+    "  const unsigned qh = hw[0] >> (g * 16 + l);\n"
+    "  const float d = lt_qhalf(b);\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) {\n"
+    "    const int q = (int)((LT_QB(w, j) >> (g * 4)) & 15) | (int)((qh >> j) & 1) << 4;\n"
+    "    v[j] = LT_MUL((float)(q - 16), d);\n"
+    "  }\n"
+    "}\n"
+    "LT_Q void lt_dq8_q5_1(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 5) * 24;\n"
+    "  const int g = (int)(i >> 4) & 1, l = (int)(i & 15);\n"
+    "  unsigned w[2];\n"
+    "  lt_q8b8(b + 8 + l, w);\n"
+    "  const unsigned qh = *(const unsigned *)(b + 4) >> (g * 16 + l);\n"
+    "  const float d = lt_qhalf(b), m = lt_qhalf(b + 2);\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) {\n"
+    "    const int q = (int)((LT_QB(w, j) >> (g * 4)) & 15) | (int)((qh >> j) & 1) << 4;\n"
+    "    v[j] = LT_ADD(LT_MUL((float)q, d), m);\n"
+    "  }\n"
+    "}\n"
+    "LT_Q void lt_dq8_q4_k(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 8) * 144;\n"
+    "  const int g = (int)(i >> 5) & 7;\n"
+    "  unsigned w[2];\n"
+    "  lt_q8b8(b + 16 + (g >> 1) * 32 + (i & 31), w);\n"
+    "  const float d = LT_MUL(lt_qhalf(b), (float)lt_qk_scale(b + 4, g));\n"
+    "  const float m = LT_MUL(lt_qhalf(b + 2), (float)lt_qk_min(b + 4, g));\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) v[j] = LT_SUB(LT_MUL(d, (float)((LT_QB(w, j) >> ((g & 1) * 4)) & 15)), m);\n"
+    "}\n"
+    "LT_Q void lt_dq8_q5_k(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 8) * 176;\n"
+    "  const int g = (int)(i >> 5) & 7, l = (int)(i & 31);\n"
+    "  unsigned w[2], hw[2];\n"
+    "  lt_q8b8(b + 48 + (g >> 1) * 32 + l, w);\n"
+    "  lt_q8b8(b + 16 + l, hw);\n"
+    "  const float d = LT_MUL(lt_qhalf(b), (float)lt_qk_scale(b + 4, g));\n"
+    "  const float m = LT_MUL(lt_qhalf(b + 2), (float)lt_qk_min(b + 4, g));\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) {\n"
+    "    const int q = (int)((LT_QB(w, j) >> ((g & 1) * 4)) & 15) | (int)((LT_QB(hw, j) >> g) & 1) << 4;\n"
+    "    v[j] = LT_SUB(LT_MUL(d, (float)q), m);\n"
+    "  }\n"
+    "}\n"
+    "LT_Q void lt_dq8_q6_k(lt_qp p, long long i, float *v) {\n"
+    "  lt_qp b = p + (i >> 8) * 210;\n"
+    "  const int g = (int)(i >> 4) & 15, h = g >> 3, k = (g >> 1) & 3, m = (g & 1) * 16 + (int)(i & 15);\n"
+    "  unsigned lw[2], hw[2];\n"
+    "  lt_q8b2(b + h * 64 + 32 * (k & 1) + m, lw);\n"
+    "  lt_q8b2(b + 128 + h * 32 + m, hw);\n"
+    "  const float ds = LT_MUL(lt_qhalf(b + 208), (float)(signed char)b[192 + h * 8 + (g & 1) + 2 * k]);\n"
+    "  _Pragma(\"unroll\") for (int j = 0; j < 8; j++) {\n"
+    "    const int lo = (int)((LT_QB(lw, j) >> 4 * (k >> 1)) & 15), hi = (int)((LT_QB(hw, j) >> 2 * k) & 3);\n"
+    "    v[j] = LT_MUL(ds, (float)((lo | hi << 4) - 32));\n"
+    "  }\n"
+    "}\n";
+
 const char *rc_quant_decoder(DType t) {
   static char names[DT_COUNT][16];
   if (!dtype_is_quant(t)) return NULL;
@@ -110,8 +206,12 @@ static int program_reads_quant(const KProgram *kp) {
   return 0;
 }
 
-void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda) {
-  if (!program_reads_quant(kp)) return;
+void rc_put_quant_source(StrBuf *out, int cuda) {
   sb_puts(out, cuda ? quant_cuda_head : quant_c_head);
   sb_puts(out, quant_decoders);
+  if (cuda) sb_puts(out, quant_cuda_vec8);
+}
+
+void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda) {
+  if (program_reads_quant(kp)) rc_put_quant_source(out, cuda);
 }

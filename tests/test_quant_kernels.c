@@ -28,12 +28,13 @@ static void cpu_projection_reads_blocks(void **state) {
   assert_contains(c, "lt_dq_q4_1_at(w, ");
   assert_contains(c, "lt_dq_q5_0_at(v, ");
   free(c);
-  /* a prefill's register blocking takes 8 rows over quantized weights (each element decoded once for 8), 4 over f32 */
+  /* a prefill's register blocking takes 8 rows over quantized weights (each element decoded once for 8) and
+   * over f32 (a batched step of 8 sequences is one block) */
   c = code_of(TARGET_CPU, "x: f32[seq,64]; w: q4_1[5,64]; y = linear(x, w)");
   assert_contains(c, "linear_0_rows8(");
   free(c);
   c = code_of(TARGET_CPU, "x: f32[seq,64]; w: f32[5,64]; y = linear(x, w)");
-  assert_contains(c, "linear_0_rows4(");
+  assert_contains(c, "linear_0_rows8(");
   free(c);
 }
 

@@ -208,7 +208,7 @@ static void schedule_text_round_trips(void **state) {
   StrBuf b = {0};
   schedule_format(&b, &s);
   assert_string_equal(sb_str(&b), "red=block threads=512 vec=4 omp=0 rows=8 axis=1 serial=0 mma=2 flash=0 decode=1 "
-                                  "dfill=132 fill=264 lib=1");
+                                  "dfill=132 fill=264 lib=1 romp=0");
   Schedule back;
   Diag d = {0};
   assert_true(schedule_parse(sb_str(&b), &back, &d));

@@ -22,10 +22,14 @@
 extern char **environ;
 
 /* Reassociation lets the compiler vectorize float sum reductions (dot products); NaN and infinity
- * semantics are kept (no -ffinite-math-only), so results stay within the f32 check tolerances. */
+ * semantics are kept (no -ffinite-math-only), so results stay within the f32 check tolerances.
+ * -std=c11 alone turns floating-point contraction off, which left every a * b + acc of a dot product
+ * a multiply and an add: -ffp-contract=fast makes them FMAs. GCC's default for AVX-512 machines is
+ * 256-bit vectors; 512 bits do half the instructions per element in the (compute-bound) batched GEMMs
+ * (SmolLM2's gate/up projection over 8 rows: 0.66 -> 0.46 ms on one core, both flags together). */
 #define CPU_FLAGS                                                                                                      \
   "-O3 -march=native -fopenmp -shared -fPIC -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros "            \
-  "-fno-trapping-math"
+  "-fno-trapping-math -ffp-contract=fast -mprefer-vector-width=512"
 #define CPU_LIBS "-lm"
 #define MAX_ARGS 64
 

@@ -463,9 +463,11 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
       refuse(R, "parallel-for");
       return;
     }
-    Expr *roots[3] = {s->lo ? s->lo : ex_int(R->pool, 0), s->hi, s->step ? s->step : ex_int(R->pool, 1)};
+    Expr *roots[4] = {s->lo ? s->lo : ex_int(R->pool, 0), s->hi, s->step ? s->step : ex_int(R->pool, 1), NULL};
     if (s->kind == KS_PARFOR) roots[0] = ex_int(R->pool, 0), roots[2] = ex_int(R->pool, 1);
-    rc_cse_begin(R, roots, 3, level);
+    int nroots = s->kind == KS_PARFOR && s->cond ? 4 : 3;
+    if (nroots == 4) roots[3] = s->cond;
+    rc_cse_begin(R, roots, nroots, level);
     const char *v = s->var >= 0 && s->var < L_MAX_VARS ? R->var_name[s->var] : NULL;
     if (!v) {
       rc_cse_end(R);
@@ -474,7 +476,13 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     }
     if (s->kind == KS_PARFOR) {
       sb_indent(o, level);
-      sb_printf(o, "%s\n", R->dl->parallel_for);
+      sb_puts(o, R->dl->parallel_for);
+      if (nroots == 4) { /* OpenMP's if clause: a team of one where the work is small */
+        sb_puts(o, " if(");
+        rc_put_ref(R, o, roots[3]);
+        sb_putc(o, ')');
+      }
+      sb_putc(o, '\n');
     }
     sb_indent(o, level);
     sb_printf(o, "for (%s %s = ", i64_name(R), v);

@@ -119,7 +119,7 @@ struct KStmt {
   KStmtKind kind;
   int var;              /* KS_FOR / KS_PARFOR loop variable (X_VAR id) */
   Expr *lo, *hi, *step; /* KS_FOR; KS_PARFOR uses hi */
-  Expr *cond;           /* KS_IF */
+  Expr *cond;           /* KS_IF; KS_PARFOR: run in parallel only where it holds (NULL: always) */
   int tmp;              /* KS_DECL / KS_ASSIGN / KS_WARP_REDUCE / KS_VLOAD (the first) */
   DType dtype;          /* KS_DECL / KS_SMEM / KS_VLOAD */
   Expr *value;          /* KS_DECL / KS_ASSIGN / KS_STORE */

@@ -44,13 +44,21 @@ static void emit_inner(Lower *L, KStmt *seq) {
 }
 
 /* The parallel axes as the points enumerate them: with register blocking, the blocked axis counts
- * blocks of `rows`. */
+ * blocks of `rows`. On the CPU the blocked axis also varies fastest, so a thread (a contiguous range
+ * of points under OpenMP's static schedule) computes every block of rows of one output column before
+ * the next: the weight row that column streams is read from memory once per step and from L1 after. */
 static void point_axes(const Lower *L, LAxis *par) {
   const LKernel *k = L->k;
   for (int i = 0; i < k->npar; i++) par[i] = k->par[i];
-  if (L->s.rows > 1 && L->s.row_axis >= 0 && L->s.row_axis < k->npar) {
-    Expr *e = k->par[L->s.row_axis].extent, *r = ex_int(L->pool, L->s.rows);
-    par[L->s.row_axis].extent = ex_bin(L->pool, X_IDIV, ex_add(L->pool, e, ex_int(L->pool, L->s.rows - 1)), r);
+  int a = L->s.row_axis;
+  if (L->s.rows > 1 && a >= 0 && a < k->npar) {
+    Expr *e = k->par[a].extent, *r = ex_int(L->pool, L->s.rows);
+    par[a].extent = ex_bin(L->pool, X_IDIV, ex_add(L->pool, e, ex_int(L->pool, L->s.rows - 1)), r);
+    if (L->target == TARGET_CPU) {
+      LAxis blocked = par[a];
+      for (int i = a; i + 1 < k->npar; i++) par[i] = par[i + 1];
+      par[k->npar - 1] = blocked;
+    }
   }
 }
 
@@ -127,6 +135,17 @@ static int check_schedule(Lower *L) {
   return 1;
 }
 
+/* The elements a point computes (its longest reduction or inner loop, at least 1, as the tile stage
+ * counts them) for a run-time OpenMP decision (Schedule.omp = 2). With register blocking a point is
+ * `rows` values. */
+static Expr *work_of_point(Lower *L) {
+  const LKernel *k = L->k;
+  Expr *w = kl_domain_size(L, k->inner, k->ninner);
+  for (int i = 0; i < k->nphase; i++)
+    w = ex_bin(L->pool, X_MAX, w, kl_domain_size(L, k->phases[i].axes, k->phases[i].naxes));
+  return L->s.rows > 1 ? ex_mul(L->pool, w, ex_int(L->pool, L->s.rows)) : w;
+}
+
 static void lower_body(Lower *L) {
   ExprPool *P = L->pool;
   const LKernel *k = L->k;
@@ -145,6 +164,7 @@ static void lower_body(Lower *L) {
     loop->lo = ex_int(P, 0);
     loop->hi = npoints;
     loop->step = ex_int(P, 1);
+    if (L->s.omp == 2) loop->cond = ex_bin(P, X_LE, ex_int(P, OMP_MIN_WORK), ex_mul(P, npoints, work_of_point(L)));
     kl_st_add(L, root, loop);
     emit_point(L, loop, ex_var(P, pv));
     kk->grid = ex_int(P, 1);
@@ -367,6 +387,7 @@ static int lower_own(const TileProgram *tp, int i, KKernel *kk, Diag *d) {
       Schedule cores = s;
       cores.mma = 0;
       cores.flash = 0;
+      if (tp->target == TARGET_CPU) cores.omp = s.rows_omp;
       if (s.rows_serial) { /* one thread per blocked point (tile stage's choice) */
         cores.red = RS_SERIAL;
         cores.block_threads = 128;

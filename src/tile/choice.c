@@ -97,6 +97,11 @@ int tile_knobs_check(const LKernel *k, const TargetDesc *dev, const Schedule *s,
     diag_error(d, 0, 0, "kernel %s: register blocking of %d rows (1, 2, 4 or 8)", name, s->rows);
     return 0;
   }
+  if (s->omp < 0 || s->omp > 2 || s->rows_omp < 0 || s->rows_omp > 2) {
+    diag_error(d, 0, 0, "kernel %s: OpenMP setting %d / %d (0 off, 1 on, 2 where the run-time work is large)", name,
+               s->omp, s->rows_omp);
+    return 0;
+  }
   if (s->rows > 1 && (s->row_axis < 0 || s->row_axis >= k->npar)) {
     diag_error(d, 0, 0, "kernel %s: register blocking on parallel axis %d, which it does not have", name, s->row_axis);
     return 0;

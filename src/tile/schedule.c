@@ -104,18 +104,6 @@ static int serial_suits(const LKernel *k, int warp) {
   return k->nphase > 0;
 }
 
-static void quant_scan_fn(void *ctx, const Expr *e) {
-  if (e->op == X_LOAD && dtype_is_quant(e->dtype)) *(int *)ctx = 1;
-}
-
-/* Some reduction of k reads a quantized weight. */
-static int reads_quant(const LKernel *k) {
-  int hit = 0;
-  for (int i = 0; i < k->nphase && !hit; i++)
-    if (k->phases[i].body->flags & EXF_LOAD) ex_visit(k->phases[i].body, quant_scan_fn, &hit);
-  return hit;
-}
-
 /* Register blocking over the first parallel axis of run-time extent (the tokens of a step) when a
  * reduction streams a buffer independent of it. A decode step (extent 1) takes the kernel's
  * one-row path, so the blocked path only runs for prefill. */
@@ -129,9 +117,10 @@ static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
   s->gemm_library = 0;
   for (int i = 0; i < k->npar; i++)
     if (k->par[i].extent->op != X_CONST && k->par[i].var < 64 && tile_streams_independent_of(k, k->par[i].var)) {
-      /* the CPU decodes a quantized weight element once per row block: 8 rows amortize it better than 4 (a
-       * 128-token prefill of the default model's Q4_1 blocks 13% faster; f32 weights gain nothing) */
-      s->rows = t == TARGET_CUDA || reads_quant(k) ? 8 : 4;
+      /* 8 rows on every target: a batched step of 8 sequences is one block (each weight read once a step),
+       * and the CPU decodes a quantized weight element once per block (a 128-token prefill of the default
+       * model's Q4_1 13% faster than with 4) */
+      s->rows = 8;
       s->row_axis = i;
       s->mma = target_has_bf16_mma(dev) ? 2 : 0; /* tensor cores where the kernel's shape allows */
       /* a sum over a run-time length (the keys of P x V) may be the end of an attention */
@@ -162,12 +151,16 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   }
   if (t == TARGET_CPU) {
     /* A parallel region costs microseconds (more on a loaded machine), so only kernels with a lot of
-     * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. */
+     * work get OpenMP. Symbolic extents (seq) count as 1: the decode step is the common case. Below that,
+     * a reduction over a run-time length (the keys of an attention: long contexts, a batch of tokens)
+     * decides when it runs (omp = 2, a team of one costing ~0.2 us otherwise), and so does a blocked
+     * variant, which runs only for `rows` tokens or more (a batched step, a prefill). */
     int64_t known = 1;
     for (int i = 0; i < k->npar; i++)
       if (k->par[i].extent->op == X_CONST) known *= k->par[i].extent->ival;
     known *= work < 1 ? 1 : work;
-    s.omp = known >= 262144;
+    s.omp = known >= OMP_MIN_WORK ? 1 : work < 0 && k->npar > 0 ? 2 : 0;
+    if (s.rows > 1) s.rows_omp = s.omp == 1 || known * s.rows >= OMP_MIN_WORK ? 1 : 2;
     s.block_threads = 1;
     return s;
   }

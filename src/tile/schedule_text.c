@@ -22,7 +22,8 @@ static const Field fields[] = {F("threads", block_threads),
                                F("decode", flash_decode),
                                F("dfill", decode_fill),
                                F("fill", gemm_fill),
-                               F("lib", gemm_library)};
+                               F("lib", gemm_library),
+                               F("romp", rows_omp)};
 #undef F
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 

@@ -16,12 +16,12 @@ typedef struct Builder {
 
 /* Off values for the knobs a candidate does not use. */
 static Schedule canonical(Schedule s, Target t) {
-  if (s.rows < 2) s.rows = 1, s.row_axis = -1, s.rows_serial = 0, s.mma = 0, s.flash = 0;
+  if (s.rows < 2) s.rows = 1, s.row_axis = -1, s.rows_serial = 0, s.mma = 0, s.flash = 0, s.rows_omp = 0;
   if (!s.mma) s.gemm_fill = 0, s.gemm_library = 0;
   if (s.mma || s.flash) s.rows_serial = 0;
   if (!s.flash_decode) s.decode_fill = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
-  else s.omp = 0;
+  else s.omp = 0, s.rows_omp = 0;
   return s;
 }
 
@@ -100,7 +100,7 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   }
   /* CUDA vectors only widen a reduction's loads */
   if (dev->kind == TARGET_CUDA && k->nphase == 0) nvec = 1;
-  int omps = dev->kind == TARGET_CPU && k->npar > 0 ? 2 : 1;
+  int omps = dev->kind == TARGET_CPU && k->npar > 0 ? 2 : 1; /* off, on (the default may decide at run time) */
   /* flash-decoding: off, or key chunks filling 1, 2, 4 or 8 blocks per multiprocessor */
   int decode_fills[5] = {0}, ndecode = 1;
   if (dev->kind == TARGET_CUDA && k->nphase == 1)
@@ -116,7 +116,7 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
               s.block_threads = self[si].threads;
               s.vec = nvec == 1 && dev->kind == TARGET_CUDA ? def->vec : vecs[vi];
             }
-            s.omp = o;
+            s.omp = s.rows_omp = o; /* the variant's OpenMP as the kernel's */
             s.rows = var[v].rows, s.row_axis = var[v].axis, s.rows_serial = var[v].serial;
             s.mma = var[v].mma, s.flash = var[v].flash, s.gemm_fill = var[v].fill, s.gemm_library = var[v].lib;
             s.flash_decode = dc > 0;

@@ -18,12 +18,17 @@ typedef struct Schedule {
   int block_threads; /* CUDA: threads per block (multiple of 32, <= 1024) */
   int vec;           /* elements per thread step (1, 2, 4, 8): CPU: along reductions and inner loops;
                         CUDA: the widest vector of a one-axis reduction (lower_phase.c) */
-  int omp;           /* CPU: OpenMP over the parallel axes */
+  /* CPU: OpenMP over the parallel axes: 0 = off, 1 = on, 2 = where the run-time work (points times
+   * their reduction and inner elements, OMP_RUN_TIME_WORK) is large: a batched step of many tokens */
+  int omp;
   /* Register blocking: `rows` consecutive values of parallel axis `row_axis` (an index into the
    * kernel's par axes) are computed together, so a buffer whose index does not depend on that axis
    * (a weight, for the tokens of a prefill) is read once for all of them. rows = 1: off. */
   int rows;
   int row_axis;
+  /* CPU: the blocked variant's OpenMP (0, 1, 2 as `omp`): it runs only for at least `rows` values of the
+   * blocked axis (a batched step, a prefill), so it has that many times the work the kernel itself has */
+  int rows_omp;
   /* CUDA: the blocked variant, where it runs on CUDA cores, takes one thread per point (serial
    * reductions) instead of `red`: set when its reductions are short or read, along the innermost
    * parallel axis, consecutive elements or one element for all (attention's scores and P x V). */
@@ -51,6 +56,10 @@ typedef struct Schedule {
    * (two on each multiprocessor) */
   int decode_fill;
 } Schedule;
+
+/* Work (points times their reduction and inner elements) from which a CPU kernel takes OpenMP: a
+ * parallel region costs microseconds (more on a loaded machine). */
+#define OMP_MIN_WORK 262144
 
 /* How f32 activations meet bf16 weights in tensor-core GEMMs, named as in PyTorch's
  * torch.set_float32_matmul_precision: highest = no tensor cores (f32 FMAs), high = the activation split

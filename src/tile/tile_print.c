@@ -41,7 +41,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (k->npar) axes(b, k, k->par, k->npar);
     else sb_puts(b, "(single point)");
     if (tp->target == TARGET_CPU) {
-      sb_puts(b, s->omp ? " -> omp(" : " -> serial(");
+      sb_puts(b, s->omp == 2 ? " -> omp-if-large(" : s->omp ? " -> omp(" : " -> serial(");
       points(b, k);
       sb_putc(b, ')');
     } else if (s->red == RS_SERIAL) {
@@ -81,6 +81,8 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
       sb_printf(b, " rows=%d(%s)", s->rows,
                 k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
+    if (s->rows > 1 && tp->target == TARGET_CPU && s->rows_omp)
+      sb_puts(b, s->rows_omp == 2 ? " rows-omp-if-large" : " rows-omp");
     if (s->mma) sb_printf(b, " mma=bf16x%d", s->mma);
     if (s->mma && s->gemm_fill) sb_printf(b, " split-k-fill=%d", s->gemm_fill);
     if (s->mma && s->gemm_library) sb_puts(b, " or-cublaslt");

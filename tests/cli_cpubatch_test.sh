@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# CPU schedules of the batched step: 8-row register blocking whose blocked axis varies fastest, and OpenMP
+# decided from the run-time sizes (Schedule.omp / rows_omp = 2: an `if` clause), on both sides of it.
+set -u
+source "$(dirname "$0")/cli_lib.sh"
+
+lin="x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)"
+att="q: f32[1,4,seq,8]; k: f32[1,2,kv,8]; v: f32[1,2,kv,8]; y = attention(q, k, v, true)"
+expect cpub_rows8_tile 0 "kernel linear_0: .* rows=8\(i0\) rows-omp-if-large" -- compile -e "$lin" --ir tile --no-tune
+# the blocks of rows are the fastest-varying point index: one weight row for all of them
+expect cpub_rows_fastest 0 "int64_t i0 = \(p3 % \(\(seq \+ 7\) / 8\)\);" -- compile -e "$lin" --ir code --no-tune
+expect cpub_rows_omp_if 0 "#pragma omp parallel for schedule\(static\) if\(\(262144 <= " -- \
+  compile -e "$lin" --ir code --no-tune
+expect cpub_softmax_omp_if 0 "kernel attention_1: .* -> omp-if-large\(" -- compile -e "$att" --ir tile --no-tune
+# the same results with one thread and with a team: below and above the run-time threshold
+expect cpub_lin_small 0 "check y: .* ok" -- run -e "$lin" --check --dim seq=13
+expect cpub_lin_large 0 "check y: .* ok" -- run -e "$lin" --check --dim seq=203
+expect cpub_att_small 0 "check y: .* ok" -- run -e "$att" --check --dim seq=9 --dim kv=40
+expect cpub_att_large 0 "check y: .* ok" -- run -e "$att" --check --dim seq=64 --dim kv=1100

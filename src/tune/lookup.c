@@ -123,6 +123,16 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
     return 0;
   }
   if (!found) return by_prior(l, p, k, dev, mm, s, why, nwhy);
+  /* a compile for every size (a model's plan) from one size of seq: a decode measurement would set the knobs of
+   * every prefill too, and on the H200 that made qwen3-0.6b's 512-token prefill 5.9x slower (session 11) */
+  char text[128];
+  SymEnv at;
+  int64_t seq;
+  bucket_env(r.bucket, text, sizeof text, &at);
+  if (!l->env && symenv_get(&at, "seq", &seq)) {
+    snprintf(why, nwhy, "default: measured only at %s (a compile for every size takes two sizes of seq)", r.bucket);
+    return 0;
+  }
   d = (Diag){0};
   Schedule def = *s;
   if (!schedule_parse(r.schedule, s, &d)) {
@@ -131,9 +141,6 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
   }
   /* measured at one size whose blocked variant never ran (a decode step): the variant keeps the default's knobs,
    * else a prefill would run with knobs nobody timed */
-  char text[128];
-  SymEnv at;
-  bucket_env(r.bucket, text, sizeof text, &at);
   Diag ignored = {0};
   if (!l->env && !schedule_variant_runs(k, s, &at)) {
     Schedule kept = with_variant_of(*s, &def);

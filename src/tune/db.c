@@ -127,12 +127,22 @@ TuneDb *tune_db_open(const char *path, Diag *d) {
   sqlite3_busy_timeout(db->h, 15000);
   /* WAL: readers never block the writer; journal_mode also reads the header (a file that is not a database
    * fails here) */
-  if (!exec(db, "PRAGMA journal_mode = WAL", d) || !exec(db, "PRAGMA synchronous = NORMAL", d) ||
-      !prepare_schema(db, d)) {
-    tune_db_close(db);
-    return NULL;
+  /* Two processes making a new file at once: switching it to WAL can answer SQLITE_BUSY at once, without the busy
+   * handler, so that is tried again (for up to about 15 s, as the handler would wait) */
+  for (int attempt = 0;; attempt++) {
+    Diag tried = {0};
+    if (exec(db, "PRAGMA journal_mode = WAL", &tried) && exec(db, "PRAGMA synchronous = NORMAL", &tried) &&
+        prepare_schema(db, &tried))
+      return db;
+    int busy = (sqlite3_errcode(db->h) & 0xff) == SQLITE_BUSY || (sqlite3_errcode(db->h) & 0xff) == SQLITE_LOCKED;
+    if (!busy || attempt >= 750) {
+      *d = d->set ? *d : tried;
+      tune_db_close(db);
+      return NULL;
+    }
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    nanosleep(&nap, NULL);
   }
-  return db;
 }
 
 void tune_db_close(TuneDb *db) {

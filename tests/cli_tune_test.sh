@@ -36,7 +36,8 @@ if run_lathe tune_cpu tune -e "$P" --dim seq=8 --max-candidates 4 --repeats 3 --
   else fail tune_progress "stderr: $(head -c 400 "$tmp/err")"; fi
 fi
 expect tune_db_kept 0 'measurements: [4-9]' -- db stats
-expect compile_tuned_origin 0 '\[measured: [0-9.]+ us, its kernels alone, [0-9]+ samples, at seq=8\]' -- compile -e "$P" --ir tile
+expect compile_tuned_origin 0 '\[default: measured only at seq=8' -- compile -e "$P" --ir tile
+expect compile_tuned_at_size 0 '\[measured: [0-9.]+ us, its kernels alone, [0-9]+ samples, at seq=8\]' -- compile -e "$P" --ir tile --dim seq=8
 expect compile_tuned_bucket 0 '\[(default|prior): .*no measurement' -- compile -e "$P" --ir tile --dim seq=4096
 expect compile_no_tune 0 'variant rows$' -- compile -e "$P" --ir tile --no-tune
 expect run_tuned_check 0 'check y: .* ok' -- run -e "$P" --dim seq=8 --check

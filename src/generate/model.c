@@ -27,17 +27,29 @@ static DType native_weight_type(void *ctx, const char *name, int rank, int64_t r
   return fallback;
 }
 
+/* The file's blocks of quantized tensor `name`, which must be `bytes` long: *data, and in *owned a copy to free
+ * (a re-permuted tensor) or NULL (a pointer into the mapping). */
+static int native_blocks(Model *m, const char *name, size_t bytes, const void **data, void **owned, Diag *d) {
+  size_t have;
+  if (!weights_native(m->weights, name, data, &have, owned, d)) return 0;
+  if (have == bytes) return 1;
+  diag_error(d, 0, 0, "tensor '%s' has %zu bytes of blocks, the config implies %zu", name, have, bytes);
+  free(*owned);
+  return 0;
+}
+
+/* The type random weights of tensor `name` take: t itself, or for the dequantized reference of a quantized benchmark
+ * the block type the rule gives the tensor (its values are that type's, dequantized). */
+static DType random_type(Model *m, const char *name, int rank, int64_t row_len, DType t) {
+  if (!m->random_quant.cfg || dtype_is_quant(t)) return t;
+  return random_quant_weight_type(&m->random_quant, name, rank, row_len, t);
+}
+
 /* A quantized weight bound as the file's blocks: on the CPU the plan reads the mapping itself. */
 static int bind_native(Model *m, int pi, const char *name, size_t bytes, const SymEnv *env, Diag *d) {
   const void *data;
-  size_t have;
   void *owned;
-  if (!weights_native(m->weights, name, &data, &have, &owned, d)) return 0;
-  if (have != bytes) {
-    diag_error(d, 0, 0, "tensor '%s' has %zu bytes of blocks, the config implies %zu", name, have, bytes);
-    free(owned);
-    return 0;
-  }
+  if (!native_blocks(m, name, bytes, &data, &owned, d)) return 0;
   /* a re-permuted copy is uploaded (the plan must not keep a pointer into memory freed here) */
   int ok = owned ? plan_bind_input(m->plan, pi, data, env, d) : plan_bind_input_host(m->plan, pi, data, bytes, env, d);
   free(owned);
@@ -64,20 +76,14 @@ static int read_tensor(Model *m, const char *name, DType t, void *dst, int64_t n
 /* One part of a stacked weight into dst (pn elements of rows of `cols`, pb bytes): the file's blocks or values, or
  * random ones (quantized by the type rule for the part itself, as when it is not stacked). */
 static int read_part(Model *m, const char *part, DType t, void *dst, int64_t pn, int64_t cols, size_t pb, Diag *d) {
-  if (!m->weights) {
-    DType quant = t;
-    if (m->random_quant.cfg && !dtype_is_quant(t)) quant = random_quant_weight_type(&m->random_quant, part, 2, cols, t);
-    return random_weights_fill(part, t, quant, dst, pn, d);
-  }
+  if (!m->weights) return random_weights_fill(part, t, random_type(m, part, 2, cols, t), dst, pn, d);
   if (!dtype_is_quant(t)) return read_tensor(m, part, t, dst, pn, d);
   const void *data;
-  size_t have;
   void *owned;
-  if (!weights_native(m->weights, part, &data, &have, &owned, d)) return 0;
-  if (have != pb) diag_error(d, 0, 0, "tensor '%s' has %zu bytes of blocks, the config implies %zu", part, have, pb);
-  else memcpy(dst, data, pb);
+  if (!native_blocks(m, part, pb, &data, &owned, d)) return 0;
+  memcpy(dst, data, pb);
   free(owned);
-  return have == pb;
+  return 1;
 }
 
 /* A stacked weight (ModelBuildOptions.fuse_projections): its parts' rows one after another, uploaded as one. */
@@ -159,14 +165,9 @@ static int bind_weights(Model *m, const SymEnv *env, int quiet, Diag *d) {
     if (!strcmp(name, "rope.inv_freq")) {
       model_rope_inv_freq(&m->cfg, host);
     } else if (!m->weights) {
-      /* the type the rule gives this tensor: its own, or for the dequantized reference the rule's again */
-      DType quant = n->dtype;
-      if (m->random_quant.cfg && !dtype_is_quant(quant)) {
-        int rank = n->shape.rank;
-        int64_t row = 0;
-        if (!ex_eval_int(n->shape.dim[rank - 1], env, &row)) row = 0;
-        quant = random_quant_weight_type(&m->random_quant, name, rank, row, n->dtype);
-      }
+      int64_t row = 0;
+      if (!ex_eval_int(n->shape.dim[n->shape.rank - 1], env, &row)) row = 0;
+      DType quant = random_type(m, name, n->shape.rank, row, n->dtype);
       if (!random_weights_fill(name, n->dtype, quant, host, numel, d)) goto fail;
       m->weight_bytes += bytes;
       done++;

@@ -134,18 +134,9 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
     return 0;
   }
   d = (Diag){0};
-  Schedule def = *s;
   if (!schedule_parse(r.schedule, s, &d)) {
     snprintf(why, nwhy, "default: the measured schedule does not parse (%s)", d.msg);
     return 0;
-  }
-  /* measured at one size whose blocked variant never ran (a decode step): the variant keeps the default's knobs,
-   * else a prefill would run with knobs nobody timed */
-  Diag ignored = {0};
-  if (!l->env && !schedule_variant_runs(k, s, &at)) {
-    Schedule kept = with_variant_of(*s, &def);
-    if (schedule_check(p, k, dev, &kept, &ignored)) *s = kept;
-    else *s = def;
   }
   snprintf(why, nwhy, "measured: %.1f us, its kernels alone, %d samples%s%s", r.median_us, r.samples,
            r.bucket[0] ? ", at " : "", r.bucket);

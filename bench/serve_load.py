@@ -207,9 +207,12 @@ def run_clients(a, work, nclients, deadline, refs=None):
                 stream = refs is None or rnd.random() < a.stream_fraction
             rec = one_request(a, prompt, n, extra, stream)
             if refs is not None:
-                if not rec["error"]:
+                if not rec["error"] or rec["kind"] == "truncated":  # a cut answer may be another entry's whole one
                     verdict = judge(refs, k, rec, a.logprob_tol)
-                    if verdict and verdict[0] == "drift" and not a.exact:
+                    if rec["error"]:
+                        if verdict and verdict[0] == "mixed":
+                            rec["kind"], rec["error"] = verdict
+                    elif verdict and verdict[0] == "drift" and not a.exact:
                         rec["kind"], rec["drift"] = verdict
                     elif verdict:
                         rec["kind"], rec["error"] = verdict

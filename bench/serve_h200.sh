@@ -188,11 +188,11 @@ for cfg in configs.split(","):
         if name == "long":
             v = r.get("verify") or {}
             verdicts.append("%s long run: %d requests (%d streamed) at %d clients over %s s against %d references "
-                            "taken alone: %d lost, %d truncated, %d mixed, %d mismatched, %d failed references; %d equal but for a "
-                            "logprob drift%s" % (
+                            "taken alone: %d lost, %d truncated, %d mixed, %d mismatched (%d after equal first tokens), %d failed "
+                            "references; %d equal but for a logprob drift%s" % (
                 cfg, r["requests"], v.get("streamed", 0), r["clients"], long_s, v.get("pool", 0), r.get("lost", 0),
-                r.get("truncated", 0), r.get("mixed", 0), r.get("mismatched", 0), v.get("reference_errors", 0),
-                r.get("drift", 0),
+                r.get("truncated", 0), r.get("mixed", 0), r.get("mismatched", 0), r.get("mismatched_later", 0),
+                v.get("reference_errors", 0), r.get("drift", 0),
                 "".join("\n  " + e for e in r.get("first_errors", []) + r.get("first_drifts", [])[:2])))
         if name == "c" + clients.split()[-1]:
             entry["served_over_offline"] = ratio

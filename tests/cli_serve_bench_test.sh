@@ -47,7 +47,7 @@ assert v["verify"]["pool"] == 8 and v["verify"]["reference_errors"] == 0 and v["
 assert 0 < v["verify"]["streamed"] < v["requests"], v
 assert v["lost"] == v["truncated"] == v["mixed"] == v["mismatched"] == 0, v
 PY
-[ "$(cat "$out/done" 2>/dev/null)" = 0 ] && grep -q 'smollm2-135m long run: .* 0 lost, 0 truncated, 0 mixed, 0 mismatched' \
+[ "$(cat "$out/done" 2>/dev/null)" = 0 ] && grep -q 'smollm2-135m long run: .* 0 lost, 0 truncated, 0 mixed, 0 mismatched (0 after' \
   "$out/table.md" && pass serve_bench_quick_done || fail serve_bench_quick_done "done: $(cat "$out/done" 2>&1)"
 grep -q '^| smollm2-135m | offline (lathe bench) | 8 |' "$tmp/sb.txt" && pass serve_bench_quick_table \
   || fail serve_bench_quick_table "$(tail -8 "$tmp/sb.txt")"

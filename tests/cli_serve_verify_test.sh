@@ -15,6 +15,7 @@ verify_fault verify_good none "j['exit'] == 0 and j['requests'] == 120 and j['dr
 verify_fault verify_mixed mixed "j['exit'] == 1 and j['mixed'] > 5 and j['lost'] == 0 and j['mismatched'] == 0 and \"got entry\" in j['first_errors'][0]"
 verify_fault verify_spliced spliced "j['exit'] == 1 and j['mixed'] > 5 and any('logprobs contains the start of entry' in e for e in j['first_errors'])"
 verify_fault verify_truncated truncated "j['exit'] == 1 and j['truncated'] == 1 and j['errors'] == 1"
-verify_fault verify_mismatch mismatch "j['exit'] == 1 and j['mismatched'] == 1 and j['errors'] == 1 and 'logprobs differ' in j['first_errors'][0]"
+verify_fault verify_mismatch mismatch "j['exit'] == 1 and j['mismatched'] == 1 and j['mismatched_later'] == 1 and j['errors'] == 1 and 'logprobs differ' in j['first_errors'][0]"
+verify_fault verify_mismatch_first mismatch_first "j['exit'] == 1 and j['mismatched'] == 1 and j['mismatched_later'] == 0 and j['errors'] == 1 and 'from token 0' in j['first_errors'][0]"
 verify_fault verify_drift drift "j['exit'] == 0 and j['drift'] == 1 and j['errors'] == 0 and 'differ by up to' in j['first_drifts'][0]"
 verify_fault verify_lost lost "j['exit'] == 1 and j['lost'] == 1 and j['errors'] == 1"

@@ -5,7 +5,7 @@ must find each fault, name it and exit 1, and pass a server that behaves. Run by
         FAULT: none (every answer is a function of its request), mixed (from the 40th request on, every third
         answer is the previous request's), spliced (every third: its first two tokens, then the previous
         request's answer), truncated (one answer a token short), mismatch (one answer's last
-        logprob moved by 0.01), drift (one moved by 1e-6: equal within the tolerance), lost (one stream cut
+        logprob moved by 0.01), mismatch_first (one answer's first logprob moved by 0.5), drift (one moved by 1e-6: equal within the tolerance), lost (one stream cut
         before [DONE]).
 Prints serve_load.py's output and then the summary as JSON on the last line."""
 import hashlib
@@ -59,12 +59,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 lps = (lps[:2] + state["last"] * 2)[:len(lps)]
             state["last"] = answer(body)
             once = count >= 40 and not state["faulted"] and (stream or FAULT != "lost")
-            if once and FAULT in ("truncated", "mismatch", "drift", "lost"):
+            if once and FAULT in ("truncated", "mismatch", "mismatch_first", "drift", "lost"):
                 state["faulted"] = True
                 if FAULT == "truncated":
                     lps = lps[:-1]
                 elif FAULT == "mismatch":
                     lps = lps[:-1] + [lps[-1] + 0.01]
+                elif FAULT == "mismatch_first":
+                    lps = [lps[0] + 0.5] + lps[1:]
                 elif FAULT == "drift":
                     lps = lps[:-1] + [lps[-1] + 1e-6]
                 cut = FAULT == "lost" and stream

@@ -78,8 +78,8 @@ static int parse(int argc, char **argv, ServeArgs *a) {
       {"--kv-memory", NULL, OPT_NUM, "GB", "the KV cache pool's size (so that other programs fit beside it)",
        &a->kv_memory_gb, 1e-6, 1e6, .def = "90% of the GPU memory the weights leave free; on the CPU 25%, at most 4 GB"},
       {"--batch-invariant", NULL, OPT_FLAG, NULL,
-       "schedules whose results for a request do not depend on the rest of the batch: every answer is what it "
-       "would be alone, bit for bit (slower)",
+       "schedules whose results for a request do not depend on the rest of the batch (slower): every answer has "
+       "the tokens it has alone",
        &a->batch_invariant},
       {"--config", NULL, OPT_STR, "NAME",
        "a built-in architecture instead of a model, with --random-weights (for benchmarks: prompts as token ids)",

@@ -296,7 +296,8 @@ def main():
                    help="client processes (default: one per 8 clients, at most the CPUs)")
     p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     p.add_argument("--verify", action="store_true",
-                   help="every answer must equal its request's answer alone (a pool of requests, see above)")
+                   help="every answer must equal its request's answer alone: a pool of --pool requests is answered "
+                        "alone first, then drawn at random under load (bench/README.md)")
     p.add_argument("--pool", type=int, default=64, help="--verify: distinct requests in the pool")
     p.add_argument("--stream-fraction", type=float, default=0.7, help="--verify: the share of streamed requests")
     p.add_argument("--logprobs", action="store_true",

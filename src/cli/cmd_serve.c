@@ -76,7 +76,8 @@ static int parse(int argc, char **argv, ServeArgs *a) {
       {"--kv-dtype", NULL, OPT_STR, "auto|f32|bf16", "the KV cache's element type (auto: bf16 on CUDA, f32 on the CPU)",
        &a->kv_dtype},
       {"--kv-memory", NULL, OPT_NUM, "GB", "the KV cache pool's size (so that other programs fit beside it)",
-       &a->kv_memory_gb, 1e-6, 1e6, .def = "90% of the GPU memory the weights leave free; on the CPU 25%, at most 4 GB"},
+       &a->kv_memory_gb, 1e-6, 1e6,
+       .def = "90% of the GPU memory the weights leave free; on the CPU 25%, at most 4 GB"},
       {"--batch-invariant", NULL, OPT_FLAG, NULL,
        "schedules whose results for a request do not depend on the rest of the batch (slower): every answer has "
        "the tokens it has alone",

@@ -5,6 +5,7 @@
 #include "code/code.h"
 #include "kernel/kernel.h"
 #include "kernel_testutil.h"
+#include "backend/nvrtc.h"
 
 /* ---- walking the tree ---- */
 
@@ -591,6 +592,98 @@ static void test_acc_before_phase(void **state) {
   arena_free(z.a);
 }
 
+/* A row statistic before a GEMM (kl_mma_fuse_row_stat): RMSNorm's sum of squares (`full` = 0: the GEMM reads
+ * x * rsqrt(s) itself) or the whole normalized row (`full` = 1: the final norm before an LM head; the GEMM reads
+ * only n, so x becomes its parameter) is computed by the GEMM's pre-pass, one block per row, and the statistic's
+ * kernel launches nothing under the GEMM's condition. With another reader of the statistic (`extra`) nothing
+ * changes. */
+static void mma_row_stat(int full, int extra) {
+  Zoo z = zoo_new();
+  Expr *seq = ex_sym(z.P, "seq");
+  int x = buf(&z, "x", DT_F32, BUF_INPUT, 2, seq, I(&z, 64), NULL);
+  int w = buf(&z, "w", DT_BF16, BUF_INPUT, 2, I(&z, 96), I(&z, 64), NULL);
+  int st = full ? buf(&z, "n", DT_F32, BUF_TEMP, 2, seq, I(&z, 64), NULL) : buf(&z, "s", DT_F32, BUF_TEMP, 1, seq, NULL, NULL);
+  int y = buf(&z, "y", DT_F32, BUF_OUTPUT, 2, seq, I(&z, 96), NULL);
+  Expr *eps = ex_const(z.P, DT_F32, 1e-5);
+  LKernel *k0 = kern(&z, "stat", st);
+  int a0 = par(k0, "i0", seq);
+  LPhase *p0 = phase(k0, RED_ADD, DT_F32);
+  int ra = red(k0, p0, "r0", I(&z, 64));
+  p0->body = bin(&z, X_MUL, ld(&z, x, 2, V(&z, a0), V(&z, ra), NULL), ld(&z, x, 2, V(&z, a0), V(&z, ra), NULL));
+  Expr *inv = ex_un(z.P, X_RSQRT, bin(&z, X_ADD, bin(&z, X_DIV, ex_acc(z.P, 0, DT_F32), ex_const(z.P, DT_F32, 64)), eps));
+  if (full) {
+    int j0 = inner(k0, "j0", I(&z, 64));
+    set_out(k0, 2, V(&z, a0), V(&z, j0), NULL, bin(&z, X_MUL, ld(&z, x, 2, V(&z, a0), V(&z, j0), NULL), inv));
+  } else {
+    set_out(k0, 1, V(&z, a0), NULL, NULL, ex_acc(z.P, 0, DT_F32));
+  }
+  LKernel *k1 = kern(&z, "gemm", y);
+  int i0 = par(k1, "i0", seq), i1 = par(k1, "i1", I(&z, 96));
+  LPhase *ph = phase(k1, RED_ADD, DT_F32);
+  int r0 = red(k1, ph, "r0", I(&z, 64));
+  Expr *a = full ? ld(&z, st, 2, V(&z, i0), V(&z, r0), NULL)
+                 : bin(&z, X_MUL, ld(&z, x, 2, V(&z, i0), V(&z, r0), NULL),
+                       ex_un(z.P, X_RSQRT, bin(&z, X_ADD, bin(&z, X_DIV, ld(&z, st, 1, V(&z, i0), NULL, NULL),
+                                                             ex_const(z.P, DT_F32, 64)), eps)));
+  ph->body = bin(&z, X_MUL, a, ex_cast(z.P, DT_F32, ld(&z, w, 2, V(&z, i1), V(&z, r0), NULL)));
+  set_out(k1, 2, V(&z, i0), V(&z, i1), NULL, ex_acc(z.P, 0, DT_F32));
+  if (extra) { /* another reader of the statistic */
+    int o = buf(&z, "o", DT_F32, BUF_OUTPUT, 1, seq, NULL, NULL);
+    LKernel *k2 = kern(&z, "copy", o);
+    int c0 = par(k2, "i0", seq);
+    set_out(k2, 1, V(&z, c0), NULL, NULL, full ? ld(&z, st, 2, V(&z, c0), I(&z, 0), NULL) : ld(&z, st, 1, V(&z, c0), NULL, NULL));
+  }
+  Schedule plain = {RS_BLOCK, 128, 1, 0, 1, -1};
+  Schedule mma = {RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 2};
+  Schedule given[3] = {plain, mma, plain};
+  Diag d = {0};
+  KProgram *kp = lower_each(&z, TARGET_CUDA, given, &d);
+  if (!kp) fail_msg("%s", d.msg);
+  const KKernel *pre = kp->kernels[1].alt->pre;
+  assert_non_null(pre);
+  StrBuf src = {0};
+  assert_true(render_cuda(&src, kp, &d));
+  const char *code = sb_str(&src);
+  if (extra) {
+    assert_null(kp->kernels[0].alt);
+    assert_null(pre->body->body[0]->mma->stat_body);
+    assert_contains(code, "lt_mma_pack<2, 64LL, 1024>(");
+  } else {
+    const KKernel *skip = kp->kernels[0].alt;
+    assert_non_null(skip);
+    assert_true(skip->skip);
+    assert_true(skip->tensor_cores); /* not skipped where the GEMM variant cannot run */
+    assert_string_equal(skip->by, "gemm_mma_pack");
+    assert_ptr_equal(kp->kernels[0].alt_when, kp->kernels[1].alt_when);
+    assert_non_null(pre->body->body[0]->mma->stat_body);
+    assert_ptr_equal(pre->grid, seq); /* one block per row */
+    assert_contains(code, "lt_mma_pack_stat<2, 64LL, 1024, 64LL>(lt_M, lt_scratch, lt_fs, lt_fa);");
+    /* the pre-pass reads the statistic's input, so x is a parameter of the GEMM and its pre-pass */
+    int has_x = 0;
+    for (int i = 0; i < pre->nparams; i++) has_x |= pre->params[i].buf == x;
+    assert_true(has_x);
+    assert_int_equal(pre->nparams, kp->kernels[1].alt->nparams);
+    char *shown = printed(kp);
+    assert_contains(shown, "nothing: gemm_mma_pack computes it");
+    assert_contains(shown, "first, one block per row: stat = sum over ");
+    free(shown);
+  }
+  if (nvrtc_available()) {
+    void *cubin = NULL;
+    size_t size = 0;
+    if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s\n---\n%s", d.msg, code);
+    free(cubin);
+  }
+  sb_free(&src);
+  arena_free(z.a);
+}
+
+static void test_mma_row_stat(void **state) {
+  (void)state;
+  for (int full = 0; full < 2; full++)
+    for (int extra = 0; extra < 2; extra++) mma_row_stat(full, extra);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_omp),
@@ -603,6 +696,7 @@ int main(void) {
       cmocka_unit_test(test_vec),
       cmocka_unit_test(test_phase_groups),
       cmocka_unit_test(test_mma_variant),
+      cmocka_unit_test(test_mma_row_stat),
       cmocka_unit_test(test_mma_split_k),
       cmocka_unit_test(test_mma_library_form),
       cmocka_unit_test(test_mma_library_direct),

@@ -684,6 +684,66 @@ static void test_mma_row_stat(void **state) {
     for (int extra = 0; extra < 2; extra++) mma_row_stat(full, extra);
 }
 
+/* Consecutive independent elementwise kernels become one CUDA launch (kernel/merge.c): a and b (one reads x, the
+ * other x too, each writing its own buffer, over different extents) merge; c reads what a writes, so it stays;
+ * the merged kernel's blocks go to a, then b, each with its own block index; b's slot launches nothing. The CPU
+ * keeps every kernel. */
+static void test_merge_elementwise(void **state) {
+  (void)state;
+  for (int cuda = 0; cuda < 2; cuda++) {
+    Zoo z = zoo_new();
+    Expr *seq = ex_sym(z.P, "seq");
+    int x = buf(&z, "x", DT_F32, BUF_INPUT, 1, seq, NULL, NULL);
+    int y1 = buf(&z, "y1", DT_F32, BUF_OUTPUT, 1, seq, NULL, NULL);
+    int y2 = buf(&z, "y2", DT_F32, BUF_OUTPUT, 2, seq, I(&z, 3), NULL);
+    int y3 = buf(&z, "y3", DT_F32, BUF_OUTPUT, 1, seq, NULL, NULL);
+    LKernel *a = kern(&z, "a", y1);
+    int i = par(a, "i0", seq);
+    set_out(a, 1, V(&z, i), NULL, NULL, bin(&z, X_MUL, ld(&z, x, 1, V(&z, i), NULL, NULL), ex_const(z.P, DT_F32, 2)));
+    LKernel *b = kern(&z, "b", y2);
+    int j = par(b, "i0", seq), c3 = par(b, "i1", I(&z, 3));
+    set_out(b, 2, V(&z, j), V(&z, c3), NULL, bin(&z, X_ADD, ld(&z, x, 1, V(&z, j), NULL, NULL), ex_cast(z.P, DT_F32, V(&z, c3))));
+    LKernel *c = kern(&z, "c", y3);
+    int k = par(c, "i0", seq);
+    set_out(c, 1, V(&z, k), NULL, NULL, ld(&z, y1, 1, V(&z, k), NULL, NULL));
+    Diag d = {0};
+    KProgram *kp = lower(&z, cuda ? TARGET_CUDA : TARGET_CPU, (Schedule){RS_SERIAL, cuda ? 256 : 1, 1, !cuda}, &d);
+    if (!kp) fail_msg("%s", d.msg);
+    if (!cuda) {
+      for (int n = 0; n < 3; n++) assert_false(kp->kernels[n].skip);
+      assert_string_equal(kp->kernels[0].name, "a");
+      arena_free(z.a);
+      continue;
+    }
+    assert_string_equal(kp->kernels[0].name, "a_plus_1");
+    assert_true(kp->kernels[1].skip);
+    assert_string_equal(kp->kernels[1].by, "a_plus_1");
+    assert_false(kp->kernels[2].skip);
+    assert_string_equal(kp->kernels[2].name, "c");
+    /* its grid is a's blocks and then b's: 1 + 1 at seq = 10 (256 threads per block), 4 + 1 at seq = 1000 */
+    assert_int_equal(eval_grid(&kp->kernels[0], 10), 2);
+    assert_int_equal(eval_grid(&kp->kernels[0], 1000), 4 + 12);
+    assert_int_equal(kp->kernels[0].nparams, 3); /* y1, x, y2: x once */
+    StrBuf src = {0};
+    assert_true(render_cuda(&src, kp, &d));
+    const char *code = sb_str(&src);
+    assert_contains(code, "a_plus_1(float *__restrict__ y1, const float *__restrict__ x, float *__restrict__ y2, ");
+    assert_null(strstr(code, " b("));
+    char *shown = printed(kp);
+    assert_contains(shown, "kernel b: nothing: a_plus_1 computes it");
+    assert_contains(shown, "  if (seq + 255) // 256 <= block:\n    p: i64 = (block - (seq + 255) // 256)*256 + thread");
+    free(shown);
+    if (nvrtc_available()) {
+      void *cubin = NULL;
+      size_t size = 0;
+      if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s\n---\n%s", d.msg, code);
+      free(cubin);
+    }
+    sb_free(&src);
+    arena_free(z.a);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_omp),
@@ -697,6 +757,7 @@ int main(void) {
       cmocka_unit_test(test_phase_groups),
       cmocka_unit_test(test_mma_variant),
       cmocka_unit_test(test_mma_row_stat),
+      cmocka_unit_test(test_merge_elementwise),
       cmocka_unit_test(test_mma_split_k),
       cmocka_unit_test(test_mma_library_form),
       cmocka_unit_test(test_mma_library_direct),

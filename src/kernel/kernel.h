@@ -228,6 +228,9 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d);
  * row normalized by one) that no other kernel reads: the pre-pass computes it per row, and kernel i - 1
  * launches nothing whenever the GEMM variant runs. Returns whether it did. */
 int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i);
+/* CUDA: runs of consecutive independent elementwise kernels (RoPE of q and the K and V cache scatters) become
+ * one kernel each, launched from the run's first slot (kernel/merge.c). Returns how many it made. */
+int kl_merge_elementwise(KProgram *kp);
 /* `--ir kernel`: the statement tree, e.g.  smem s0[8] f32; v = warp_sum(v); barrier */
 void kernel_print(StrBuf *b, const KProgram *kp);
 #endif

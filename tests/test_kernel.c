@@ -602,7 +602,8 @@ static void mma_row_stat(int full, int extra) {
   Expr *seq = ex_sym(z.P, "seq");
   int x = buf(&z, "x", DT_F32, BUF_INPUT, 2, seq, I(&z, 64), NULL);
   int w = buf(&z, "w", DT_BF16, BUF_INPUT, 2, I(&z, 96), I(&z, 64), NULL);
-  int st = full ? buf(&z, "n", DT_F32, BUF_TEMP, 2, seq, I(&z, 64), NULL) : buf(&z, "s", DT_F32, BUF_TEMP, 1, seq, NULL, NULL);
+  int st = full ? buf(&z, "n", DT_F32, BUF_TEMP, 2, seq, I(&z, 64), NULL)
+                : buf(&z, "s", DT_F32, BUF_TEMP, 1, seq, NULL, NULL);
   int y = buf(&z, "y", DT_F32, BUF_OUTPUT, 2, seq, I(&z, 96), NULL);
   Expr *eps = ex_const(z.P, DT_F32, 1e-5);
   LKernel *k0 = kern(&z, "stat", st);
@@ -610,7 +611,8 @@ static void mma_row_stat(int full, int extra) {
   LPhase *p0 = phase(k0, RED_ADD, DT_F32);
   int ra = red(k0, p0, "r0", I(&z, 64));
   p0->body = bin(&z, X_MUL, ld(&z, x, 2, V(&z, a0), V(&z, ra), NULL), ld(&z, x, 2, V(&z, a0), V(&z, ra), NULL));
-  Expr *inv = ex_un(z.P, X_RSQRT, bin(&z, X_ADD, bin(&z, X_DIV, ex_acc(z.P, 0, DT_F32), ex_const(z.P, DT_F32, 64)), eps));
+  Expr *inv =
+      ex_un(z.P, X_RSQRT, bin(&z, X_ADD, bin(&z, X_DIV, ex_acc(z.P, 0, DT_F32), ex_const(z.P, DT_F32, 64)), eps));
   if (full) {
     int j0 = inner(k0, "j0", I(&z, 64));
     set_out(k0, 2, V(&z, a0), V(&z, j0), NULL, bin(&z, X_MUL, ld(&z, x, 2, V(&z, a0), V(&z, j0), NULL), inv));
@@ -621,17 +623,20 @@ static void mma_row_stat(int full, int extra) {
   int i0 = par(k1, "i0", seq), i1 = par(k1, "i1", I(&z, 96));
   LPhase *ph = phase(k1, RED_ADD, DT_F32);
   int r0 = red(k1, ph, "r0", I(&z, 64));
-  Expr *a = full ? ld(&z, st, 2, V(&z, i0), V(&z, r0), NULL)
-                 : bin(&z, X_MUL, ld(&z, x, 2, V(&z, i0), V(&z, r0), NULL),
-                       ex_un(z.P, X_RSQRT, bin(&z, X_ADD, bin(&z, X_DIV, ld(&z, st, 1, V(&z, i0), NULL, NULL),
-                                                             ex_const(z.P, DT_F32, 64)), eps)));
+  Expr *a = full
+                ? ld(&z, st, 2, V(&z, i0), V(&z, r0), NULL)
+                : bin(&z, X_MUL, ld(&z, x, 2, V(&z, i0), V(&z, r0), NULL),
+                      ex_un(z.P, X_RSQRT,
+                            bin(&z, X_ADD,
+                                bin(&z, X_DIV, ld(&z, st, 1, V(&z, i0), NULL, NULL), ex_const(z.P, DT_F32, 64)), eps)));
   ph->body = bin(&z, X_MUL, a, ex_cast(z.P, DT_F32, ld(&z, w, 2, V(&z, i1), V(&z, r0), NULL)));
   set_out(k1, 2, V(&z, i0), V(&z, i1), NULL, ex_acc(z.P, 0, DT_F32));
   if (extra) { /* another reader of the statistic */
     int o = buf(&z, "o", DT_F32, BUF_OUTPUT, 1, seq, NULL, NULL);
     LKernel *k2 = kern(&z, "copy", o);
     int c0 = par(k2, "i0", seq);
-    set_out(k2, 1, V(&z, c0), NULL, NULL, full ? ld(&z, st, 2, V(&z, c0), I(&z, 0), NULL) : ld(&z, st, 1, V(&z, c0), NULL, NULL));
+    set_out(k2, 1, V(&z, c0), NULL, NULL,
+            full ? ld(&z, st, 2, V(&z, c0), I(&z, 0), NULL) : ld(&z, st, 1, V(&z, c0), NULL, NULL));
   }
   Schedule plain = {RS_BLOCK, 128, 1, 0, 1, -1};
   Schedule mma = {RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 2};
@@ -702,7 +707,8 @@ static void test_merge_elementwise(void **state) {
     set_out(a, 1, V(&z, i), NULL, NULL, bin(&z, X_MUL, ld(&z, x, 1, V(&z, i), NULL, NULL), ex_const(z.P, DT_F32, 2)));
     LKernel *b = kern(&z, "b", y2);
     int j = par(b, "i0", seq), c3 = par(b, "i1", I(&z, 3));
-    set_out(b, 2, V(&z, j), V(&z, c3), NULL, bin(&z, X_ADD, ld(&z, x, 1, V(&z, j), NULL, NULL), ex_cast(z.P, DT_F32, V(&z, c3))));
+    set_out(b, 2, V(&z, j), V(&z, c3), NULL,
+            bin(&z, X_ADD, ld(&z, x, 1, V(&z, j), NULL, NULL), ex_cast(z.P, DT_F32, V(&z, c3))));
     LKernel *c = kern(&z, "c", y3);
     int k = par(c, "i0", seq);
     set_out(c, 1, V(&z, k), NULL, NULL, ld(&z, y1, 1, V(&z, k), NULL, NULL));

@@ -274,8 +274,8 @@ typedef struct StatSubst {
   Expr *const *vars; /* the statistic kernel's variables -> expressions of the GEMM's */
   int nvars;
   const LKernel *k0;
-  Expr *stat;   /* the statistic's temporary */
-  int refused;  /* a load at another index, or an index the statistic kernel's store cannot be matched to */
+  Expr *stat;  /* the statistic's temporary */
+  int refused; /* a load at another index, or an index the statistic kernel's store cannot be matched to */
   Expr *at[LT_MAX_RANK];
 } StatSubst;
 

@@ -40,8 +40,7 @@ static void plain_stmt(Plain *p, const KStmt *s) {
 }
 
 static int mergeable(const KKernel *kk) {
-  if (kk->skip || kk->alt || kk->pre || kk->lib || kk->scratch || kk->tensor_cores || !kk->body || !kk->grid)
-    return 0;
+  if (kk->skip || kk->alt || kk->pre || kk->lib || kk->scratch || kk->tensor_cores || !kk->body || !kk->grid) return 0;
   Plain p = {1};
   plain_stmt(&p, kk->body);
   return p.ok;

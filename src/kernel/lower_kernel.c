@@ -467,5 +467,7 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
     const TileChoice *c = &tp->kernels[i].c;
     if (c->by >= 0 && c->by < tp->nkernels) replace_by_attention(tp, i, &kp->kernels[i]);
   }
+  for (int i = 1; i < tp->nkernels; i++) kl_mma_fuse_row_stat(tp, kp, i);
+  kl_merge_elementwise(kp);
   return kp;
 }

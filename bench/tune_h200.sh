@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lathe tune on the H200 in one device call (under 9 minutes): the issue-19 standalone kernels (f32 RMSNorm
 # over 32x4096x4096, LayerNorm over 8192x8192, softmax over 4096x32000) timed by `lathe run --bench` with the
-# default schedules, tuned, timed again (each with its % of the bandwidth floor), and beside torch.compile when
+# earlier default schedules (LATHE_ROWS_IN_L2=0), today's defaults, tuned, timed again (each with its % of the
+# bandwidth floor), and beside torch.compile when
 # torch is there; then a model's decode step (and its 512-token prefill when the time allows) tuned under
 # --budget-s, and `lathe bench` with the default schedules (--no-tune) against the tuned ones, alternating.
 #
@@ -103,6 +104,8 @@ for entry in "${kernels[@]}"; do
   kb=$(python3 -c "print(round($kernel_budget * ${share:-1}))")
   k=$((k + 1))
   slug=$(echo "$name" | tr ' ' '-')
+  # the defaults before 2026-12-02 (a warp per row for rows too many for L2), then today's
+  prior=$(LATHE_ROWS_IN_L2=0 "$lathe" run -e "$prog" --target "$target" --bench --iters $iters --no-tune 2>>"$out/run.err" | run_ms)
   before=$("$lathe" run -e "$prog" --target "$target" --bench --iters $iters --no-tune 2>>"$out/run.err" | run_ms)
   if [ $(left) -gt $((kb + 30)) ]; then
     log "tune $name (budget $kb s)"
@@ -118,7 +121,7 @@ for entry in "${kernels[@]}"; do
   # the issue's floors: bytes moved at 4.13 TB/s on cuda (the H200's measured copy bandwidth; 1.040 ms for the
   # RMSNorm), at --bandwidth GB/s where given
   [ -n "$bandwidth" ] && floor=$(python3 -c "print('%.3f' % ($bytes / ($bandwidth * 1e9) * 1e3))")
-  rows+=("| $name | ${before:-?} | ${after:-?} | $floor | $(pct "$floor" "$before") | $(pct "$floor" "$after") | TORCH$k |")
+  rows+=("| $name | ${prior:-?} ($(pct "$floor" "$prior")) | ${before:-?} ($(pct "$floor" "$before")) | ${after:-?} ($(pct "$floor" "$after")) | $floor | TORCH$k |")
 done
 
 # ---- the model: decode (past 256, amid lathe bench's 128..384), then the 512-token prefill ----
@@ -204,8 +207,10 @@ fi
 {
   echo "lathe tune, $tag ($target), $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo ?), $(elapsed) s in all"
   echo
-  echo "| kernel (f32) | default ms | tuned ms | floor ms | default % of floor | tuned % of floor | torch.compile ms |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "ms (% of the bandwidth floor); warp per row: the earlier default (LATHE_ROWS_IN_L2=0), default: --no-tune"
+  echo
+  echo "| kernel (f32) | warp per row ms | default ms | tuned ms | floor ms | torch.compile ms |"
+  echo "|---|---|---|---|---|---|"
   for i in "${!rows[@]}"; do echo "${rows[$i]}" | sed "s/TORCH$((i + 1))/${torch_ms[$i]}/"; done
   if [ "$model" = 1 ]; then
     echo

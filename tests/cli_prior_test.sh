@@ -12,6 +12,11 @@ if run_lathe prior_gate fit --gate --from "$goldens"; then
   if grep -q -E '^prior gate: for [0-9]+ of [0-9]+ kernels \([0-9.]+%\)' "$tmp/out"; then pass prior_gate_figure
   else fail prior_gate_figure "$(head -c 300 "$tmp/out")"; fi
 fi
+# CUDA's prior against the CUDA goldens, once both are committed (H200 goldens from bench/tune_h200.sh, then lathe fit
+# --target cuda): the same bar
+if grep -l -s '"target": "cuda"' "$goldens"/*.json >/dev/null && [ -s "$goldens/prior-cuda.json" ]; then
+  if run_lathe prior_gate_cuda fit --gate --target cuda --from "$goldens"; then echo "  cuda: $(head -1 "$tmp/out")"; pass prior_gate_cuda; fi
+else skip prior_gate_cuda "no CUDA goldens and prior committed yet"; fi
 # the bar is what decides the exit status: at 100% only a perfect prior passes (the shipped one is not)
 if grep -q -E '\(100.0%\)' "$tmp/out"; then skip prior_gate_bar "the built-in prior is perfect on these goldens"
 else expect prior_gate_bar 1 'prior gate: ' -- fit --gate --from "$goldens" --bar 100; fi

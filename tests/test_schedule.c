@@ -1,6 +1,7 @@
 /* The tile stage's decisions: the shape matchers (GEMM, attention) accept and refuse with reasons, and
  * a schedule given from outside is honoured by the kernel stage or refused with a reason. */
 #include "testutil.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include "backend/nvrtc.h"
 #include "base/settings.h"
@@ -343,6 +344,43 @@ static void rows_in_l2_default(void **state) {
   setting_set(SET_ROWS_IN_L2, NULL);
 }
 
+/* A block fill (Schedule.block_fill): at most that many blocks, each walking the rows that far apart with a
+ * barrier between rows; the tile stage prints it, NVRTC compiles it, and it is refused without a block per row. */
+static void block_fill_walks_rows(void **state) {
+  (void)state;
+  static const char *RMS = "x: f32[4096,4096]; w: f32[4096]; y = rms_norm(x, w, 1e-6)";
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  if (!compile_source(c, RMS, ST_TILE, &d)) fail_msg("%s", d.msg);
+  Schedule s = c->tile->kernels[0].s;
+  s.red = RS_BLOCK, s.block_threads = 256, s.block_fill = 264;
+  if (!compile_schedules(c, &s, ST_CODE, &d)) fail_msg("%s", d.msg);
+  const char *code = sb_str(&c->code);
+  if (getenv("SHOW_CODE")) puts(code);
+  const char *walk = strstr(code, " = ((i64)blockIdx.x); p");
+  assert_non_null(walk);
+  assert_non_null(strstr(walk, " < 4096; p"));
+  assert_non_null(strstr(walk, " += 264) {"));
+  assert_non_null(strstr(code, "__syncthreads();\n  }\n}"));
+  assert_int_equal(c->kernel->kernels[0].grid->op, X_CONST); /* min(4096, 264), folded */
+  assert_int_equal(c->kernel->kernels[0].grid->ival, 264);
+  StrBuf b = {0};
+  print_stage(&b, c, ST_TILE);
+  assert_contains(sb_str(&b), "grid(min(4096, 264)) walking every 264-th");
+  sb_free(&b);
+  if (nvrtc_available()) {
+    void *cubin = NULL;
+    size_t size = 0;
+    if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
+    free(cubin);
+  }
+  s.red = RS_WARP, s.block_threads = 128;
+  d = (Diag){0};
+  assert_false(compile_schedules(c, &s, ST_CODE, &d));
+  assert_contains(d.msg, "a block fill (264) needs a CUDA block per point (red=block)");
+  compilation_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_matches),
@@ -353,6 +391,7 @@ int main(void) {
       cmocka_unit_test(legal_schedules_honoured),
       cmocka_unit_test(default_choices_printed),
       cmocka_unit_test(rows_in_l2_default),
+      cmocka_unit_test(block_fill_walks_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,9 +207,10 @@ fi
 {
   echo "lathe tune, $tag ($target), $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo ?), $(elapsed) s in all"
   echo
-  echo "ms (% of the bandwidth floor); warp per row: the earlier default (LATHE_ROWS_IN_L2=0), default: --no-tune"
+  echo "ms (% of the bandwidth floor); rows-in-L2 off: the defaults before it (LATHE_ROWS_IN_L2=0 --no-tune: a warp"
+  echo "per row, softmax 64 threads), default: --no-tune"
   echo
-  echo "| kernel (f32) | warp per row ms | default ms | tuned ms | floor ms | torch.compile ms |"
+  echo "| kernel (f32) | rows-in-L2 off ms | default ms | tuned ms | floor ms | torch.compile ms |"
   echo "|---|---|---|---|---|---|"
   for i in "${!rows[@]}"; do echo "${rows[$i]}" | sed "s/TORCH$((i + 1))/${torch_ms[$i]}/"; done
   if [ "$model" = 1 ]; then

@@ -20,7 +20,7 @@ if python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))["
     "$out/tune-db.json" 2>/dev/null; then pass tune_h200_db
 else fail tune_h200_db "$(head -c 300 "$out/tune-db.json")"; fi
 if [ "$(grep -c -E '^\| (rms_norm|layernorm|softmax) [0-9x]+ \| [0-9.]+ \([0-9]+%\) \| [0-9.]+ \([0-9]+%\) \| [0-9.]+ \([0-9]+%\) \|' "$out/table.md")" -eq 3 ] &&
-    grep -q '| warp per row ms | default ms | tuned ms | floor ms |' "$out/table.md"; then pass tune_h200_table_floor
+    grep -q '| rows-in-L2 off ms | default ms | tuned ms | floor ms |' "$out/table.md"; then pass tune_h200_table_floor
 else fail tune_h200_table_floor "$(cat "$out/table.md")"; fi
 if grep -q '^==== tune-softmax-64x1000.err' "$out/log.txt" && grep -q '^==== script.log' "$out/log.txt" &&
     grep -q 'tune rms_norm 8x64x256' "$out/log.txt"; then pass tune_h200_log

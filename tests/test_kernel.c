@@ -592,6 +592,16 @@ static void test_acc_before_phase(void **state) {
   arena_free(z.a);
 }
 
+/* Where libnvrtc is installed, generated CUDA C compiles for sm_90. */
+static void nvrtc_compiles(const char *code) {
+  if (!nvrtc_available()) return;
+  void *cubin = NULL;
+  size_t size = 0;
+  Diag d = {0};
+  if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s\n---\n%s", d.msg, code);
+  free(cubin);
+}
+
 /* A row statistic before a GEMM (kl_mma_fuse_row_stat): RMSNorm's sum of squares (`full` = 0: the GEMM reads
  * x * rsqrt(s) itself) or the whole normalized row (`full` = 1: the final norm before an LM head; the GEMM reads
  * only n, so x becomes its parameter) is computed by the GEMM's pre-pass, one block per row, and the statistic's
@@ -673,12 +683,7 @@ static void mma_row_stat(int full, int extra) {
     assert_contains(shown, "first, one block per row: stat = sum over ");
     free(shown);
   }
-  if (nvrtc_available()) {
-    void *cubin = NULL;
-    size_t size = 0;
-    if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s\n---\n%s", d.msg, code);
-    free(cubin);
-  }
+  nvrtc_compiles(code);
   sb_free(&src);
   arena_free(z.a);
 }
@@ -739,12 +744,7 @@ static void test_merge_elementwise(void **state) {
     assert_contains(shown, "kernel b: nothing: a_plus_1 computes it");
     assert_contains(shown, "  if (seq + 255) // 256 <= block:\n    p: i64 = (block - (seq + 255) // 256)*256 + thread");
     free(shown);
-    if (nvrtc_available()) {
-      void *cubin = NULL;
-      size_t size = 0;
-      if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s\n---\n%s", d.msg, code);
-      free(cubin);
-    }
+    nvrtc_compiles(code);
     sb_free(&src);
     arena_free(z.a);
   }

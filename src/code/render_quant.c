@@ -114,6 +114,8 @@ static const char quant_c_dot[] =
     "#define omp_get_thread_num() 0\n"
     "#define omp_get_max_threads() 1\n"
     "#endif\n"
+    /* the thread's number is fixed for the whole parallel loop: const, so its calls leave the point loop */
+    "__attribute__((const)) static int lt_thread(void) { return omp_get_thread_num(); }\n"
     "#if defined(__AVX2__) && defined(__FMA__) && !defined(LT_QDOT_SCALAR)\n"
     "#define LT_QDOT_AVX2 1\n"
     "#include <immintrin.h>\n"

@@ -489,8 +489,7 @@ static void put_qrow(Render *R, const KStmt *s, int level) {
   if (f32) snprintf(row, sizeof row, "%s", R->smem_name[s->buf]);
   else snprintf(row, sizeof row, "lt_q%d", q);
   rc_line(R, level, "%s lt_qs%d[%d];", type, q, s->count);
-  rc_line(R, level, "double *const lt_qk%d = lt_qr ? lt_qk + ((int64_t)lt_thread() * lt_nslots + %d) * 9 : 0;",
-          q, q);
+  rc_line(R, level, "double *const lt_qk%d = lt_qr ? lt_qk + ((int64_t)lt_thread() * lt_nslots + %d) * 9 : 0;", q, q);
   rc_line(R, level,
           "%s *const %s = lt_qr ? (%s *)(lt_qr + ((int64_t)lt_thread() * lt_nslots + %d) * lt_slot_bytes) : "
           "lt_qs%d;",

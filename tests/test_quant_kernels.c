@@ -196,10 +196,8 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(cpu_projection_reads_blocks),
-      cmocka_unit_test(element_reads_elsewhere),
-      cmocka_unit_test(cuda_gemv_decodes_eight_at_once),
-      cmocka_unit_test(eight_at_once_equal_one_at_a_time),
+      cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
+      cmocka_unit_test(cuda_gemv_decodes_eight_at_once),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
       cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

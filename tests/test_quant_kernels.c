@@ -158,6 +158,7 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
               "#define __fmul_rn(a, b) ((a) * (b))\n#define __fadd_rn(a, b) ((a) + (b))\n"
               "#define __fsub_rn(a, b) ((a) - (b))\n"
               "struct uint2 { unsigned x, y; };\n"
+              "struct uint4 { unsigned x, y, z, w; };\n"
               "static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
               "static float lt_f16_to_f32(unsigned short h) {\n" /* normal, subnormal, inf/nan */
               "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"

@@ -23,7 +23,8 @@
  * sums whichever block is last) and runs the epilogue.
  *
  * The scratch (kernel.h): tile counters (and the bf16 copies of quantized weights, lt_mma_dequant) in the first
- * COUNTER_WORDS words, A's bf16 planes, then the split partials or the library products. The kernel's expressions, as device functions:
+ * COUNTER_WORDS words, A's bf16 planes, then the split partials or the library products. The kernel's
+ * expressions, as device functions:
  *   a(m, k) -> float, A at row m and k (the pre-pass);
  *   w0(nn, k), w1(nn, k) -> const unsigned short *, weight 0's / 1's element at flat column nn and k;
  *   store(m, nn, acc0, acc1) stores the outputs at row m, flat column nn from the accumulators of the

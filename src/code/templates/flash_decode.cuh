@@ -9,9 +9,9 @@
  * rescales the outputs); then each thread adds its keys' p x v to its column's outputs. A block with the
  * row's only chunk divides and stores. Otherwise it leaves (max, sum, outputs) per head in the scratch
  * and counts itself on the row's counter; the last block to arrive resets the counter and merges the
- * chunks: a warp per head turns the chunks' maxima and sums into weights, then each column adds the
- * chunks' weighted outputs in chunk order (the same sums whichever block is last), several chunks'
- * loads in flight.
+ * chunks: a warp per head turns the chunks' maxima and sums into weights, then every thread takes a column
+ * and every (128 / W)-th chunk, and the phases' sums are added in a fixed order (the same sums whichever
+ * block is last).
  *
  * Constants: D the head dimension (<= 128), W the value width (<= 128), RW heads per block (<= 8), GB
  * blocks of heads per row, COUNTER_WORDS the words of row counters at the start of the scratch,
@@ -220,19 +220,33 @@ lt_flash_decode_impl(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, c
         if (lt_lane + 32 < lt_C) lt_w[lt_lane + 32][lt_r] = lt_a1 / lt_l;
       }
       __syncthreads();
-      /* the weighted sum of the chunks' outputs, several chunks' loads in flight */
-      if (lt_tid < W) {
-        float lt_acc[RW];
+      /* the weighted sum of the chunks' outputs: each of the NPH phases of W threads takes every NPH-th chunk,
+       * eight chunks' loads in flight, then phase 0 adds the other phases in order (a fixed order: the same
+       * sums whichever block is last) */
+      __shared__ float lt_mred[NPH > 1 ? NPH - 1 : 1][RW][W];
+      float lt_acc[RW];
 #pragma unroll
-        for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] = 0.0f;
-#pragma unroll 4
-        for (int lt_k = 0; lt_k < (int)lt_C; lt_k++)
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] = 0.0f;
+      if (lt_ph < NPH) {
+#pragma unroll 8
+        for (int lt_k = lt_ph; lt_k < (int)lt_C; lt_k += NPH)
 #pragma unroll
           for (int lt_r = 0; lt_r < RW; lt_r++)
-            lt_acc[lt_r] += lt_w[lt_k][lt_r] * __ldcg(&lt_row[lt_k * STRIDE + lt_r * (W + 2) + 2 + lt_tid]);
-#pragma unroll
-        for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_tid, lt_acc[lt_r]);
+            lt_acc[lt_r] += lt_w[lt_k][lt_r] * __ldcg(&lt_row[lt_k * STRIDE + lt_r * (W + 2) + 2 + lt_col]);
       }
+      if constexpr (NPH > 1) {
+        if (lt_ph > 0 && lt_ph < NPH)
+#pragma unroll
+          for (int lt_r = 0; lt_r < RW; lt_r++) lt_mred[lt_ph - 1][lt_r][lt_col] = lt_acc[lt_r];
+        __syncthreads();
+        if (lt_ph == 0)
+          for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
+#pragma unroll
+            for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] += lt_mred[lt_x][lt_r][lt_col];
+      }
+      if (lt_ph == 0)
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_col, lt_acc[lt_r]);
     }
   }
 }

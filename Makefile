@@ -17,7 +17,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # scripts/embed.c (built first with $(CC): no xxd needed) into build/gen/templates.c.
 TEMPLATES := $(sort $(wildcard src/code/templates/*.cuh))
 # and the tuner's learned prior (lathe fit writes it; tune/prior.c reads it as lt_embed_prior)
-TEMPLATES += goldens/prior.json
+TEMPLATES += goldens/prior.json goldens/prior-cuda.json
 
 # Release build
 OBJ     := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRC)) build/obj/gen/templates.o

@@ -1,11 +1,15 @@
 # Shared helpers of the CLI test scripts (tests/cli*_test.sh): each script sources this file, then
 # prints "ok NAME" or "FAIL NAME: why" per test; scripts/run-tests.sh counts those lines.
-# Sets LATHE (the AddressSanitizer build unless given), the sanitizer options and $tmp (removed on exit).
+# Sets LATHE (the AddressSanitizer build unless given), the sanitizer options, $tmp (removed on exit) and
+# LATHE_CACHE_DIR.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LATHE=${LATHE:-build/asan/lathe}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# A cache of this run's own unless given (make test gives one): a tuning database in the user's cache would
+# change the schedules the tests expect.
+export LATHE_CACHE_DIR=${LATHE_CACHE_DIR:-$tmp/cache}
 # The default model, where `make model` put it (tests that need it skip without it).
 DM=${LATHE_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 

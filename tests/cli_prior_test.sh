@@ -12,6 +12,11 @@ if run_lathe prior_gate fit --gate --from "$goldens"; then
   if grep -q -E '^prior gate: for [0-9]+ of [0-9]+ kernels \([0-9.]+%\)' "$tmp/out"; then pass prior_gate_figure
   else fail prior_gate_figure "$(head -c 300 "$tmp/out")"; fi
 fi
+# CUDA's prior against the CUDA goldens, once both are committed (H200 goldens from bench/tune_h200.sh, then lathe fit
+# --target cuda): the same bar
+if grep -l -s '"target": "cuda"' "$goldens"/*.json >/dev/null && [ -s "$goldens/prior-cuda.json" ]; then
+  if run_lathe prior_gate_cuda fit --gate --target cuda --from "$goldens"; then echo "  cuda: $(head -1 "$tmp/out")"; pass prior_gate_cuda; fi
+else skip prior_gate_cuda "no CUDA goldens and prior committed yet"; fi
 # the bar is what decides the exit status: at 100% only a perfect prior passes (the shipped one is not)
 if grep -q -E '\(100.0%\)' "$tmp/out"; then skip prior_gate_bar "the built-in prior is perfect on these goldens"
 else expect prior_gate_bar 1 'prior gate: ' -- fit --gate --from "$goldens" --bar 100; fi
@@ -30,4 +35,16 @@ if python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j[
 else fail export_format "$(head -c 300 "$tmp/g.json")"; fi
 expect fit_small 0 'prior fitted on [0-9]+ pairs of 1 kernels written to' -- fit --from "$tmp/g.json" --out "$tmp/prior.json"
 if grep -q '"format": "lathe-prior"' "$tmp/prior.json"; then pass fit_writes_prior; else fail fit_writes_prior "no prior"; fi
+
+# each target its own prior: a directory of one CPU and one CUDA goldens file (and priors, which are not goldens)
+mkdir -p "$tmp/mixed"
+cp "$tmp/g.json" "$tmp/mixed/cpu-g.json"
+sed 's/"target": "cpu"/"target": "cuda"/' "$tmp/g.json" >"$tmp/mixed/h200-g.json"
+cp "$tmp/prior.json" "$tmp/mixed/prior.json"
+cp "$tmp/prior.json" "$tmp/mixed/prior-cuda.json"
+expect fit_cuda 0 'prior fitted on [0-9]+ pairs of 1 kernels written to .*/pc.json' -- fit --from "$tmp/mixed" --target cuda --out "$tmp/pc.json"
+expect fit_cpu_skips_cuda 0 'prior fitted on [0-9]+ pairs of 1 kernels' -- fit --from "$tmp/mixed" --out "$tmp/pcpu.json"
+expect_error fit_cuda_none 'no goldens measured on cuda' -- fit --from "$goldens" --target cuda
+expect_error fit_gate_no_cuda_prior 'built without a cuda prior \(goldens/prior-cuda.json is empty\)' -- fit --gate --from "$tmp/mixed" --target cuda
+expect_error fit_bad_target "--target: 'gpu' is not cpu or cuda" -- fit --target gpu
 expect_error tune_past_beyond_ctx 'past \(256\) \+ seq \(1\) exceed the context of 72 positions' -- tune --config smollm2-135m --random-weights --ctx 72 --past 256

@@ -25,6 +25,19 @@ if [ -z "$PORT" ] || ! kill -0 "$SPID" 2>/dev/null; then
   exit 0
 fi
 t0=$(date +%s); python3 tests/serve_load_check.py "$PORT" clients32; echo "# clients32: $(( $(date +%s) - t0 )) s"
+# the same on the default (not batch-invariant) server through bench/serve_load.py --verify: text prompts drawn
+# from a pool of 8 (greedy and seeded), streamed or whole, each answer's text, finish_reason and token count
+# exactly its request's answer alone
+if python3 bench/serve_load.py --port "$PORT" --verify --pool 8 --clients 8 --requests 24 --prompt-len 2:10 \
+    --output-len 2:8 --json "$tmp/verify.json" >"$tmp/verify.txt" 2>&1 && python3 - "$tmp/verify.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+v = j["verify"]
+assert v["prompts"] == "text" and not v["logprobs"] and v["reference_errors"] == 0 and j["requests"] == 24, j
+assert j["lost"] == j["truncated"] == j["mixed"] == j["mismatched"] == j["errors"] == 0, j
+assert 0 < v["streamed"] < 24, v
+PY
+then pass serve_load_verify_default; else fail serve_load_verify_default "$(tail -5 "$tmp/verify.txt")"; fi
 python3 tests/serve_load_check.py "$PORT" soak "$SPID" "${SOAK_S:-20}"
 
 # a failure after a stream started: the drain (0.3 s) runs out and cancels it; the client gets OpenAI's error

@@ -15,10 +15,11 @@ typedef struct Case {
   char *src;     /* malloc'ed */
   char dims[64]; /* "seq=7,kv=9" */
   FusionPolicy fusion;
-  const char *cuda_has; /* text the CUDA C must contain (the template kernel the case is for), or NULL */
-  int exact;            /* output 0 must equal the reference exactly (a quantized weight decoded) */
-  double tol;           /* > 0: every output's tolerance on CUDA (a quantized weight rounded to bf16 for a GEMM) */
-  int own_gemm;         /* on CUDA, run without cuBLASLt (LATHE_CUBLASLT=0): lathe's own tensor-core GEMM */
+  const char *cuda_has;     /* text the CUDA C must contain (the template kernel the case is for), or NULL */
+  const char *cuda_has_too; /* more text it must contain, or NULL */
+  int exact;                /* output 0 must equal the reference exactly (a quantized weight decoded) */
+  double tol;               /* > 0: every output's tolerance on CUDA (a quantized weight rounded to bf16 for a GEMM) */
+  int own_gemm;             /* on CUDA, run without cuBLASLt (LATHE_CUBLASLT=0): lathe's own tensor-core GEMM */
 } Case;
 
 static Case cases[1024];
@@ -99,6 +100,8 @@ static void run_case(void **state) {
   assert_true(size > 0);
   if (tc->cuda_has && !strstr(sb_str(&g->code), tc->cuda_has))
     fail_msg("%s: the CUDA C has no %s", tc->name, tc->cuda_has);
+  if (tc->cuda_has_too && !strstr(sb_str(&g->code), tc->cuda_has_too))
+    fail_msg("%s: the CUDA C has no %s", tc->name, tc->cuda_has_too);
   free(cubin);
   compilation_free(g);
 }
@@ -376,6 +379,16 @@ static void build_cases(void) {
       cases[ncases - 1].cuda_has = "lt_mma_dequant<";
       cases[ncases - 1].tol = check_tolerance(DT_BF16, MM_HIGH);
       cases[ncases - 1].own_gemm = 1;
+      /* a norm before the projections: the pre-pass computes each row's statistic in one block per row and
+       * dequantizes the weights in a grid-stride loop over those same blocks */
+      snprintf(name, sizeof name, "quant_gemm_norm_%s", QUANTS[t]);
+      add_case(name, "seq=37", 0,
+               "w: %s[96,%d]; v: %s[96,%d]; g: f32[%d]; x: f32[seq,%d]\nh = rms_norm(x, g, 1e-6)\n"
+               "return silu(linear(h, w)) * linear(h, v)",
+               QUANTS[t], 2 * k, QUANTS[t], 2 * k, 2 * k, 2 * k);
+      cases[ncases - 1].cuda_has = "lt_mma_pack_stat<";
+      cases[ncases - 1].cuda_has_too = "lt_mma_dequant<";
+      cases[ncases - 1].tol = check_tolerance(DT_BF16, MM_HIGH);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include "code/code.h"
 #include "kernel/kernel.h"
 #include "kernel_testutil.h"
+#include "backend/nvrtc.h"
 
 /* ---- walking the tree ---- */
 
@@ -591,6 +592,164 @@ static void test_acc_before_phase(void **state) {
   arena_free(z.a);
 }
 
+/* Where libnvrtc is installed, generated CUDA C compiles for sm_90. */
+static void nvrtc_compiles(const char *code) {
+  if (!nvrtc_available()) return;
+  void *cubin = NULL;
+  size_t size = 0;
+  Diag d = {0};
+  if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s\n---\n%s", d.msg, code);
+  free(cubin);
+}
+
+/* A row statistic before a GEMM (kl_mma_fuse_row_stat): RMSNorm's sum of squares (`full` = 0: the GEMM reads
+ * x * rsqrt(s) itself) or the whole normalized row (`full` = 1: the final norm before an LM head; the GEMM reads
+ * only n, so x becomes its parameter) is computed by the GEMM's pre-pass, one block per row, and the statistic's
+ * kernel launches nothing under the GEMM's condition. With another reader of the statistic (`extra`) nothing
+ * changes. */
+static void mma_row_stat(int full, int extra) {
+  Zoo z = zoo_new();
+  Expr *seq = ex_sym(z.P, "seq");
+  int x = buf(&z, "x", DT_F32, BUF_INPUT, 2, seq, I(&z, 64), NULL);
+  int w = buf(&z, "w", DT_BF16, BUF_INPUT, 2, I(&z, 96), I(&z, 64), NULL);
+  int st = full ? buf(&z, "n", DT_F32, BUF_TEMP, 2, seq, I(&z, 64), NULL)
+                : buf(&z, "s", DT_F32, BUF_TEMP, 1, seq, NULL, NULL);
+  int y = buf(&z, "y", DT_F32, BUF_OUTPUT, 2, seq, I(&z, 96), NULL);
+  Expr *eps = ex_const(z.P, DT_F32, 1e-5);
+  LKernel *k0 = kern(&z, "stat", st);
+  int a0 = par(k0, "i0", seq);
+  LPhase *p0 = phase(k0, RED_ADD, DT_F32);
+  int ra = red(k0, p0, "r0", I(&z, 64));
+  p0->body = bin(&z, X_MUL, ld(&z, x, 2, V(&z, a0), V(&z, ra), NULL), ld(&z, x, 2, V(&z, a0), V(&z, ra), NULL));
+  Expr *inv =
+      ex_un(z.P, X_RSQRT, bin(&z, X_ADD, bin(&z, X_DIV, ex_acc(z.P, 0, DT_F32), ex_const(z.P, DT_F32, 64)), eps));
+  if (full) {
+    int j0 = inner(k0, "j0", I(&z, 64));
+    set_out(k0, 2, V(&z, a0), V(&z, j0), NULL, bin(&z, X_MUL, ld(&z, x, 2, V(&z, a0), V(&z, j0), NULL), inv));
+  } else {
+    set_out(k0, 1, V(&z, a0), NULL, NULL, ex_acc(z.P, 0, DT_F32));
+  }
+  LKernel *k1 = kern(&z, "gemm", y);
+  int i0 = par(k1, "i0", seq), i1 = par(k1, "i1", I(&z, 96));
+  LPhase *ph = phase(k1, RED_ADD, DT_F32);
+  int r0 = red(k1, ph, "r0", I(&z, 64));
+  Expr *a = full
+                ? ld(&z, st, 2, V(&z, i0), V(&z, r0), NULL)
+                : bin(&z, X_MUL, ld(&z, x, 2, V(&z, i0), V(&z, r0), NULL),
+                      ex_un(z.P, X_RSQRT,
+                            bin(&z, X_ADD,
+                                bin(&z, X_DIV, ld(&z, st, 1, V(&z, i0), NULL, NULL), ex_const(z.P, DT_F32, 64)), eps)));
+  ph->body = bin(&z, X_MUL, a, ex_cast(z.P, DT_F32, ld(&z, w, 2, V(&z, i1), V(&z, r0), NULL)));
+  set_out(k1, 2, V(&z, i0), V(&z, i1), NULL, ex_acc(z.P, 0, DT_F32));
+  if (extra) { /* another reader of the statistic */
+    int o = buf(&z, "o", DT_F32, BUF_OUTPUT, 1, seq, NULL, NULL);
+    LKernel *k2 = kern(&z, "copy", o);
+    int c0 = par(k2, "i0", seq);
+    set_out(k2, 1, V(&z, c0), NULL, NULL,
+            full ? ld(&z, st, 2, V(&z, c0), I(&z, 0), NULL) : ld(&z, st, 1, V(&z, c0), NULL, NULL));
+  }
+  Schedule plain = {RS_BLOCK, 128, 1, 0, 1, -1};
+  Schedule mma = {RS_WARP, 128, 8, 0, .rows = 8, .row_axis = 0, .mma = 2};
+  Schedule given[3] = {plain, mma, plain};
+  Diag d = {0};
+  KProgram *kp = lower_each(&z, TARGET_CUDA, given, &d);
+  if (!kp) fail_msg("%s", d.msg);
+  const KKernel *pre = kp->kernels[1].alt->pre;
+  assert_non_null(pre);
+  StrBuf src = {0};
+  assert_true(render_cuda(&src, kp, &d));
+  const char *code = sb_str(&src);
+  if (extra) {
+    assert_null(kp->kernels[0].alt);
+    assert_null(pre->body->body[0]->mma->stat_body);
+    assert_contains(code, "lt_mma_pack<2, 64LL, 1024>(");
+  } else {
+    const KKernel *skip = kp->kernels[0].alt;
+    assert_non_null(skip);
+    assert_true(skip->skip);
+    assert_true(skip->tensor_cores); /* not skipped where the GEMM variant cannot run */
+    assert_string_equal(skip->by, "gemm_mma_pack");
+    assert_ptr_equal(kp->kernels[0].alt_when, kp->kernels[1].alt_when);
+    assert_non_null(pre->body->body[0]->mma->stat_body);
+    assert_ptr_equal(pre->grid, seq); /* one block per row */
+    assert_contains(code, "lt_mma_pack_stat<2, 64LL, 1024, 64LL>(lt_M, lt_scratch, lt_fs, lt_fa);");
+    /* the pre-pass reads the statistic's input, so x is a parameter of the GEMM and its pre-pass */
+    int has_x = 0;
+    for (int i = 0; i < pre->nparams; i++) has_x |= pre->params[i].buf == x;
+    assert_true(has_x);
+    assert_int_equal(pre->nparams, kp->kernels[1].alt->nparams);
+    char *shown = printed(kp);
+    assert_contains(shown, "nothing: gemm_mma_pack computes it");
+    assert_contains(shown, "first, one block per row: stat = sum over ");
+    free(shown);
+  }
+  nvrtc_compiles(code);
+  sb_free(&src);
+  arena_free(z.a);
+}
+
+static void test_mma_row_stat(void **state) {
+  (void)state;
+  for (int full = 0; full < 2; full++)
+    for (int extra = 0; extra < 2; extra++) mma_row_stat(full, extra);
+}
+
+/* Consecutive independent elementwise kernels become one CUDA launch (kernel/merge.c): a and b (one reads x, the
+ * other x too, each writing its own buffer, over different extents) merge; c reads what a writes, so it stays;
+ * the merged kernel's blocks go to a, then b, each with its own block index; b's slot launches nothing. The CPU
+ * keeps every kernel. */
+static void test_merge_elementwise(void **state) {
+  (void)state;
+  for (int cuda = 0; cuda < 2; cuda++) {
+    Zoo z = zoo_new();
+    Expr *seq = ex_sym(z.P, "seq");
+    int x = buf(&z, "x", DT_F32, BUF_INPUT, 1, seq, NULL, NULL);
+    int y1 = buf(&z, "y1", DT_F32, BUF_OUTPUT, 1, seq, NULL, NULL);
+    int y2 = buf(&z, "y2", DT_F32, BUF_OUTPUT, 2, seq, I(&z, 3), NULL);
+    int y3 = buf(&z, "y3", DT_F32, BUF_OUTPUT, 1, seq, NULL, NULL);
+    LKernel *a = kern(&z, "a", y1);
+    int i = par(a, "i0", seq);
+    set_out(a, 1, V(&z, i), NULL, NULL, bin(&z, X_MUL, ld(&z, x, 1, V(&z, i), NULL, NULL), ex_const(z.P, DT_F32, 2)));
+    LKernel *b = kern(&z, "b", y2);
+    int j = par(b, "i0", seq), c3 = par(b, "i1", I(&z, 3));
+    set_out(b, 2, V(&z, j), V(&z, c3), NULL,
+            bin(&z, X_ADD, ld(&z, x, 1, V(&z, j), NULL, NULL), ex_cast(z.P, DT_F32, V(&z, c3))));
+    LKernel *c = kern(&z, "c", y3);
+    int k = par(c, "i0", seq);
+    set_out(c, 1, V(&z, k), NULL, NULL, ld(&z, y1, 1, V(&z, k), NULL, NULL));
+    Diag d = {0};
+    KProgram *kp = lower(&z, cuda ? TARGET_CUDA : TARGET_CPU, (Schedule){RS_SERIAL, cuda ? 256 : 1, 1, !cuda}, &d);
+    if (!kp) fail_msg("%s", d.msg);
+    if (!cuda) {
+      for (int n = 0; n < 3; n++) assert_false(kp->kernels[n].skip);
+      assert_string_equal(kp->kernels[0].name, "a");
+      arena_free(z.a);
+      continue;
+    }
+    assert_string_equal(kp->kernels[0].name, "a_plus_1");
+    assert_true(kp->kernels[1].skip);
+    assert_string_equal(kp->kernels[1].by, "a_plus_1");
+    assert_false(kp->kernels[2].skip);
+    assert_string_equal(kp->kernels[2].name, "c");
+    /* its grid is a's blocks and then b's: 1 + 1 at seq = 10 (256 threads per block), 4 + 1 at seq = 1000 */
+    assert_int_equal(eval_grid(&kp->kernels[0], 10), 2);
+    assert_int_equal(eval_grid(&kp->kernels[0], 1000), 4 + 12);
+    assert_int_equal(kp->kernels[0].nparams, 3); /* y1, x, y2: x once */
+    StrBuf src = {0};
+    assert_true(render_cuda(&src, kp, &d));
+    const char *code = sb_str(&src);
+    assert_contains(code, "a_plus_1(float *__restrict__ y1, const float *__restrict__ x, float *__restrict__ y2, ");
+    assert_null(strstr(code, " b("));
+    char *shown = printed(kp);
+    assert_contains(shown, "kernel b: nothing: a_plus_1 computes it");
+    assert_contains(shown, "  if (seq + 255) // 256 <= block:\n    p: i64 = (block - (seq + 255) // 256)*256 + thread");
+    free(shown);
+    nvrtc_compiles(code);
+    sb_free(&src);
+    arena_free(z.a);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_omp),
@@ -603,6 +762,8 @@ int main(void) {
       cmocka_unit_test(test_vec),
       cmocka_unit_test(test_phase_groups),
       cmocka_unit_test(test_mma_variant),
+      cmocka_unit_test(test_mma_row_stat),
+      cmocka_unit_test(test_merge_elementwise),
       cmocka_unit_test(test_mma_split_k),
       cmocka_unit_test(test_mma_library_form),
       cmocka_unit_test(test_mma_library_direct),

@@ -1,7 +1,10 @@
 /* The tile stage's decisions: the shape matchers (GEMM, attention) accept and refuse with reasons, and
  * a schedule given from outside is honoured by the kernel stage or refused with a reason. */
 #include "testutil.h"
+#include <stdio.h>
 #include <stdlib.h>
+#include "backend/nvrtc.h"
+#include "base/settings.h"
 #include "driver/pipeline.h"
 
 static const char *LINEAR = "x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)";
@@ -288,6 +291,96 @@ static void default_choices_printed(void **state) {
   compilation_free(c);
 }
 
+/* The CUDA default of kernel 0 of src (on the H200 description), and its code compiled by NVRTC. */
+static Schedule cuda_default(const char *src) {
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  if (!compile_source(c, src, ST_CODE, &d)) fail_msg("%s: %s", src, d.msg);
+  Schedule s = c->tile->kernels[0].s;
+  if (nvrtc_available()) {
+    void *cubin = NULL;
+    size_t size = 0;
+    if (!nvrtc_compile(sb_str(&c->code), "sm_90", &cubin, &size, &d)) fail_msg("%s: %s", src, d.msg);
+    free(cubin);
+  }
+  compilation_free(c);
+  return s;
+}
+
+/* Long-row normalizations whose rows do not fit in L2 together take a block per row, enough threads that the rows
+ * in flight fit in half of it (the H200: 132 SMs x 2048 threads, 50 MB): RMSNorm rows of 16 KB 256 threads
+ * (1,056 rows, 17 MB), LayerNorm's of 32 KB 512, softmax's of 128 KB the most, 1024. Smaller ones, other kernels
+ * and LATHE_ROWS_IN_L2=0 keep the earlier choice. */
+static void rows_in_l2_default(void **state) {
+  (void)state;
+  static const char *RMS = "x: f32[32,4096,4096]; w: f32[4096]; y = rms_norm(x, w, 1e-6)";
+  static const char *LN = "x: f32[8192,8192]; w: f32[8192]; b: f32[8192]; y = layer_norm(x, w, b, 1e-5)";
+  static const char *SM = "x: f32[4096,32000]; y = softmax(x, -1)";
+  Schedule s = cuda_default(RMS);
+  assert_int_equal(s.red, RS_BLOCK);
+  assert_int_equal(s.block_threads, 256);
+  s = cuda_default(LN);
+  assert_int_equal(s.red, RS_BLOCK);
+  assert_int_equal(s.block_threads, 512);
+  s = cuda_default(SM);
+  assert_int_equal(s.red, RS_BLOCK);
+  assert_int_equal(s.block_threads, 1024);
+  /* rows that fit in L2 together (4 MB), and a constant-shape matrix product (not a normalization: its row is
+   * not written back) keep what they had */
+  static const char *SMALL = "x: f32[256,4096]; w: f32[4096]; y = rms_norm(x, w, 1e-6)";
+  static const char *MATMUL = "x: f32[8192, 4096]; w: f32[1024, 4096]; y = linear(x, w)";
+  Schedule small = cuda_default(SMALL), matmul = cuda_default(MATMUL);
+  assert_int_equal(matmul.red, RS_WARP);
+  setting_set(SET_ROWS_IN_L2, "0");
+  s = cuda_default(SMALL);
+  assert_true(s.red == small.red && s.block_threads == small.block_threads);
+  s = cuda_default(MATMUL);
+  assert_true(s.red == matmul.red && s.block_threads == matmul.block_threads);
+  s = cuda_default(RMS);
+  assert_int_equal(s.red, RS_WARP);
+  assert_int_equal(s.block_threads, 128);
+  s = cuda_default(SM);
+  assert_int_equal(s.block_threads, 64);
+  setting_set(SET_ROWS_IN_L2, NULL);
+}
+
+/* A block fill (Schedule.block_fill): at most that many blocks, each walking the rows that far apart with a
+ * barrier between rows; the tile stage prints it, NVRTC compiles it, and it is refused without a block per row. */
+static void block_fill_walks_rows(void **state) {
+  (void)state;
+  static const char *RMS = "x: f32[4096,4096]; w: f32[4096]; y = rms_norm(x, w, 1e-6)";
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  if (!compile_source(c, RMS, ST_TILE, &d)) fail_msg("%s", d.msg);
+  Schedule s = c->tile->kernels[0].s;
+  s.red = RS_BLOCK, s.block_threads = 256, s.block_fill = 264;
+  if (!compile_schedules(c, &s, ST_CODE, &d)) fail_msg("%s", d.msg);
+  const char *code = sb_str(&c->code);
+  if (getenv("SHOW_CODE")) puts(code);
+  const char *walk = strstr(code, " = ((i64)blockIdx.x); p");
+  assert_non_null(walk);
+  assert_non_null(strstr(walk, " < 4096; p"));
+  assert_non_null(strstr(walk, " += 264) {"));
+  assert_non_null(strstr(code, "__syncthreads();\n  }\n}"));
+  assert_int_equal(c->kernel->kernels[0].grid->op, X_CONST); /* min(4096, 264), folded */
+  assert_int_equal(c->kernel->kernels[0].grid->ival, 264);
+  StrBuf b = {0};
+  print_stage(&b, c, ST_TILE);
+  assert_contains(sb_str(&b), "grid(min(4096, 264)) walking every 264-th");
+  sb_free(&b);
+  if (nvrtc_available()) {
+    void *cubin = NULL;
+    size_t size = 0;
+    if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
+    free(cubin);
+  }
+  s.red = RS_WARP, s.block_threads = 128;
+  d = (Diag){0};
+  assert_false(compile_schedules(c, &s, ST_CODE, &d));
+  assert_contains(d.msg, "a block fill (264) needs a CUDA block per point (red=block)");
+  compilation_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_matches),
@@ -297,6 +390,8 @@ int main(void) {
       cmocka_unit_test(illegal_schedules_rejected),
       cmocka_unit_test(legal_schedules_honoured),
       cmocka_unit_test(default_choices_printed),
+      cmocka_unit_test(rows_in_l2_default),
+      cmocka_unit_test(block_fill_walks_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

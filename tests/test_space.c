@@ -16,11 +16,12 @@ static const char *PROGRAMS[] = {
     "x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)",
     "x: f32[seq, 64]; w: bf16[64, 64]; y = linear(x, w)",
     "x: f32[3, 40]; w: f32[40]; y = rms_norm(x, w, 1e-6)",
+    "x: f32[600, 40]; w: f32[40]; y = rms_norm(x, w, 1e-6)", /* rows enough for block fills on CUDA (FILLS) */
     "x: f32[seq, 37]; y = softmax(x, -1)",
     "a: f32[5, 33]; b: f32[33]; y = a * b + 1",
     "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)",
 };
-enum { NPROGRAMS = sizeof PROGRAMS / sizeof PROGRAMS[0] };
+enum { NPROGRAMS = sizeof PROGRAMS / sizeof PROGRAMS[0], FILLS = 3 };
 
 static Compilation *loop_of(const char *src, Target t) {
   Compilation *c = compilation_new(t, NULL);
@@ -118,11 +119,13 @@ static void cpu_candidates_are_correct(void **state) {
 
 typedef struct CudaCtx {
   uint64_t *seen;
-  int nseen, cap, compiled;
+  int nseen, cap, compiled, fills; /* fills: only the block-fill candidates (NVRTC's time), of vector 1 or 8 */
 } CudaCtx;
 
 static void nvrtc_compiles(Compilation *c, const char *src, int kernel, const Schedule *s, void *ctx) {
   CudaCtx *cc = ctx;
+  if (cc->fills && (!s->block_fill || (s->vec != 1 && s->vec != 8))) return;
+  if (cc->fills) cc->fills++;
   uint64_t h = hash_str(HASH_SEED, sb_str(&c->code));
   for (int i = 0; i < cc->nseen; i++)
     if (cc->seen[i] == h) return; /* the same source as another candidate (a knob its kernels do not use) */
@@ -148,8 +151,12 @@ static void cuda_candidates_compile(void **state) {
   int n = 0;
   /* the kernels with a blocked variant (linear, the tensor-core GEMM, attention): each knob group alone; the
    * rest: every candidate */
-  for (int p = 0; p < NPROGRAMS; p++)
+  for (int p = 0; p < NPROGRAMS; p++) {
+    cc.fills = p == FILLS;
     n += each_candidate(PROGRAMS[p], TARGET_CUDA, p <= 1 || p == NPROGRAMS - 1, nvrtc_compiles, &cc);
+    if (p == FILLS) assert_true(cc.fills > 1); /* the program has block-fill candidates */
+  }
+  cc.fills = 0;
   print_message("%d CUDA candidates, %d distinct sources compiled by NVRTC in %.1f s\n", n, cc.compiled,
                 (now_ms() - t0) / 1000);
   assert_true(cc.compiled > 60);
@@ -208,13 +215,25 @@ static void schedule_text_round_trips(void **state) {
   StrBuf b = {0};
   schedule_format(&b, &s);
   assert_string_equal(sb_str(&b), "red=block threads=512 vec=4 omp=0 rows=8 axis=1 serial=0 mma=2 flash=0 decode=1 "
-                                  "dfill=132 fill=264 lib=1 romp=0");
+                                  "dfill=132 fill=264 lib=1 romp=0 bfill=0");
   Schedule back;
   Diag d = {0};
   assert_true(schedule_parse(sb_str(&b), &back, &d));
   assert_true(schedule_equal(&s, &back));
   back.vec = 2;
   assert_false(schedule_equal(&s, &back));
+  /* a block fill round-trips and counts; a text from before it (the committed goldens) reads as none */
+  back = s;
+  back.block_fill = 264;
+  assert_false(schedule_equal(&s, &back));
+  sb_free(&b);
+  schedule_format(&b, &back);
+  assert_contains(sb_str(&b), " bfill=264");
+  Schedule again;
+  assert_true(schedule_parse(sb_str(&b), &again, &d));
+  assert_int_equal(again.block_fill, 264);
+  assert_true(schedule_parse("red=block threads=256 vec=8 romp=0", &again, &d));
+  assert_int_equal(again.block_fill, 0);
   assert_false(schedule_parse("red=block threads=x", &back, &d));
   assert_contains(d.msg, "threads=x is not a number");
   d = (Diag){0};

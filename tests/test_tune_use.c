@@ -347,6 +347,20 @@ static void selection_by_prior(void **state) {
   assert_contains(c->tile->kernels[0].origin, "default: no measurement, and the prior ranks it first");
   tune_lookup_close(&l);
   compilation_free(c);
+  /* CUDA kernels consult CUDA's prior only: the CPU's (p) is never applied to them */
+  Prior unloaded = {0};
+  for (int cuda_prior = 0; cuda_prior < 2; cuda_prior++) {
+    c = compilation_new(TARGET_CUDA, NULL);
+    assert_true(tune_lookup_open(&l, dbpath, &env, 0));
+    l.prior = &p;
+    l.prior_cuda = cuda_prior ? &p : &unloaded;
+    c->schedules = &l.source;
+    if (!compile_source(c, PROG, ST_TILE, &d)) fail_msg("%s", d.msg);
+    if (cuda_prior) assert_non_null(strstr(c->tile->kernels[0].origin, "prior"));
+    else assert_string_equal(c->tile->kernels[0].origin, "default: no measurement");
+    tune_lookup_close(&l);
+    compilation_free(c);
+  }
   prior_here = NULL;
   d = (Diag){0};
   assert_false(prior_parse("{\"format\": \"lathe-prior\", \"version\": 1, \"weights\": [[1]]}", "p.json", &p, &d));

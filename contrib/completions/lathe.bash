@@ -23,7 +23,7 @@ _lathe() {
     tune) opts="-e --config --random-weights --target --dim --past --max-candidates --patience --budget-s --repeats
       --warmup --timeout-s --seed --matmul-precision --db --ctx --export --commit" ;;
     db) opts="stats export import prune --db" ;;
-    fit) opts="--from --out --gate --bar" ;;
+    fit) opts="--from --target --out --gate --bar" ;;
     pull) opts="--revision --dir --quiet -q" ;;
     list) opts="--json" ;;
     quantize) opts="--type -t --quiet -q" ;;

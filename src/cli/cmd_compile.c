@@ -13,6 +13,67 @@
 #include "cli.h"
 #include "options.h"
 
+/* The device the schedules are chosen for: --device NAME's built-in description (no device is opened), which
+ * sets the target, or the target's default. */
+static int schedule_device(const char *device, int target_given, Target *target, TargetDesc *desc) {
+  *desc = target_default(*target);
+  if (!device) return 1;
+  if (!target_builtin(device, desc)) {
+    report_msg("unknown --device '%s' (known: %s for cuda; %s for cpu)", device, target_builtin_names(TARGET_CUDA),
+               target_builtin_names(TARGET_CPU));
+    return 0;
+  }
+  if (target_given && desc->kind != *target) {
+    report_msg("--device %s is a %s device, not --target %s", device, target_name(desc->kind), target_name(*target));
+    return 0;
+  }
+  *target = desc->kind;
+  return 1;
+}
+
+/* Compiles to `stage` one of: a built-in architecture (preset; as `lathe bench --config` runs it, bf16 weights, or
+ * the blocks of quantize scheme `scheme` when >= 0), a model's whole forward step built from its config (model_path;
+ * its weights are not read), or a program's text. */
+static int compile_input(Compilation *c, const ModelConfig *preset, int scheme, const char *model_path,
+                         const char *text, int kv_block, Stage stage, Diag *d) {
+  ModelBuildOptions bo = {4096, DT_BF16, DT_F32, kv_block};
+  bo.fuse_projections = model_fuse_projections(kv_block > 0, c->target);
+  if (preset) {
+    RandomQuant rq = {preset, scheme};
+    if (scheme >= 0) {
+      bo.weight_type = random_quant_weight_type;
+      bo.weight_type_ctx = &rq;
+    }
+    return (c->graph = model_build(preset, &bo, c->arena, c->pool, d)) && compile_graph(c, stage, d);
+  }
+  if (model_path) {
+    ModelConfig cfg;
+    WeightStore *w = model_weights_open(model_path, &cfg, d);
+    bo.max_ctx = cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096;
+    bo.weight_dtype = DT_F32;
+    int ok = w && (c->graph = model_build(&cfg, &bo, c->arena, c->pool, d)) && compile_graph(c, stage, d);
+    weights_close(w);
+    return ok;
+  }
+  return compile_source(c, text, stage, d);
+}
+
+/* Writes b (ending in a newline) to path, or stdout when path is NULL; 0 after saying why it could not. */
+static int write_text(StrBuf *b, const char *path) {
+  FILE *f = path ? fopen(path, "w") : stdout;
+  if (!f) {
+    report_msg("cannot write %s", path);
+    return 0;
+  }
+  fputs(sb_str(b), f);
+  if (b->len && b->data[b->len - 1] != '\n') fputc('\n', f);
+  if (f != stdout && fclose(f)) {
+    report_msg("cannot write %s", path);
+    return 0;
+  }
+  return 1;
+}
+
 int cmd_compile(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *stage_name = "code",
              *target_name_arg = NULL, *matmul_name = NULL, *device = NULL, *weights = NULL;
@@ -94,20 +155,8 @@ int cmd_compile(int argc, char **argv) {
   ModelConfig preset;
   int model;
   if (!program_or_model_arg(config, inline_text, &path, &preset, &prog, &model)) return EXIT_ERROR;
-  /* the device the schedules are chosen for: a built-in description (no device is opened) */
-  TargetDesc desc = target_default(target);
-  if (device) {
-    if (!target_builtin(device, &desc)) {
-      report_msg("unknown --device '%s' (known: %s for cuda; %s for cpu)", device, target_builtin_names(TARGET_CUDA),
-                 target_builtin_names(TARGET_CPU));
-      return EXIT_ERROR;
-    }
-    if (target_given && desc.kind != target) {
-      report_msg("--device %s is a %s device, not --target %s", device, target_name(desc.kind), target_name(target));
-      return EXIT_ERROR;
-    }
-    target = desc.kind;
-  }
+  TargetDesc desc;
+  if (!schedule_device(device, target_given, &target, &desc)) return EXIT_ERROR;
   FusionPolicy fusion = fusion_policy_for(target);
   if (fuse_recompute) fusion.allow_recompute = 1;
   if (no_fuse) fusion.fuse_reductions = 0;
@@ -118,25 +167,8 @@ int cmd_compile(int argc, char **argv) {
   int rc = EXIT_OK, ok;
   TuneLookup tl;
   int tuned = cli_use_tuning(c, &tl, no_tune, dims.n ? &dims : NULL);
-  if (config) { /* a built-in architecture, as `lathe bench --config` runs it (bf16 weights) */
-    ModelBuildOptions bo = {4096, DT_BF16, DT_F32, kv_block};
-    bo.fuse_projections = model_fuse_projections(kv_block > 0, target);
-    RandomQuant rq = {&preset, (int)scheme};
-    if (weights) {
-      bo.weight_type = random_quant_weight_type;
-      bo.weight_type_ctx = &rq;
-    }
-    ok = (c->graph = model_build(&preset, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
-  } else if (model) { /* the whole model's forward step, built from its config (weights are not read) */
-    ModelConfig cfg;
-    WeightStore *w = model_weights_open(path, &cfg, &d);
-    ModelBuildOptions bo = {cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096, DT_F32, DT_F32, kv_block};
-    bo.fuse_projections = model_fuse_projections(kv_block > 0, target);
-    ok = w && (c->graph = model_build(&cfg, &bo, c->arena, c->pool, &d)) && compile_graph(c, stage, &d);
-    weights_close(w);
-  } else {
-    ok = compile_source(c, prog.text, stage, &d);
-  }
+  ok = compile_input(c, config ? &preset : NULL, weights ? (int)scheme : -1, model ? path : NULL, prog.text, kv_block,
+                     stage, &d);
   if (!ok) {
     report(&d, config ? config : model ? path : prog.file);
     rc = EXIT_ERROR;
@@ -147,18 +179,7 @@ int cmd_compile(int argc, char **argv) {
       report(&d, config ? config : model ? path : prog.file);
       rc = EXIT_ERROR;
     }
-    FILE *f = out_path ? fopen(out_path, "w") : stdout;
-    if (!f) {
-      report_msg("cannot write %s", out_path);
-      rc = EXIT_ERROR;
-    } else {
-      fputs(sb_str(&b), f);
-      if (b.len && b.data[b.len - 1] != '\n') fputc('\n', f);
-      if (f != stdout && fclose(f)) {
-        report_msg("cannot write %s", out_path);
-        rc = EXIT_ERROR;
-      }
-    }
+    if (!write_text(&b, out_path)) rc = EXIT_ERROR;
     sb_free(&b);
   }
   if (tuned) tune_lookup_close(&tl);

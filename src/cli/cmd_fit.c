@@ -2,6 +2,7 @@
  * --gate: the reproduction gate of the prior lathe was built with, against the goldens. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../tune/goldens.h"
 #include "../tune/prior.h"
 #include "cli.h"
@@ -21,25 +22,29 @@ static void print_gate(const char *what, const Prior *p, const PriorKernel *k, i
 }
 
 int cmd_fit(int argc, char **argv) {
-  const char *from = "goldens", *out = "goldens/prior.json";
+  const char *from = "goldens", *out = NULL, *target = "cpu";
   int gate = 0;
   double bar = 90;
   Opt opts[] = {
       {"--from", NULL, OPT_STR, "DIR|FILE", "goldens to fit on (a file, or every *.json in a directory)", &from,
        .def = "goldens"},
-      {"--out", NULL, OPT_STR, "FILE", "where the fitted prior goes (the build embeds goldens/prior.json)", &out,
-       .def = "goldens/prior.json"},
+      {"--target", NULL, OPT_STR, "cpu|cuda", "fit on (or gate against) the goldens measured on this target", &target,
+       .def = "cpu"},
+      {"--out", NULL, OPT_STR, "FILE",
+       "where the fitted prior goes (the build embeds goldens/prior.json for the CPU, goldens/prior-cuda.json for CUDA)",
+       &out, .def = "goldens/prior.json, goldens/prior-cuda.json with --target cuda"},
       {"--gate", NULL, OPT_FLAG, NULL,
        "fit nothing: check the prior lathe was built with against the goldens (exit 1 below the bar)", &gate},
       {"--bar", NULL, OPT_NUM, "PCT", "the gate's bar: kernels whose pick is in the best half", &bar, 0, 100,
        .def = "90"},
   };
   CmdSpec spec = {"fit",
-                  "[--from DIR|FILE] [--out FILE] [--gate]",
+                  "[--from DIR|FILE] [--target cpu|cuda] [--out FILE] [--gate]",
                   "Fit the learned prior (a pairwise ranking model over kernel, schedule and target features) to the\n"
                   "goldens' measurements and write it as JSON; compiles that consult a tuning database use it where\n"
                   "no measurement exists. --gate checks the built-in prior instead: for each goldens kernel, is its\n"
-                  "pick among the measured schedules in their faster half?",
+                  "pick among the measured schedules in their faster half? Each target has its own prior, fitted on\n"
+                  "the goldens measured on it (their \"target\" field).",
                   opts,
                   sizeof opts / sizeof opts[0],
                   NULL,
@@ -47,19 +52,34 @@ int cmd_fit(int argc, char **argv) {
                   NULL};
   int r = opts_parse(&spec, argc, argv);
   if (r != OPTS_OK) return r == OPTS_HELP ? EXIT_OK : EXIT_ERROR;
+  Target t;
+  if (!strcmp(target, "cpu")) t = TARGET_CPU;
+  else if (!strcmp(target, "cuda")) t = TARGET_CUDA;
+  else {
+    report_msg("--target: '%s' is not cpu or cuda", target);
+    return EXIT_ERROR;
+  }
+  const char *prior_file = t == TARGET_CUDA ? "goldens/prior-cuda.json" : "goldens/prior.json";
+  if (!out) out = prior_file;
   Diag d = {0};
   PriorKernel *k = NULL;
   int n = 0, counted, passed;
-  if (!tune_goldens_load(from, &k, &n, &d)) {
+  if (!tune_goldens_load(from, target, &k, &n, &d)) {
     report(&d, NULL);
     prior_kernels_free(k, n);
     return EXIT_ERROR;
   }
+  if (!n) {
+    prior_kernels_free(k, n);
+    report_msg("%s: no goldens measured on %s (bench/tune_h200.sh makes CUDA ones)", from, target);
+    return EXIT_ERROR;
+  }
   if (gate) {
-    const Prior *p = prior_builtin();
+    const Prior *p = prior_builtin_for(t);
     if (!p->loaded) {
       prior_kernels_free(k, n);
-      report_msg("lathe was built without a prior (goldens/prior.json is empty): run lathe fit, then rebuild");
+      report_msg("lathe was built without a %s prior (%s is empty): run lathe fit%s, then rebuild", target, prior_file,
+                 t == TARGET_CUDA ? " --target cuda" : "");
       return EXIT_ERROR;
     }
     print_gate("prior gate", p, k, n, &counted, &passed);

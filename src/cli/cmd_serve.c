@@ -17,8 +17,8 @@
 
 typedef struct ServeArgs {
   const char *model, *target, *host, *api_key, *name, *pooling, *config, *dtype, *kv_dtype;
-  int port, max_seqs, max_queue, ctx, max_body, quiet, random_weights;
-  double drain_s;
+  int port, max_seqs, max_queue, ctx, max_body, quiet, random_weights, batch_invariant;
+  double drain_s, kv_memory_gb;
 } ServeArgs;
 
 static void log_line(void *ctx, const char *line) {
@@ -75,6 +75,13 @@ static int parse(int argc, char **argv, ServeArgs *a) {
       {"--target", NULL, OPT_STR, "auto|cuda|cpu", "where to run (auto: cuda when a GPU is present)", &a->target},
       {"--kv-dtype", NULL, OPT_STR, "auto|f32|bf16", "the KV cache's element type (auto: bf16 on CUDA, f32 on the CPU)",
        &a->kv_dtype},
+      {"--kv-memory", NULL, OPT_NUM, "GB", "the KV cache pool's size (so that other programs fit beside it)",
+       &a->kv_memory_gb, 1e-6, 1e6,
+       .def = "90% of the GPU memory the weights leave free; on the CPU 25%, at most 4 GB"},
+      {"--batch-invariant", NULL, OPT_FLAG, NULL,
+       "schedules whose results for a request do not depend on the rest of the batch (slower): every answer has "
+       "the tokens it has alone",
+       &a->batch_invariant},
       {"--config", NULL, OPT_STR, "NAME",
        "a built-in architecture instead of a model, with --random-weights (for benchmarks: prompts as token ids)",
        &a->config},
@@ -144,6 +151,8 @@ static Model *open_random(const ServeArgs *a, Backend **be) {
   ModelLoadOptions lo = {t, a->ctx, 1, 0, DT_F32};
   lo.kv_block = 16;
   lo.kv_seqs = a->max_seqs;
+  lo.kv_memory = (size_t)(a->kv_memory_gb * 1e9);
+  lo.batch_invariant = a->batch_invariant;
   lo.hidden_output = 1;
   Model *m = NULL;
   if (gen_kv_dtype(a->kv_dtype, t, &lo.kv_dtype)) {
@@ -190,6 +199,8 @@ int cmd_serve(int argc, char **argv) {
   g.hidden_output = 1; /* /v1/embeddings reads the final hidden states */
   g.concurrency = a.max_seqs;
   g.kv_dtype = a.kv_dtype;
+  g.kv_memory_gb = a.kv_memory_gb;
+  g.batch_invariant = a.batch_invariant;
   g.gen.sampling = sampler_defaults();
   const char *path = a.config ? a.config : a.model ? model_arg_resolve(a.model) : default_model_path();
   char *id = a.name ? NULL : model_id(path);
@@ -215,10 +226,12 @@ int cmd_serve(int argc, char **argv) {
   if (!(m = a.config ? open_random(&a, &be) : gen_open_model(&g, &be))) goto done;
   if (!a.quiet)
     fprintf(stderr,
-            "lathe: %s%s (%s, %d layers, context %d, %d KV blocks of %d, %s) on %s compiled in %.0f ms, loaded in "
-            "%.0f ms\n",
+            "lathe: %s%s (%s, %d layers, context %d, %d KV blocks of %d, %s, %.2f GB%s) on %s compiled in %.0f ms, "
+            "loaded in %.0f ms\n",
             path, a.config ? " with random weights" : "", m->cfg.arch_name, m->cfg.layers, m->max_ctx, m->kv_blocks,
-            m->kv_block, dtype_name(m->kv_dtype), target_name(m->backend->target.kind), m->compile_ms, m->load_ms);
+            m->kv_block, dtype_name(m->kv_dtype), (double)m->cache_bytes / 1e9,
+            a.batch_invariant ? ", batch-invariant" : "", target_name(m->backend->target.kind), m->compile_ms,
+            m->load_ms);
   EngineOptions eo = {0, a.max_seqs};
   if (!(e = engine_new(m, &eo, &d)) || !(loop = engine_loop_start(e, a.max_queue, &mx, &d))) {
     report(&d, NULL);

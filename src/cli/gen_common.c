@@ -254,6 +254,7 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
   lo.kv_block = a->kv_block;
   lo.kv_seqs = a->concurrency;
   lo.batch_invariant = a->batch_invariant;
+  lo.kv_memory = (size_t)(a->kv_memory_gb * 1e9);
   lo.hidden_output = a->hidden_output;
   if (!weights_option(a->weights, &lo) || !matmul_option(a->matmul, &lo.matmul) ||
       (a->kv_dtype && !gen_kv_dtype(a->kv_dtype, t, &lo.kv_dtype))) {

@@ -17,7 +17,8 @@ typedef struct GenArgs {
   char *prompt_owned;             /* a prompt read from a file or standard input */
   int concurrency;                /* generate: > 0 runs each line of the prompt as its own request, batched */
   int kv_block;                   /* > 0: the model is loaded for the batched engine (a paged KV cache) */
-  int batch_invariant;            /* generate --concurrency --batch-invariant */
+  int batch_invariant;            /* generate --concurrency --batch-invariant, serve --batch-invariant */
+  double kv_memory_gb;            /* serve --kv-memory: the paged pool's size (0: the default fraction) */
   int no_tune;                    /* the default schedules, ignoring the tuning database */
   int hidden_output;              /* serve: the batched step also outputs the final hidden states (embeddings) */
   const char *kv_dtype;           /* serve --kv-dtype: the paged pool's f32, bf16 or auto (gen_kv_dtype); NULL: f32 */

@@ -134,6 +134,7 @@ static void name_stmt_tree(Render *R, const KStmt *s) {
     vars[nv++] = m->m_var;
     vars[nv++] = m->k_var;
     for (int i = 0; i < m->nn; i++) vars[nv++] = m->n_var[i];
+    if (m->stat_body) vars[nv++] = m->stat_var;
   }
   if (s->kind == KS_FLASH && s->flash) {
     const KFlash *f = s->flash;

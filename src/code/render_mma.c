@@ -55,15 +55,30 @@ static void put_store_fn(Render *R, const KMma *m, int L) {
  * quantized weights' bf16 copies). */
 static int planes_words(const KMma *m) { return (int)(m->planes_at / 4); }
 
-/* The pre-pass: A at row lt_m and k = lt_k; then the bf16 copies of the quantized weights. */
+/* The pre-pass: A at row lt_m and k = lt_k (and the row statistic lt_stat it reads, if any: its body at
+ * row lt_m and position lt_r); then the bf16 copies of the quantized weights. */
 static void put_pack(Render *R, const KMma *m, int L) {
-  rc_line(R, L, "auto lt_fa = [&](const i64 lt_m, const i64 lt_k) -> float {");
+  if (!m->stat_body) {
+    rc_line(R, L, "auto lt_fa = [&](const i64 lt_m, const i64 lt_k) -> float {");
+  } else {
+    rc_line(R, L, "auto lt_fs = [&](const i64 lt_m, const i64 lt_r) -> float {");
+    rc_line(R, L + 1, "const i64 %s = lt_m;", R->var_name[m->m_var]);
+    rc_line(R, L + 1, "const i64 %s = lt_r;", R->var_name[m->stat_var]);
+    rc_put_return(R, L + 1, m->stat_body);
+    rc_line(R, L, "};");
+    rc_line(R, L, "auto lt_fa = [&](const i64 lt_m, const i64 lt_k, const float lt_stat) -> float {");
+    rc_line(R, L + 1, "const float %s = lt_stat;", R->tmp_name[m->stat_tmp]);
+  }
   rc_line(R, L + 1, "const i64 %s = lt_m;", R->var_name[m->m_var]);
   rc_line(R, L + 1, "const i64 %s = lt_k;", R->var_name[m->k_var]);
   rc_put_return(R, L + 1, m->a);
   rc_line(R, L, "};");
-  rc_line(R, L, "lt_mma_pack<%d, %lldLL, %d>(lt_M, lt_scratch, lt_fa);", m->a_parts, (long long)m->k_extent,
-          planes_words(m));
+  if (m->stat_body)
+    rc_line(R, L, "lt_mma_pack_stat<%d, %lldLL, %d, %lldLL>(lt_M, lt_scratch, lt_fs, lt_fa);", m->a_parts,
+            (long long)m->k_extent, planes_words(m), (long long)m->stat_extent);
+  else
+    rc_line(R, L, "lt_mma_pack<%d, %lldLL, %d>(lt_M, lt_scratch, lt_fa);", m->a_parts, (long long)m->k_extent,
+            planes_words(m));
   /* each quantized weight's bf16 copy: 8 elements per thread, decoded by lt_dq8_FORMAT (lt_dq_FORMAT's values) */
   for (int b = 0; b < m->nb; b++) {
     if (m->wq_at[b] < 0 || (b == 1 && m->b[1]->ival == m->b[0]->ival)) continue;

@@ -65,6 +65,12 @@ typedef struct KMma {
    * prod_at[b] * M + row * prod_rows[b] + the weight row its column reads */
   int64_t prod_at[2], prod_rows[2];
   KMmaRole role;
+  /* MMA_PACK, stat_body != NULL: a row statistic the pre-pass computes first, one block per row: the sum of
+   * stat_body over stat_var < stat_extent at row m_var (a norm's sum of squares), which A reads as temporary
+   * stat_tmp. The kernel that computed it on its own (kl_mma_fuse_row_stat) launches nothing then. */
+  Expr *stat_body;
+  int stat_var, stat_tmp;
+  int64_t stat_extent;
   int smem_limit; /* bytes of static shared memory a block may use (the device's, TargetDesc) */
   /* A quantized weight b (a block-format [rows][k] buffer) is read by the GEMM as its bf16 copy at byte
    * wq_at[b] of the scratch (-1: weight b is bf16 and read where it is), which the pre-pass writes (each element
@@ -226,6 +232,13 @@ typedef struct KProgram {
 } KProgram;
 
 KProgram *kernel_from_tile(const TileProgram *tp, Diag *d);
+/* Kernel i's tensor-core pre-pass takes over kernel i - 1 where that one only computes a row statistic (or a
+ * row normalized by one) that no other kernel reads: the pre-pass computes it per row, and kernel i - 1
+ * launches nothing whenever the GEMM variant runs. Returns whether it did. */
+int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i);
+/* CUDA: runs of consecutive independent elementwise kernels (RoPE of q and the K and V cache scatters) become
+ * one kernel each, launched from the run's first slot (kernel/merge.c). Returns how many it made. */
+int kl_merge_elementwise(KProgram *kp);
 /* `--ir kernel`: the statement tree, e.g.  smem s0[8] f32; v = warp_sum(v); barrier */
 void kernel_print(StrBuf *b, const KProgram *kp);
 #endif

@@ -161,6 +161,11 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
       ex_print(b, m->m_extent, nm);
       sb_printf(b, ", %s < %lld: ", pn_var(n, m->k_var), (long long)m->k_extent);
       ex_print(b, m->a, nm);
+      if (m->stat_body) {
+        sb_printf(b, "; first, one block per row: stat = sum over %s < %lld of ", pn_var(n, m->stat_var),
+                  (long long)m->stat_extent);
+        ex_print(b, m->stat_body, nm);
+      }
       for (int w = 0; w < m->nb; w++)
         if (m->wq_at[w] >= 0 && !(w == 1 && m->b[1]->ival == m->b[0]->ival)) {
           sb_puts(b, "; dequantize ");

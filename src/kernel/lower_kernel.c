@@ -169,6 +169,16 @@ static void lower_body(Lower *L) {
     emit_point(L, loop, ex_var(P, pv));
     kk->grid = ex_int(P, 1);
     kk->block = 1;
+  } else if (L->s.red == RS_BLOCK && L->s.block_fill > 0) {
+    /* at most block_fill blocks, each walking the points block_fill apart */
+    Expr *fill = ex_int(P, L->s.block_fill);
+    int pv = kl_new_var(L, "p");
+    KStmt *loop = kl_st_for(L, root, pv, ex_hw(P, HW_BLOCK), npoints, fill);
+    emit_point(L, loop, ex_var(P, pv));
+    /* the next point's block-wide partials reuse the shared slots that this one's result was read from */
+    kl_st_barrier(L, loop);
+    kk->grid = ex_bin(P, X_MIN, npoints, fill);
+    kk->block = B;
   } else if (L->s.red == RS_BLOCK) {
     Expr *p = kl_decl_tmp(L, root, DT_I64, "p", ex_hw(P, HW_BLOCK), NULL);
     emit_point(L, root, p);
@@ -467,5 +477,7 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d) {
     const TileChoice *c = &tp->kernels[i].c;
     if (c->by >= 0 && c->by < tp->nkernels) replace_by_attention(tp, i, &kp->kernels[i]);
   }
+  for (int i = 1; i < tp->nkernels; i++) kl_mma_fuse_row_stat(tp, kp, i);
+  kl_merge_elementwise(kp);
   return kp;
 }

@@ -136,8 +136,8 @@ void kl_mma_pack_kernel(Lower *L) {
 }
 
 typedef struct SigNames {
-  const Lower *L;
-  int m_var, k_var;
+  const LProgram *lp;
+  int m_var, k_var, stat_var;
   char tmp[16];
 } SigNames;
 
@@ -145,13 +145,14 @@ static const char *sig_var(void *ctx, int v) {
   SigNames *n = ctx;
   if (v == n->m_var) return "m";
   if (v == n->k_var) return "k";
+  if (v == n->stat_var) return "r";
   snprintf(n->tmp, sizeof n->tmp, "v%d", v);
   return n->tmp;
 }
 
 static const char *sig_buf(void *ctx, int b, MemSpace space) {
   SigNames *n = ctx;
-  return space == MEM_GLOBAL && b >= 0 && b < n->L->lp->nbufs ? n->L->lp->bufs[b].name : "?";
+  return space == MEM_GLOBAL && b >= 0 && b < n->lp->nbufs ? n->lp->bufs[b].name : "?";
 }
 
 static void a_bufs(const Expr *e, KGemmLib *lib) {
@@ -172,18 +173,27 @@ static const char *sig_other(void *ctx, int i) {
   return n->tmp;
 }
 
-/* KGemmLib.a_sig and a_bufs: what the pre-pass writes into the planes, as text two kernels can compare. */
-static void a_signature(Lower *L, const KMma *m, KGemmLib *lib) {
-  SigNames n = {L, m->m_var, m->k_var, ""};
+/* KGemmLib.a_sig and a_bufs: what the pre-pass writes into the planes (with the row statistic it computes
+ * first, if any) and where, as text two kernels can compare. A pre-pass that also writes quantized weights' bf16
+ * copies is never skipped (na_bufs -1): those copies are its GEMM's own. */
+static void a_signature(const LProgram *lp, Arena *arena, const KMma *m, KGemmLib *lib) {
+  SigNames n = {lp, m->m_var, m->k_var, m->stat_body ? m->stat_var : -1, ""};
   ExprNames nm = {&n, sig_var, sig_buf, sig_other, sig_other, sig_other};
   StrBuf b = {0};
-  sb_printf(&b, "parts %d, k %lld, rows ", m->a_parts, (long long)m->k_extent);
+  sb_printf(&b, "parts %d, k %lld, planes at %lld, rows ", m->a_parts, (long long)m->k_extent, (long long)m->planes_at);
   ex_print(&b, m->m_extent, &nm);
   sb_puts(&b, ": ");
   ex_print(&b, m->a, &nm);
-  lib->a_sig = arena_strdup(L->arena, sb_str(&b));
+  if (m->stat_body) {
+    sb_printf(&b, "; x%d = sum over r < %lld of ", m->stat_tmp, (long long)m->stat_extent);
+    ex_print(&b, m->stat_body, &nm);
+  }
+  lib->a_sig = arena_strdup(arena, sb_str(&b));
   sb_free(&b);
+  lib->na_bufs = 0;
   a_bufs(m->a, lib);
+  a_bufs(m->stat_body, lib);
+  if (reads_quantized(m)) lib->na_bufs = -1;
 }
 
 /* Whether buffer b read or written at idx is laid out as the products are: element (row m_var, column n_var) at
@@ -271,9 +281,210 @@ void kl_mma_library(Lower *L) {
   kk->scratch = ex_bin(P, X_MAX, kk->scratch, scratch_after_planes(P, m, products));
   lib->epilogue = companion_kernel(L, &em, MMA_EPILOGUE, ex_mul(P, m->m_extent, ex_int(P, m->n_total)));
   lib->planes_at = m->planes_at;
-  a_signature(L, m, lib);
-  /* the pre-pass also writes the weights' bf16 copies: a kernel that reads quantized weights never skips it */
-  if (reads_quantized(m)) lib->na_bufs = -1;
+  a_signature(L->lp, L->arena, m, lib);
   direct_output(L, m, lib);
   kk->lib = lib;
+}
+
+/* Whether e reads buffer buf. */
+static int reads_buf(const Expr *e, int buf) {
+  if (!e || !(e->flags & EXF_LOAD)) return 0;
+  if (e->op == X_LOAD && e->ival == buf) return 1;
+  int n = e->op == X_LOAD ? e->n : ex_op_arity(e->op);
+  for (int i = 0; i < n; i++)
+    if (reads_buf(e->a[i], buf)) return 1;
+  return 0;
+}
+
+static int kernel_reads_buf(const LKernel *k, int buf) {
+  for (int i = 0; i < k->nphase; i++)
+    if (reads_buf(k->phases[i].body, buf)) return 1;
+  for (int d = 0; d < LT_MAX_RANK; d++)
+    if (reads_buf(k->out_idx[d], buf)) return 1;
+  return reads_buf(k->value, buf) || reads_buf(k->out_valid, buf);
+}
+
+typedef struct StatSubst {
+  int buf;           /* the statistic kernel's output */
+  Expr *value;       /* what a load of it becomes (NULL until the first load) */
+  Expr *const *vars; /* the statistic kernel's variables -> expressions of the GEMM's */
+  int nvars;
+  const LKernel *k0;
+  Expr *stat;  /* the statistic's temporary */
+  int refused; /* a load at another index, or an index the statistic kernel's store cannot be matched to */
+  Expr *at[LT_MAX_RANK];
+} StatSubst;
+
+static Expr *acc_to_stat(void *ctx, ExprPool *p, Expr *e) {
+  (void)p;
+  StatSubst *s = ctx;
+  return e->op == X_ACC ? s->stat : e;
+}
+
+/* A load of the statistic kernel's output becomes that kernel's stored value at the load's index. */
+static Expr *load_to_value(void *ctx, ExprPool *P, Expr *e) {
+  StatSubst *s = ctx;
+  if (e->op != X_LOAD || e->ival != s->buf || s->refused) return e;
+  if (s->value) {
+    for (int d = 0; d < e->n; d++) s->refused |= e->a[d] != s->at[d];
+    return s->value;
+  }
+  const LKernel *k0 = s->k0;
+  Expr *to[L_MAX_VARS] = {0};
+  memcpy(to, s->vars, sizeof(Expr *) * (size_t)s->nvars);
+  for (int d = 0; d < e->n; d++) {
+    s->at[d] = e->a[d];
+    const Expr *o = k0->out_idx[d];
+    if (o->op != X_VAR || o->ival >= L_MAX_VARS || (to[o->ival] && to[o->ival] != e->a[d])) {
+      s->refused = 1;
+      return e;
+    }
+    to[o->ival] = e->a[d];
+  }
+  uint64_t mapped = 0;
+  for (int v = 0; v < L_MAX_VARS; v++)
+    if (to[v]) mapped |= 1ull << v;
+  if (k0->value->varmask & ~mapped) {
+    s->refused = 1;
+    return e;
+  }
+  Expr *v = ex_rewrite(P, ex_subst_vars(P, k0->value, L_MAX_VARS, to), acc_to_stat, s);
+  s->value = ex_cast(P, (DType)e->dtype, v);
+  return s->value;
+}
+
+typedef struct SymSet {
+  const char *name[32];
+  int n;
+} SymSet;
+
+static void sym_node(void *ctx, const Expr *e) {
+  SymSet *s = ctx;
+  if (e->op != X_SYM) return;
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->name[i], e->name)) return;
+  if (s->n < 32) s->name[s->n++] = e->name;
+}
+
+static int has_sym(const char *const *names, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], name)) return 1;
+  return 0;
+}
+
+/* kk's symbol parameters with those of `more` added, in the program's order (as every kernel passes them);
+ * 0 where that is not possible (a symbol the program does not name, or more than 16). */
+static int merged_syms(const LProgram *lp, const KKernel *kk, const SymSet *more, const char **out, int *nout) {
+  int n = 0;
+  for (int i = 0; i < lp->nsymbols; i++)
+    if (has_sym(kk->syms, kk->nsyms, lp->symbols[i]) || has_sym(more->name, more->n, lp->symbols[i])) {
+      if (n == 16) return 0;
+      out[n++] = lp->symbols[i];
+    }
+  for (int i = 0; i < kk->nsyms; i++)
+    if (!has_sym(lp->symbols, lp->nsymbols, kk->syms[i])) return 0;
+  for (int i = 0; i < more->n; i++)
+    if (!has_sym(lp->symbols, lp->nsymbols, more->name[i])) return 0;
+  *nout = n;
+  return 1;
+}
+
+int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i) {
+  if (i < 1 || i >= kp->nkernels) return 0;
+  const LProgram *lp = tp->loop;
+  ExprPool *P = lp->pool;
+  KKernel *k0k = &kp->kernels[i - 1], *gk = &kp->kernels[i];
+  const LKernel *k0 = tp->kernels[i - 1].k, *k1 = tp->kernels[i].k;
+  KKernel *pre = gk->alt ? gk->alt->pre : NULL;
+  if (!pre || !pre->body || pre->body->nbody != 1 || pre->body->body[0]->kind != KS_MMA) return 0;
+  KMma *m = pre->body->body[0]->mma;
+  if (m->role != MMA_PACK || m->stat_body || !gk->alt_when) return 0;
+  /* the statistic's kernel: a plain kernel of one sum over a fixed extent, its value a function of it */
+  if (k0k->alt || k0k->skip || k0k->pre || k0k->lib || tp->kernels[i - 1].c.by >= 0) return 0;
+  if (k0->nphase != 1 || k0->out_valid || k0->phases[0].naxes != 1 || k0->phases[0].op != RED_ADD ||
+      k0->phases[0].acc_dtype != DT_F32 || (k0->phases[0].body->flags & (EXF_ACC | EXF_TMP | EXF_HW)))
+    return 0;
+  const LAxis *ax = &k0->phases[0].axes[0];
+  if (ax->extent->op != X_CONST || ax->extent->ival < 1) return 0;
+  const int buf = k0->out_buf;
+  if (lp->bufs[buf].kind != BUF_TEMP) return 0;
+  for (int j = 0; j < tp->nkernels; j++)
+    if (j != i - 1 && j != i && kernel_reads_buf(tp->kernels[j].k, buf)) return 0;
+  /* the GEMM kernel reads it only through A */
+  for (int d = 0; d < LT_MAX_RANK; d++)
+    if (reads_buf(k1->out_idx[d], buf)) return 0;
+  if (reads_buf(k1->value, buf) || reads_buf(k1->out_valid, buf) || !reads_buf(m->a, buf)) return 0;
+  if (pre->nvars >= L_MAX_VARS || pre->ntmps >= K_MAX_TMPS) return 0;
+  int stat_var = pre->nvars > k1->nvars ? pre->nvars : k1->nvars;
+  if (stat_var >= L_MAX_VARS) return 0;
+  int stat_tmp = pre->ntmps;
+  Expr *to[L_MAX_VARS] = {0};
+  StatSubst s = {buf, NULL, to, L_MAX_VARS, k0, ex_tmp(P, stat_tmp, DT_F32), 0, {0}};
+  Expr *a = ex_rewrite(P, m->a, load_to_value, &s);
+  if (s.refused || !s.value || reads_buf(a, buf)) return 0;
+  /* the statistic's body at the row the GEMM reads: the store's index variables as the load's, the sum's own
+   * variable as the pre-pass's new one; it may depend on the row only */
+  to[ax->var] = ex_var(P, stat_var);
+  for (int d = 0; d < lp->bufs[buf].shape.rank; d++) to[k0->out_idx[d]->ival] = s.at[d];
+  uint64_t mapped = 0;
+  for (int v = 0; v < L_MAX_VARS; v++)
+    if (to[v]) mapped |= 1ull << v;
+  Expr *body0 = k0->phases[0].body;
+  if (body0->varmask & ~mapped) return 0;
+  Expr *body = ex_subst_vars(P, body0, L_MAX_VARS, to);
+  if (body->varmask & ~((1ull << m->m_var) | (1ull << stat_var))) return 0;
+  if (a->varmask & ~((1ull << m->m_var) | (1ull << m->k_var))) return 0;
+  /* the buffers the statistic's kernel read that the GEMM did not become parameters of the GEMM and its pre-pass
+   * and epilogue (which share its parameters), so they also live until the GEMM */
+  KGemmLib probe = {0};
+  a_bufs(a, &probe);
+  a_bufs(body, &probe);
+  if (probe.na_bufs < 0) return 0;
+  int add[LIB_MAX_A_BUFS], nadd = 0;
+  for (int b = 0; b < probe.na_bufs; b++) {
+    if (param_of(pre, probe.a_bufs[b], 0) >= 0) continue;
+    if (param_of(pre, probe.a_bufs[b], 1) >= 0) return 0; /* the GEMM writes what it would read */
+    add[nadd++] = probe.a_bufs[b];
+  }
+  if (pre->nparams + nadd > K_MAX_PARAMS) return 0;
+  /* and the symbols of their shapes and of the new expressions */
+  SymSet more = {{0}, 0};
+  ex_visit(a, sym_node, &more);
+  ex_visit(body, sym_node, &more);
+  for (int b = 0; b < nadd; b++)
+    for (int d = 0; d < lp->bufs[add[b]].shape.rank; d++) ex_visit(lp->bufs[add[b]].shape.dim[d], sym_node, &more);
+  const char *syms[16];
+  int nsyms = 0;
+  if (more.n == 32 || !merged_syms(lp, pre, &more, syms, &nsyms)) return 0;
+  KKernel *shares[3] = {gk->alt, pre, gk->alt->lib ? gk->alt->lib->epilogue : NULL};
+  for (int j = 0; j < 3; j++) {
+    if (!shares[j]) continue;
+    for (int b = 0; b < nadd; b++) shares[j]->params[shares[j]->nparams++] = (KParam){add[b], 0};
+    memcpy(shares[j]->syms, syms, sizeof syms);
+    shares[j]->nsyms = nsyms;
+  }
+  m->a = a;
+  m->stat_body = body;
+  m->stat_var = stat_var;
+  m->stat_tmp = stat_tmp;
+  m->stat_extent = ax->extent->ival;
+  pre->nvars = stat_var + 1;
+  pre->var_names[stat_var] = "r_stat";
+  pre->tmp_dtype[stat_tmp] = DT_F32;
+  pre->tmp_names[pre->ntmps++] = "stat";
+  /* one block per row (the quantized weights' copies, if any, in a grid-stride loop over those blocks) */
+  pre->grid = m->m_extent;
+  if (gk->alt->lib) a_signature(lp, lp->arena, m, gk->alt->lib);
+  /* kernel i - 1 launches nothing where the GEMM runs: under its condition, on devices with tensor cores */
+  KKernel *skip = ARENA_NEW(lp->arena, KKernel);
+  skip->name = arena_printf(lp->arena, "%s_skip", k0k->name);
+  skip->skip = 1;
+  skip->by = pre->name;
+  skip->grid = ex_int(P, 0);
+  skip->block = 32;
+  skip->sched = k0k->sched;
+  skip->tensor_cores = 1;
+  k0k->alt = skip;
+  k0k->alt_when = gk->alt_when;
+  return 1;
 }

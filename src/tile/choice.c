@@ -148,6 +148,12 @@ int tile_knobs_check(const LKernel *k, const TargetDesc *dev, const Schedule *s,
     diag_error(d, 0, 0, "kernel %s: flash-decoding needs a number of blocks to fill (decode_fill >= 1)", name);
     return 0;
   }
+  if (s->block_fill < 0 || s->block_fill > (1 << 24) ||
+      (s->block_fill && (dev->kind != TARGET_CUDA || s->red != RS_BLOCK || s->flash_decode))) {
+    diag_error(d, 0, 0, "kernel %s: a block fill (%d) needs a CUDA block per point (red=block), no flash-decoding",
+               name, s->block_fill);
+    return 0;
+  }
   return 1;
 }
 

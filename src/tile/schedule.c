@@ -134,6 +134,32 @@ static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
     }
 }
 
+/* A row-wise normalization (RMSNorm, LayerNorm, softmax): reductions over a row of constant length, then that
+ * row written (one inner axis of the same length). Its elements per row; 0 for any other kernel. */
+static int64_t normalized_row(const LKernel *k) {
+  if (k->nphase < 1 || k->ninner != 1 || k->inner[0].extent->op != X_CONST) return 0;
+  int64_t n = k->inner[0].extent->ival;
+  for (int i = 0; i < k->nphase; i++)
+    if (k->phases[i].naxes != 1 || !ex_is_int_const(k->phases[i].axes[0].extent, n)) return 0;
+  return n;
+}
+
+/* Threads per row so that the rows the device runs at once fit in half its L2 cache, for a normalization whose
+ * rows (pts of them, known) do not fit in it all together; 0: no such need. A normalization reads its row once
+ * per reduction and once more to write it: a warp per row keeps 64 rows on every multiprocessor (8,448 rows of
+ * 16 KB on an H200, 135 MB), so every pass after the first misses the 50 MB L2 and goes to memory again, which
+ * caps RMSNorm at 2/3 of the bandwidth floor and LayerNorm and softmax at 1/2 (session 11: 67%, 49% and 42%
+ * tuned). With fewer rows in flight the later passes hit the cache. LATHE_ROWS_IN_L2=0 keeps the warp per row. */
+static int threads_for_rows_in_l2(const LKernel *k, const TargetDesc *dev, int64_t pts) {
+  int64_t row = normalized_row(k), row_bytes = row * 4; /* f32 activations */
+  if (!row || dev->l2_bytes <= 0 || pts * row_bytes <= dev->l2_bytes || !setting_bool(SET_ROWS_IN_L2, 1)) return 0;
+  int T = dev->warp_size;
+  while (T < dev->max_threads_per_block &&
+         (int64_t)dev->sms * (dev->max_threads_per_sm / T) * row_bytes > dev->l2_bytes / 2)
+    T *= 2;
+  return T;
+}
+
 /* The knobs before the matchers: tensor cores, flash attention and flash-decoding proposed wherever the
  * nest might take them. */
 static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
@@ -178,6 +204,8 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   const int64_t half_device = (int64_t)dev->sms * (dev->max_threads_per_sm / 2);
   int T = warp;
   while (T < dev->max_threads_per_block && pts * T < half_device && w >= (int64_t)T * 2 * 16) T *= 2;
+  const int T_l2 = work >= 0 ? threads_for_rows_in_l2(k, dev, pts) : 0;
+  if (T_l2 > T) T = T_l2;
   if (T == warp) {
     s.red = RS_WARP;
     s.block_threads = 128;

@@ -23,7 +23,8 @@ static const Field fields[] = {F("threads", block_threads),
                                F("dfill", decode_fill),
                                F("fill", gemm_fill),
                                F("lib", gemm_library),
-                               F("romp", rows_omp)};
+                               F("romp", rows_omp),
+                               F("bfill", block_fill)};
 #undef F
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 

@@ -20,6 +20,7 @@ static Schedule canonical(Schedule s, Target t) {
   if (!s.mma) s.gemm_fill = 0, s.gemm_library = 0;
   if (s.mma || s.flash) s.rows_serial = 0;
   if (!s.flash_decode) s.decode_fill = 0;
+  if (s.red != RS_BLOCK || s.flash_decode || t != TARGET_CUDA) s.block_fill = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
   else s.omp = 0, s.rows_omp = 0;
   return s;
@@ -79,9 +80,9 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   /* the kernel's own form: (strategy, threads) pairs and vector widths */
   typedef struct Self {
     RedStrategy red;
-    int threads;
+    int threads, fill;
   } Self;
-  Self self[16];
+  Self self[32];
   int nself = 0;
   static const int vecs[] = {1, 2, 4, 8};
   int nvec = 4;
@@ -91,8 +92,14 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
     static const int serial_t[] = {128, 256}, warp_t[] = {128, 256}, block_t[] = {64, 128, 256, 512, 1024};
     for (int i = 0; i < 2; i++) self[nself++] = (Self){RS_SERIAL, serial_t[i]};
     for (int i = 0; i < 2; i++) self[nself++] = (Self){RS_WARP, warp_t[i]};
+    /* a block per point, and with many points (known) a grid of one or two blocks per multiprocessor walking them */
+    int64_t pts = 1;
+    for (int i = 0; i < k->npar && pts > 0; i++)
+      pts = k->par[i].extent->op == X_CONST ? pts * k->par[i].extent->ival : -1;
+    const int fills = k->nphase > 0 && pts >= 4 * (int64_t)dev->sms ? 2 : 0;
     for (int i = 0; i < 5; i++)
-      if (block_t[i] <= dev->max_threads_per_block) self[nself++] = (Self){RS_BLOCK, block_t[i]};
+      if (block_t[i] <= dev->max_threads_per_block)
+        for (int f = 0; f <= fills; f++) self[nself++] = (Self){RS_BLOCK, block_t[i], f * dev->sms};
   } else { /* one thread per point: only the block size */
     static const int t[] = {64, 128, 256, 512, 1024};
     for (int i = 0; i < 5; i++)
@@ -114,6 +121,7 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
             if (!dc) {
               s.red = self[si].red;
               s.block_threads = self[si].threads;
+              s.block_fill = self[si].fill;
               s.vec = nvec == 1 && dev->kind == TARGET_CUDA ? def->vec : vecs[vi];
             }
             s.omp = s.rows_omp = o; /* the variant's OpenMP as the kernel's */

@@ -55,6 +55,10 @@ typedef struct Schedule {
   /* CUDA flash-decoding: key chunks per row chosen so the grid holds about this many blocks in all
    * (two on each multiprocessor) */
   int decode_fill;
+  /* CUDA, a block per point (RS_BLOCK): at most this many blocks, each taking every block_fill-th point in turn
+   * (a grid-stride loop), so fewer rows are in flight at once (a long-row normalization's later passes then
+   * find its row in L1 / L2); 0: a block per point */
+  int block_fill;
 } Schedule;
 
 /* Work (points times their reduction and inner elements) from which a CPU kernel takes OpenMP: a

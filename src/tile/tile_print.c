@@ -52,6 +52,10 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
       sb_printf(b, " -> grid(ceil(");
       points(b, k);
       sb_printf(b, "/%d)) x warp(%d per block)", s->block_threads / warp, s->block_threads / warp);
+    } else if (s->block_fill > 0) {
+      sb_puts(b, " -> grid(min(");
+      points(b, k);
+      sb_printf(b, ", %d)) walking every %d-th", s->block_fill, s->block_fill);
     } else {
       sb_puts(b, " -> grid(");
       points(b, k);

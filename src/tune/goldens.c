@@ -94,7 +94,7 @@ void prior_kernels_free(PriorKernel *k, int n) {
   free(k);
 }
 
-static int load_file(const char *file, PriorKernel **out, int *n, int *cap, Diag *d) {
+static int load_file(const char *file, const char *target, PriorKernel **out, int *n, int *cap, Diag *d) {
   json_error_t err;
   json_t *root = json_load_file(file, 0, &err);
   if (!root) {
@@ -110,6 +110,8 @@ static int load_file(const char *file, PriorKernel **out, int *n, int *cap, Diag
     return 0;
   }
   int ok = 1;
+  const char *measured_on = json_string_value(json_object_get(root, "target"));
+  if (target && (!measured_on || strcmp(measured_on, target))) json_array_clear(list); /* another target's */
   for (size_t i = 0; ok && i < json_array_size(list); i++) {
     json_t *k = json_array_get(list, i), *features = json_object_get(k, "features"), *pool = json_object_get(k, "pool");
     if (!json_is_array(features) || json_array_size(features) != PRIOR_KERNEL_FEATURES || !json_is_array(pool)) {
@@ -159,7 +161,7 @@ static int load_file(const char *file, PriorKernel **out, int *n, int *cap, Diag
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-int tune_goldens_load(const char *path, PriorKernel **out, int *n, Diag *d) {
+int tune_goldens_load(const char *path, const char *target, PriorKernel **out, int *n, Diag *d) {
   *out = NULL;
   *n = 0;
   int cap = 0;
@@ -168,7 +170,7 @@ int tune_goldens_load(const char *path, PriorKernel **out, int *n, Diag *d) {
     diag_error(d, 0, 0, "%s: no such file or directory", path);
     return 0;
   }
-  if (!S_ISDIR(st.st_mode)) return load_file(path, out, n, &cap, d);
+  if (!S_ISDIR(st.st_mode)) return load_file(path, target, out, n, &cap, d);
   DIR *dir = opendir(path);
   if (!dir) {
     diag_error(d, 0, 0, "%s: cannot read the directory", path);
@@ -178,7 +180,7 @@ int tune_goldens_load(const char *path, PriorKernel **out, int *n, Diag *d) {
   int nn = 0, ok = 1;
   for (struct dirent *e; (e = readdir(dir));) {
     size_t len = strlen(e->d_name);
-    if (len < 6 || strcmp(e->d_name + len - 5, ".json") || !strcmp(e->d_name, "prior.json")) continue;
+    if (len < 6 || strcmp(e->d_name + len - 5, ".json") || !strncmp(e->d_name, "prior", 5)) continue;
     names = realloc(names, sizeof *names * (size_t)(nn + 1));
     names[nn++] = strdup(e->d_name);
   }
@@ -187,7 +189,7 @@ int tune_goldens_load(const char *path, PriorKernel **out, int *n, Diag *d) {
   for (int i = 0; ok && i < nn; i++) {
     char file[4096];
     snprintf(file, sizeof file, "%s/%s", path, names[i]);
-    ok = load_file(file, out, n, &cap, d);
+    ok = load_file(file, target, out, n, &cap, d);
   }
   for (int i = 0; i < nn; i++) free(names[i]);
   free(names);

@@ -18,8 +18,10 @@ typedef struct GoldensInfo {
  * measurements in db at those sizes into file. *kernels: structures written (those with a measurement). */
 int tune_goldens_export(const Compilation *c, const SymEnv *env, TuneDb *db, const GoldensInfo *info, const char *file,
                         int *kernels, int *measurements, Diag *d);
-/* Every measured kernel of a goldens file, or of every *.json goldens file in a directory (in name order):
- * its features and its ok measurements (one per schedule, the latest). *out is malloc'ed (prior_kernels_free). */
-int tune_goldens_load(const char *path, PriorKernel **out, int *n, Diag *d);
+/* Every measured kernel of a goldens file, or of every *.json goldens file in a directory (in name order; the
+ * priors, prior*.json, are not goldens): its features and its ok measurements (one per schedule, the latest).
+ * target: only goldens measured on that target ("cpu", "cuda"; their "target" field); NULL: all. *out is
+ * malloc'ed (prior_kernels_free). */
+int tune_goldens_load(const char *path, const char *target, PriorKernel **out, int *n, Diag *d);
 void prior_kernels_free(PriorKernel *k, int n);
 #endif

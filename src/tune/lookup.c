@@ -80,9 +80,10 @@ static int by_prior(TuneLookup *l, const LProgram *p, const LKernel *k, const Ta
                     Schedule *s, char *why, size_t nwhy) {
   ScheduleSpace sp;
   Diag ignored = {0};
-  /* the shipped prior is fitted on CPU goldens only: on the H200 its picks made a tuned decode 0.67x and a
-   * prefill 9x slower (bench/RESULTS.md, session 11), so GPU kernels keep their defaults until GPU goldens exist */
-  if (!l->prior || !l->prior->loaded || dev->kind != TARGET_CPU || !schedule_space(p, k, dev, mm, s, &sp, &ignored)) {
+  /* each target its own prior: on the H200 the CPU-fitted one's picks made a tuned decode 0.67x and a prefill 9x
+   * slower (bench/RESULTS.md, session 11); CUDA's stays empty (the defaults) until fitted on GPU goldens */
+  const Prior *prior = dev->kind == TARGET_CUDA ? l->prior_cuda : dev->kind == TARGET_CPU ? l->prior : NULL;
+  if (!prior || !prior->loaded || !schedule_space(p, k, dev, mm, s, &sp, &ignored)) {
     snprintf(why, nwhy, "default: no measurement");
     return 0;
   }
@@ -90,9 +91,9 @@ static int by_prior(TuneLookup *l, const LProgram *p, const LKernel *k, const Ta
   double kf[PRIOR_KERNEL_FEATURES];
   prior_kernel_features(k, l->env, dev, kf);
   int pick = 0;
-  double def = prior_score(l->prior, kf, &sp.s[0]), best = def;
+  double def = prior_score(prior, kf, &sp.s[0]), best = def;
   for (int i = 1; i < sp.n; i++) {
-    double sc = prior_score(l->prior, kf, &sp.s[i]);
+    double sc = prior_score(prior, kf, &sp.s[i]);
     if (sc > best) best = sc, pick = i;
   }
   if (pick == 0) {
@@ -144,7 +145,7 @@ static int lookup(void *ctx, const LProgram *p, const LKernel *k, const TargetDe
 }
 
 int tune_lookup_open(TuneLookup *l, const char *path, const SymEnv *env, int driver) {
-  *l = (TuneLookup){{l, lookup}, NULL, env, driver, 0, prior_builtin()};
+  *l = (TuneLookup){{l, lookup}, NULL, env, driver, 0, prior_builtin(), prior_builtin_for(TARGET_CUDA)};
   struct stat st;
   if (stat(path, &st) != 0) return 0; /* never tuned: nothing to consult, and no file is created */
   Diag d = {0};

@@ -14,7 +14,8 @@ typedef struct TuneLookup {
   const SymEnv *env; /* the symbols' values to take measurements of; NULL: each kernel's latest bucket */
   int driver;        /* the CUDA driver's version (device identity) */
   int warned;
-  const Prior *prior; /* where nothing is measured (prior_builtin(); loaded 0: none) */
+  const Prior *prior;      /* CPU kernels, where nothing is measured (prior_builtin(); loaded 0: none) */
+  const Prior *prior_cuda; /* CUDA kernels (prior_builtin_for(TARGET_CUDA): fitted on GPU goldens only) */
 } TuneLookup;
 
 /* 1 with l->source ready when the database at path exists and opens; 0 when there is no such file (nothing

@@ -119,17 +119,28 @@ char *prior_to_json(const Prior *p) {
   return text;
 }
 
-extern const char lt_embed_prior[]; /* goldens/prior.json, embedded by the Makefile */
+extern const char lt_embed_prior[];      /* goldens/prior.json, embedded by the Makefile */
+extern const char lt_embed_prior_cuda[]; /* goldens/prior-cuda.json */
+
+static const Prior *parsed_once(const char *text, Prior *p, int *parsed) {
+  if (!*parsed) {
+    Diag d = {0};
+    if (!prior_parse(text, "the built-in prior", p, &d)) memset(p, 0, sizeof *p); /* never shipped */
+    *parsed = 1;
+  }
+  return p;
+}
 
 const Prior *prior_builtin(void) {
   static Prior p;
   static int parsed;
-  if (!parsed) {
-    Diag d = {0};
-    if (!prior_parse(lt_embed_prior, "the built-in prior", &p, &d)) memset(&p, 0, sizeof p); /* never shipped */
-    parsed = 1;
-  }
-  return &p;
+  return parsed_once(lt_embed_prior, &p, &parsed);
+}
+
+const Prior *prior_builtin_for(Target t) {
+  static Prior cuda;
+  static int parsed;
+  return t == TARGET_CUDA ? parsed_once(lt_embed_prior_cuda, &cuda, &parsed) : prior_builtin();
 }
 
 /* ---- fitting ---- */

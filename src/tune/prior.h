@@ -28,6 +28,9 @@ double prior_score(const Prior *p, const double kf[PRIOR_KERNEL_FEATURES], const
 int prior_parse(const char *text, const char *what, Prior *out, Diag *d);
 /* The prior lathe was built with (goldens/prior.json when it was built); loaded 0 when it had none. */
 const Prior *prior_builtin(void);
+/* The built-in prior for a target's kernels: the CPU's prior_builtin(), CUDA's goldens/prior-cuda.json (fitted
+ * on GPU goldens: `lathe fit --target cuda`); a prior fitted on one target is never used for the other's. */
+const Prior *prior_builtin_for(Target t);
 /* As JSON, for goldens/prior.json. */
 char *prior_to_json(const Prior *p);
 

@@ -53,14 +53,50 @@ static __device__ __forceinline__ void lt_mma_pack(const i64 lt_M, unsigned int 
   }
 }
 
-/* A quantized weight's bf16 copy at byte AT of the scratch (before A's planes), in the pre-pass's threads: thread p
- * decodes elements 8p .. 8p + 7 (dq(i, v): eight consecutive elements from i, a multiple of 8, each the reference
+/* The pre-pass with a row statistic first (a norm's sum of squares, that A reads): block lt_m (256 threads)
+ * sums s(m, r) over r < E, thread t taking r = t, t + 256, ... in order, then the warps' sums in warp order
+ * (every thread adds the same values in the same order, so each row's statistic is one value whatever the
+ * rows), then stores the planes as lt_mma_pack does, A given the statistic. */
+template <int PARTS, long long K, int COUNTER_WORDS, long long E, class S, class A>
+static __device__ __forceinline__ void lt_mma_pack_stat(const i64 lt_M, unsigned int *lt_scratch, const S &lt_fs,
+                                                        const A &lt_fa) {
+  constexpr long long HALF = K / 2;
+  __shared__ float lt_warp_sum[8];
+  const i64 lt_m = blockIdx.x;
+  if (lt_m >= lt_M) return; /* the grid is lt_M blocks: uniform per block, before the barrier */
+  float lt_s = 0.0f;
+  for (i64 lt_r = threadIdx.x; lt_r < E; lt_r += 256) lt_s += lt_fs(lt_m, lt_r);
+#pragma unroll
+  for (int lt_o = 16; lt_o > 0; lt_o >>= 1) lt_s += __shfl_xor_sync(0xffffffffu, lt_s, lt_o);
+  if ((threadIdx.x & 31) == 0) lt_warp_sum[threadIdx.x >> 5] = lt_s;
+  __syncthreads();
+  lt_s = lt_warp_sum[0];
+#pragma unroll
+  for (int lt_w = 1; lt_w < 8; lt_w++) lt_s += lt_warp_sum[lt_w];
+  unsigned int *lt_planes = lt_scratch + COUNTER_WORDS; /* after the tile counters */
+  for (i64 lt_j = threadIdx.x; lt_j < HALF; lt_j += 256) {
+    const i64 lt_p = lt_m * HALF + lt_j;
+    const float lt_v0 = lt_fa(lt_m, 2 * lt_j, lt_s), lt_v1 = lt_fa(lt_m, 2 * lt_j + 1, lt_s);
+    if constexpr (PARTS == 2) {
+      unsigned int lt_hi, lt_lo;
+      lt_split_bf16x2(lt_v0, lt_v1, &lt_hi, &lt_lo);
+      lt_planes[lt_p] = lt_hi;
+      lt_planes[lt_M * HALF + lt_p] = lt_lo;
+    } else {
+      lt_planes[lt_p] = lt_pack_bf16x2(lt_v0, lt_v1);
+    }
+  }
+}
+
+/* A quantized weight's bf16 copy at byte AT of the scratch (before A's planes), in the pre-pass's threads, whatever
+ * its grid (one block per row when it computes a row statistic): thread p decodes elements 8p .. 8p + 7, then
+ * 8(p + threads) .. (dq(i, v): eight consecutive elements from i, a multiple of 8, each the reference
  * dequantization's f32 value) and stores them rounded to bf16 as one 16-byte write, for the GEMM to read as it
  * reads a bf16 weight. */
 template <long long N8, long long AT, class D>
 static __device__ __forceinline__ void lt_mma_dequant(unsigned int *lt_scratch, const D &lt_dq) {
-  const i64 lt_p = (i64)blockIdx.x * 256 + threadIdx.x;
-  if (lt_p < N8) {
+  const i64 lt_stride = (i64)gridDim.x * 256;
+  for (i64 lt_p = (i64)blockIdx.x * 256 + threadIdx.x; lt_p < N8; lt_p += lt_stride) {
     float lt_v[8];
     lt_dq(lt_p * 8, lt_v);
     uint4 lt_o;

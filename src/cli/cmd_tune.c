@@ -122,7 +122,8 @@ static int export_goldens(const Compilation *c, const SymEnv *env, TuneDb *db, c
 
 int cmd_tune(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
-             *matmul_name = NULL, *export_path = NULL, *commit = NULL;
+             *matmul_name = NULL, *export_path = NULL, *commit = NULL,
+             *device_override = NULL;
   int random_weights = 0, seed = 1, past = 128, ctx = 0;
   TuneOptions o = {{64, 16, 0, 0.03, 5}, 2, 300, {0}, 1, NULL, 0, print_progress, NULL};
   Opt opts[] = {
@@ -156,6 +157,11 @@ int cmd_tune(int argc, char **argv) {
        "tune nothing: write the program's measurements at these sizes as goldens (per kernel structure its measured "
        "pool, the best, its features; the device, date and commit)",
        &export_path},
+      {"--device-override", NULL, OPT_STR, "FIELD=V,...",
+       "choose and search the schedules for the measured device with these fields changed (sms=66,smem_per_sm=100K: "
+       "a smaller device's choices, timed on this one; fields as lathe compile --device NAME:FIELD=V); the "
+       "measurements are kept under that description's identity",
+       &device_override},
       {"--commit", NULL, OPT_STR, "TEXT", "the commit --export records (default: the one lathe was built at)", &commit},
   };
   CmdSpec spec = {"tune",
@@ -206,6 +212,16 @@ int cmd_tune(int argc, char **argv) {
   if (!tune_query_device(o.open_backend, o.timeout_s, &dev, &d)) {
     report(&d, NULL);
     goto done;
+  }
+  if (device_override) {
+    char name[64];
+    snprintf(name, sizeof name, "%s", dev.name);
+    int n = snprintf(dev.name, sizeof dev.name, "%s:%s", name, device_override);
+    if (n >= (int)sizeof dev.name) snprintf(dev.name, sizeof dev.name, "%.62s*", name); /* still not the device's */
+    if (!target_override(&dev, device_override, &d)) {
+      report_msg("--device-override %s: %s", device_override, d.msg);
+      goto done;
+    }
   }
   c = compilation_new(target, NULL);
   c->device = dev;

@@ -373,6 +373,47 @@ static void selection_by_prior(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* The prior reads the description it compiles for (its kernel features include the multiprocessors, and the
+ * candidates it ranks are that description's space): a prior by which threads per point pay off the more SMs there
+ * are (log2 threads weighted -0.8 + log2(SMs) / 8) picks 1024 threads for a GEMV of 512 rows on the h200's 132 SMs
+ * (+0.08 per doubling) and 64 on h200:sms=66 (-0.04 per doubling). */
+static void prior_follows_the_description(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/lathe_tune_prior_dev_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(dbpath, sizeof dbpath, "%s/tune.db", dir);
+  plant("red=serial threads=1 vec=2 omp=0 rows=2 axis=0", "seq=8", 40); /* a database to consult: CPU only */
+  Prior p = {0};
+  p.loaded = 1;
+  p.w[3][0] = -0.8, p.w[3][7] = 1.0;
+  const char *gemv = "x: f32[1, 65536]; w: f32[512, 65536]; y = linear(x, w)";
+  const char *devs[2] = {"h200", "h200:sms=66"};
+  int threads[2];
+  for (int i = 0; i < 2; i++) {
+    Diag d = {0};
+    TargetDesc t;
+    assert_true(target_from_spec(devs[i], &t, &d));
+    Compilation *c = compilation_new(TARGET_CUDA, NULL);
+    c->device = t;
+    TuneLookup l;
+    SymEnv env = {0};
+    assert_true(tune_lookup_open(&l, dbpath, &env, 0));
+    l.prior_cuda = &p;
+    c->schedules = &l.source;
+    if (!compile_source(c, gemv, ST_TILE, &d)) fail_msg("%s: %s", devs[i], d.msg);
+    assert_contains(c->tile->kernels[0].origin, "prior: ");
+    threads[i] = c->tile->kernels[0].s.block_threads;
+    assert_int_equal(c->tile->kernels[0].s.red, RS_BLOCK);
+    tune_lookup_close(&l);
+    compilation_free(c);
+  }
+  assert_int_equal(threads[0], 1024);
+  assert_int_equal(threads[1], 64);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* ---- the whole tuner over a backend with planted failures: the blocked variant of 2 rows gives wrong
  * outputs, that of 8 rows crashes, and with OpenMP hangs ---- */
 
@@ -494,6 +535,7 @@ int main(void) {
       cmocka_unit_test(compile_time_selection),
       cmocka_unit_test(selection_across_sizes),
       cmocka_unit_test(selection_by_prior),
+      cmocka_unit_test(prior_follows_the_description),
       cmocka_unit_test(tuner_survives_planted_failures),
       cmocka_unit_test(budget_follows_default_time),
   };

@@ -124,7 +124,7 @@ int cmd_tune(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
              *matmul_name = NULL, *export_path = NULL, *commit = NULL,
              *device_override = NULL;
-  int random_weights = 0, seed = 1, past = 128, ctx = 0;
+  int random_weights = 0, seed = 1, past = 128, ctx = 0, no_prior = 0;
   TuneOptions o = {{64, 16, 0, 0.03, 5}, 2, 300, {0}, 1, NULL, 0, print_progress, NULL};
   Opt opts[] = {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
@@ -162,6 +162,10 @@ int cmd_tune(int argc, char **argv) {
        "a smaller device's choices, timed on this one; fields as lathe compile --device NAME:FIELD=V); the "
        "measurements are kept under that description's identity",
        &device_override},
+      {"--no-prior", NULL, OPT_FLAG, NULL,
+       "search in the nearest-first order alone (default: the built-in prior of the target, where fitted, picks the "
+       "second candidate and orders the nearest ones)",
+       &no_prior},
       {"--commit", NULL, OPT_STR, "TEXT", "the commit --export records (default: the one lathe was built at)", &commit},
   };
   CmdSpec spec = {"tune",
@@ -207,6 +211,7 @@ int cmd_tune(int argc, char **argv) {
     goto done;
   }
   o.open_backend = target == TARGET_CUDA ? open_cuda : open_cpu;
+  o.prior = no_prior ? NULL : prior_builtin_for(target);
   if (target == TARGET_CUDA) o.driver = cli_cuda_driver_version();
   TargetDesc dev;
   if (!tune_query_device(o.open_backend, o.timeout_s, &dev, &d)) {

@@ -13,6 +13,7 @@
 #include "../runtime/plan.h"
 #include "child.h"
 #include "key.h"
+#include "prior.h"
 
 typedef struct RefOutputs {
   int n;
@@ -46,7 +47,14 @@ typedef struct Tuner {
   double start_s;
   TuneWorker w;
   WorkerState ws; /* the child's (unused in the tuning process) */
+  double kf[PRIOR_KERNEL_FEATURES]; /* the group's kernel features for the prior */
 } Tuner;
+
+/* The prior's score of the group's candidate i (TuneSearchOps.score). */
+static double prior_score_of(void *ctx, int i) {
+  Tuner *t = ctx;
+  return prior_score(t->o->prior, t->kf, &t->space->s[i]);
+}
 
 /* A request to the measuring child: what to time, then one Schedule per kernel, then the slots. */
 /* REQ_GROUPS: several groups' kernels timed apart in one run of the program, their slots separated by -1 */
@@ -507,7 +515,11 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     kr->candidates = sp.n;
     t.space = &sp;
     t.rep = kr;
-    TuneSearchOps ops = {&t, measure, wall_s, progress};
+    TuneSearchOps ops = {&t, measure, wall_s, progress, NULL};
+    if (o->prior && o->prior->loaded) {
+      prior_kernel_features(&p->kernels[i], &o->env, &c->device, t.kf);
+      ops.score = prior_score_of;
+    }
     TuneSearchResult res;
     ok = tune_search(&sp, &lim, &ops, &res, d);
     if (ok) {

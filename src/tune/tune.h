@@ -28,6 +28,9 @@ typedef struct TuneOptions {
   int driver; /* the CUDA driver's version, for the device identity (0: unknown or the CPU) */
   void (*progress)(void *ctx, const TuneProgress *p);
   void *progress_ctx;
+  /* The search's policy (search.h): the prior scores each structure's candidates at env's sizes on the device
+   * tuned for; NULL or not loaded: the nearest-first order alone. */
+  const struct Prior *prior;
 } TuneOptions;
 
 typedef struct TuneKernelReport {

@@ -27,6 +27,9 @@ expect_error spec_wrong_target '--device host:cores=2 is a cpu device, not --tar
 P='x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)'
 if run_lathe tune_override tune -e "$P" --dim seq=8 --max-candidates 2 --repeats 2 --target cpu --device-override cores=1; then
   if grep -q '^tuned on host:cores=1 (cpu)' "$tmp/out"; then pass tune_override; else fail tune_override "$(head -c 300 "$tmp/out")"; fi
+  # the assembled step against the sum of its parts (one part: the linear's kernels alone)
+  if grep -q -E '^parts: default [0-9.]+ us, tuned [0-9.]+ us .*assembled / parts: [0-9.]+ tuned, [0-9.]+ default$' "$tmp/out"
+  then pass tune_parts_line; else fail tune_parts_line "$(tail -c 300 "$tmp/out")"; fi
 fi
 "$LATHE" db export "$tmp/db.json" >/dev/null 2>&1
 if grep -q '"device": "cpu .*, 1 cores, as host:cores=1"' "$tmp/db.json"; then pass tune_override_identity

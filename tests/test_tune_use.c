@@ -2,6 +2,7 @@
  * timeout, and the parent goes on), and compile-time selection (measured, else the default, with the reason;
  * no database: no reasons and the default; a corrupt database: a warning and the defaults). */
 #include "testutil.h"
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,6 +486,10 @@ static void tuner_survives_planted_failures(void **state) {
   assert_true(schedule_parse(k->best, &best, &d));
   assert_true(best.rows == 1 || best.rows == 8);
   assert_true(k->best_us > 0 && k->default_us > 0 && r.default_us > 0 && r.tuned_us > 0);
+  /* the assembled step against the sum of its parts (one part here) */
+  assert_false(k->absorbed);
+  assert_true(r.parts_tuned_us == k->best_us && r.parts_default_us == k->default_us);
+  assert_true(tune_assembled_ratio(&r) == r.tuned_us / k->best_us);
   int st[4] = {0};
   assert_true(tune_db_each(db, count_status, st, &d));
   assert_int_equal(st[TS_WRONG], 16);
@@ -497,6 +502,29 @@ static void tuner_survives_planted_failures(void **state) {
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tdir);
   assert_int_equal(system(cmd), 0);
+}
+
+/* The sum of the parts: every structure's time with its best (and its default), leaving out a structure timed
+ * within another's part (attention's scores and softmax in the P x V's); nothing when a structure was not tuned
+ * or a part did not measure; the assembled step's ratio to it. */
+static void assembled_against_parts(void **state) {
+  (void)state;
+  TuneKernelReport k[3] = {{.default_us = 10, .best_us = 6}, {.default_us = 4, .best_us = 3, .absorbed = 1},
+                           {.default_us = 5, .best_us = 5}};
+  TuneReport r = {k, 3, 0, 20, 14.3, 0, 0};
+  assert_true(tune_report_parts(&r));
+  assert_true(r.parts_default_us == 15 && r.parts_tuned_us == 11);
+  assert_true(fabs(tune_assembled_ratio(&r) - 1.3) < 1e-12);
+  r.untuned = 1; /* a structure not searched: its part is unknown */
+  assert_false(tune_report_parts(&r));
+  assert_true(r.parts_tuned_us == 0 && tune_assembled_ratio(&r) == 0);
+  r.untuned = 0;
+  k[2].best_us = 0; /* a part that did not measure */
+  assert_false(tune_report_parts(&r));
+  k[2].best_us = 5;
+  k[1].absorbed = 0;
+  assert_true(tune_report_parts(&r));
+  assert_true(r.parts_tuned_us == 14);
 }
 
 /* Under a budget the time follows the defaults' times (one run measures every structure's default first) and
@@ -538,6 +566,7 @@ int main(void) {
       cmocka_unit_test(prior_follows_the_description),
       cmocka_unit_test(tuner_survives_planted_failures),
       cmocka_unit_test(budget_follows_default_time),
+      cmocka_unit_test(assembled_against_parts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,6 +97,19 @@ static void print_report(const TuneReport *rep, const TargetDesc *dev, Target ta
   if (rep->default_us > 0 && rep->tuned_us > 0)
     printf("program: default %.1f us, tuned %.1f us (%.2fx)\n", rep->default_us, rep->tuned_us,
            rep->default_us / rep->tuned_us);
+  if (rep->parts_tuned_us > 0 && rep->tuned_us > 0) {
+    double ratio = tune_assembled_ratio(rep);
+    double def_ratio = rep->parts_default_us > 0 ? rep->default_us / rep->parts_default_us : 0;
+    printf("parts: default %.1f us, tuned %.1f us (each structure's kernels timed alone, summed); assembled / parts: "
+           "%.2f tuned, %.2f default\n",
+           rep->parts_default_us, rep->parts_tuned_us, ratio, def_ratio);
+    /* the step costs more than its parts on any device (launches, the host); tuning should not make that worse */
+    if (def_ratio > 0 && ratio > def_ratio * 1.10)
+      fprintf(stderr,
+              "lathe: warning: the tuned step costs %.2fx the sum of its parts, the default %.2fx: the tuned kernels "
+              "cost more together than alone (caches one leaves cold for the next?)\n",
+              ratio, def_ratio);
+  }
   if (rep->tuned_us > rep->default_us * 1.05 && rep->default_us > 0)
     fprintf(stderr,
             "lathe: warning: the tuned program measured slower than the defaults at the end: the device's timing is "

@@ -443,6 +443,23 @@ static int *heaviest_first(const double *weight, int ngroups) {
   return order;
 }
 
+int tune_report_parts(TuneReport *r) {
+  r->parts_default_us = r->parts_tuned_us = 0;
+  if (r->untuned || r->n == 0) return 0;
+  double def = 0, tuned = 0;
+  for (int i = 0; i < r->n; i++) {
+    if (r->k[i].absorbed) continue;
+    if (!(r->k[i].default_us > 0) || !(r->k[i].best_us > 0)) return 0;
+    def += r->k[i].default_us, tuned += r->k[i].best_us;
+  }
+  r->parts_default_us = def, r->parts_tuned_us = tuned;
+  return 1;
+}
+
+double tune_assembled_ratio(const TuneReport *r) {
+  return r->tuned_us > 0 && r->parts_tuned_us > 0 ? r->tuned_us / r->parts_tuned_us : 0;
+}
+
 int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneReport *r, Diag *d) {
   memset(r, 0, sizeof *r);
   const LProgram *p = c->loop;
@@ -491,6 +508,8 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   if (ok && o->lim.budget_s > 0 && ngroups > 1) ok = default_weights(&t, lead, ngroups, keys, weight, d);
   /* the heaviest structures first (under a budget), so a budget spent early leaves out the light ones */
   int *order = heaviest_first(weight, ngroups);
+  unsigned char *covered = calloc((size_t)nk + 1, 1); /* timed as an extra slot of another structure's part */
+  int *group_of = calloc((size_t)nk + 1, sizeof *group_of); /* report index of each lead kernel's structure */
   for (int gi = 0; ok && gi < ngroups; gi++) {
     const int g = order[gi], i = lead[g];
     /* the budget is the whole run's: each search gets its share of what is left */
@@ -513,6 +532,12 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     snprintf(kr->name, sizeof kr->name, "%s", p->kernels[i].name);
     kr->members = t.nmembers;
     kr->candidates = sp.n;
+    for (int s = 0; s < t.nslots; s++) {
+      int member = 0;
+      for (int j = 0; j < t.nmembers; j++) member |= t.members[j] == t.slots[s];
+      if (!member) covered[t.slots[s]] = 1;
+    }
+    group_of[i] = r->n - 1;
     t.space = &sp;
     t.rep = kr;
     TuneSearchOps ops = {&t, measure, wall_s, progress, NULL};
@@ -545,10 +570,22 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     }
     free(res.m);
   }
-  /* the assembled program: every best in place, against every default */
+  /* a structure whose kernels are all timed within another's part is left out of the sum of the parts */
+  for (int g = 0; ok && g < ngroups; g++) {
+    const int i = lead[g];
+    int all = 1, searched = 0;
+    for (int j = 0; j < r->n && !searched; j++) searched = !strcmp(r->k[j].key, keys[i]);
+    for (int j = i; j < nk && searched; j++)
+      if (!strcmp(keys[i], keys[j])) all &= covered[j];
+    if (searched && all) r->k[group_of[i]].absorbed = 1;
+  }
+  free(covered);
+  free(group_of);
+  /* the assembled program: every best in place, against every default, and against the sum of its parts */
   if (ok && r->n) {
     r->tuned_us = time_program(&t, t.def, d);
     r->default_us = time_program(&t, t.orig, d);
+    tune_report_parts(r);
     ok = !d->set;
   }
   tune_worker_stop(&t.w);

@@ -19,6 +19,9 @@ static const char *PROGRAMS[] = {
     "x: f32[600, 40]; w: f32[40]; y = rms_norm(x, w, 1e-6)", /* rows enough for block fills on CUDA (FILLS) */
     "x: f32[seq, 37]; y = softmax(x, -1)",
     "a: f32[5, 33]; b: f32[33]; y = a * b + 1",
+    /* rows long enough for CUDA store vectors (svec=4: whole 16-byte vectors for up to 128 threads) */
+    "x: f32[3, 512]; w: f32[512]; y = rms_norm(x, w, 1e-6)",
+    "x: f32[2, 256]; y = softmax(x, -1)",
     "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)",
 };
 enum { NPROGRAMS = sizeof PROGRAMS / sizeof PROGRAMS[0], FILLS = 3 };
@@ -167,6 +170,69 @@ static void cuda_candidates_compile(void **state) {
 
 /* At seq = 1 a variant blocking the tokens never runs: the candidates that differ only in it are one; at
  * seq = 64 they are all distinct, and the blocked variants over the weight's rows are kept at either size. */
+/* The CUDA store-vector knob: a long row's loads and its store as 16-byte vectors (svec=4 in the space, the
+ * store an lt_u4 in the code, NVRTC compiles it); a thread count that leaves some thread a partial vector keeps
+ * one element a step (the same code as without the knob); the CPU refuses the knob. */
+static void store_vectors(void **state) {
+  (void)state;
+  const char *src = "x: f32[4, 1024]; w: f32[1024]; y = rms_norm(x, w, 1e-6)";
+  Compilation *c = loop_of(src, TARGET_CUDA);
+  ScheduleSpace sp;
+  Diag d = {0};
+  assert_true(schedule_space(c->loop, c->tile->kernels[0].k, &c->device, c->matmul, &c->tile->kernels[0].s, &sp, &d));
+  int with = 0;
+  for (int i = 0; i < sp.n; i++) with += sp.s[i].store_vec == 4;
+  assert_true(with > 4);
+  Schedule s = c->tile->kernels[0].s;
+  char *plain = NULL;
+  for (int sv = 0; sv <= 4; sv += 4) {
+    s.store_vec = sv;
+    s.red = RS_BLOCK, s.block_threads = 256;
+    assert_true(compile_schedules(c, &s, ST_CODE, &d));
+    const char *code = sb_str(&c->code);
+    if (!sv) {
+      assert_null(strstr(code, "*(lt_u4 *)(y + "));
+      plain = strdup(code);
+      continue;
+    }
+    assert_non_null(strstr(code, "*(lt_u4 *)(y + "));
+    assert_non_null(strstr(code, "__float_as_uint(st3)"));
+    if (nvrtc_available()) {
+      void *cubin = NULL;
+      size_t size = 0;
+      if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
+      free(cubin);
+    }
+    StrBuf text = {0};
+    schedule_format(&text, &s);
+    assert_contains(sb_str(&text), " svec=4");
+    Schedule back;
+    assert_true(schedule_parse(sb_str(&text), &back, &d));
+    assert_true(schedule_equal(&back, &s));
+    sb_free(&text);
+  }
+  /* 1024 threads x 4 elements would need 4096 a row: one element a step, as without the knob */
+  s.block_threads = 1024, s.store_vec = 0;
+  assert_true(compile_schedules(c, &s, ST_CODE, &d));
+  char *scalar1024 = strdup(sb_str(&c->code));
+  s.store_vec = 4;
+  assert_true(compile_schedules(c, &s, ST_CODE, &d));
+  assert_string_equal(sb_str(&c->code), scalar1024);
+  s.store_vec = 3;
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_contains(d.msg, "store vector width 3 does not divide 8");
+  free(plain);
+  free(scalar1024);
+  compilation_free(c);
+  c = loop_of(src, TARGET_CPU);
+  s = c->tile->kernels[0].s;
+  s.store_vec = 4;
+  d = (Diag){0};
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_contains(d.msg, "a store vector width is a CUDA knob");
+  compilation_free(c);
+}
+
 static void space_at_sizes(void **state) {
   (void)state;
   Compilation *c = loop_of(PROGRAMS[0], TARGET_CUDA);
@@ -249,6 +315,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(schedule_text_round_trips),
       cmocka_unit_test(space_at_sizes),
+      cmocka_unit_test(store_vectors),
       cmocka_unit_test(cpu_candidates_are_correct),
       cmocka_unit_test(cuda_candidates_compile),
   };

@@ -21,6 +21,7 @@ static Schedule canonical(Schedule s, Target t) {
   if (s.mma || s.flash) s.rows_serial = 0;
   if (!s.flash_decode) s.decode_fill = 0;
   if (s.red != RS_BLOCK || s.flash_decode || t != TARGET_CUDA) s.block_fill = 0;
+  if (s.store_vec < 2 || t != TARGET_CUDA) s.store_vec = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
   else s.omp = 0, s.rows_omp = 0;
   return s;
@@ -112,12 +113,22 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   int decode_fills[5] = {0}, ndecode = 1;
   if (dev->kind == TARGET_CUDA && k->nphase == 1)
     for (int f = 1; f <= 8; f *= 2) decode_fills[ndecode++] = f * dev->sms;
+  /* CUDA store vectors: a one-axis inner loop of constant length (a normalization's row) also as 16-byte f32
+   * vectors, where its length splits evenly into them for some thread count (kernel/lower_phase.c checks each) */
+  const int64_t inner_n = k->ninner == 1 && k->inner[0].extent->op == X_CONST ? k->inner[0].extent->ival : 0;
+  int nsvec = dev->kind == TARGET_CUDA && inner_n > 0 && p->bufs[k->out_buf].dtype == DT_F32 ? 2 : 1;
   for (int dc = 0; dc < ndecode; dc++)
     for (int v = 0; v < nvar; v++)
       for (int si = 0; si < (dc ? 1 : nself); si++) /* flash-decoding replaces the kernel's own form */
         for (int vi = 0; vi < (dc ? 1 : nvec); vi++)
-          for (int o = 0; o < omps; o++) {
+          for (int o = 0; o < omps; o++)
+          for (int sv = 0; sv < (dc ? 1 : nsvec); sv++) {
             Schedule s = *def;
+            s.store_vec = sv ? 4 : 0;
+            if (sv) { /* every cooperating thread gets whole vectors: the length splits evenly */
+              const int coop = self[si].red == RS_WARP ? dev->warp_size : self[si].red == RS_BLOCK ? self[si].threads : 1;
+              if (inner_n % (4 * coop)) continue;
+            }
             if (!dc) {
               s.red = self[si].red;
               s.block_threads = self[si].threads;

@@ -59,6 +59,9 @@ typedef struct Schedule {
    * (a grid-stride loop), so fewer rows are in flight at once (a long-row normalization's later passes then
    * find its row in L1 / L2); 0: a block per point */
   int block_fill;
+  /* CUDA: elements each thread takes per step of a one-axis inner loop of constant length (the row a normalization
+   * writes): its loads and its store as vectors of this many (4: one 16-byte f32 vector); 0 or 1: one element */
+  int store_vec;
 } Schedule;
 
 /* Work (points times their reduction and inner elements) from which a CPU kernel takes OpenMP: a

@@ -168,6 +168,25 @@ static void cuda_candidates_compile(void **state) {
   free(cc.seen);
 }
 
+/* On the GPU (LATHE_TEST_TARGET=cuda, make test-gpu): every CUDA candidate of the programs (each knob group alone
+ * where the space is largest) runs on the device and matches the reference, at the device's own description. */
+static void cuda_candidates_are_correct(void **state) {
+  (void)state;
+  const char *want = getenv("LATHE_TEST_TARGET");
+  if (!want || strcmp(want, "cuda")) skip();
+  Diag d = {0};
+  CpuCtx cc = {backend_cuda_new(&d), {0}};
+  if (!cc.be) fail_msg("cuda backend: %s", d.msg);
+  symenv_set(&cc.env, "seq", 5);
+  double t0 = now_ms();
+  int n = 0;
+  for (int p = 0; p < NPROGRAMS; p++)
+    n += each_candidate(PROGRAMS[p], TARGET_CUDA, p <= 1 || p == NPROGRAMS - 1, run_and_check, &cc);
+  print_message("%d CUDA candidates checked on the device in %.1f s\n", n, (now_ms() - t0) / 1000);
+  assert_true(n > 150);
+  cc.be->ops->destroy(cc.be);
+}
+
 /* At seq = 1 a variant blocking the tokens never runs: the candidates that differ only in it are one; at
  * seq = 64 they are all distinct, and the blocked variants over the weight's rows are kept at either size. */
 /* The CUDA store-vector knob: a long row's loads and its store as 16-byte vectors (svec=4 in the space, the
@@ -318,6 +337,7 @@ int main(void) {
       cmocka_unit_test(store_vectors),
       cmocka_unit_test(cpu_candidates_are_correct),
       cmocka_unit_test(cuda_candidates_compile),
+      cmocka_unit_test(cuda_candidates_are_correct),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

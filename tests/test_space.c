@@ -168,6 +168,48 @@ static void cuda_candidates_compile(void **state) {
   free(cc.seen);
 }
 
+static int count_of(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = strstr(s, what); p; p = strstr(p + 1, what)) n++;
+  return n;
+}
+
+/* The unrolling knob: a GEMV row of 4096 over 128 threads of 8-element vectors has 4 vectors a thread; automatic
+ * unrolling takes all 4 a step (3 vector loads each: 8 f32 = two 16-byte loads, 8 bf16 = one), unroll=2 two and
+ * unroll=1 one; the space offers 1 and 2 beside automatic; each compiles under NVRTC; an illegal count is refused. */
+static void unrolling_knob(void **state) {
+  (void)state;
+  const char *src = "x: f32[1, 4096]; w: bf16[64, 4096]; y = linear(x, w)";
+  Compilation *c = loop_of(src, TARGET_CUDA);
+  ScheduleSpace sp;
+  Diag d = {0};
+  assert_true(schedule_space(c->loop, c->tile->kernels[0].k, &c->device, c->matmul, &c->tile->kernels[0].s, &sp, &d));
+  int seen[5] = {0};
+  for (int i = 0; i < sp.n; i++) seen[sp.s[i].unroll]++;
+  assert_true(seen[0] > 0 && seen[1] > 0 && seen[2] > 0);
+  Schedule s = c->tile->kernels[0].s;
+  s.red = RS_BLOCK, s.block_threads = 128, s.vec = 8;
+  const int want_loads[5] = {12, 3, 6, 0, 12};
+  for (int u = 0; u <= 4; u++) {
+    if (u == 3) continue;
+    s.unroll = u;
+    if (!compile_schedules(c, &s, ST_CODE, &d)) fail_msg("unroll=%d: %s", u, d.msg);
+    const char *code = sb_str(&c->code);
+    if (count_of(code, "= *(const lt_u4 *)(") != want_loads[u])
+      fail_msg("unroll=%d: %d vector loads a step, not %d", u, count_of(code, "= *(const lt_u4 *)("), want_loads[u]);
+    if (nvrtc_available()) {
+      void *cubin = NULL;
+      size_t size = 0;
+      if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("unroll=%d: %s", u, d.msg);
+      free(cubin);
+    }
+  }
+  s.unroll = 3;
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_contains(d.msg, "unrolling of 3 vectors");
+  compilation_free(c);
+}
+
 /* On the GPU (LATHE_TEST_TARGET=cuda, make test-gpu): every CUDA candidate of the programs (each knob group alone
  * where the space is largest) runs on the device and matches the reference, at the device's own description. */
 static void cuda_candidates_are_correct(void **state) {
@@ -335,6 +377,7 @@ int main(void) {
       cmocka_unit_test(schedule_text_round_trips),
       cmocka_unit_test(space_at_sizes),
       cmocka_unit_test(store_vectors),
+      cmocka_unit_test(unrolling_knob),
       cmocka_unit_test(cpu_candidates_are_correct),
       cmocka_unit_test(cuda_candidates_compile),
       cmocka_unit_test(cuda_candidates_are_correct),

@@ -345,7 +345,7 @@ static int joins_group(const LKernel *k, int first, int next) {
   return !s.hit;
 }
 
-/* Unrolling: U vectors per loop step, their loads issued before any use, so each thread keeps U times
+/* Unrolling (at most Schedule.unroll where set): U vectors per loop step, their loads issued before any use, so each thread keeps U times
  * the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
  * number of vectors and U divides it (the loop checks only the first vector of a step, so there is no
  * remainder to guard), and U * (vector loads per step) stays <= 8 to bound registers. */
@@ -354,7 +354,8 @@ static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {
   int64_t chunk = (int64_t)coop_threads(L) * V;   /* elements per pass of all threads */
   if (ph->axes[0].extent->ival % chunk) return 1; /* threads differ in their number of vectors */
   int64_t per_thread = ph->axes[0].extent->ival / chunk;
-  for (int u = 4; u > 1; u /= 2)
+  const int most = L->s.unroll > 0 && L->s.unroll < 4 ? L->s.unroll : 4; /* Schedule.unroll caps it */
+  for (int u = most; u > 1; u /= 2)
     if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= 8) return u;
   return 1;
 }

@@ -22,6 +22,7 @@ static Schedule canonical(Schedule s, Target t) {
   if (!s.flash_decode) s.decode_fill = 0;
   if (s.red != RS_BLOCK || s.flash_decode || t != TARGET_CUDA) s.block_fill = 0;
   if (s.store_vec < 2 || t != TARGET_CUDA) s.store_vec = 0;
+  if (s.vec < 2 || t != TARGET_CUDA) s.unroll = 0; /* unrolling counts vectors */
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
   else s.omp = 0, s.rows_omp = 0;
   return s;
@@ -117,14 +118,18 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
    * vectors, where its length splits evenly into them for some thread count (kernel/lower_phase.c checks each) */
   const int64_t inner_n = k->ninner == 1 && k->inner[0].extent->op == X_CONST ? k->inner[0].extent->ival : 0;
   int nsvec = dev->kind == TARGET_CUDA && inner_n > 0 && p->bufs[k->out_buf].dtype == DT_F32 ? 2 : 1;
+  /* unrolling: with 8-element vectors on CUDA reductions, also one or at most two vectors a step */
+  const int nunroll = dev->kind == TARGET_CUDA && k->nphase > 0;
   for (int dc = 0; dc < ndecode; dc++)
     for (int v = 0; v < nvar; v++)
       for (int si = 0; si < (dc ? 1 : nself); si++) /* flash-decoding replaces the kernel's own form */
         for (int vi = 0; vi < (dc ? 1 : nvec); vi++)
           for (int o = 0; o < omps; o++)
-          for (int sv = 0; sv < (dc ? 1 : nsvec); sv++) {
+          for (int sv = 0; sv < (dc ? 1 : nsvec); sv++)
+          for (int un = 0; un < (dc || vecs[vi] != 8 || !nunroll ? 1 : 3); un++) {
             Schedule s = *def;
             s.store_vec = sv ? 4 : 0;
+            s.unroll = un; /* 0 automatic (up to 4), 1 none, 2 at most two */
             if (sv) { /* every cooperating thread gets whole vectors: the length splits evenly */
               const int coop = self[si].red == RS_WARP ? dev->warp_size : self[si].red == RS_BLOCK ? self[si].threads : 1;
               if (inner_n % (4 * coop)) continue;

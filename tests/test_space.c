@@ -210,6 +210,36 @@ static void unrolling_knob(void **state) {
   compilation_free(c);
 }
 
+/* Split-k parts: the GEMM's candidates split to fill none, half, all or twice the blocks the h200 holds at once
+ * (0, 132, 264, 528), and the grid of 64 output tiles at 4096 rows follows: 64, then more parts the larger the fill
+ * (at most 8 a tile). */
+static void split_k_parts(void **state) {
+  (void)state;
+  const char *src = "x: f32[seq, 1024]; w: bf16[96, 1024]; y = linear(x, w)";
+  Compilation *c = loop_of(src, TARGET_CUDA);
+  ScheduleSpace sp;
+  Diag d = {0};
+  assert_true(schedule_space(c->loop, c->tile->kernels[0].k, &c->device, c->matmul, &c->tile->kernels[0].s, &sp, &d));
+  const int fills[4] = {0, 132, 264, 528};
+  int64_t grid[4];
+  for (int f = 0; f < 4; f++) {
+    int found = -1;
+    for (int i = 0; i < sp.n && found < 0; i++)
+      if (sp.s[i].mma && sp.s[i].gemm_fill == fills[f] && !sp.s[i].gemm_library) found = i;
+    if (found < 0) fail_msg("no GEMM candidate with fill=%d", fills[f]);
+    if (!compile_schedules(c, &sp.s[found], ST_KERNEL, &d)) fail_msg("fill=%d: %s", fills[f], d.msg);
+    const KKernel *g = c->kernel->kernels[0].alt;
+    assert_non_null(g);
+    SymEnv env = {0};
+    symenv_set(&env, "seq", 4096);
+    assert_true(ex_eval_int(g->grid, &env, &grid[f]));
+  }
+  assert_int_equal(grid[0], 64);
+  assert_true(grid[1] > grid[0] && grid[2] > grid[1] && grid[3] > grid[2]);
+  assert_true(grid[3] <= 64 * 8);
+  compilation_free(c);
+}
+
 /* On the GPU (LATHE_TEST_TARGET=cuda, make test-gpu): every CUDA candidate of the programs (each knob group alone
  * where the space is largest) runs on the device and matches the reference, at the device's own description. */
 static void cuda_candidates_are_correct(void **state) {
@@ -378,6 +408,7 @@ int main(void) {
       cmocka_unit_test(space_at_sizes),
       cmocka_unit_test(store_vectors),
       cmocka_unit_test(unrolling_knob),
+      cmocka_unit_test(split_k_parts),
       cmocka_unit_test(cpu_candidates_are_correct),
       cmocka_unit_test(cuda_candidates_compile),
       cmocka_unit_test(cuda_candidates_are_correct),

@@ -47,8 +47,8 @@ static void add(Builder *b, Schedule s) {
 }
 
 /* The blocked variant's forms: off, then per blockable axis CUDA-core rows (2, 4, 8; on CUDA with one
- * thread per point or with the kernel's own strategy), a tensor-core GEMM (with and without split-k fill
- * and its library form) and flash attention. */
+ * thread per point or with the kernel's own strategy), a tensor-core GEMM (without split k, or split to fill
+ * half, all or twice the device; with and without its library form) and flash attention. */
 typedef struct Variant {
   int rows, axis, serial, mma, flash, fill, lib;
 } Variant;
@@ -65,8 +65,12 @@ static int variants(const LKernel *k, const TargetDesc *dev, int parts, const Sc
     for (int rows = 2; rows <= 8; rows *= 2)
       for (int serial = 0; serial <= cuda; serial++) out[n++] = (Variant){rows, a, serial, 0, 0, 0, 0};
     if (!cuda || !parts || !target_has_bf16_mma(dev)) continue;
-    for (int f = 0; f < 2; f++)
-      for (int lib = 0; lib < 2; lib++) out[n++] = (Variant){8, a, 0, parts, 0, f ? fill : 0, lib};
+    /* split-k parts: none, or as many as fill half, all or twice the blocks the device holds at once (fewer or
+     * more parts per output tile; kernel/lower_mma.c caps them at 8) */
+    const int fills[4] = {0, fill / 2, fill, 2 * fill};
+    for (int f = 0; f < 4; f++)
+      for (int lib = 0; lib < 2; lib++)
+        if (!f || fills[f] > 0) out[n++] = (Variant){8, a, 0, parts, 0, fills[f], lib};
     out[n++] = (Variant){8, a, 0, 0, parts, 0, 0};
   }
   return n;

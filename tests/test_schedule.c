@@ -412,7 +412,8 @@ int main(void) {
       cmocka_unit_test(illegal_schedules_rejected),
       cmocka_unit_test(legal_schedules_honoured),
       cmocka_unit_test(default_choices_printed),
-      cmocka_unit_test(rows_in_l2_default), cmocka_unit_test(store_vec_setting),
+      cmocka_unit_test(rows_in_l2_default),
+      cmocka_unit_test(store_vec_setting),
       cmocka_unit_test(block_fill_walks_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

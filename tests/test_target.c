@@ -274,9 +274,9 @@ static void smaller_description_chooses_differently(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(builtin_descriptions), cmocka_unit_test(broken_descriptions_are_refused),
-      cmocka_unit_test(split_k_follows_sms),  cmocka_unit_test(decode_chunks_follow_sms),
-      cmocka_unit_test(threads_follow_sms),   cmocka_unit_test(no_bf16_mma_no_tensor_cores),
+      cmocka_unit_test(builtin_descriptions),   cmocka_unit_test(broken_descriptions_are_refused),
+      cmocka_unit_test(split_k_follows_sms),    cmocka_unit_test(decode_chunks_follow_sms),
+      cmocka_unit_test(threads_follow_sms),     cmocka_unit_test(no_bf16_mma_no_tensor_cores),
       cmocka_unit_test(descriptions_from_text), cmocka_unit_test(smaller_description_chooses_differently),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

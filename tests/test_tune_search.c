@@ -15,7 +15,7 @@ typedef struct Fake {
   int calls[512];
   int total_calls;
   int progress_calls;
-  int order[1024]; /* candidates in the order measured */
+  int order[1024];   /* candidates in the order measured */
   double score[512]; /* the fake prior's */
 } Fake;
 

@@ -509,7 +509,8 @@ static void tuner_survives_planted_failures(void **state) {
  * or a part did not measure; the assembled step's ratio to it. */
 static void assembled_against_parts(void **state) {
   (void)state;
-  TuneKernelReport k[3] = {{.default_us = 10, .best_us = 6}, {.default_us = 4, .best_us = 3, .absorbed = 1},
+  TuneKernelReport k[3] = {{.default_us = 10, .best_us = 6},
+                           {.default_us = 4, .best_us = 3, .absorbed = 1},
                            {.default_us = 5, .best_us = 5}};
   TuneReport r = {k, 3, 0, 20, 14.3, 0, 0};
   assert_true(tune_report_parts(&r));

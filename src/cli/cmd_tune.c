@@ -135,8 +135,7 @@ static int export_goldens(const Compilation *c, const SymEnv *env, TuneDb *db, c
 
 int cmd_tune(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
-             *matmul_name = NULL, *export_path = NULL, *commit = NULL,
-             *device_override = NULL;
+             *matmul_name = NULL, *export_path = NULL, *commit = NULL, *device_override = NULL;
   int random_weights = 0, seed = 1, past = 128, ctx = 0, no_prior = 0;
   TuneOptions o = {{64, 16, 0, 0.03, 5}, 2, 300, {0}, 1, NULL, 0, print_progress, NULL};
   Opt opts[] = {

@@ -382,8 +382,8 @@ static void put_warp_reduce(Render *R, const KStmt *s, int level) {
 static void put_vstore(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   const char *name = s->buf >= 0 && s->buf < R->lp->nbufs ? R->buf_name[s->buf] : NULL;
-  if (!name || s->count < 2 || s->count > 8 || s->tmp < 0 || s->tmp + s->count > R->kk->ntmps ||
-      s->dtype != DT_F32 || R->lp->bufs[s->buf].dtype != DT_F32) {
+  if (!name || s->count < 2 || s->count > 8 || s->tmp < 0 || s->tmp + s->count > R->kk->ntmps || s->dtype != DT_F32 ||
+      R->lp->bufs[s->buf].dtype != DT_F32) {
     rc_fail(R, "malformed vector store to buffer %d", s->buf);
     return;
   }

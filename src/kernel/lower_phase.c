@@ -287,7 +287,8 @@ int kl_emit_inner_vec(Lower *L, KStmt *seq) {
   if (value->dtype != out->dtype) value = ex_cast(P, out->dtype, value);
   Expr *start, *stride;
   kl_coop_start(L, &start, &stride);
-  KStmt *loop = kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), k->inner[0].extent, ex_mul(P, stride, ex_int(P, V)));
+  KStmt *loop =
+      kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), k->inner[0].extent, ex_mul(P, stride, ex_int(P, V)));
   find_vec_loads(&vl, value, 0);
   memo_free(&vl.seen[0]);
   memo_free(&vl.seen[1]);
@@ -345,8 +346,8 @@ static int joins_group(const LKernel *k, int first, int next) {
   return !s.hit;
 }
 
-/* Unrolling (at most Schedule.unroll where set): U vectors per loop step, their loads issued before any use, so each thread keeps U times
- * the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
+/* Unrolling (at most Schedule.unroll where set): U vectors per loop step, their loads issued before any use, so each
+ * thread keeps U times the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
  * number of vectors and U divides it (the loop checks only the first vector of a step, so there is no
  * remainder to guard), and U * (vector loads per step) stays <= 8 to bound registers. */
 static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {

@@ -122,7 +122,8 @@ typedef struct OverrideField {
   int wide; /* an int64_t field (cache sizes), else int */
 } OverrideField;
 
-#define OF(n, k, f, w) {n, k, offsetof(TargetDesc, f), w}
+#define OF(n, k, f, w)                                                                                                 \
+  { n, k, offsetof(TargetDesc, f), w }
 static const OverrideField override_fields[] = {
     OF("sms", TARGET_CUDA, sms, 0),
     OF("threads_per_block", TARGET_CUDA, max_threads_per_block, 0),
@@ -168,8 +169,8 @@ static int override_one(TargetDesc *t, const char *word, size_t n, Diag *d) {
   if (klen == 2 && !strncmp(word, "cc", 2) && t->kind == TARGET_CUDA) { /* compute capability MAJOR.MINOR */
     const char *dot = memchr(val, '.', vlen);
     int64_t major, minor;
-    if (!dot || !parse_size(val, (size_t)(dot - val), &major) || !parse_size(dot + 1, vlen - (size_t)(dot - val) - 1,
-                                                                            &minor) || major > 99 || minor > 9) {
+    if (!dot || !parse_size(val, (size_t)(dot - val), &major) ||
+        !parse_size(dot + 1, vlen - (size_t)(dot - val) - 1, &minor) || major > 99 || minor > 9) {
       diag_error(d, 0, 0, "device override cc=%.*s: expected MAJOR.MINOR (8.0)", (int)vlen, val);
       return 0;
     }

@@ -129,28 +129,30 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
       for (int si = 0; si < (dc ? 1 : nself); si++) /* flash-decoding replaces the kernel's own form */
         for (int vi = 0; vi < (dc ? 1 : nvec); vi++)
           for (int o = 0; o < omps; o++)
-          for (int sv = 0; sv < (dc ? 1 : nsvec); sv++)
-          for (int un = 0; un < (dc || vecs[vi] != 8 || !nunroll ? 1 : 3); un++) {
-            Schedule s = *def;
-            s.store_vec = sv ? 4 : 0;
-            s.unroll = un; /* 0 automatic (up to 4), 1 none, 2 at most two */
-            if (sv) { /* every cooperating thread gets whole vectors: the length splits evenly */
-              const int coop = self[si].red == RS_WARP ? dev->warp_size : self[si].red == RS_BLOCK ? self[si].threads : 1;
-              if (inner_n % (4 * coop)) continue;
-            }
-            if (!dc) {
-              s.red = self[si].red;
-              s.block_threads = self[si].threads;
-              s.block_fill = self[si].fill;
-              s.vec = nvec == 1 && dev->kind == TARGET_CUDA ? def->vec : vecs[vi];
-            }
-            s.omp = s.rows_omp = o; /* the variant's OpenMP as the kernel's */
-            s.rows = var[v].rows, s.row_axis = var[v].axis, s.rows_serial = var[v].serial;
-            s.mma = var[v].mma, s.flash = var[v].flash, s.gemm_fill = var[v].fill, s.gemm_library = var[v].lib;
-            s.flash_decode = dc > 0;
-            s.decode_fill = decode_fills[dc];
-            add(&b, s);
-          }
+            for (int sv = 0; sv < (dc ? 1 : nsvec); sv++)
+              for (int un = 0; un < (dc || vecs[vi] != 8 || !nunroll ? 1 : 3); un++) {
+                Schedule s = *def;
+                s.store_vec = sv ? 4 : 0;
+                s.unroll = un; /* 0 automatic (up to 4), 1 none, 2 at most two */
+                if (sv) {      /* every cooperating thread gets whole vectors: the length splits evenly */
+                  const int coop = self[si].red == RS_WARP    ? dev->warp_size
+                                   : self[si].red == RS_BLOCK ? self[si].threads
+                                                              : 1;
+                  if (inner_n % (4 * coop)) continue;
+                }
+                if (!dc) {
+                  s.red = self[si].red;
+                  s.block_threads = self[si].threads;
+                  s.block_fill = self[si].fill;
+                  s.vec = nvec == 1 && dev->kind == TARGET_CUDA ? def->vec : vecs[vi];
+                }
+                s.omp = s.rows_omp = o; /* the variant's OpenMP as the kernel's */
+                s.rows = var[v].rows, s.row_axis = var[v].axis, s.rows_serial = var[v].serial;
+                s.mma = var[v].mma, s.flash = var[v].flash, s.gemm_fill = var[v].fill, s.gemm_library = var[v].lib;
+                s.flash_decode = dc > 0;
+                s.decode_fill = decode_fills[dc];
+                add(&b, s);
+              }
   (void)d;
   out->s = b.s;
   out->n = b.n;

@@ -46,7 +46,7 @@ typedef struct Tuner {
   int group, ngroups;
   double start_s;
   TuneWorker w;
-  WorkerState ws; /* the child's (unused in the tuning process) */
+  WorkerState ws;                   /* the child's (unused in the tuning process) */
   double kf[PRIOR_KERNEL_FEATURES]; /* the group's kernel features for the prior */
 } Tuner;
 
@@ -460,6 +460,20 @@ double tune_assembled_ratio(const TuneReport *r) {
   return r->tuned_us > 0 && r->parts_tuned_us > 0 ? r->tuned_us / r->parts_tuned_us : 0;
 }
 
+/* A structure whose kernels are all timed within another's part (covered[k]) is left out of the sum of the parts;
+ * group_of[lead] is the report index of a searched structure. */
+static void mark_absorbed(TuneReport *r, char (*keys)[24], const int *lead, int ngroups, int nk,
+                          const unsigned char *covered, const int *group_of) {
+  for (int g = 0; g < ngroups; g++) {
+    const int i = lead[g];
+    int all = 1, searched = 0;
+    for (int j = 0; j < r->n && !searched; j++) searched = !strcmp(r->k[j].key, keys[i]);
+    for (int j = i; j < nk && searched; j++)
+      if (!strcmp(keys[i], keys[j])) all &= covered[j];
+    if (searched && all) r->k[group_of[i]].absorbed = 1;
+  }
+}
+
 int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneReport *r, Diag *d) {
   memset(r, 0, sizeof *r);
   const LProgram *p = c->loop;
@@ -508,7 +522,7 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   if (ok && o->lim.budget_s > 0 && ngroups > 1) ok = default_weights(&t, lead, ngroups, keys, weight, d);
   /* the heaviest structures first (under a budget), so a budget spent early leaves out the light ones */
   int *order = heaviest_first(weight, ngroups);
-  unsigned char *covered = calloc((size_t)nk + 1, 1); /* timed as an extra slot of another structure's part */
+  unsigned char *covered = calloc((size_t)nk + 1, 1);       /* timed as an extra slot of another structure's part */
   int *group_of = calloc((size_t)nk + 1, sizeof *group_of); /* report index of each lead kernel's structure */
   for (int gi = 0; ok && gi < ngroups; gi++) {
     const int g = order[gi], i = lead[g];
@@ -570,15 +584,7 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     }
     free(res.m);
   }
-  /* a structure whose kernels are all timed within another's part is left out of the sum of the parts */
-  for (int g = 0; ok && g < ngroups; g++) {
-    const int i = lead[g];
-    int all = 1, searched = 0;
-    for (int j = 0; j < r->n && !searched; j++) searched = !strcmp(r->k[j].key, keys[i]);
-    for (int j = i; j < nk && searched; j++)
-      if (!strcmp(keys[i], keys[j])) all &= covered[j];
-    if (searched && all) r->k[group_of[i]].absorbed = 1;
-  }
+  if (ok) mark_absorbed(r, keys, lead, ngroups, nk, covered, group_of);
   free(covered);
   free(group_of);
   /* the assembled program: every best in place, against every default, and against the sum of its parts */

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 set -u
 source "$(dirname "$0")/cli_lib.sh"
+# a cache of this script's own: the tune below writes tune.db, which other scripts' compiles must not see
+export LATHE_CACHE_DIR="$tmp/cache"
 # --device NAME:FIELD=V,...: a built-in description with fields changed; the schedules follow it.
 N='x: f32[32,4096,4096]; w: f32[4096]; y = rms_norm(x, w, 1e-6)'
 S=h200:sms=66,smem_per_sm=64K

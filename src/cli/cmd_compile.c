@@ -59,21 +59,6 @@ static int compile_input(Compilation *c, const ModelConfig *preset, int scheme, 
 }
 
 /* Writes b (ending in a newline) to path, or stdout when path is NULL; 0 after saying why it could not. */
-static int write_text(StrBuf *b, const char *path) {
-  FILE *f = path ? fopen(path, "w") : stdout;
-  if (!f) {
-    report_msg("cannot write %s", path);
-    return 0;
-  }
-  fputs(sb_str(b), f);
-  if (b->len && b->data[b->len - 1] != '\n') fputc('\n', f);
-  if (f != stdout && fclose(f)) {
-    report_msg("cannot write %s", path);
-    return 0;
-  }
-  return 1;
-}
-
 int cmd_compile(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *stage_name = "code",
              *target_name_arg = NULL, *matmul_name = NULL, *device = NULL, *weights = NULL;
@@ -182,7 +167,7 @@ int cmd_compile(int argc, char **argv) {
       report(&d, config ? config : model ? path : prog.file);
       rc = EXIT_ERROR;
     }
-    if (!write_text(&b, out_path)) rc = EXIT_ERROR;
+    if (!write_text_file(out_path, sb_str(&b))) rc = EXIT_ERROR;
     sb_free(&b);
   }
   if (tuned) tune_lookup_close(&tl);

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 GPU_TESTS=(test_cuda_gpu)
 # cmocka test programs from tests/ that also run on the GPU when LATHE_TEST_TARGET=cuda (the
 # differential suite: every generated program on the CUDA backend against the float64 reference).
-CMOCKA_GPU_TESTS=(test_differential test_models test_batch_step test_engine test_engine_sampling)
+CMOCKA_GPU_TESTS=(test_differential test_models test_batch_step test_engine test_engine_sampling test_space)
 declare -A SOURCES=(
   [test_cuda_gpu]="src/base/*.c src/target/target.c src/backend/cache.c src/backend/cuda.c src/backend/cuda_gemm.c src/backend/gemm_algos.c src/backend/cuda_graph.c src/backend/cuda_driver.c src/backend/cublaslt.c src/backend/nvrtc.c src/backend/source_units.c src/generate/sampler.c src/generate/sampler_device.c build/gen/templates.c"
 )

@@ -344,6 +344,28 @@ static void rows_in_l2_default(void **state) {
   setting_set(SET_ROWS_IN_L2, NULL);
 }
 
+/* LATHE_STORE_VEC=4: the normalizations' defaults write their rows as 16-byte vectors (an A/B without tuning);
+ * other kernels and the setting's absence keep one element a step, and a value that is no width is ignored. */
+static void store_vec_setting(void **state) {
+  (void)state;
+  static const char *RMS = "x: f32[32,4096,4096]; w: f32[4096]; y = rms_norm(x, w, 1e-6)";
+  static const char *SM = "x: f32[4096,32000]; y = softmax(x, -1)";
+  static const char *MATMUL = "x: f32[8192, 4096]; w: f32[1024, 4096]; y = linear(x, w)";
+  assert_int_equal(cuda_default(RMS).store_vec, 0);
+  setting_set(SET_STORE_VEC, "4");
+  assert_int_equal(cuda_default(RMS).store_vec, 4);
+  assert_int_equal(cuda_default(SM).store_vec, 4);
+  assert_int_equal(cuda_default(MATMUL).store_vec, 0);
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  if (!compile_source(c, RMS, ST_CODE, &d)) fail_msg("%s", d.msg);
+  assert_non_null(strstr(sb_str(&c->code), "*(lt_u4 *)(y + "));
+  compilation_free(c);
+  setting_set(SET_STORE_VEC, "3");
+  assert_int_equal(cuda_default(RMS).store_vec, 0);
+  setting_set(SET_STORE_VEC, NULL);
+}
+
 /* A block fill (Schedule.block_fill): at most that many blocks, each walking the rows that far apart with a
  * barrier between rows; the tile stage prints it, NVRTC compiles it, and it is refused without a block per row. */
 static void block_fill_walks_rows(void **state) {
@@ -391,6 +413,7 @@ int main(void) {
       cmocka_unit_test(legal_schedules_honoured),
       cmocka_unit_test(default_choices_printed),
       cmocka_unit_test(rows_in_l2_default),
+      cmocka_unit_test(store_vec_setting),
       cmocka_unit_test(block_fill_walks_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

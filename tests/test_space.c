@@ -19,6 +19,9 @@ static const char *PROGRAMS[] = {
     "x: f32[600, 40]; w: f32[40]; y = rms_norm(x, w, 1e-6)", /* rows enough for block fills on CUDA (FILLS) */
     "x: f32[seq, 37]; y = softmax(x, -1)",
     "a: f32[5, 33]; b: f32[33]; y = a * b + 1",
+    /* rows long enough for CUDA store vectors (svec=4: whole 16-byte vectors for up to 128 threads) */
+    "x: f32[3, 512]; w: f32[512]; y = rms_norm(x, w, 1e-6)",
+    "x: f32[2, 256]; y = softmax(x, -1)",
     "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)",
 };
 enum { NPROGRAMS = sizeof PROGRAMS / sizeof PROGRAMS[0], FILLS = 3 };
@@ -165,8 +168,162 @@ static void cuda_candidates_compile(void **state) {
   free(cc.seen);
 }
 
+static int count_of(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = strstr(s, what); p; p = strstr(p + 1, what)) n++;
+  return n;
+}
+
+/* The unrolling knob: a GEMV row of 4096 over 128 threads of 8-element vectors has 4 vectors a thread; automatic
+ * unrolling takes all 4 a step (3 vector loads each: 8 f32 = two 16-byte loads, 8 bf16 = one), unroll=2 two and
+ * unroll=1 one; the space offers 1 and 2 beside automatic; each compiles under NVRTC; an illegal count is refused. */
+static void unrolling_knob(void **state) {
+  (void)state;
+  const char *src = "x: f32[1, 4096]; w: bf16[64, 4096]; y = linear(x, w)";
+  Compilation *c = loop_of(src, TARGET_CUDA);
+  ScheduleSpace sp;
+  Diag d = {0};
+  assert_true(schedule_space(c->loop, c->tile->kernels[0].k, &c->device, c->matmul, &c->tile->kernels[0].s, &sp, &d));
+  int seen[5] = {0};
+  for (int i = 0; i < sp.n; i++) seen[sp.s[i].unroll]++;
+  assert_true(seen[0] > 0 && seen[1] > 0 && seen[2] > 0);
+  Schedule s = c->tile->kernels[0].s;
+  s.red = RS_BLOCK, s.block_threads = 128, s.vec = 8;
+  const int want_loads[5] = {12, 3, 6, 0, 12};
+  for (int u = 0; u <= 4; u++) {
+    if (u == 3) continue;
+    s.unroll = u;
+    if (!compile_schedules(c, &s, ST_CODE, &d)) fail_msg("unroll=%d: %s", u, d.msg);
+    const char *code = sb_str(&c->code);
+    if (count_of(code, "= *(const lt_u4 *)(") != want_loads[u])
+      fail_msg("unroll=%d: %d vector loads a step, not %d", u, count_of(code, "= *(const lt_u4 *)("), want_loads[u]);
+    if (nvrtc_available()) {
+      void *cubin = NULL;
+      size_t size = 0;
+      if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("unroll=%d: %s", u, d.msg);
+      free(cubin);
+    }
+  }
+  s.unroll = 3;
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_contains(d.msg, "unrolling of 3 vectors");
+  compilation_free(c);
+}
+
+/* Split-k parts: the GEMM's candidates split to fill none, half, all or twice the blocks the h200 holds at once
+ * (0, 132, 264, 528), and the grid of 64 output tiles at 4096 rows follows: 64, then more parts the larger the fill
+ * (at most 8 a tile). */
+static void split_k_parts(void **state) {
+  (void)state;
+  const char *src = "x: f32[seq, 1024]; w: bf16[96, 1024]; y = linear(x, w)";
+  Compilation *c = loop_of(src, TARGET_CUDA);
+  ScheduleSpace sp;
+  Diag d = {0};
+  assert_true(schedule_space(c->loop, c->tile->kernels[0].k, &c->device, c->matmul, &c->tile->kernels[0].s, &sp, &d));
+  const int fills[4] = {0, 132, 264, 528};
+  int64_t grid[4];
+  for (int f = 0; f < 4; f++) {
+    int found = -1;
+    for (int i = 0; i < sp.n && found < 0; i++)
+      if (sp.s[i].mma && sp.s[i].gemm_fill == fills[f] && !sp.s[i].gemm_library) found = i;
+    if (found < 0) fail_msg("no GEMM candidate with fill=%d", fills[f]);
+    if (!compile_schedules(c, &sp.s[found], ST_KERNEL, &d)) fail_msg("fill=%d: %s", fills[f], d.msg);
+    const KKernel *g = c->kernel->kernels[0].alt;
+    assert_non_null(g);
+    SymEnv env = {0};
+    symenv_set(&env, "seq", 4096);
+    assert_true(ex_eval_int(g->grid, &env, &grid[f]));
+  }
+  assert_int_equal(grid[0], 64);
+  assert_true(grid[1] > grid[0] && grid[2] > grid[1] && grid[3] > grid[2]);
+  assert_true(grid[3] <= 64 * 8);
+  compilation_free(c);
+}
+
+/* On the GPU (LATHE_TEST_TARGET=cuda, make test-gpu): every CUDA candidate of the programs (each knob group alone
+ * where the space is largest) runs on the device and matches the reference, at the device's own description. */
+static void cuda_candidates_are_correct(void **state) {
+  (void)state;
+  const char *want = getenv("LATHE_TEST_TARGET");
+  if (!want || strcmp(want, "cuda")) skip();
+  Diag d = {0};
+  CpuCtx cc = {backend_cuda_new(&d), {0}};
+  if (!cc.be) fail_msg("cuda backend: %s", d.msg);
+  symenv_set(&cc.env, "seq", 5);
+  double t0 = now_ms();
+  int n = 0;
+  for (int p = 0; p < NPROGRAMS; p++)
+    n += each_candidate(PROGRAMS[p], TARGET_CUDA, p <= 1 || p == NPROGRAMS - 1, run_and_check, &cc);
+  print_message("%d CUDA candidates checked on the device in %.1f s\n", n, (now_ms() - t0) / 1000);
+  assert_true(n > 150);
+  cc.be->ops->destroy(cc.be);
+}
+
 /* At seq = 1 a variant blocking the tokens never runs: the candidates that differ only in it are one; at
  * seq = 64 they are all distinct, and the blocked variants over the weight's rows are kept at either size. */
+/* The CUDA store-vector knob: a long row's loads and its store as 16-byte vectors (svec=4 in the space, the
+ * store an lt_u4 in the code, NVRTC compiles it); a thread count that leaves some thread a partial vector keeps
+ * one element a step (the same code as without the knob); the CPU refuses the knob. */
+static void store_vectors(void **state) {
+  (void)state;
+  const char *src = "x: f32[4, 1024]; w: f32[1024]; y = rms_norm(x, w, 1e-6)";
+  Compilation *c = loop_of(src, TARGET_CUDA);
+  ScheduleSpace sp;
+  Diag d = {0};
+  assert_true(schedule_space(c->loop, c->tile->kernels[0].k, &c->device, c->matmul, &c->tile->kernels[0].s, &sp, &d));
+  int with = 0;
+  for (int i = 0; i < sp.n; i++) with += sp.s[i].store_vec == 4;
+  assert_true(with > 4);
+  Schedule s = c->tile->kernels[0].s;
+  char *plain = NULL;
+  for (int sv = 0; sv <= 4; sv += 4) {
+    s.store_vec = sv;
+    s.red = RS_BLOCK, s.block_threads = 256;
+    assert_true(compile_schedules(c, &s, ST_CODE, &d));
+    const char *code = sb_str(&c->code);
+    if (!sv) {
+      assert_null(strstr(code, "*(lt_u4 *)(y + "));
+      plain = strdup(code);
+      continue;
+    }
+    assert_non_null(strstr(code, "*(lt_u4 *)(y + "));
+    assert_non_null(strstr(code, "__float_as_uint(st3)"));
+    if (nvrtc_available()) {
+      void *cubin = NULL;
+      size_t size = 0;
+      if (!nvrtc_compile(code, "sm_90", &cubin, &size, &d)) fail_msg("%s", d.msg);
+      free(cubin);
+    }
+    StrBuf text = {0};
+    schedule_format(&text, &s);
+    assert_contains(sb_str(&text), " svec=4");
+    Schedule back;
+    assert_true(schedule_parse(sb_str(&text), &back, &d));
+    assert_true(schedule_equal(&back, &s));
+    sb_free(&text);
+  }
+  /* 1024 threads x 4 elements would need 4096 a row: one element a step, as without the knob */
+  s.block_threads = 1024, s.store_vec = 0;
+  assert_true(compile_schedules(c, &s, ST_CODE, &d));
+  char *scalar1024 = strdup(sb_str(&c->code));
+  s.store_vec = 4;
+  assert_true(compile_schedules(c, &s, ST_CODE, &d));
+  assert_string_equal(sb_str(&c->code), scalar1024);
+  s.store_vec = 3;
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_contains(d.msg, "store vector width 3 does not divide 8");
+  free(plain);
+  free(scalar1024);
+  compilation_free(c);
+  c = loop_of(src, TARGET_CPU);
+  s = c->tile->kernels[0].s;
+  s.store_vec = 4;
+  d = (Diag){0};
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_contains(d.msg, "a store vector width is a CUDA knob");
+  compilation_free(c);
+}
+
 static void space_at_sizes(void **state) {
   (void)state;
   Compilation *c = loop_of(PROGRAMS[0], TARGET_CUDA);
@@ -249,8 +406,12 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(schedule_text_round_trips),
       cmocka_unit_test(space_at_sizes),
+      cmocka_unit_test(store_vectors),
+      cmocka_unit_test(unrolling_knob),
+      cmocka_unit_test(split_k_parts),
       cmocka_unit_test(cpu_candidates_are_correct),
       cmocka_unit_test(cuda_candidates_compile),
+      cmocka_unit_test(cuda_candidates_are_correct),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

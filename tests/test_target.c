@@ -3,10 +3,12 @@
 #include "testutil.h"
 #include <stdlib.h>
 #include "driver/pipeline.h"
+#include "tile/space.h"
 
 static Compilation *compiled_for(const char *device, const char *src, Stage upto) {
   TargetDesc t;
-  assert_true(target_builtin(device, &t));
+  Diag dd = {0};
+  if (!target_from_spec(device, &t, &dd)) fail_msg("%s: %s", device, dd.msg);
   Compilation *c = compilation_new(t.kind, NULL);
   c->device = t;
   Diag d = {0};
@@ -174,11 +176,108 @@ static void no_bf16_mma_no_tensor_cores(void **state) {
   compilation_free(h);
 }
 
+/* A built-in description with fields changed after ':' (lathe compile --device h200:sms=66): sizes take K / M,
+ * the name says it is not the built-in, and a wrong word is one error naming it. */
+static void descriptions_from_text(void **state) {
+  (void)state;
+  TargetDesc t;
+  Diag d = {0};
+  assert_true(target_from_spec("h200", &t, &d));
+  assert_string_equal(t.name, "h200");
+  assert_true(target_from_spec("h200:sms=66,smem_per_sm=64K,l2=25M,cc=8.0", &t, &d));
+  assert_string_equal(t.name, "h200:sms=66,smem_per_sm=64K,l2=25M,cc=8.0");
+  assert_int_equal(t.sms, 66);
+  assert_int_equal(t.smem_per_sm, 65536);
+  assert_int_equal(t.smem_per_block_optin, 65536); /* no block opts in to more than a multiprocessor has */
+  assert_int_equal(t.l2_bytes, 25 << 20);
+  assert_int_equal(t.cc_major, 8);
+  assert_int_equal(t.cc_minor, 0);
+  assert_int_equal(t.max_threads_per_sm, 2048); /* untouched fields are the h200's */
+  assert_true(target_from_spec("host:cores=1,vector_bytes=16", &t, &d));
+  assert_int_equal(t.kind, TARGET_CPU);
+  assert_int_equal(t.cores, 1);
+  assert_int_equal(t.vector_bytes, 16);
+  static const struct {
+    const char *spec, *msg;
+  } bad[] = {
+      {"x100:sms=1", "unknown device 'x100' (known: h200, a100, l4, t4 for cuda; host for cpu)"},
+      {"h200:", "nothing after ':'"},
+      {"h200:sms", "device override 'sms' is not FIELD=VALUE"},
+      {"h200:sms=", "device override sms: '' is not a count"},
+      {"h200:sms=6x", "device override sms: '6x' is not a count"},
+      {"h200:cores=4", "device override 'cores': no such cuda field"},
+      {"host:sms=4", "device override 'sms': no such cpu field"},
+      {"h200:sms=0", "multiprocessors is 0"},
+      {"h200:cc=9", "cc=9: expected MAJOR.MINOR"},
+      {"h200:smem_per_sm=16K", "49152 bytes of shared memory per block but 16384 per multiprocessor"},
+      {"h200:threads_per_block=100", "100 threads per block"},
+      {"host:vector_bytes=24", "24-byte vectors is not a CPU description"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    d = (Diag){0};
+    if (target_from_spec(bad[i].spec, &t, &d)) fail_msg("%s was accepted", bad[i].spec);
+    assert_contains(d.msg, bad[i].msg);
+  }
+}
+
+/* Half the multiprocessors and less shared memory (64 KB per SM: one 256-thread GEMM block of 48 KB each instead
+ * of two) change the defaults, each for a reason the description gives:
+ *   - split-k GEMMs fill the blocks the device holds at once: 66 x 1 instead of 132 x 2 = 264;
+ *   - flash-decoding's key chunks keep 8 blocks on each SM: 528 instead of 1056;
+ *   - a GEMV's threads per row double only while the launch holds less than half the device: 3072 rows (gate/up
+ *     of Qwen3-0.6B) x a warp already fill half of 66 SMs, so a warp per row instead of 64 threads;
+ *   - a long-row RMSNorm keeps the rows in flight within half of L2: with 66 SMs 128 threads per row already do
+ *     (66 x 16 rows x 16 KB = 17 MB), on the h200 it takes 256.
+ * And the tuner's space follows: block-fill candidates are 1 and 2 blocks per SM (66, 132 instead of 132, 264). */
+static void smaller_description_chooses_differently(void **state) {
+  (void)state;
+  const char *small = "h200:sms=66,smem_per_sm=64K";
+  const char *lin = "x: f32[seq, 1024]; w: bf16[96, 1024]; y = linear(x, w)";
+  Compilation *h = compiled_for("h200", lin, ST_TILE), *s = compiled_for(small, lin, ST_TILE);
+  assert_int_equal(h->tile->kernels[0].s.gemm_fill, 264);
+  assert_int_equal(s->tile->kernels[0].s.gemm_fill, 66);
+  char *ts = printed(s, ST_TILE);
+  assert_contains(ts, "device h200:sms=66,smem_per_sm=64K: sm_90, 66 SMs");
+  assert_contains(ts, "64 KB/SM");
+  free(ts);
+  compilation_free(h), compilation_free(s);
+  const char *attn = "q: f32[1,4,1,64]; k: f32[1,2,n,64]; v: f32[1,2,n,64]; y = attention(q, k, v, false)";
+  h = compiled_for("h200", attn, ST_TILE), s = compiled_for(small, attn, ST_TILE);
+  assert_int_equal(h->tile->kernels[2].s.decode_fill, 1056);
+  assert_int_equal(s->tile->kernels[2].s.decode_fill, 528);
+  compilation_free(h), compilation_free(s);
+  const char *gateup = "x: f32[1, 1024]; w: bf16[3072, 1024]; y = linear(x, w)";
+  h = compiled_for("h200", gateup, ST_TILE), s = compiled_for(small, gateup, ST_TILE);
+  assert_int_equal(h->tile->kernels[0].s.red, RS_BLOCK);
+  assert_int_equal(h->tile->kernels[0].s.block_threads, 64);
+  assert_int_equal(s->tile->kernels[0].s.red, RS_WARP);
+  compilation_free(h), compilation_free(s);
+  const char *norm = "x: f32[32,4096,4096]; w: f32[4096]; y = rms_norm(x, w, 1e-6)";
+  h = compiled_for("h200", norm, ST_TILE), s = compiled_for(small, norm, ST_TILE);
+  assert_int_equal(h->tile->kernels[0].s.block_threads, 256);
+  assert_int_equal(s->tile->kernels[0].s.block_threads, 128);
+  int fills[2][3] = {{0}};
+  for (int which = 0; which < 2; which++) {
+    const Compilation *c = which ? s : h;
+    ScheduleSpace sp;
+    Diag d = {0};
+    assert_true(schedule_space(c->loop, c->tile->kernels[0].k, &c->device, c->matmul, &c->tile->kernels[0].s, &sp, &d));
+    for (int i = 0; i < sp.n; i++) {
+      int f = sp.s[i].block_fill;
+      fills[which][f == 66 ? 0 : f == 132 ? 1 : f == 264 ? 2 : 0] += f > 0;
+    }
+  }
+  assert_int_equal(fills[0][0], 0), assert_true(fills[0][1] > 0), assert_true(fills[0][2] > 0);
+  assert_true(fills[1][0] > 0), assert_true(fills[1][1] > 0), assert_int_equal(fills[1][2], 0);
+  compilation_free(h), compilation_free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(builtin_descriptions), cmocka_unit_test(broken_descriptions_are_refused),
-      cmocka_unit_test(split_k_follows_sms),  cmocka_unit_test(decode_chunks_follow_sms),
-      cmocka_unit_test(threads_follow_sms),   cmocka_unit_test(no_bf16_mma_no_tensor_cores),
+      cmocka_unit_test(builtin_descriptions),   cmocka_unit_test(broken_descriptions_are_refused),
+      cmocka_unit_test(split_k_follows_sms),    cmocka_unit_test(decode_chunks_follow_sms),
+      cmocka_unit_test(threads_follow_sms),     cmocka_unit_test(no_bf16_mma_no_tensor_cores),
+      cmocka_unit_test(descriptions_from_text), cmocka_unit_test(smaller_description_chooses_differently),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

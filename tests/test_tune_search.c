@@ -15,12 +15,15 @@ typedef struct Fake {
   int calls[512];
   int total_calls;
   int progress_calls;
+  int order[1024];   /* candidates in the order measured */
+  double score[512]; /* the fake prior's */
 } Fake;
 
 static int fake_measure(void *ctx, int i, int repeats, TuneMeasurement *m, Diag *d) {
   Fake *f = ctx;
   (void)d;
   f->clock += f->step_s;
+  if (f->total_calls < 1024) f->order[f->total_calls] = i;
   f->total_calls++;
   double us = f->calls[i]++ && f->again[i] > 0 ? f->again[i] : f->us[i];
   m->status = f->st[i];
@@ -51,6 +54,7 @@ static void plant(Fake *f, int n) {
 }
 
 static TuneSearchOps ops_of(Fake *f) { return (TuneSearchOps){f, fake_measure, fake_now, fake_progress}; }
+static double fake_score(void *ctx, int i) { return ((Fake *)ctx)->score[i]; }
 
 static void finds_planted_best_past_fault_and_wrong(void **state) {
   (void)state;
@@ -179,6 +183,75 @@ static void default_must_run(void **state) {
   compilation_free(c);
 }
 
+/* The prior as the search's policy: a best many knobs from the default, which the nearest-first order does not reach
+ * within 4 candidates, is measured second when the prior ranks it first; among the nearest candidates the prior's
+ * order decides; a prior that ranks the default first changes nothing; a misleading prior costs one measurement,
+ * and the exhaustive search still finds the planted best. */
+static void prior_is_the_policy(void **state) {
+  (void)state;
+  ScheduleSpace sp;
+  Compilation *c = cpu_linear(&sp);
+  int far = -1;
+  for (int i = 1; i < sp.n; i++)
+    if (far < 0 || schedule_distance(&sp.s[i], &sp.s[0]) > schedule_distance(&sp.s[far], &sp.s[0])) far = i;
+  assert_true(schedule_distance(&sp.s[far], &sp.s[0]) >= 3);
+  Fake f;
+  TuneLimits lim = {4, 0, 0, 0.03, 1};
+  TuneSearchResult r;
+  Diag d = {0};
+  /* no prior: not found in 4 */
+  plant(&f, sp.n);
+  f.us[far] = 10;
+  TuneSearchOps ops = ops_of(&f);
+  assert_true(tune_search(&sp, &lim, &ops, &r, &d));
+  assert_int_equal(r.best, 0);
+  free(r.m);
+  /* the prior ranks it first: measured second */
+  plant(&f, sp.n);
+  f.us[far] = 10;
+  for (int i = 0; i < sp.n; i++) f.score[i] = -schedule_distance(&sp.s[i], &sp.s[far]);
+  ops.score = fake_score;
+  assert_true(tune_search(&sp, &lim, &ops, &r, &d));
+  assert_int_equal(f.order[1], far);
+  assert_int_equal(r.best, far);
+  free(r.m);
+  /* the nearest candidates in the prior's order: of two at the same distance from the default (a space of just
+   * them), the listed-first without a prior, the higher-scored with one */
+  int x = -1, y = -1;
+  for (int i = 1; i < sp.n && y < 0; i++)
+    for (int j = i + 1; j < sp.n && y < 0; j++)
+      if (schedule_distance(&sp.s[i], &sp.s[0]) == schedule_distance(&sp.s[j], &sp.s[0])) x = i, y = j;
+  assert_true(y > 0);
+  Schedule three[3] = {sp.s[0], sp.s[x], sp.s[y]};
+  ScheduleSpace small = {three, 3};
+  lim.max_candidates = 2;
+  plant(&f, 3);
+  ops.score = NULL;
+  assert_true(tune_search(&small, &lim, &ops, &r, &d));
+  assert_int_equal(f.order[1], 1);
+  free(r.m);
+  plant(&f, 3);
+  f.score[0] = 9, f.score[1] = 1, f.score[2] = 2; /* the default ranked first: no policy pick, the order decides */
+  ops.score = fake_score;
+  assert_true(tune_search(&small, &lim, &ops, &r, &d));
+  assert_int_equal(f.order[1], 2);
+  free(r.m);
+  /* a misleading prior (its pick is slow) and no limit: the planted best is still found, with no extra cost but
+   * the one measurement */
+  plant(&f, sp.n);
+  const int best = sp.n - 3;
+  f.us[best] = 20;
+  for (int i = 0; i < sp.n; i++) f.score[i] = 0;
+  f.score[far == 1 ? 2 : 1] = 5;
+  lim.max_candidates = 0;
+  assert_true(tune_search(&sp, &lim, &ops, &r, &d));
+  assert_int_equal(f.order[1], far == 1 ? 2 : 1);
+  assert_int_equal(r.best, best);
+  assert_int_equal(r.tried, sp.n);
+  free(r.m);
+  compilation_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(finds_planted_best_past_fault_and_wrong),
@@ -186,6 +259,7 @@ int main(void) {
       cmocka_unit_test(respects_budget),
       cmocka_unit_test(near_ties_measured_again),
       cmocka_unit_test(default_must_run),
+      cmocka_unit_test(prior_is_the_policy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * timeout, and the parent goes on), and compile-time selection (measured, else the default, with the reason;
  * no database: no reasons and the default; a corrupt database: a warning and the defaults). */
 #include "testutil.h"
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,6 +377,47 @@ static void selection_by_prior(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* The prior reads the description it compiles for (its kernel features include the multiprocessors, and the
+ * candidates it ranks are that description's space): a prior by which threads per point pay off the more SMs there
+ * are (log2 threads weighted -0.8 + log2(SMs) / 8) picks 1024 threads for a GEMV of 512 rows on the h200's 132 SMs
+ * (+0.08 per doubling) and 64 on h200:sms=66 (-0.04 per doubling). */
+static void prior_follows_the_description(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/lathe_tune_prior_dev_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(dbpath, sizeof dbpath, "%s/tune.db", dir);
+  plant("red=serial threads=1 vec=2 omp=0 rows=2 axis=0", "seq=8", 40); /* a database to consult: CPU only */
+  Prior p = {0};
+  p.loaded = 1;
+  p.w[3][0] = -0.8, p.w[3][7] = 1.0;
+  const char *gemv = "x: f32[1, 65536]; w: f32[512, 65536]; y = linear(x, w)";
+  const char *devs[2] = {"h200", "h200:sms=66"};
+  int threads[2];
+  for (int i = 0; i < 2; i++) {
+    Diag d = {0};
+    TargetDesc t;
+    assert_true(target_from_spec(devs[i], &t, &d));
+    Compilation *c = compilation_new(TARGET_CUDA, NULL);
+    c->device = t;
+    TuneLookup l;
+    SymEnv env = {0};
+    assert_true(tune_lookup_open(&l, dbpath, &env, 0));
+    l.prior_cuda = &p;
+    c->schedules = &l.source;
+    if (!compile_source(c, gemv, ST_TILE, &d)) fail_msg("%s: %s", devs[i], d.msg);
+    assert_contains(c->tile->kernels[0].origin, "prior: ");
+    threads[i] = c->tile->kernels[0].s.block_threads;
+    assert_int_equal(c->tile->kernels[0].s.red, RS_BLOCK);
+    tune_lookup_close(&l);
+    compilation_free(c);
+  }
+  assert_int_equal(threads[0], 1024);
+  assert_int_equal(threads[1], 64);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* A GEMV measured at seq = 1 with a rows variant that runs there, a GEMM at seq = 512 on tensor cores: a model's
  * plan keeps the tensor cores for its prefills (the small size's rows variant gives way; on the H200 keeping it
  * made qwen3-0.6b's 512-token prefill 5.8x slower), and says so. */
@@ -487,6 +529,10 @@ static void tuner_survives_planted_failures(void **state) {
   assert_true(schedule_parse(k->best, &best, &d));
   assert_true(best.rows == 1 || best.rows == 8);
   assert_true(k->best_us > 0 && k->default_us > 0 && r.default_us > 0 && r.tuned_us > 0);
+  /* the assembled step against the sum of its parts (one part here) */
+  assert_false(k->absorbed);
+  assert_true(r.parts_tuned_us == k->best_us && r.parts_default_us == k->default_us);
+  assert_true(tune_assembled_ratio(&r) == r.tuned_us / k->best_us);
   int st[4] = {0};
   assert_true(tune_db_each(db, count_status, st, &d));
   assert_int_equal(st[TS_WRONG], 16);
@@ -499,6 +545,30 @@ static void tuner_survives_planted_failures(void **state) {
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tdir);
   assert_int_equal(system(cmd), 0);
+}
+
+/* The sum of the parts: every structure's time with its best (and its default), leaving out a structure timed
+ * within another's part (attention's scores and softmax in the P x V's); nothing when a structure was not tuned
+ * or a part did not measure; the assembled step's ratio to it. */
+static void assembled_against_parts(void **state) {
+  (void)state;
+  TuneKernelReport k[3] = {{.default_us = 10, .best_us = 6},
+                           {.default_us = 4, .best_us = 3, .absorbed = 1},
+                           {.default_us = 5, .best_us = 5}};
+  TuneReport r = {k, 3, 0, 20, 14.3, 0, 0};
+  assert_true(tune_report_parts(&r));
+  assert_true(r.parts_default_us == 15 && r.parts_tuned_us == 11);
+  assert_true(fabs(tune_assembled_ratio(&r) - 1.3) < 1e-12);
+  r.untuned = 1; /* a structure not searched: its part is unknown */
+  assert_false(tune_report_parts(&r));
+  assert_true(r.parts_tuned_us == 0 && tune_assembled_ratio(&r) == 0);
+  r.untuned = 0;
+  k[2].best_us = 0; /* a part that did not measure */
+  assert_false(tune_report_parts(&r));
+  k[2].best_us = 5;
+  k[1].absorbed = 0;
+  assert_true(tune_report_parts(&r));
+  assert_true(r.parts_tuned_us == 14);
 }
 
 /* Under a budget the time follows the defaults' times (one run measures every structure's default first) and
@@ -538,8 +608,10 @@ int main(void) {
       cmocka_unit_test(selection_across_sizes),
       cmocka_unit_test(tensor_cores_kept_across_sizes),
       cmocka_unit_test(selection_by_prior),
+      cmocka_unit_test(prior_follows_the_description),
       cmocka_unit_test(tuner_survives_planted_failures),
       cmocka_unit_test(budget_follows_default_time),
+      cmocka_unit_test(assembled_against_parts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,7 @@ _lathe() {
     run) opts="-e --target --dim --seed --check --bench --iters --warmup --fuse-recompute --no-fuse
       --matmul-precision --no-tune" ;;
     tune) opts="-e --config --random-weights --target --dim --past --max-candidates --patience --budget-s --repeats
-      --warmup --timeout-s --seed --matmul-precision --db --ctx --export --commit" ;;
+      --warmup --timeout-s --seed --matmul-precision --db --ctx --export --commit --no-prior --device-override" ;;
     db) opts="stats export import prune --db" ;;
     fit) opts="--from --target --out --gate --bar" ;;
     pull) opts="--revision --dir --quiet -q" ;;

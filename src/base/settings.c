@@ -37,6 +37,9 @@ static const SettingInfo table[SET_COUNT] = {
      "flash-decoding splits keys into chunks until about this many blocks run on each multiprocessor (1-64)"},
     {SET_ROWS_IN_L2, "LATHE_ROWS_IN_L2", SETTING_BOOL, "1", NULL,
      "0: long-row normalizations (RMSNorm, LayerNorm, softmax) too big for L2 keep a warp per row"},
+    {SET_STORE_VEC, "LATHE_STORE_VEC", SETTING_INT, "0", NULL,
+     "CUDA normalizations (RMSNorm, LayerNorm, softmax) write their rows this many f32 a thread step (4: 16-byte "
+     "loads and stores; 0: one element, the default) where the row splits evenly; to compare without tuning"},
     {SET_FUSE_PROJ, "LATHE_FUSE_PROJECTIONS", SETTING_BOOL, "", "1 for batched steps on CUDA, else 0",
      "1: a batched step computes q/k/v and gate/up each as one GEMM over the weights stacked at load"},
     {SET_CPU_INT_DOT, "LATHE_CPU_INT_DOT", SETTING_BOOL, "1", NULL,

@@ -13,14 +13,14 @@
 #include "cli.h"
 #include "options.h"
 
-/* The device the schedules are chosen for: --device NAME's built-in description (no device is opened), which
- * sets the target, or the target's default. */
+/* The device the schedules are chosen for: --device NAME[:FIELD=VALUE,...]'s built-in description, with any
+ * overrides (no device is opened), which sets the target, or the target's default. */
 static int schedule_device(const char *device, int target_given, Target *target, TargetDesc *desc) {
   *desc = target_default(*target);
   if (!device) return 1;
-  if (!target_builtin(device, desc)) {
-    report_msg("unknown --device '%s' (known: %s for cuda; %s for cpu)", device, target_builtin_names(TARGET_CUDA),
-               target_builtin_names(TARGET_CPU));
+  Diag d = {0};
+  if (!target_from_spec(device, desc, &d)) {
+    report_msg("--device %s: %s", device, d.msg);
     return 0;
   }
   if (target_given && desc->kind != *target) {
@@ -88,9 +88,12 @@ int cmd_compile(int argc, char **argv) {
        "prologue)",
        &fuse_recompute},
       {"--no-fuse", NULL, OPT_FLAG, NULL, "one kernel per reduction (no reduction fusion)", &no_fuse},
-      {"--device", NULL, OPT_STR, "NAME",
+      {"--device", NULL, OPT_STR, "NAME[:FIELD=V,...]",
        "the device schedules are chosen for: h200 (CUDA's default), a100, l4, t4 "
-       "(built-in descriptions, no GPU needed) or host (the CPU); implies --target cuda for a GPU",
+       "(built-in descriptions, no GPU needed) or host (the CPU), with fields changed after ':' "
+       "(h200:sms=66,smem_per_sm=100K; fields sms, threads_per_block, threads_per_sm, smem_per_block, smem_optin, "
+       "smem_per_sm, regs_per_block, regs_per_sm, mem_clock_khz, bus_bits, l2, cc; cores, vector_bytes, l1d, l2, "
+       "l3 for host); implies --target cuda for a GPU",
        &device},
       {"--matmul-precision", NULL, OPT_STR, "high|highest|medium",
        "tensor-core GEMMs on CUDA (see lathe generate "

@@ -97,6 +97,19 @@ static void print_report(const TuneReport *rep, const TargetDesc *dev, Target ta
   if (rep->default_us > 0 && rep->tuned_us > 0)
     printf("program: default %.1f us, tuned %.1f us (%.2fx)\n", rep->default_us, rep->tuned_us,
            rep->default_us / rep->tuned_us);
+  if (rep->parts_tuned_us > 0 && rep->tuned_us > 0) {
+    double ratio = tune_assembled_ratio(rep);
+    double def_ratio = rep->parts_default_us > 0 ? rep->default_us / rep->parts_default_us : 0;
+    printf("parts: default %.1f us, tuned %.1f us (each structure's kernels timed alone, summed); assembled / parts: "
+           "%.2f tuned, %.2f default\n",
+           rep->parts_default_us, rep->parts_tuned_us, ratio, def_ratio);
+    /* the step costs more than its parts on any device (launches, the host); tuning should not make that worse */
+    if (def_ratio > 0 && ratio > def_ratio * 1.10)
+      fprintf(stderr,
+              "lathe: warning: the tuned step costs %.2fx the sum of its parts, the default %.2fx: the tuned kernels "
+              "cost more together than alone (caches one leaves cold for the next?)\n",
+              ratio, def_ratio);
+  }
   if (rep->tuned_us > rep->default_us * 1.05 && rep->default_us > 0)
     fprintf(stderr,
             "lathe: warning: the tuned program measured slower than the defaults at the end: the device's timing is "
@@ -122,8 +135,8 @@ static int export_goldens(const Compilation *c, const SymEnv *env, TuneDb *db, c
 
 int cmd_tune(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *config = NULL, *target_arg = "cpu", *db_arg = NULL,
-             *matmul_name = NULL, *export_path = NULL, *commit = NULL;
-  int random_weights = 0, seed = 1, past = 128, ctx = 0;
+             *matmul_name = NULL, *export_path = NULL, *commit = NULL, *device_override = NULL;
+  int random_weights = 0, seed = 1, past = 128, ctx = 0, no_prior = 0;
   TuneOptions o = {{64, 16, 0, 0.03, 5}, 2, 300, {0}, 1, NULL, 0, print_progress, NULL};
   Opt opts[] = {
       {"-e", NULL, OPT_STR, "PROGRAM", "the program's text (instead of a FILE)", &inline_text},
@@ -156,6 +169,15 @@ int cmd_tune(int argc, char **argv) {
        "tune nothing: write the program's measurements at these sizes as goldens (per kernel structure its measured "
        "pool, the best, its features; the device, date and commit)",
        &export_path},
+      {"--device-override", NULL, OPT_STR, "FIELD=V,...",
+       "choose and search the schedules for the measured device with these fields changed (sms=66,smem_per_sm=100K: "
+       "a smaller device's choices, timed on this one; fields as lathe compile --device NAME:FIELD=V); the "
+       "measurements are kept under that description's identity",
+       &device_override},
+      {"--no-prior", NULL, OPT_FLAG, NULL,
+       "search in the nearest-first order alone (default: the built-in prior of the target, where fitted, picks the "
+       "second candidate and orders the nearest ones)",
+       &no_prior},
       {"--commit", NULL, OPT_STR, "TEXT", "the commit --export records (default: the one lathe was built at)", &commit},
   };
   CmdSpec spec = {"tune",
@@ -201,11 +223,22 @@ int cmd_tune(int argc, char **argv) {
     goto done;
   }
   o.open_backend = target == TARGET_CUDA ? open_cuda : open_cpu;
+  o.prior = no_prior ? NULL : prior_builtin_for(target);
   if (target == TARGET_CUDA) o.driver = cli_cuda_driver_version();
   TargetDesc dev;
   if (!tune_query_device(o.open_backend, o.timeout_s, &dev, &d)) {
     report(&d, NULL);
     goto done;
+  }
+  if (device_override) {
+    char name[64];
+    snprintf(name, sizeof name, "%s", dev.name);
+    int n = snprintf(dev.name, sizeof dev.name, "%s:%s", name, device_override);
+    if (n >= (int)sizeof dev.name) snprintf(dev.name, sizeof dev.name, "%.62s*", name); /* still not the device's */
+    if (!target_override(&dev, device_override, &d)) {
+      report_msg("--device-override %s: %s", device_override, d.msg);
+      goto done;
+    }
   }
   c = compilation_new(target, NULL);
   c->device = dev;

@@ -379,6 +379,42 @@ static void put_warp_reduce(Render *R, const KStmt *s, int level) {
 
 /* count consecutive elements into temporaries: 16-byte (or 8/4-byte) vector loads on CUDA, whose
  * 32-bit words are split into the elements; plain loads in C. */
+/* KS_VSTORE: f32 temporaries to consecutive elements, 16 bytes a store where the dialect has vectors (CUDA; the flat
+ * index is a multiple of count, so each store is aligned), else one element a store. */
+static void put_vstore(Render *R, const KStmt *s, int level) {
+  StrBuf *o = R->out;
+  const char *name = s->buf >= 0 && s->buf < R->lp->nbufs ? R->buf_name[s->buf] : NULL;
+  if (!name || s->count < 2 || s->count > 8 || s->tmp < 0 || s->tmp + s->count > R->kk->ntmps || s->dtype != DT_F32 ||
+      R->lp->bufs[s->buf].dtype != DT_F32) {
+    rc_fail(R, "malformed vector store to buffer %d", s->buf);
+    return;
+  }
+  const LBuf *b = &R->lp->bufs[s->buf];
+  Expr *roots[1] = {rc_flat_index(R, b, s->nidx, s->idx)};
+  rc_cse_begin(R, roots, 1, level);
+  if (!R->dl->bits_to_float) {
+    for (int i = 0; i < s->count; i++) {
+      sb_indent(o, level);
+      sb_printf(o, "%s[", name);
+      rc_put_ref(R, o, roots[0]);
+      sb_printf(o, " + %d] = %s;\n", i, R->tmp_name[s->tmp + i]);
+    }
+    rc_cse_end(R);
+    return;
+  }
+  const int per = s->count < 4 ? s->count : 4; /* f32 elements per vector: 16 bytes at most */
+  const char *vt = per == 2 ? R->dl->vec2 : R->dl->vec4;
+  for (int c = 0; c < s->count; c += per) {
+    sb_indent(o, level);
+    sb_printf(o, "*(%s *)(%s + ", vt, name);
+    rc_put_ref(R, o, roots[0]);
+    sb_printf(o, " + %d) = %s{", c, vt);
+    for (int e = 0; e < per; e++) sb_printf(o, "%s__float_as_uint(%s)", e ? ", " : "", R->tmp_name[s->tmp + c + e]);
+    sb_puts(o, "};\n");
+  }
+  rc_cse_end(R);
+}
+
 static void put_vload(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   const char *name = s->buf >= 0 && s->buf < R->lp->nbufs ? R->buf_name[s->buf] : NULL;
@@ -667,6 +703,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     else put_qrow(R, s, level);
     return;
   case KS_QDOT: put_qdot(R, s, level); return;
+  case KS_VSTORE: put_vstore(R, s, level); return;
   case KS_MMA:
     if (!R->dl->templates) {
       refuse(R, "tensor-core matrix multiply");

@@ -26,6 +26,9 @@ typedef enum KStmtKind {
   KS_VLOAD,       /* declare temporaries tmp .. tmp+count-1 (`dtype` values) = `count` consecutive elements
                      of global buffer `buf` from idx...; the flat index is a multiple of `count`, so CUDA
                      reads them with vector loads (16 bytes at most each) */
+  KS_VSTORE,      /* `count` consecutive elements of global buffer `buf` from idx... = temporaries tmp ..
+                     tmp+count-1 (`dtype`, the buffer's); the flat index is a multiple of `count` (CUDA: 16-byte
+                     vector stores at most each) */
   KS_MMA,         /* CUDA only: a whole tensor-core GEMM kernel body, described by `mma` */
   KS_FLASH,       /* CUDA only: a whole flash-attention kernel body on tensor cores, described by `flash` */
   KS_QROW,        /* CPU only: row cache `slot` holds f32 expression `value` over variable `var` (one row), unless

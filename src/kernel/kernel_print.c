@@ -157,6 +157,15 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     break;
   case KS_QROW:
   case KS_QDOT: print_qstmt(b, s, n, nm); break;
+  case KS_VSTORE:
+    sb_printf(b, "vstore%d %s[", s->count, pn_buf(n, s->buf, MEM_GLOBAL));
+    for (int i = 0; i < s->nidx; i++) {
+      if (i) sb_puts(b, ", ");
+      ex_print(b, s->idx[i], nm);
+    }
+    sb_printf(b, "] = %s..", pn_tmp(n, s->tmp));
+    sb_printf(b, "%s\n", pn_tmp(n, s->tmp + s->count - 1));
+    break;
   case KS_FLASH:
     if (s->flash) print_flash(b, s->flash, nm, child);
     return;

@@ -50,6 +50,10 @@ int kl_loop_vec(const Lower *L);
 void kl_coop_start(Lower *L, Expr **start, Expr **stride);
 void kl_block_reduce(Lower *L, KStmt *seq, int acc_id, Expr *acc, ReduceOp op);
 
+/* CUDA, Schedule.store_vec > 1: the kernel's one-axis inner loop with its store as vectors of that many
+ * elements (its vectorizable loads too) into seq, 1; 0 (nothing emitted) where the loop does not split evenly
+ * into whole vectors per thread or the store is not contiguous and aligned. */
+int kl_emit_inner_vec(Lower *L, KStmt *seq);
 /* The kernel's reduction phases, in order, into seq; sets L->acc_map (L->acc_rows[t] per row when
  * L->nrows > 1). */
 void kl_emit_phases(Lower *L, KStmt *seq);

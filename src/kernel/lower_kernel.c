@@ -30,6 +30,7 @@ static void emit_inner(Lower *L, KStmt *seq) {
   const LKernel *k = L->k;
   ExprPool *P = L->pool;
   if (k->ninner > 0) {
+    if (kl_emit_inner_vec(L, seq)) return;
     Expr *start, *stride;
     kl_coop_start(L, &start, &stride);
     emit_store(L, kl_domain_loop(L, seq, k->inner, k->ninner, start, stride, kl_loop_vec(L)));

@@ -263,6 +263,61 @@ static int coop_threads(const Lower *L) {
   return L->s.red == RS_WARP ? L->dev->warp_size : L->s.red == RS_BLOCK ? L->s.block_threads : 1;
 }
 
+/* ---- vector stores: a one-axis inner loop on CUDA (Schedule.store_vec) ---- */
+
+int kl_emit_inner_vec(Lower *L, KStmt *seq) {
+  const LKernel *k = L->k;
+  const int V = L->s.store_vec;
+  if (L->target != TARGET_CUDA || V < 2 || k->ninner != 1 || k->inner[0].extent->op != X_CONST || k->out_valid)
+    return 0;
+  const LBuf *out = &L->lp->bufs[k->out_buf];
+  const int64_t n = k->inner[0].extent->ival, T = coop_threads(L);
+  if (out->dtype != DT_F32 || n % (T * V) || out->shape.rank < 1 || out->shape.rank > LT_MAX_RANK) return 0;
+  ExprPool *P = L->pool;
+  const int iv = k->inner[0].var, rv = kl_new_var(L, "j"), kv = kl_new_var(L, "k");
+  L->var_map[iv] = ex_add(P, ex_var(P, rv), ex_var(P, kv));
+  Expr *idx[LT_MAX_RANK];
+  for (int i = 0; i < out->shape.rank; i++) idx[i] = kl_subst(L, k->out_idx[i]);
+  /* the store takes V consecutive elements at a multiple of V exactly when a load at its index would */
+  VecLoads vl = {.L = L, .kvar = kv, .rvar = rv, .V = V};
+  if (!vectorizable(&vl, ex_load(P, k->out_buf, out->dtype, out->shape.rank, idx, MEM_GLOBAL))) {
+    L->var_map[iv] = NULL;
+    return 0;
+  }
+  Expr *value = kl_subst(L, k->value);
+  if (value->dtype != out->dtype) value = ex_cast(P, out->dtype, value);
+  Expr *start, *stride;
+  kl_coop_start(L, &start, &stride);
+  KStmt *loop =
+      kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), k->inner[0].extent, ex_mul(P, stride, ex_int(P, V)));
+  find_vec_loads(&vl, value, 0);
+  memo_free(&vl.seen[0]);
+  memo_free(&vl.seen[1]);
+  for (int j = 0; j < vl.n && !L->failed; j++) emit_vload(&vl, loop, j);
+  int first = -1;
+  for (int e = 0; e < V && !L->failed; e++) {
+    int id = -1;
+    kl_decl_tmp(L, loop, out->dtype, arena_printf(L->arena, "st%d", e), at_element(&vl, value, e), &id);
+    if (e == 0) first = id;
+    else if (id != first + e && !L->failed) {
+      diag_error(L->d, 0, 0, "kernel %s: the vector store's values are not consecutive temporaries", L->kk->name);
+      L->failed = 1;
+    }
+  }
+  if (L->failed) return 1;
+  KStmt *st = kl_st_new(L, KS_VSTORE);
+  st->buf = k->out_buf;
+  st->dtype = out->dtype;
+  st->count = V;
+  st->tmp = first;
+  st->nidx = out->shape.rank;
+  Expr *zero[L_MAX_VARS] = {0};
+  zero[kv] = ex_int(P, 0);
+  for (int i = 0; i < st->nidx; i++) st->idx[i] = ex_subst_vars(P, idx[i], L_MAX_VARS, zero);
+  kl_st_add(L, loop, st);
+  return 1;
+}
+
 /* The vector width of a one-axis phase: the largest V <= s.vec dividing a constant extent that still
  * gives every cooperating thread a whole vector. */
 static int phase_vec(const Lower *L, const LPhase *ph) {
@@ -292,8 +347,8 @@ static int joins_group(const LKernel *k, int first, int next) {
   return !s.hit;
 }
 
-/* Unrolling: U vectors per loop step, their loads issued before any use, so each thread keeps U times
- * the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
+/* Unrolling (at most Schedule.unroll where set): U vectors per loop step, their loads issued before any use, so each
+ * thread keeps U times the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
  * number of vectors and U divides it (the loop checks only the first vector of a step, so there is no
  * remainder to guard), and U * (vector loads per step) stays <= 8 to bound registers. */
 static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {
@@ -301,7 +356,8 @@ static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {
   int64_t chunk = (int64_t)coop_threads(L) * V;   /* elements per pass of all threads */
   if (ph->axes[0].extent->ival % chunk) return 1; /* threads differ in their number of vectors */
   int64_t per_thread = ph->axes[0].extent->ival / chunk;
-  for (int u = 4; u > 1; u /= 2)
+  const int most = L->s.unroll > 0 && L->s.unroll < 4 ? L->s.unroll : 4; /* Schedule.unroll caps it */
+  for (int u = most; u > 1; u /= 2)
     if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= 8) return u;
   return 1;
 }

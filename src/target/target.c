@@ -1,5 +1,6 @@
 /* Target descriptions: the built-in named devices, the host CPU's query, checks and printing. */
 #include "target.h"
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -111,6 +112,133 @@ TargetDesc target_default(Target kind) {
   if (kind == TARGET_CUDA) t = builtin_gpus[0];
   else target_host(&t);
   return t;
+}
+
+/* The fields an override may set: where each lives and which kind of device has it. */
+typedef struct OverrideField {
+  const char *name;
+  Target kind;
+  size_t off;
+  int wide; /* an int64_t field (cache sizes), else int */
+} OverrideField;
+
+#define OF(n, k, f, w)                                                                                                 \
+  { n, k, offsetof(TargetDesc, f), w }
+static const OverrideField override_fields[] = {
+    OF("sms", TARGET_CUDA, sms, 0),
+    OF("threads_per_block", TARGET_CUDA, max_threads_per_block, 0),
+    OF("threads_per_sm", TARGET_CUDA, max_threads_per_sm, 0),
+    OF("smem_per_block", TARGET_CUDA, smem_per_block, 0),
+    OF("smem_optin", TARGET_CUDA, smem_per_block_optin, 0),
+    OF("smem_per_sm", TARGET_CUDA, smem_per_sm, 0),
+    OF("regs_per_block", TARGET_CUDA, regs_per_block, 0),
+    OF("regs_per_sm", TARGET_CUDA, regs_per_sm, 0),
+    OF("mem_clock_khz", TARGET_CUDA, mem_clock_khz, 0),
+    OF("bus_bits", TARGET_CUDA, bus_width_bits, 0),
+    OF("cores", TARGET_CPU, cores, 0),
+    OF("vector_bytes", TARGET_CPU, vector_bytes, 0),
+    OF("l1d", TARGET_CPU, l1d_bytes, 1),
+    OF("l3", TARGET_CPU, l3_bytes, 1),
+};
+#undef OF
+
+/* A non-negative count with an optional K / M suffix (x1024, x1048576). */
+static int parse_size(const char *s, size_t n, int64_t *out) {
+  int64_t v = 0, unit = 1;
+  size_t i = 0;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+    v = v * 10 + (s[i] - '0');
+    if (v > (1ll << 40)) return 0;
+  }
+  if (!i) return 0;
+  if (i < n && (s[i] == 'K' || s[i] == 'k')) unit = 1 << 10, i++;
+  else if (i < n && (s[i] == 'M' || s[i] == 'm')) unit = 1 << 20, i++;
+  if (i != n) return 0;
+  *out = v * unit;
+  return 1;
+}
+
+static int override_one(TargetDesc *t, const char *word, size_t n, Diag *d) {
+  const char *eq = memchr(word, '=', n);
+  if (!eq || eq == word) {
+    diag_error(d, 0, 0, "device override '%.*s' is not FIELD=VALUE", (int)n, word);
+    return 0;
+  }
+  size_t klen = (size_t)(eq - word), vlen = n - klen - 1;
+  const char *val = eq + 1;
+  if (klen == 2 && !strncmp(word, "cc", 2) && t->kind == TARGET_CUDA) { /* compute capability MAJOR.MINOR */
+    const char *dot = memchr(val, '.', vlen);
+    int64_t major, minor;
+    if (!dot || !parse_size(val, (size_t)(dot - val), &major) ||
+        !parse_size(dot + 1, vlen - (size_t)(dot - val) - 1, &minor) || major > 99 || minor > 9) {
+      diag_error(d, 0, 0, "device override cc=%.*s: expected MAJOR.MINOR (8.0)", (int)vlen, val);
+      return 0;
+    }
+    t->cc_major = (int)major, t->cc_minor = (int)minor;
+    return 1;
+  }
+  int64_t v;
+  if (!parse_size(val, vlen, &v)) {
+    diag_error(d, 0, 0, "device override %.*s: '%.*s' is not a count (an optional K or M suffix)", (int)klen, word,
+               (int)vlen, val);
+    return 0;
+  }
+  if (klen == 2 && !strncmp(word, "l2", 2)) {
+    t->l2_bytes = v;
+    return 1;
+  }
+  for (size_t i = 0; i < sizeof override_fields / sizeof override_fields[0]; i++) {
+    const OverrideField *f = &override_fields[i];
+    if (strlen(f->name) != klen || strncmp(f->name, word, klen) || f->kind != t->kind) continue;
+    if (f->wide) *(int64_t *)((char *)t + f->off) = v;
+    else if (v > 0x7fffffff) break;
+    else *(int *)((char *)t + f->off) = (int)v;
+    return 1;
+  }
+  diag_error(d, 0, 0, "device override '%.*s': no such %s field (%s)", (int)klen, word, target_name(t->kind),
+             t->kind == TARGET_CUDA ? "sms, threads_per_block, threads_per_sm, smem_per_block, smem_optin, "
+                                      "smem_per_sm, regs_per_block, regs_per_sm, mem_clock_khz, bus_bits, l2, cc"
+                                    : "cores, vector_bytes, l1d, l2, l3");
+  return 0;
+}
+
+int target_override(TargetDesc *t, const char *list, Diag *d) {
+  for (const char *w = list; *w;) {
+    const char *end = strchr(w, ',');
+    size_t n = end ? (size_t)(end - w) : strlen(w);
+    if (!override_one(t, w, n, d)) return 0;
+    w += n + (end != NULL);
+  }
+  /* the opt-in shared memory is at least the static one, and no block gets more than a multiprocessor holds */
+  if (t->kind == TARGET_CUDA) {
+    if (t->smem_per_block_optin < t->smem_per_block) t->smem_per_block_optin = t->smem_per_block;
+    if (t->smem_per_sm > 0 && t->smem_per_block_optin > t->smem_per_sm) t->smem_per_block_optin = t->smem_per_sm;
+    if (t->smem_per_sm > 0 && t->smem_per_block > t->smem_per_sm) {
+      diag_error(d, 0, 0, "device %s: %d bytes of shared memory per block but %d per multiprocessor", t->name,
+                 t->smem_per_block, t->smem_per_sm);
+      return 0;
+    }
+  }
+  return target_check(t, d);
+}
+
+int target_from_spec(const char *spec, TargetDesc *out, Diag *d) {
+  const char *colon = strchr(spec, ':');
+  char base[64];
+  size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+  snprintf(base, sizeof base, "%.*s", (int)(n < sizeof base ? n : sizeof base - 1), spec);
+  if (n >= sizeof base || !target_builtin(base, out)) {
+    diag_error(d, 0, 0, "unknown device '%s' (known: %s for cuda; %s for cpu)", base, target_builtin_names(TARGET_CUDA),
+               target_builtin_names(TARGET_CPU));
+    return 0;
+  }
+  if (!colon) return 1;
+  if (!colon[1]) {
+    diag_error(d, 0, 0, "device '%s': nothing after ':' (expected FIELD=VALUE,...)", spec);
+    return 0;
+  }
+  snprintf(out->name, sizeof out->name, "%s", spec); /* a changed description is not the built-in one */
+  return target_override(out, colon + 1, d);
 }
 
 /* A cache size from /sys (index0 L1d ... index3 L3), e.g. "48K"; 0 if absent. */

@@ -37,6 +37,15 @@ typedef struct TargetDesc {
 
 /* A named built-in description (1), or 0 when `name` is none of target_builtin_names(). */
 int target_builtin(const char *name, TargetDesc *out);
+/* A description from text: a built-in name, optionally followed by ':' and comma-separated FIELD=VALUE overrides
+ * (the device the schedules are chosen for, made smaller or larger: "h200:sms=66,smem_per_sm=100K"). Fields:
+ * sms, threads_per_block, threads_per_sm, smem_per_block, smem_optin, smem_per_sm, regs_per_block, regs_per_sm,
+ * mem_clock_khz, bus_bits, l2, cc (8.0) on CUDA; cores, vector_bytes, l1d, l2, l3 on the CPU; sizes take a K or M
+ * suffix. The result passes target_check; its name is the text (so the tuning database keeps it apart). 0 with
+ * d saying which word is wrong (an unknown name: d names the built-ins). */
+int target_from_spec(const char *spec, TargetDesc *out, Diag *d);
+/* Applies `list` (FIELD=VALUE,... as in target_from_spec) to t, then target_check; 0 with d. */
+int target_override(TargetDesc *t, const char *list, Diag *d);
 /* The built-in names for a kind, comma-separated ("h200, a100, l4, t4" / "host"). */
 const char *target_builtin_names(Target kind);
 /* The description a compile without a device uses: h200 for CUDA, the host for the CPU. */

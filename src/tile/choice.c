@@ -93,6 +93,18 @@ int tile_knobs_check(const LKernel *k, const TargetDesc *dev, const Schedule *s,
     diag_error(d, 0, 0, "kernel %s: vector width %d does not divide 8 (1, 2, 4 or 8)", name, s->vec);
     return 0;
   }
+  if (s->store_vec < 0 || s->store_vec > 8 || (s->store_vec && 8 % s->store_vec)) {
+    diag_error(d, 0, 0, "kernel %s: store vector width %d does not divide 8 (1, 2, 4 or 8)", name, s->store_vec);
+    return 0;
+  }
+  if (s->unroll != 0 && s->unroll != 1 && s->unroll != 2 && s->unroll != 4) {
+    diag_error(d, 0, 0, "kernel %s: unrolling of %d vectors (0 automatic, 1, 2 or 4)", name, s->unroll);
+    return 0;
+  }
+  if (s->store_vec > 1 && dev->kind != TARGET_CUDA) { /* the CPU's inner loops take `vec` */
+    diag_error(d, 0, 0, "kernel %s: a store vector width is a CUDA knob (the CPU's inner loops use vec)", name);
+    return 0;
+  }
   if (s->rows != 0 && s->rows != 1 && s->rows != 2 && s->rows != 4 && s->rows != 8) { /* 0 or 1: off */
     diag_error(d, 0, 0, "kernel %s: register blocking of %d rows (1, 2, 4 or 8)", name, s->rows);
     return 0;

@@ -215,6 +215,12 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   }
   /* Reductions read 8 consecutive elements per thread step: one 16-byte load of bf16 weights. */
   s.vec = 8;
+  /* LATHE_STORE_VEC=4: a normalization's write pass in 16-byte vectors (Schedule.store_vec; kernel/lower_phase.c
+   * keeps one element a step where the row does not split into whole vectors for the threads) */
+  if (normalized_row(k) > 0) {
+    int ok = 1, sv = (int)setting_int(SET_STORE_VEC, 0, &ok);
+    s.store_vec = ok && (sv == 2 || sv == 4 || sv == 8) ? sv : 0;
+  }
   return s;
 }
 

@@ -21,6 +21,8 @@ static Schedule canonical(Schedule s, Target t) {
   if (s.mma || s.flash) s.rows_serial = 0;
   if (!s.flash_decode) s.decode_fill = 0;
   if (s.red != RS_BLOCK || s.flash_decode || t != TARGET_CUDA) s.block_fill = 0;
+  if (s.store_vec < 2 || t != TARGET_CUDA) s.store_vec = 0;
+  if (s.vec < 2 || t != TARGET_CUDA) s.unroll = 0; /* unrolling counts vectors */
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
   else s.omp = 0, s.rows_omp = 0;
   return s;
@@ -45,8 +47,8 @@ static void add(Builder *b, Schedule s) {
 }
 
 /* The blocked variant's forms: off, then per blockable axis CUDA-core rows (2, 4, 8; on CUDA with one
- * thread per point or with the kernel's own strategy), a tensor-core GEMM (with and without split-k fill
- * and its library form) and flash attention. */
+ * thread per point or with the kernel's own strategy), a tensor-core GEMM (without split k, or split to fill
+ * half, all or twice the device; with and without its library form) and flash attention. */
 typedef struct Variant {
   int rows, axis, serial, mma, flash, fill, lib;
 } Variant;
@@ -63,8 +65,12 @@ static int variants(const LKernel *k, const TargetDesc *dev, int parts, const Sc
     for (int rows = 2; rows <= 8; rows *= 2)
       for (int serial = 0; serial <= cuda; serial++) out[n++] = (Variant){rows, a, serial, 0, 0, 0, 0};
     if (!cuda || !parts || !target_has_bf16_mma(dev)) continue;
-    for (int f = 0; f < 2; f++)
-      for (int lib = 0; lib < 2; lib++) out[n++] = (Variant){8, a, 0, parts, 0, f ? fill : 0, lib};
+    /* split-k parts: none, or as many as fill half, all or twice the blocks the device holds at once (fewer or
+     * more parts per output tile; kernel/lower_mma.c caps them at 8) */
+    const int fills[4] = {0, fill / 2, fill, 2 * fill};
+    for (int f = 0; f < 4; f++)
+      for (int lib = 0; lib < 2; lib++)
+        if (!f || fills[f] > 0) out[n++] = (Variant){8, a, 0, parts, 0, fills[f], lib};
     out[n++] = (Variant){8, a, 0, 0, parts, 0, 0};
   }
   return n;
@@ -112,25 +118,41 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   int decode_fills[5] = {0}, ndecode = 1;
   if (dev->kind == TARGET_CUDA && k->nphase == 1)
     for (int f = 1; f <= 8; f *= 2) decode_fills[ndecode++] = f * dev->sms;
+  /* CUDA store vectors: a one-axis inner loop of constant length (a normalization's row) also as 16-byte f32
+   * vectors, where its length splits evenly into them for some thread count (kernel/lower_phase.c checks each) */
+  const int64_t inner_n = k->ninner == 1 && k->inner[0].extent->op == X_CONST ? k->inner[0].extent->ival : 0;
+  int nsvec = dev->kind == TARGET_CUDA && inner_n > 0 && p->bufs[k->out_buf].dtype == DT_F32 ? 2 : 1;
+  /* unrolling: with 8-element vectors on CUDA reductions, also one or at most two vectors a step */
+  const int nunroll = dev->kind == TARGET_CUDA && k->nphase > 0;
   for (int dc = 0; dc < ndecode; dc++)
     for (int v = 0; v < nvar; v++)
       for (int si = 0; si < (dc ? 1 : nself); si++) /* flash-decoding replaces the kernel's own form */
         for (int vi = 0; vi < (dc ? 1 : nvec); vi++)
-          for (int o = 0; o < omps; o++) {
-            Schedule s = *def;
-            if (!dc) {
-              s.red = self[si].red;
-              s.block_threads = self[si].threads;
-              s.block_fill = self[si].fill;
-              s.vec = nvec == 1 && dev->kind == TARGET_CUDA ? def->vec : vecs[vi];
-            }
-            s.omp = s.rows_omp = o; /* the variant's OpenMP as the kernel's */
-            s.rows = var[v].rows, s.row_axis = var[v].axis, s.rows_serial = var[v].serial;
-            s.mma = var[v].mma, s.flash = var[v].flash, s.gemm_fill = var[v].fill, s.gemm_library = var[v].lib;
-            s.flash_decode = dc > 0;
-            s.decode_fill = decode_fills[dc];
-            add(&b, s);
-          }
+          for (int o = 0; o < omps; o++)
+            for (int sv = 0; sv < (dc ? 1 : nsvec); sv++)
+              for (int un = 0; un < (dc || vecs[vi] != 8 || !nunroll ? 1 : 3); un++) {
+                Schedule s = *def;
+                s.store_vec = sv ? 4 : 0;
+                s.unroll = un; /* 0 automatic (up to 4), 1 none, 2 at most two */
+                if (sv) {      /* every cooperating thread gets whole vectors: the length splits evenly */
+                  const int coop = self[si].red == RS_WARP    ? dev->warp_size
+                                   : self[si].red == RS_BLOCK ? self[si].threads
+                                                              : 1;
+                  if (inner_n % (4 * coop)) continue;
+                }
+                if (!dc) {
+                  s.red = self[si].red;
+                  s.block_threads = self[si].threads;
+                  s.block_fill = self[si].fill;
+                  s.vec = nvec == 1 && dev->kind == TARGET_CUDA ? def->vec : vecs[vi];
+                }
+                s.omp = s.rows_omp = o; /* the variant's OpenMP as the kernel's */
+                s.rows = var[v].rows, s.row_axis = var[v].axis, s.rows_serial = var[v].serial;
+                s.mma = var[v].mma, s.flash = var[v].flash, s.gemm_fill = var[v].fill, s.gemm_library = var[v].lib;
+                s.flash_decode = dc > 0;
+                s.decode_fill = decode_fills[dc];
+                add(&b, s);
+              }
   (void)d;
   out->s = b.s;
   out->n = b.n;

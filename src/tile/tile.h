@@ -59,6 +59,12 @@ typedef struct Schedule {
    * (a grid-stride loop), so fewer rows are in flight at once (a long-row normalization's later passes then
    * find its row in L1 / L2); 0: a block per point */
   int block_fill;
+  /* CUDA: elements each thread takes per step of a one-axis inner loop of constant length (the row a normalization
+   * writes): its loads and its store as vectors of this many (4: one 16-byte f32 vector); 0 or 1: one element */
+  int store_vec;
+  /* vectors per loop step of a vectorized one-axis reduction (their loads issued before any use): 0 = as many as
+   * divide the thread's vectors, up to 4 and 8 vector loads a step (lower_phase.c); 1, 2 or 4: at most that many */
+  int unroll;
 } Schedule;
 
 /* Work (points times their reduction and inner elements) from which a CPU kernel takes OpenMP: a

@@ -175,7 +175,10 @@ void tune_device_identity(const TargetDesc *t, int driver, char *out, size_t n) 
   if (t->kind == TARGET_CPU) {
     char model[200];
     cpu_model(model, sizeof model);
-    snprintf(out, n, "cpu %s, %d cores", model[0] ? model : t->name, t->cores);
+    /* a description changed by overrides (lathe tune --device-override) is named NAME:FIELD=V: not this CPU's */
+    const char *changed = strchr(t->name, ':') ? t->name : NULL;
+    snprintf(out, n, "cpu %s, %d cores%s%s", model[0] ? model : t->name, t->cores, changed ? ", as " : "",
+             changed ? changed : "");
   } else {
     snprintf(out, n, "cuda %s, sm_%d%d, %d SMs, memory %d kHz x %d bits, driver %d", t->name, t->cc_major, t->cc_minor,
              t->sms, t->mem_clock_khz, t->bus_width_bits, driver);

@@ -1,8 +1,10 @@
 /* A nearest-neighbour local search. Why not sampling or a tree search: with no prior yet, the default is the
  * best guess there is, and the knobs interact weakly (vector width, threads and the blocked variant
  * mostly change the time independently), so walking one or two knobs away from the best so far finds the
- * improvements early and patience cuts the tail; an MCTS with the learned prior as its policy can replace
- * the order (next_candidate) without changing the rest. */
+ * improvements early and patience cuts the tail. With a fitted prior it is the policy: its first choice is
+ * measured second (a prior that reproduces the goldens' best half puts a good candidate there, however many
+ * knobs it is from the default), and the nearest candidates are taken in its order. A full tree search (MCTS with
+ * the prior as its policy) could replace next_candidate without changing the rest. */
 #include "search.h"
 #include <stdlib.h>
 #include <string.h>
@@ -17,25 +19,34 @@ const char *tune_stop_name(TuneStop s) {
 }
 
 int schedule_distance(const Schedule *a, const Schedule *b) {
-  const int fa[] = {a->red,         a->block_threads, a->vec,          a->omp,      a->rows,
-                    a->row_axis,    a->rows_serial,   a->mma,          a->flash,    a->flash_decode,
-                    a->decode_fill, a->gemm_fill,     a->gemm_library, a->rows_omp, a->block_fill};
-  const int fb[] = {b->red,         b->block_threads, b->vec,          b->omp,      b->rows,
-                    b->row_axis,    b->rows_serial,   b->mma,          b->flash,    b->flash_decode,
-                    b->decode_fill, b->gemm_fill,     b->gemm_library, b->rows_omp, b->block_fill};
+  const int fa[] = {a->red,          a->block_threads, a->vec,        a->omp,           a->rows,        a->row_axis,
+                    a->rows_serial,  a->mma,           a->flash,      a->flash_decode,  a->decode_fill, a->gemm_fill,
+                    a->gemm_library, a->rows_omp,      a->block_fill, a->store_vec > 1, a->unroll};
+  const int fb[] = {b->red,          b->block_threads, b->vec,        b->omp,           b->rows,        b->row_axis,
+                    b->rows_serial,  b->mma,           b->flash,      b->flash_decode,  b->decode_fill, b->gemm_fill,
+                    b->gemm_library, b->rows_omp,      b->block_fill, b->store_vec > 1, b->unroll};
   int n = 0;
   for (size_t i = 0; i < sizeof fa / sizeof fa[0]; i++) n += fa[i] != fb[i];
   return n;
 }
 
-static int next_candidate(const ScheduleSpace *sp, const TuneMeasurement *m, int best) {
+/* score: the prior's per candidate, or NULL (ties by order then) */
+static int next_candidate(const ScheduleSpace *sp, const TuneMeasurement *m, int best, const double *score) {
   int pick = -1, dist = 1 << 30;
   for (int i = 0; i < sp->n; i++) {
     if (m[i].measured) continue;
     int di = schedule_distance(&sp->s[i], &sp->s[best]);
-    if (di < dist) pick = i, dist = di;
+    if (di < dist || (di == dist && score && score[i] > score[pick])) pick = i, dist = di;
   }
   return pick;
+}
+
+/* The prior's best-scored untried candidate other than the default (-1: none, or no prior). */
+static int prior_first(const ScheduleSpace *sp, const double *score) {
+  int pick = -1;
+  for (int i = 1; score && i < sp->n; i++)
+    if (pick < 0 || score[i] > score[pick]) pick = i;
+  return pick >= 0 && score[pick] > score[0] ? pick : -1;
 }
 
 static int better(const TuneMeasurement *a, const TuneMeasurement *b, double tie) {
@@ -51,23 +62,31 @@ int tune_search(const ScheduleSpace *space, const TuneLimits *lim, const TuneSea
     return 0;
   }
   TuneMeasurement *m = out->m;
+  double *score = ops->score && space->n ? calloc((size_t)space->n, sizeof *score) : NULL;
+  for (int i = 0; score && i < space->n; i++) score[i] = ops->score(ops->ctx, i);
   const double start = ops->now_s(ops->ctx);
   const int repeats = lim->repeats > 0 ? lim->repeats : 1;
   const double tie = lim->tie > 0 ? lim->tie : 0.03;
   int best = 0, since_better = 0;
 #define LEFT() (lim->budget_s > 0 ? lim->budget_s - (ops->now_s(ops->ctx) - start) : -1)
-  if (!ops->measure(ops->ctx, 0, repeats, &m[0], d)) return 0;
+  if (!ops->measure(ops->ctx, 0, repeats, &m[0], d)) {
+    free(score);
+    return 0;
+  }
   m[0].measured = 1;
   out->tried = 1;
   if (m[0].status != TS_OK) {
     diag_error(d, 0, 0, "the default schedule did not run (%s): there is nothing to check candidates against",
                tune_status_name(m[0].status));
+    free(score);
     return 0;
   }
   if (ops->progress) ops->progress(ops->ctx, 1, 0, m[0].median_us, LEFT());
   out->stop = STOP_EXHAUSTED;
+  int policy = prior_first(space, score); /* the prior's first choice, measured next */
   for (;;) {
-    int next = next_candidate(space, m, best);
+    int next = policy >= 0 ? policy : next_candidate(space, m, best, score);
+    policy = -1;
     if (next < 0) break;
     if (lim->max_candidates > 0 && out->tried >= lim->max_candidates) {
       out->stop = STOP_MAX_CANDIDATES;
@@ -81,7 +100,10 @@ int tune_search(const ScheduleSpace *space, const TuneLimits *lim, const TuneSea
       out->stop = STOP_BUDGET;
       break;
     }
-    if (!ops->measure(ops->ctx, next, repeats, &m[next], d)) return 0;
+    if (!ops->measure(ops->ctx, next, repeats, &m[next], d)) {
+      free(score);
+      return 0;
+    }
     m[next].measured = 1;
     out->tried++;
     if (better(&m[next], &m[best], tie)) {
@@ -101,7 +123,10 @@ int tune_search(const ScheduleSpace *space, const TuneLimits *lim, const TuneSea
     if (lim->budget_s > 0 && LEFT() <= 0) break;
     TuneMeasurement again;
     memset(&again, 0, sizeof again);
-    if (!ops->measure(ops->ctx, ties[t], repeats * 2, &again, d)) return 0;
+    if (!ops->measure(ops->ctx, ties[t], repeats * 2, &again, d)) {
+      free(score);
+      return 0;
+    }
     again.measured = m[ties[t]].measured + 1;
     m[ties[t]] = again;
   }
@@ -111,6 +136,7 @@ int tune_search(const ScheduleSpace *space, const TuneLimits *lim, const TuneSea
     if (m[i].measured && m[i].status == TS_OK && (m[best].status != TS_OK || m[i].median_us < m[best].median_us))
       best = i;
 #undef LEFT
+  free(score);
   out->best = best;
   return 1;
 }

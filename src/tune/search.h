@@ -28,6 +28,10 @@ typedef struct TuneSearchOps {
   double (*now_s)(void *ctx);
   /* After each measurement (may be NULL): tried so far, the best candidate and its median, seconds left. */
   void (*progress)(void *ctx, int tried, int best, double best_us, double left_s);
+  /* The learned prior's score of candidate i, higher = predicted faster (may be NULL: no prior). It is the
+   * search's policy: the prior's first choice is measured right after the default, and among the untried
+   * candidates nearest the best so far the higher-scored go first. */
+  double (*score)(void *ctx, int candidate);
 } TuneSearchOps;
 
 typedef enum TuneStop { STOP_EXHAUSTED, STOP_MAX_CANDIDATES, STOP_PATIENCE, STOP_BUDGET } TuneStop;
@@ -40,8 +44,9 @@ typedef struct TuneSearchResult {
   TuneMeasurement *m; /* per candidate (calloc'ed, n long; measured == 0: not tried); free() it */
 } TuneSearchResult;
 
-/* A local search: the default first, then always the untried candidate nearest (fewest knobs different) to
- * the best so far, ties by order in the space; then the near-ties of the best measured again. The default
+/* A local search: the default first, then (with a prior) the prior's best-scored candidate, then always the
+ * untried candidate nearest (fewest knobs different) to the best so far, ties by the prior's score, then by
+ * order in the space; then the near-ties of the best measured again. The default
  * must measure ok (it is the reference the others are checked against). */
 int tune_search(const ScheduleSpace *space, const TuneLimits *lim, const TuneSearchOps *ops, TuneSearchResult *out,
                 Diag *d);

@@ -13,6 +13,7 @@
 #include "../runtime/plan.h"
 #include "child.h"
 #include "key.h"
+#include "prior.h"
 
 typedef struct RefOutputs {
   int n;
@@ -45,8 +46,15 @@ typedef struct Tuner {
   int group, ngroups;
   double start_s;
   TuneWorker w;
-  WorkerState ws; /* the child's (unused in the tuning process) */
+  WorkerState ws;                   /* the child's (unused in the tuning process) */
+  double kf[PRIOR_KERNEL_FEATURES]; /* the group's kernel features for the prior */
 } Tuner;
+
+/* The prior's score of the group's candidate i (TuneSearchOps.score). */
+static double prior_score_of(void *ctx, int i) {
+  Tuner *t = ctx;
+  return prior_score(t->o->prior, t->kf, &t->space->s[i]);
+}
 
 /* A request to the measuring child: what to time, then one Schedule per kernel, then the slots. */
 /* REQ_GROUPS: several groups' kernels timed apart in one run of the program, their slots separated by -1 */
@@ -435,6 +443,37 @@ static int *heaviest_first(const double *weight, int ngroups) {
   return order;
 }
 
+int tune_report_parts(TuneReport *r) {
+  r->parts_default_us = r->parts_tuned_us = 0;
+  if (r->untuned || r->n == 0) return 0;
+  double def = 0, tuned = 0;
+  for (int i = 0; i < r->n; i++) {
+    if (r->k[i].absorbed) continue;
+    if (!(r->k[i].default_us > 0) || !(r->k[i].best_us > 0)) return 0;
+    def += r->k[i].default_us, tuned += r->k[i].best_us;
+  }
+  r->parts_default_us = def, r->parts_tuned_us = tuned;
+  return 1;
+}
+
+double tune_assembled_ratio(const TuneReport *r) {
+  return r->tuned_us > 0 && r->parts_tuned_us > 0 ? r->tuned_us / r->parts_tuned_us : 0;
+}
+
+/* A structure whose kernels are all timed within another's part (covered[k]) is left out of the sum of the parts;
+ * group_of[lead] is the report index of a searched structure. */
+static void mark_absorbed(TuneReport *r, char (*keys)[24], const int *lead, int ngroups, int nk,
+                          const unsigned char *covered, const int *group_of) {
+  for (int g = 0; g < ngroups; g++) {
+    const int i = lead[g];
+    int all = 1, searched = 0;
+    for (int j = 0; j < r->n && !searched; j++) searched = !strcmp(r->k[j].key, keys[i]);
+    for (int j = i; j < nk && searched; j++)
+      if (!strcmp(keys[i], keys[j])) all &= covered[j];
+    if (searched && all) r->k[group_of[i]].absorbed = 1;
+  }
+}
+
 int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneReport *r, Diag *d) {
   memset(r, 0, sizeof *r);
   const LProgram *p = c->loop;
@@ -483,6 +522,8 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
   if (ok && o->lim.budget_s > 0 && ngroups > 1) ok = default_weights(&t, lead, ngroups, keys, weight, d);
   /* the heaviest structures first (under a budget), so a budget spent early leaves out the light ones */
   int *order = heaviest_first(weight, ngroups);
+  unsigned char *covered = calloc((size_t)nk + 1, 1);       /* timed as an extra slot of another structure's part */
+  int *group_of = calloc((size_t)nk + 1, sizeof *group_of); /* report index of each lead kernel's structure */
   for (int gi = 0; ok && gi < ngroups; gi++) {
     const int g = order[gi], i = lead[g];
     /* the budget is the whole run's: each search gets its share of what is left */
@@ -505,9 +546,19 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     snprintf(kr->name, sizeof kr->name, "%s", p->kernels[i].name);
     kr->members = t.nmembers;
     kr->candidates = sp.n;
+    for (int s = 0; s < t.nslots; s++) {
+      int member = 0;
+      for (int j = 0; j < t.nmembers; j++) member |= t.members[j] == t.slots[s];
+      if (!member) covered[t.slots[s]] = 1;
+    }
+    group_of[i] = r->n - 1;
     t.space = &sp;
     t.rep = kr;
-    TuneSearchOps ops = {&t, measure, wall_s, progress};
+    TuneSearchOps ops = {&t, measure, wall_s, progress, NULL};
+    if (o->prior && o->prior->loaded) {
+      prior_kernel_features(&p->kernels[i], &o->env, &c->device, t.kf);
+      ops.score = prior_score_of;
+    }
     TuneSearchResult res;
     ok = tune_search(&sp, &lim, &ops, &res, d);
     if (ok) {
@@ -533,10 +584,14 @@ int tune_compilation(Compilation *c, TuneDb *db, const TuneOptions *o, TuneRepor
     }
     free(res.m);
   }
-  /* the assembled program: every best in place, against every default */
+  if (ok) mark_absorbed(r, keys, lead, ngroups, nk, covered, group_of);
+  free(covered);
+  free(group_of);
+  /* the assembled program: every best in place, against every default, and against the sum of its parts */
   if (ok && r->n) {
     r->tuned_us = time_program(&t, t.def, d);
     r->default_us = time_program(&t, t.orig, d);
+    tune_report_parts(r);
     ok = !d->set;
   }
   tune_worker_stop(&t.w);

@@ -29,6 +29,98 @@ static constexpr __host__ __device__ int lt_pow2_at_least(int n) {
   return p;
 }
 
+/* Adds the values v[0..N) of every thread of phase ph = 1 .. NPH - 1 (column col) into those of phase 0's
+ * thread of the same column, in phase order, through shared memory; threads of phase NPH and up (when
+ * COLS * NPH < 128) take no part. Every thread of the block calls it; a barrier must separate two calls of one
+ * instantiation (they share the shared array). */
+template <int NPH, int N, int COLS>
+static __device__ __forceinline__ void lt_fd_phases_into_first(float (&lt_v)[N], const int lt_ph, const int lt_col) {
+  if constexpr (NPH > 1) {
+    __shared__ float lt_red[NPH - 1][N][COLS];
+    if (lt_ph > 0 && lt_ph < NPH)
+#pragma unroll
+      for (int lt_r = 0; lt_r < N; lt_r++) lt_red[lt_ph - 1][lt_r][lt_col] = lt_v[lt_r];
+    __syncthreads();
+    if (lt_ph == 0)
+      for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
+#pragma unroll
+        for (int lt_r = 0; lt_r < N; lt_r++) lt_v[lt_r] += lt_red[lt_x][lt_r][lt_col];
+  }
+}
+
+/* The end of a block's work: lt_o holds, in the threads tid < W, the block's unnormalized outputs of column tid for
+ * its RW heads, lt_smax and lt_ssum (shared) each head's running maximum and sum. A row with one chunk divides and
+ * stores; otherwise the block leaves its state in the scratch and the last block of the row merges the chunks.
+ * Every thread of the block calls it. */
+template <int W, int RW, int COUNTER_WORDS, class ST>
+static __device__ __forceinline__ void lt_fd_finish(const float (&lt_o)[RW], const float *lt_smax, const float *lt_ssum,
+                                                    const i64 lt_C, const i64 lt_rb, unsigned int *lt_scratch,
+                                                    const ST &lt_fstore) {
+  constexpr int NPH = 128 / W, STRIDE = RW * (W + 2);
+  const float lt_ninf = -__int_as_float(0x7f800000);
+  const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;
+  const int lt_col = lt_tid % W, lt_ph = lt_tid / W;
+  if (lt_C == 1) {
+    if (lt_tid < W) {
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_tid, lt_o[lt_r] / lt_ssum[lt_r]);
+    }
+  } else {
+    float *lt_part = (float *)(lt_scratch + COUNTER_WORDS); /* after the row counters */
+    float *lt_mine = lt_part + (i64)blockIdx.x * STRIDE;
+    if (lt_tid < W)
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) __stcg(&lt_mine[lt_r * (W + 2) + 2 + lt_tid], lt_o[lt_r]);
+    if (lt_tid < RW) {
+      __stcg(&lt_mine[lt_tid * (W + 2)], lt_smax[lt_tid]);
+      __stcg(&lt_mine[lt_tid * (W + 2) + 1], lt_ssum[lt_tid]);
+    }
+    if (lt_arrive_last(lt_scratch, lt_rb, lt_C)) {
+      __threadfence();
+      const float *lt_row = lt_part + lt_rb * lt_C * STRIDE;
+      /* each chunk's weight per head, exp(max_k - max) / sum: a warp per head, a lane per chunk */
+      __shared__ float lt_w[LT_FD_MAX_CHUNKS][RW];
+      for (int lt_r = lt_warp; lt_r < RW; lt_r += 4) {
+        float lt_m[2] = {lt_ninf, lt_ninf}, lt_sm[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int lt_h = 0; lt_h < 2; lt_h++)
+          if (lt_lane + 32 * lt_h < lt_C) {
+            lt_m[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2)]);
+            lt_sm[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2) + 1]);
+          }
+        float lt_mx = fmaxf(lt_m[0], lt_m[1]);
+#pragma unroll
+        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_mx = fmaxf(lt_mx, __shfl_xor_sync(0xffffffffu, lt_mx, lt_x));
+        const float lt_base = lt_mx == lt_ninf ? 0.0f : lt_mx;
+        const float lt_a0 = expf(lt_m[0] - lt_base), lt_a1 = expf(lt_m[1] - lt_base);
+        float lt_l = lt_sm[0] * lt_a0 + lt_sm[1] * lt_a1;
+#pragma unroll
+        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_l += __shfl_xor_sync(0xffffffffu, lt_l, lt_x);
+        if (lt_lane < lt_C) lt_w[lt_lane][lt_r] = lt_a0 / lt_l;
+        if (lt_lane + 32 < lt_C) lt_w[lt_lane + 32][lt_r] = lt_a1 / lt_l;
+      }
+      __syncthreads();
+      /* the weighted sum of the chunks' outputs: each of the NPH phases of W threads takes every NPH-th chunk,
+       * eight chunks' loads in flight, then phase 0 adds the other phases in order (a fixed order: the same
+       * sums whichever block is last) */
+      float lt_acc[RW];
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] = 0.0f;
+      if (lt_ph < NPH) {
+#pragma unroll 8
+        for (int lt_k = lt_ph; lt_k < (int)lt_C; lt_k += NPH)
+#pragma unroll
+          for (int lt_r = 0; lt_r < RW; lt_r++)
+            lt_acc[lt_r] += lt_w[lt_k][lt_r] * __ldcg(&lt_row[lt_k * STRIDE + lt_r * (W + 2) + 2 + lt_col]);
+      }
+      lt_fd_phases_into_first<NPH, RW, W>(lt_acc, lt_ph, lt_col);
+      if (lt_ph == 0)
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_col, lt_acc[lt_r]);
+    }
+  }
+}
+
 template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, bool ROWS, class Q, class K, class V,
           class TL, class S, class ST, class KR, class KC, class KA, class VR, class VC, class VA>
 static __device__ __forceinline__ void
@@ -38,7 +130,6 @@ lt_flash_decode_impl(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, c
   constexpr int LK = lt_pow2_at_least((D + 3) / 4 < 32 ? (D + 3) / 4 : 32); /* lanes per key */
   constexpr int DJ = (D + LK - 1) / LK, KPW = 32 / LK;                      /* q per lane, keys per warp */
   constexpr int NPH = 128 / W, VPT = (LT_FD_TILE + NPH - 1) / NPH; /* P x V: threads per column, keys per thread */
-  constexpr int STRIDE = RW * (W + 2);                              /* floats of one block's partial state */
   const float lt_ninf = -__int_as_float(0x7f800000);
   const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;
   const int lt_sub = lt_lane / LK, lt_dl = lt_lane % LK;
@@ -168,87 +259,8 @@ lt_flash_decode_impl(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, c
     }
     __syncthreads(); /* before the next tile's scores */
   }
-  /* the key phases of each column into phase 0 */
-  if constexpr (NPH > 1) {
-    __shared__ float lt_red[NPH > 1 ? NPH - 1 : 1][RW][W];
-    if (lt_ph > 0 && lt_ph < NPH)
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) lt_red[lt_ph - 1][lt_r][lt_col] = lt_o[lt_r];
-    __syncthreads();
-    if (lt_ph == 0)
-      for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
-#pragma unroll
-        for (int lt_r = 0; lt_r < RW; lt_r++) lt_o[lt_r] += lt_red[lt_x][lt_r][lt_col];
-  }
-  if (lt_C == 1) {
-    if (lt_tid < W) {
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_tid, lt_o[lt_r] / lt_ssum[lt_r]);
-    }
-  } else {
-    float *lt_part = (float *)(lt_scratch + COUNTER_WORDS); /* after the row counters */
-    float *lt_mine = lt_part + (i64)blockIdx.x * STRIDE;
-    if (lt_tid < W)
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) __stcg(&lt_mine[lt_r * (W + 2) + 2 + lt_tid], lt_o[lt_r]);
-    if (lt_tid < RW) {
-      __stcg(&lt_mine[lt_tid * (W + 2)], lt_smax[lt_tid]);
-      __stcg(&lt_mine[lt_tid * (W + 2) + 1], lt_ssum[lt_tid]);
-    }
-    if (lt_arrive_last(lt_scratch, lt_rb, lt_C)) {
-      __threadfence();
-      const float *lt_row = lt_part + lt_rb * lt_C * STRIDE;
-      /* each chunk's weight per head, exp(max_k - max) / sum: a warp per head, a lane per chunk */
-      __shared__ float lt_w[LT_FD_MAX_CHUNKS][RW];
-      for (int lt_r = lt_warp; lt_r < RW; lt_r += 4) {
-        float lt_m[2] = {lt_ninf, lt_ninf}, lt_sm[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int lt_h = 0; lt_h < 2; lt_h++)
-          if (lt_lane + 32 * lt_h < lt_C) {
-            lt_m[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2)]);
-            lt_sm[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2) + 1]);
-          }
-        float lt_mx = fmaxf(lt_m[0], lt_m[1]);
-#pragma unroll
-        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_mx = fmaxf(lt_mx, __shfl_xor_sync(0xffffffffu, lt_mx, lt_x));
-        const float lt_base = lt_mx == lt_ninf ? 0.0f : lt_mx;
-        const float lt_a0 = expf(lt_m[0] - lt_base), lt_a1 = expf(lt_m[1] - lt_base);
-        float lt_l = lt_sm[0] * lt_a0 + lt_sm[1] * lt_a1;
-#pragma unroll
-        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_l += __shfl_xor_sync(0xffffffffu, lt_l, lt_x);
-        if (lt_lane < lt_C) lt_w[lt_lane][lt_r] = lt_a0 / lt_l;
-        if (lt_lane + 32 < lt_C) lt_w[lt_lane + 32][lt_r] = lt_a1 / lt_l;
-      }
-      __syncthreads();
-      /* the weighted sum of the chunks' outputs: each of the NPH phases of W threads takes every NPH-th chunk,
-       * eight chunks' loads in flight, then phase 0 adds the other phases in order (a fixed order: the same
-       * sums whichever block is last) */
-      __shared__ float lt_mred[NPH > 1 ? NPH - 1 : 1][RW][W];
-      float lt_acc[RW];
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] = 0.0f;
-      if (lt_ph < NPH) {
-#pragma unroll 8
-        for (int lt_k = lt_ph; lt_k < (int)lt_C; lt_k += NPH)
-#pragma unroll
-          for (int lt_r = 0; lt_r < RW; lt_r++)
-            lt_acc[lt_r] += lt_w[lt_k][lt_r] * __ldcg(&lt_row[lt_k * STRIDE + lt_r * (W + 2) + 2 + lt_col]);
-      }
-      if constexpr (NPH > 1) {
-        if (lt_ph > 0 && lt_ph < NPH)
-#pragma unroll
-          for (int lt_r = 0; lt_r < RW; lt_r++) lt_mred[lt_ph - 1][lt_r][lt_col] = lt_acc[lt_r];
-        __syncthreads();
-        if (lt_ph == 0)
-          for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
-#pragma unroll
-            for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] += lt_mred[lt_x][lt_r][lt_col];
-      }
-      if (lt_ph == 0)
-#pragma unroll
-        for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_col, lt_acc[lt_r]);
-    }
-  }
+  lt_fd_phases_into_first<NPH, RW, W>(lt_o, lt_ph, lt_col);
+  lt_fd_finish<W, RW, COUNTER_WORDS>(lt_o, lt_smax, lt_ssum, lt_C, lt_rb, lt_scratch, lt_fstore);
 }
 
 /* Every element's index computed whole (contiguous caches). */

@@ -261,7 +261,7 @@ static void decode_is_one_kernel_per_kv_head(void **state) {
 
 /* The vector form over a paged bf16 cache (a block table per row): the rows through the table, 8 bf16 a load; and
  * the chunks: as many as the tiles per chunk need (4,097 keys: 129 tiles, 3 a chunk, 43 chunks, not 64 of which 21
- * would hold no key), at most four blocks a multiprocessor in all. A head dimension of 48 (no power of two)
+ * would hold no key), at most the blocks that run at once in all (KKernel.min_blocks a multiprocessor). A head dimension of 48 (no power of two)
  * keeps the element-at-a-time rows. */
 static void decode_vector_rows(void **state) {
   (void)state;
@@ -277,6 +277,8 @@ static void decode_vector_rows(void **state) {
   assert_non_null(f->k_row);
   assert_true(f->k_row->flags & EXF_LOAD); /* the block table */
   const KKernel *k = &c->kernel->kernels[last];
+  /* 4 heads x 8 columns of outputs and two tiles of one-word k and v vectors (2 + 2): 96 registers, 5 blocks */
+  assert_int_equal(k->min_blocks, 5);
   SymEnv env = {0};
   symenv_set(&env, "tok", 1);
   symenv_set(&env, "ctx", 4097);
@@ -286,7 +288,7 @@ static void decode_vector_rows(void **state) {
   symenv_set(&env, "tok", 64);
   symenv_set(&env, "ctx", 256);
   assert_true(ex_eval_int(k->grid, &env, &grid));
-  assert_int_equal(grid, 64 * 2 * 4); /* 528 / 128 = 4 chunks of 2 tiles (LATHE_DECODE_FILL's 8 a multiprocessor: 8) */
+  assert_int_equal(grid, 64 * 2 * 4); /* 660 / 128 = 5 chunks, 2 tiles each: 4 (LATHE_DECODE_FILL's 8 a multiprocessor: 8) */
   const char *code = sb_str(&c->code);
   assert_contains(code, ", true, 1, 1>(lt_M, lt_T, lt_scratch, lt_fq, lt_ftlast, lt_fscore, lt_fstore, lt_fkr, lt_fkc, "
                         "lt_fkp, lt_fvr, lt_fvc, lt_fvp);");

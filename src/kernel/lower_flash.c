@@ -119,6 +119,9 @@ static int vec_element(const Expr *at) {
   return load->op == X_LOAD && (load->dtype == DT_F32 || load->dtype == DT_BF16 || load->dtype == DT_F16);
 }
 
+/* The element size of a split's element load. */
+static size_t vec_element_size(const Expr *at) { return dtype_size((at->op == X_CAST ? at->a[0] : at)->dtype); }
+
 /* KFlash.vec: the split rows read as 16-byte vectors (kernel.h). */
 static int vec_ok(Lower *L, const KFlash *f) {
   const int64_t D = f->d_extent, W = f->width;
@@ -150,6 +153,19 @@ static void split_rows(Lower *L, KFlash *f) {
   if (!f->vec && (!(f->k_row->flags & EXF_LOAD) || !(f->v_row->flags & EXF_LOAD))) f->k_row = f->v_row = NULL;
 }
 
+/* The vector form's blocks per multiprocessor (KKernel.min_blocks): the registers it keeps live, the outputs
+ * (8 columns of each of the block's heads) and two tiles of loads (lt_flash_decode_vec's KIT = D / 32 and
+ * VIT = ceil(W / 32) vectors of k and v, each one 16-byte word for 2-byte elements, two for f32), plus about 32
+ * for indices, over 128 threads' share of 64K registers. Left to itself ptxas takes ~155 for Llama-3.2-1B's
+ * shape (3 blocks); asked for 5 it fits in 96 without spilling (sm_90, ptxas -v). */
+static int vec_blocks_per_sm(const KFlash *f) {
+  const int kwords = vec_element_size(f->k_at) == 4 ? 2 : 1, vwords = vec_element_size(f->v_at) == 4 ? 2 : 1;
+  const int kit = (int)f->d_extent / 32, vit = ((int)f->width + 31) / 32;
+  const int live = 8 * f->rows + 2 * 4 * (kit * kwords + vit * vwords) + 32;
+  const int regs = (live + 7) / 8 * 8, per = 65536 / (128 * regs);
+  return per < 1 ? 1 : per > 8 ? 8 : per;
+}
+
 /* Flash-decoding (KFlash.decode): the group axis whose consecutive values read the same k and v
  * (k and v use it only as g // c, or not at all), with the most such values up to 8 (a block's
  * rows), and the launch: a block per query row, row group and key chunk. Chunks of at least 32 keys,
@@ -179,8 +195,13 @@ static void decode_launch(Lower *L, KFlash *f) {
   Expr *row_blocks = ex_mul(P, f->m_extent, ex_int(P, f->groups / f->rows));
   Expr *key_tiles = ex_bin(P, X_IDIV, ex_add(P, f->t_extent, ex_int(P, 31)), ex_int(P, 32));
   int64_t blocks = L->s.decode_fill;
+  KKernel *kk = L->kk;
   /* the vector form: at most the blocks that run at once (min_blocks a multiprocessor), so no second wave */
-  if (f->vec && L->dev && L->dev->sms > 0 && blocks > 4 * (int64_t)L->dev->sms) blocks = 4 * (int64_t)L->dev->sms;
+  if (f->vec) {
+    kk->min_blocks = vec_blocks_per_sm(f);
+    if (L->dev && L->dev->sms > 0 && blocks > kk->min_blocks * (int64_t)L->dev->sms)
+      blocks = kk->min_blocks * (int64_t)L->dev->sms;
+  }
   Expr *fill = ex_bin(P, X_MIN, ex_bin(P, X_IDIV, ex_int(P, blocks), row_blocks), ex_int(P, 64));
   f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, key_tiles, fill), ex_int(P, 1));
   if (f->vec) { /* as many chunks as the tiles per chunk need, so none is left without keys */
@@ -189,11 +210,8 @@ static void decode_launch(Lower *L, KFlash *f) {
     f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, per, ex_int(P, -1))), per),
                        ex_int(P, 1));
   }
-  KKernel *kk = L->kk;
   kk->grid = ex_mul(P, row_blocks, f->chunks);
   kk->block = 128;
-  /* the vector form wants ~150 registers; at 128 four blocks share a multiprocessor (ptxas: no spills to speak of) */
-  if (f->vec) kk->min_blocks = 4;
   kk->scratch = /* lt_fd_finish's layout, the vector form's too */
       ex_add(P, ex_int(P, MMA_COUNTERS), ex_mul(P, kk->grid, ex_int(P, (int64_t)f->rows * (f->width + 2) * 4)));
 }

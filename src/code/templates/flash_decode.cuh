@@ -373,16 +373,14 @@ lt_flash_decode_vec(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, co
   lt_fd_raw<KELT> lt_ka[KIT], lt_kb[KIT];
   lt_fd_raw<VELT> lt_va[VIT], lt_vb[VIT];
   lt_issue(lt_t0, lt_ka, lt_va);
-  /* q of the block's heads: lane dl holds elements 8 dl .. 8 dl + 7 */
-  float lt_q[RW][8];
-#pragma unroll
-  for (int lt_r = 0; lt_r < RW; lt_r++)
-#pragma unroll
-    for (int lt_e = 0; lt_e < 8; lt_e++) lt_q[lt_r][lt_e] = lt_fq(lt_rb, lt_r, (i64)lt_dl * 8 + lt_e);
+  /* q of the block's heads in shared memory (registers go to the loads in flight); lane dl reads 8 dl .. + 7 */
+  __shared__ alignas(16) float lt_q[RW][D];
+  for (int lt_i = lt_tid; lt_i < RW * D; lt_i += 128) lt_q[lt_i / D][lt_i % D] = lt_fq(lt_rb, lt_i / D, lt_i % D);
   if (lt_tid < RW) {
     lt_smax[lt_tid] = lt_ninf;
     lt_ssum[lt_tid] = 0.0f;
   }
+  __syncthreads();
   float lt_o[RW][8];
 #pragma unroll
   for (int lt_r = 0; lt_r < RW; lt_r++)
@@ -403,7 +401,7 @@ lt_flash_decode_vec(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, co
       for (int lt_r = 0; lt_r < RW; lt_r++) {
         lt_a[lt_r] = 0.0f;
 #pragma unroll
-        for (int lt_e = 0; lt_e < 8; lt_e++) lt_a[lt_r] += lt_q[lt_r][lt_e] * lt_k[lt_e];
+        for (int lt_e = 0; lt_e < 8; lt_e++) lt_a[lt_r] += lt_q[lt_r][lt_dl * 8 + lt_e] * lt_k[lt_e];
 #pragma unroll
         for (int lt_x = LK / 2; lt_x > 0; lt_x >>= 1) lt_a[lt_r] += __shfl_xor_sync(0xffffffffu, lt_a[lt_r], lt_x);
       }

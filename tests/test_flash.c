@@ -261,8 +261,9 @@ static void decode_is_one_kernel_per_kv_head(void **state) {
 
 /* The vector form over a paged bf16 cache (a block table per row): the rows through the table, 8 bf16 a load; and
  * the chunks: as many as the tiles per chunk need (4,097 keys: 129 tiles, 3 a chunk, 43 chunks, not 64 of which 21
- * would hold no key), at most the blocks that run at once in all (KKernel.min_blocks a multiprocessor). A head dimension of 48 (no power of two)
- * keeps the element-at-a-time rows. */
+ * would hold no key), at most the blocks that run at once in all (KKernel.min_blocks a multiprocessor), and with
+ * LATHE_DECODE_TILES fewer, longer chunks. A head dimension of 48 (no power of two) keeps the element-at-a-time
+ * rows. */
 static void decode_vector_rows(void **state) {
   (void)state;
   const char *paged = "c: bf16[64, 16, 2, 64]; x: f32[tok, 2, 64]; s: i32[tok]; t: i32[2, 4]; r: i32[tok]; "
@@ -293,6 +294,15 @@ static void decode_vector_rows(void **state) {
   assert_contains(code, ", true, 1, 1>(lt_M, lt_T, lt_scratch, lt_fq, lt_ftlast, lt_fscore, lt_fstore, lt_fkr, lt_fkc, "
                         "lt_fkp, lt_fvr, lt_fvc, lt_fvp);");
   nvrtc_compiles(c);
+  compilation_free(c);
+  /* LATHE_DECODE_TILES=4: chunks of at least 4 tiles (129 / 4 = 32 chunks at most, 5 tiles each: 26) */
+  setenv("LATHE_DECODE_TILES", "4", 1);
+  c = compiled(paged, TARGET_CUDA, MM_HIGH);
+  unsetenv("LATHE_DECODE_TILES");
+  symenv_set(&env, "tok", 1);
+  symenv_set(&env, "ctx", 4097);
+  assert_true(ex_eval_int(c->kernel->kernels[c->kernel->nkernels - 1].grid, &env, &grid));
+  assert_int_equal(grid, 2 * 26);
   compilation_free(c);
   c = compiled("c: bf16[64, 16, 2, 48]; x: f32[tok, 2, 48]; s: i32[tok]; t: i32[2, 4]; r: i32[tok]; "
                "q: f32[tok, 8, 1, 48]; n: i32[tok]\n"

@@ -203,7 +203,10 @@ static void decode_launch(Lower *L, KFlash *f) {
       blocks = kk->min_blocks * (int64_t)L->dev->sms;
   }
   Expr *fill = ex_bin(P, X_MIN, ex_bin(P, X_IDIV, ex_int(P, blocks), row_blocks), ex_int(P, 64));
-  f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, key_tiles, fill), ex_int(P, 1));
+  int ok = 1, min_tiles = f->vec ? (int)setting_int(SET_DECODE_TILES, 1, &ok) : 1;
+  if (!ok || min_tiles < 1 || min_tiles > 64) min_tiles = 1;
+  Expr *most = min_tiles > 1 ? ex_bin(P, X_IDIV, key_tiles, ex_int(P, min_tiles)) : key_tiles;
+  f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, most, fill), ex_int(P, 1));
   if (f->vec) { /* as many chunks as the tiles per chunk need, so none is left without keys */
     Expr *per = ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, f->chunks, ex_int(P, -1))), f->chunks),
                        ex_int(P, 1));

@@ -289,7 +289,8 @@ static void decode_vector_rows(void **state) {
   symenv_set(&env, "tok", 64);
   symenv_set(&env, "ctx", 256);
   assert_true(ex_eval_int(k->grid, &env, &grid));
-  assert_int_equal(grid, 64 * 2 * 4); /* 660 / 128 = 5 chunks, 2 tiles each: 4 (LATHE_DECODE_FILL's 8 a multiprocessor: 8) */
+  /* 660 / 128 = 5 chunks, so 2 tiles each: 4 (LATHE_DECODE_FILL's 8 a multiprocessor would give 8) */
+  assert_int_equal(grid, 64 * 2 * 4);
   const char *code = sb_str(&c->code);
   assert_contains(code, ", true, 1, 1>(lt_M, lt_T, lt_scratch, lt_fq, lt_ftlast, lt_fscore, lt_fstore, lt_fkr, lt_fkc, "
                         "lt_fkp, lt_fvr, lt_fvc, lt_fvp);");

@@ -74,6 +74,19 @@ static int write_text(StrBuf *b, const char *path) {
   return 1;
 }
 
+/* --kv-dtype: f32 or bf16, the latter only for a paged cache (model.c refuses it for one sequence's cache). */
+static int kv_dtype_option(const char *name, int kv_block, DType *out) {
+  if (name && (!dtype_parse(name, out) || (*out != DT_F32 && *out != DT_BF16))) {
+    report_msg("--kv-dtype expects f32 or bf16, got '%s'", name);
+    return 0;
+  }
+  if (*out != DT_F32 && !kv_block) {
+    report_msg("--kv-dtype %s needs --kv-block (a paged cache)", name);
+    return 0;
+  }
+  return 1;
+}
+
 int cmd_compile(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *stage_name = "code",
              *target_name_arg = NULL, *matmul_name = NULL, *device = NULL, *weights = NULL, *kv_dtype_name = NULL;
@@ -155,14 +168,7 @@ int cmd_compile(int argc, char **argv) {
     return EXIT_ERROR;
   }
   DType kv_dtype = DT_F32;
-  if (kv_dtype_name && (!dtype_parse(kv_dtype_name, &kv_dtype) || (kv_dtype != DT_F32 && kv_dtype != DT_BF16))) {
-    report_msg("--kv-dtype expects f32 or bf16, got '%s'", kv_dtype_name);
-    return EXIT_ERROR;
-  }
-  if (kv_dtype != DT_F32 && !kv_block) {
-    report_msg("--kv-dtype %s needs --kv-block (a paged cache)", kv_dtype_name);
-    return EXIT_ERROR;
-  }
+  if (!kv_dtype_option(kv_dtype_name, kv_block, &kv_dtype)) return EXIT_ERROR;
   ProgramArg prog = {0};
   ModelConfig preset;
   int model;

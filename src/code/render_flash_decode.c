@@ -72,8 +72,8 @@ static int pointer_fn(Render *R, int L, const char *name, int at_var, const Expr
   if (load->op != X_LOAD || load->ival < 0 || load->ival >= R->lp->nbufs) return 0;
   *elt = load->dtype == DT_F32 ? 0 : load->dtype == DT_BF16 ? 1 : load->dtype == DT_F16 ? 2 : -1;
   if (*elt < 0 || R->lp->bufs[load->ival].dtype != load->dtype) return 0;
-  rc_line(R, L, "auto %s = [&](const i64 %s) { return %s + %s; };", name, R->var_name[at_var],
-          R->buf_name[load->ival], R->var_name[at_var]);
+  rc_line(R, L, "auto %s = [&](const i64 %s) { return %s + %s; };", name, R->var_name[at_var], R->buf_name[load->ival],
+          R->var_name[at_var]);
   return 1;
 }
 

@@ -208,10 +208,11 @@ static void decode_launch(Lower *L, KFlash *f) {
   Expr *most = min_tiles > 1 ? ex_bin(P, X_IDIV, key_tiles, ex_int(P, min_tiles)) : key_tiles;
   f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, most, fill), ex_int(P, 1));
   if (f->vec) { /* as many chunks as the tiles per chunk need, so none is left without keys */
-    Expr *per = ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, f->chunks, ex_int(P, -1))), f->chunks),
-                       ex_int(P, 1));
-    f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, per, ex_int(P, -1))), per),
-                       ex_int(P, 1));
+    Expr *per =
+        ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, f->chunks, ex_int(P, -1))), f->chunks),
+               ex_int(P, 1));
+    f->chunks =
+        ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, per, ex_int(P, -1))), per), ex_int(P, 1));
   }
   kk->grid = ex_mul(P, row_blocks, f->chunks);
   kk->block = 128;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include "testutil.h"
 #include "backend/nvrtc.h"
+#include "base/settings.h"
 #include "driver/execute.h"
 
 typedef struct Case {
@@ -14,13 +15,17 @@ typedef struct Case {
   char *src;     /* malloc'ed */
   char dims[64]; /* "seq=7,kv=9" */
   FusionPolicy fusion;
-  const char *cuda_has; /* text the CUDA C must contain (the template kernel the case is for), or NULL */
-  int exact;            /* output 0 must equal the reference exactly (a quantized weight decoded) */
+  const char *cuda_has;     /* text the CUDA C must contain (the template kernel the case is for), or NULL */
+  const char *cuda_has_too; /* more text it must contain, or NULL */
+  int exact;                /* output 0 must equal the reference exactly (a quantized weight decoded) */
+  double tol;               /* > 0: every output's tolerance on CUDA (a quantized weight rounded to bf16 for a GEMM) */
+  int own_gemm;             /* on CUDA, run without cuBLASLt (LATHE_CUBLASLT=0): lathe's own tensor-core GEMM */
 } Case;
 
 static Case cases[1024];
 static int ncases;
-static Backend *backend; /* cpu, or cuda when LATHE_TEST_TARGET=cuda (make test-gpu) */
+static Backend *backend;          /* cpu, or cuda when LATHE_TEST_TARGET=cuda (make test-gpu) */
+static Backend *backend_own_gemm; /* cuda without cuBLASLt, for Case.own_gemm (made on first use) */
 static Target target = TARGET_CPU;
 
 static const char *FLOATS[] = {"f32", "f16", "bf16"};
@@ -62,11 +67,21 @@ static void run_case(void **state) {
   Compilation *c = compilation_new(target, &tc->fusion);
   if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
   Execution x;
-  if (!execute_program(c, backend, &env, 7, &x, &d)) fail_msg("%s: run failed: %s", tc->name, d.msg);
+  Backend *be = backend;
+  if (target == TARGET_CUDA && tc->own_gemm) {
+    /* the backend reads LATHE_CUBLASLT when a plan first asks for cuBLASLt: during this backend's first run */
+    setting_set(SET_CUBLASLT, "0");
+    if (!backend_own_gemm && !(backend_own_gemm = backend_cuda_new(&d))) fail_msg("cuda backend: %s", d.msg);
+    be = backend_own_gemm;
+  }
+  int ran = execute_program(c, be, &env, 7, &x, &d);
+  if (be != backend) setting_set(SET_CUBLASLT, NULL);
+  if (!ran) fail_msg("%s: run failed: %s", tc->name, d.msg);
   double err[64];
   if (!execute_check(c, &x, &env, err, &d)) fail_msg("%s: reference failed: %s", tc->name, d.msg);
   for (int i = 0; i < x.nout; i++) {
     double tol = tc->exact && i == 0 ? 0 : check_tolerance(x.out[i].dtype, c->matmul);
+    if (target == TARGET_CUDA && tc->tol > 0) tol = tc->tol;
     if (!(err[i] <= tol))
       fail_msg("%s: output %d (%s) error %.3g > tolerance %.3g\nprogram: %s\n--- loop ---", tc->name, i,
                dtype_name(x.out[i].dtype), err[i], tol, tc->src);
@@ -85,6 +100,8 @@ static void run_case(void **state) {
   assert_true(size > 0);
   if (tc->cuda_has && !strstr(sb_str(&g->code), tc->cuda_has))
     fail_msg("%s: the CUDA C has no %s", tc->name, tc->cuda_has);
+  if (tc->cuda_has_too && !strstr(sb_str(&g->code), tc->cuda_has_too))
+    fail_msg("%s: the CUDA C has no %s", tc->name, tc->cuda_has_too);
   free(cubin);
   compilation_free(g);
 }
@@ -341,6 +358,38 @@ static void build_cases(void) {
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = "lt_dq8_";
+    /* a prefill's projections on tensor cores (CUDA, 37 >= 8 rows): the pre-pass dequantizes each weight whole to
+     * bf16 in the scratch (lt_mma_dequant), then cuBLASLt's GEMM or lathe's own reads that copy as a bf16 weight.
+     * The copy is each element's exact decoded value rounded to bf16 (relative error at most 2^-8), so the sums
+     * are those of bf16 weights and get bf16's tolerance against the float64 sums of the exact values (A keeps
+     * about f32 accuracy as hi + lo planes); the CPU computes them from the f32 values. */
+    snprintf(name, sizeof name, "quant_gemm_%s", QUANTS[t]);
+    add_case(name, "seq=37", 0,
+             "w: %s[96,%d]; v: %s[96,%d]; x: f32[seq,%d]\nreturn linear(x, w), silu(linear(x, w)) * "
+             "linear(x, v)",
+             QUANTS[t], 2 * k, QUANTS[t], 2 * k, 2 * k);
+    cases[ncases - 1].cuda_has = "lt_mma_dequant<";
+    cases[ncases - 1].tol = check_tolerance(DT_BF16, MM_HIGH);
+    if (t == 0 || t == 5) { /* q8_0 and q4_k again without cuBLASLt */
+      snprintf(name, sizeof name, "quant_gemm_own_%s", QUANTS[t]);
+      add_case(name, "seq=37", 0,
+               "w: %s[96,%d]; v: %s[96,%d]; x: f32[seq,%d]\nreturn silu(linear(x, w)) * "
+               "linear(x, v) + 1.0",
+               QUANTS[t], 2 * k, QUANTS[t], 2 * k, 2 * k);
+      cases[ncases - 1].cuda_has = "lt_mma_dequant<";
+      cases[ncases - 1].tol = check_tolerance(DT_BF16, MM_HIGH);
+      cases[ncases - 1].own_gemm = 1;
+      /* a norm before the projections: the pre-pass computes each row's statistic in one block per row and
+       * dequantizes the weights in a grid-stride loop over those same blocks */
+      snprintf(name, sizeof name, "quant_gemm_norm_%s", QUANTS[t]);
+      add_case(name, "seq=37", 0,
+               "w: %s[96,%d]; v: %s[96,%d]; g: f32[%d]; x: f32[seq,%d]\nh = rms_norm(x, g, 1e-6)\n"
+               "return silu(linear(h, w)) * linear(h, v)",
+               QUANTS[t], 2 * k, QUANTS[t], 2 * k, 2 * k, 2 * k);
+      cases[ncases - 1].cuda_has = "lt_mma_pack_stat<";
+      cases[ncases - 1].cuda_has_too = "lt_mma_dequant<";
+      cases[ncases - 1].tol = check_tolerance(DT_BF16, MM_HIGH);
+    }
   }
 }
 
@@ -368,5 +417,6 @@ int main(void) {
   free(tests);
   for (int i = 0; i < ncases; i++) free(cases[i].src);
   backend->ops->destroy(backend);
+  if (backend_own_gemm) backend_own_gemm->ops->destroy(backend_own_gemm);
   return rc;
 }

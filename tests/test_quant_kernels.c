@@ -9,6 +9,7 @@
 #include "backend/nvrtc.h"
 #include "code/render_common.h"
 #include "driver/pipeline.h"
+#include "kernel/kernel.h"
 
 static char *code_of(Target t, const char *src) {
   Diag d = {0};
@@ -61,7 +62,8 @@ static void element_reads_elsewhere(void **state) {
 static const char *QUANTS[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
 
 /* A decode GEMV over every block type on CUDA reads eight elements per decoder call (one wide load of their
- * bits, the block's scale once), also in the register-blocked prefill variant, and compiles under NVRTC. */
+ * bits, the block's scale once), so does the prefill GEMM's pre-pass that dequantizes the weights to bf16, and the
+ * program compiles under NVRTC. */
 static void cuda_gemv_decodes_eight_at_once(void **state) {
   (void)state;
   for (int t = 0; t < 8; t++) {
@@ -85,6 +87,60 @@ static void cuda_gemv_decodes_eight_at_once(void **state) {
   }
 }
 
+/* A prefill over quantized weights runs on tensor cores (CUDA, 8 or more rows): the GEMM's pre-pass dequantizes
+ * each distinct weight whole into the scratch as bf16 (after the tile counters, each copy at a multiple of 256
+ * bytes, A's planes after them), and both lathe's GEMM and the cuBLASLt form read those copies, not the blocks;
+ * the decode kernel keeps reading the blocks. A weight read along its columns is no GEMM. */
+static void cuda_prefill_gemm_reads_bf16_copies(void **state) {
+  (void)state;
+  const char *src = "x: f32[seq,2048]; w: q4_k[96,2048]; v: q4_k[96,2048]; y = silu(linear(x, w)) * linear(x, v)";
+  Diag d = {0};
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  if (!compile_source(c, src, ST_CODE, &d)) fail_msg("compile failed: %s", d.msg);
+  const KKernel *kk = &c->kernel->kernels[0];
+  assert_non_null(kk->alt);
+  assert_non_null(kk->alt->lib);
+  assert_true(kk->alt->tensor_cores);
+  const KMma *m = kk->alt->body->body[0]->mma;
+  const int64_t copy = 96 * 2048 * 2; /* bytes of one bf16 copy, a multiple of 256 */
+  assert_int_equal(m->wq_at[0], MMA_COUNTERS);
+  assert_int_equal(m->wq_at[1], MMA_COUNTERS + copy);
+  assert_int_equal(m->planes_at, MMA_COUNTERS + 2 * copy);
+  assert_int_equal(kk->alt->lib->planes_at, m->planes_at);
+  assert_int_equal(kk->alt->lib->w_at[0], m->wq_at[0]);
+  assert_int_equal(kk->alt->lib->w_at[1], m->wq_at[1]);
+  assert_int_equal(kk->alt->lib->na_bufs, -1); /* its pre-pass writes the copies: never skipped */
+  const char *code = sb_str(&c->code);
+  char want[160];
+  snprintf(want, sizeof want, "lt_mma_dequant<24576LL, %dLL>(lt_scratch", MMA_COUNTERS);
+  assert_contains(code, want);
+  snprintf(want, sizeof want, "lt_mma_dequant<24576LL, %lldLL>(lt_scratch", (long long)(MMA_COUNTERS + copy));
+  assert_contains(code, want);
+  assert_contains(code, "lt_dq8_q4_k(w, lt_i, lt_v);");
+  assert_contains(code, "lt_dq8_q4_k(v, lt_i, lt_v);");
+  snprintf(want, sizeof want, "return (const unsigned short *)((const char *)lt_scratch + %dLL) + lt_wi;",
+           MMA_COUNTERS);
+  assert_contains(code, want);
+  snprintf(want, sizeof want, "lt_mma_pack<2, 2048LL, %lld>(", (long long)((MMA_COUNTERS + 2 * copy) / 4));
+  assert_contains(code, want);
+  compilation_free(c);
+  /* bf16 weights: no copies, A's planes right after the counters */
+  c = compilation_new(TARGET_CUDA, NULL);
+  if (!compile_source(c, "x: f32[seq,2048]; w: bf16[96,2048]; y = linear(x, w)", ST_CODE, &d))
+    fail_msg("compile failed: %s", d.msg);
+  m = c->kernel->kernels[0].alt->body->body[0]->mma;
+  assert_int_equal(m->wq_at[0], -1);
+  assert_int_equal(m->planes_at, MMA_COUNTERS);
+  assert_int_equal(c->kernel->kernels[0].alt->lib->w_at[0], -1);
+  assert_null(strstr(sb_str(&c->code), "lt_mma_dequant<"));
+  compilation_free(c);
+  /* along the columns (matmul of a [k][n] weight): no GEMM, the rows variant reads the blocks */
+  char *cc = code_of(TARGET_CUDA, "x: f32[seq,64]; w: q8_0[64,32]; y = matmul(x, w)");
+  assert_null(strstr(cc, "lt_mma_dequant<"));
+  assert_null(strstr(cc, "_mma("));
+  free(cc);
+}
+
 /* The CUDA decoders compiled for the host (the CUDA intrinsics as plain f32 operations, no contraction):
  * lt_dq8_FORMAT(p, i) gives lt_dq_FORMAT(p, i + j) for every j, bit for bit, at every i = 8n of random blocks
  * (random bytes: any scale and bits). */
@@ -102,6 +158,8 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
               "#define __fmul_rn(a, b) ((a) * (b))\n#define __fadd_rn(a, b) ((a) + (b))\n"
               "#define __fsub_rn(a, b) ((a) - (b))\n"
               "struct uint2 { unsigned x, y; };\n"
+              "struct uint4 { unsigned x, y, z, w; };\n"
+              "static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
               "static float lt_f16_to_f32(unsigned short h) {\n" /* normal, subnormal, inf/nan */
               "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
               "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
@@ -139,10 +197,9 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(cpu_projection_reads_blocks),
-      cmocka_unit_test(element_reads_elsewhere),
-      cmocka_unit_test(cuda_gemv_decodes_eight_at_once),
-      cmocka_unit_test(eight_at_once_equal_one_at_a_time),
+      cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
+      cmocka_unit_test(cuda_gemv_decodes_eight_at_once),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
+      cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,12 +114,15 @@ static void worker_serves_and_survives(void **state) {
 }
 
 static const char *PROG = "x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)";
+static const char *PROG_BF16 = "x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)";
+static const char *prog_here; /* PROG unless a test sets it */
+static Target target_here = TARGET_CPU;
 static char dir[128], dbpath[200];
 
 static void plant(const char *schedule, const char *bucket, double us) {
-  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  Compilation *c = compilation_new(target_here, NULL);
   Diag d = {0};
-  assert_true(compile_source(c, PROG, ST_LOOP, &d));
+  assert_true(compile_source(c, prog_here ? prog_here : PROG, ST_LOOP, &d));
   TuneRecord r = {0};
   tune_kernel_key(c->loop, &c->loop->kernels[0], MM_HIGH, r.kernel);
   snprintf(r.bucket, sizeof r.bucket, "%s", bucket);
@@ -140,12 +143,12 @@ static const Prior *prior_here;
 
 /* Compiles PROG through the tile stage with the database (or without: use_db 0). */
 static Compilation *compile_with(int use_db, const SymEnv *env, TuneLookup *l, int *opened) {
-  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  Compilation *c = compilation_new(target_here, NULL);
   *opened = use_db && tune_lookup_open(l, dbpath, env, 0);
-  if (*opened) l->prior = prior_here; /* the measured/default order alone unless a test plants one */
+  if (*opened) l->prior = prior_here, l->prior_cuda = NULL; /* measured/default alone unless a test plants one */
   if (*opened) c->schedules = &l->source;
   Diag d = {0};
-  if (!compile_source(c, PROG, ST_CODE, &d)) fail_msg("%s", d.msg);
+  if (!compile_source(c, prog_here ? prog_here : PROG, ST_CODE, &d)) fail_msg("%s", d.msg);
   return c;
 }
 
@@ -373,6 +376,46 @@ static void selection_by_prior(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* A GEMV measured at seq = 1 with a rows variant that runs there, a GEMM at seq = 512 on tensor cores: a model's
+ * plan keeps the tensor cores for its prefills (the small size's rows variant gives way; on the H200 keeping it
+ * made qwen3-0.6b's 512-token prefill 5.8x slower), and says so. */
+static void tensor_cores_kept_across_sizes(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/lathe_tune_mma_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(dbpath, sizeof dbpath, "%s/tune.db", dir);
+  target_here = TARGET_CUDA;
+  prog_here = PROG_BF16;
+  TuneLookup l;
+  int opened;
+  plant("red=block threads=64 vec=8 omp=0 rows=2 axis=1", "seq=1", 90);
+  plant("red=block threads=64 vec=8 omp=0 rows=8 axis=0 mma=2 fill=264 lib=1", "seq=512", 400);
+  Compilation *c = compile_with(1, NULL, &l, &opened);
+  assert_true(opened);
+  const Schedule *s = &c->tile->kernels[0].s;
+  assert_int_equal(s->mma, 2);
+  assert_int_equal(s->rows, 8);
+  assert_int_equal(s->row_axis, 0);
+  assert_int_equal(s->block_threads, 64);
+  assert_contains(c->tile->kernels[0].origin, "without the rows variant measured there (90.0 us), its blocked "
+                                              "variant 400.0 us at seq=512");
+  tune_lookup_close(&l);
+  compilation_free(c);
+  /* the large size's best without tensor cores: the small size's rows variant decides alone, as on the CPU */
+  plant("red=block threads=64 vec=8 omp=0 rows=4 axis=0", "seq=512", 300);
+  c = compile_with(1, NULL, &l, &opened);
+  assert_int_equal(c->tile->kernels[0].s.row_axis, 1);
+  assert_int_equal(c->tile->kernels[0].s.mma, 0);
+  assert_contains(c->tile->kernels[0].origin, "measured: 90.0 us, its kernels alone, 3 samples, at seq=1");
+  tune_lookup_close(&l);
+  compilation_free(c);
+  target_here = TARGET_CPU;
+  prog_here = NULL;
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* ---- the whole tuner over a backend with planted failures: the blocked variant of 2 rows gives wrong
  * outputs, that of 8 rows crashes, and with OpenMP hangs ---- */
 
@@ -493,6 +536,7 @@ int main(void) {
       cmocka_unit_test(worker_serves_and_survives),
       cmocka_unit_test(compile_time_selection),
       cmocka_unit_test(selection_across_sizes),
+      cmocka_unit_test(tensor_cores_kept_across_sizes),
       cmocka_unit_test(selection_by_prior),
       cmocka_unit_test(tuner_survives_planted_failures),
       cmocka_unit_test(budget_follows_default_time),

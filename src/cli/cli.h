@@ -19,6 +19,10 @@ int program_arg_load(ProgramArg *p, const char *inline_text, const char *path);
 void program_arg_free(ProgramArg *p);
 /* All of f as a NUL-terminated string (malloc'ed), or NULL after reporting (what names f). */
 char *read_all(FILE *f, const char *what);
+/* Writes text, with a final newline, to path (stdout when NULL): into a temporary file beside it, renamed over
+ * path only when every byte is written, so a failed write leaves no partial file and an earlier one intact.
+ * Reports and returns 0 on failure. */
+int write_text_file(const char *path, const char *text);
 /* Installs the notice sink that prints the library's warnings, profiles and progress on stderr. */
 void cli_install_notice_sink(void);
 /* Prints "lathe: FILE:LINE:COL: error: MSG" to stderr. */

@@ -58,22 +58,6 @@ static int compile_input(Compilation *c, const ModelConfig *preset, int scheme, 
   return compile_source(c, text, stage, d);
 }
 
-/* Writes b (ending in a newline) to path, or stdout when path is NULL; 0 after saying why it could not. */
-static int write_text(StrBuf *b, const char *path) {
-  FILE *f = path ? fopen(path, "w") : stdout;
-  if (!f) {
-    report_msg("cannot write %s", path);
-    return 0;
-  }
-  fputs(sb_str(b), f);
-  if (b->len && b->data[b->len - 1] != '\n') fputc('\n', f);
-  if (f != stdout && fclose(f)) {
-    report_msg("cannot write %s", path);
-    return 0;
-  }
-  return 1;
-}
-
 /* --kv-dtype: f32 or bf16, the latter only for a paged cache (model.c refuses it for one sequence's cache). */
 static int kv_dtype_option(const char *name, int kv_block, DType *out) {
   if (name && (!dtype_parse(name, out) || (*out != DT_F32 && *out != DT_BF16))) {
@@ -197,7 +181,7 @@ int cmd_compile(int argc, char **argv) {
       report(&d, config ? config : model ? path : prog.file);
       rc = EXIT_ERROR;
     }
-    if (!write_text(&b, out_path)) rc = EXIT_ERROR;
+    if (!write_text_file(out_path, sb_str(&b))) rc = EXIT_ERROR;
     sb_free(&b);
   }
   if (tuned) tune_lookup_close(&tl);

@@ -94,15 +94,11 @@ int cmd_fit(int argc, char **argv) {
   prior_fit(k, n, &p);
   print_gate("fitted", &p, k, n, &counted, &passed);
   char *text = prior_to_json(&p);
-  FILE *f = fopen(out, "w");
-  int ok = f && text && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-  if (f && fclose(f) != 0) ok = 0;
+  if (!text) report_msg("cannot write %s: the prior could not be made JSON", out);
+  int ok = text && write_text_file(out, text);
   free(text);
   prior_kernels_free(k, n);
-  if (!ok) {
-    report_msg("cannot write %s", out);
-    return EXIT_ERROR;
-  }
+  if (!ok) return EXIT_ERROR;
   printf("prior fitted on %d pairs of %d kernels written to %s (rebuild lathe to embed it)\n", p.pairs, p.kernels, out);
   return EXIT_OK;
 }

@@ -14,6 +14,32 @@
 #include "../hub/hub.h"
 #include "../model/presets.h"
 
+int write_text_file(const char *path, const char *text) {
+  size_t n = strlen(text);
+  int newline = n == 0 || text[n - 1] != '\n';
+  if (!path) return fwrite(text, 1, n, stdout) == n && (!newline || fputc('\n', stdout) != EOF);
+  size_t cap = strlen(path) + 32;
+  char *tmp = xmalloc(cap, "a temporary file name");
+  snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  int ok = f && fwrite(text, 1, n, f) == n && (!newline || fputc('\n', f) != EOF);
+  int err = errno;
+  if (f && fclose(f) != 0 && ok) {
+    ok = 0;
+    err = errno;
+  }
+  if (ok && rename(tmp, path) != 0) {
+    ok = 0;
+    err = errno;
+  }
+  if (!ok) {
+    if (f) remove(tmp);
+    report_msg("cannot write %s: %s", path, strerror(err));
+  }
+  free(tmp);
+  return ok;
+}
+
 int program_arg_load(ProgramArg *p, const char *inline_text, const char *path) {
   memset(p, 0, sizeof *p);
   if (inline_text && path) {

@@ -11,11 +11,12 @@ static const LaunchGemmLib *launch_lib(const KGemmLib *l, Arena *a) {
   for (int w = 0; w < l->nw && w < 2; w++) {
     g->w_param[w] = l->w_param[w];
     g->w_rows[w] = l->w_rows[w];
+    g->w_at[w] = l->w_at[w];
   }
   g->k = l->k;
   g->a_parts = l->a_parts;
   g->m = l->m;
-  g->planes_at = MMA_COUNTERS;
+  g->planes_at = l->planes_at;
   g->epilogue = l->epilogue ? launch_kernel(l->epilogue, a) : NULL;
   g->a_sig = l->a_sig;
   g->a_bufs = l->a_bufs;

@@ -48,6 +48,7 @@ typedef struct LaunchGemmLib {
   int na_bufs;       /* -1: unknown */
   int direct_out;    /* >= 0: C is this output parameter itself, no epilogue runs (KGemmLib.direct_out) */
   int direct_add;    /* >= 0: and the GEMM adds this parameter into it */
+  int64_t w_at[2];   /* >= 0: weight w is the pre-pass's bf16 copy at this scratch byte (a quantized weight) */
 } LaunchGemmLib;
 
 struct LaunchKernel {

@@ -33,7 +33,10 @@ static void put_weight_fn(Render *R, const KMma *m, int b, int L) {
   bind_columns(R, m, L + 1, "lt_nn");
   rc_line(R, L + 1, "const i64 %s = lt_k;", R->var_name[m->k_var]);
   rc_put_assign(R, L + 1, "const i64 lt_wi", rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a));
-  rc_line(R, L + 1, "return %s + lt_wi;", name);
+  long long at = (long long)m->wq_at[b < m->nb ? b : 0];
+  if (at >= 0) /* a quantized weight: its bf16 copy, which the pre-pass wrote */
+    rc_line(R, L + 1, "return (const unsigned short *)((const char *)lt_scratch + %lldLL) + lt_wi;", at);
+  else rc_line(R, L + 1, "return %s + lt_wi;", name);
   rc_line(R, L, "};");
 }
 
@@ -48,8 +51,12 @@ static void put_store_fn(Render *R, const KMma *m, int L) {
   rc_line(R, L, "};");
 }
 
+/* The template argument COUNTER_WORDS: where A's planes start, in 4-byte words (after the tile counters and the
+ * quantized weights' bf16 copies). */
+static int planes_words(const KMma *m) { return (int)(m->planes_at / 4); }
+
 /* The pre-pass: A at row lt_m and k = lt_k (and the row statistic lt_stat it reads, if any: its body at
- * row lt_m and position lt_r). */
+ * row lt_m and position lt_r); then the bf16 copies of the quantized weights. */
 static void put_pack(Render *R, const KMma *m, int L) {
   if (!m->stat_body) {
     rc_line(R, L, "auto lt_fa = [&](const i64 lt_m, const i64 lt_k) -> float {");
@@ -68,10 +75,24 @@ static void put_pack(Render *R, const KMma *m, int L) {
   rc_line(R, L, "};");
   if (m->stat_body)
     rc_line(R, L, "lt_mma_pack_stat<%d, %lldLL, %d, %lldLL>(lt_M, lt_scratch, lt_fs, lt_fa);", m->a_parts,
-            (long long)m->k_extent, MMA_COUNTERS / 4, (long long)m->stat_extent);
+            (long long)m->k_extent, planes_words(m), (long long)m->stat_extent);
   else
     rc_line(R, L, "lt_mma_pack<%d, %lldLL, %d>(lt_M, lt_scratch, lt_fa);", m->a_parts, (long long)m->k_extent,
-            MMA_COUNTERS / 4);
+            planes_words(m));
+  /* each quantized weight's bf16 copy: 8 elements per thread, decoded by lt_dq8_FORMAT (lt_dq_FORMAT's values) */
+  for (int b = 0; b < m->nb; b++) {
+    if (m->wq_at[b] < 0 || (b == 1 && m->b[1]->ival == m->b[0]->ival)) continue;
+    const LBuf *buf = &R->lp->bufs[m->b[b]->ival];
+    const char *dec = rc_quant_decoder(buf->dtype), *name = R->buf_name[m->b[b]->ival];
+    if (!dec || !name || buf->shape.rank != 2) {
+      rc_fail(R, "quantized weight %lld of a tensor-core GEMM is not a [rows][k] parameter", (long long)m->b[b]->ival);
+      return;
+    }
+    rc_line(R, L, "lt_mma_dequant<%lldLL, %lldLL>(lt_scratch, [&](const i64 lt_i, float *lt_v) {",
+            (long long)(buf->shape.dim[0]->ival * buf->shape.dim[1]->ival / 8), (long long)m->wq_at[b]);
+    rc_line(R, L + 1, "lt_dq8_%s(%s, lt_i, lt_v);", dtype_name(buf->dtype), name);
+    rc_line(R, L, "});");
+  }
 }
 
 /* The library form's epilogue: lt_frowB, the weight row that flat column lt_nn reads (the weight's
@@ -96,7 +117,7 @@ static void put_epilogue(Render *R, const KMma *m, int L) {
   rc_line(R, L,
           "lt_mma_epilogue<%d, %d, %lldLL, %lldLL, %d, %lldLL, %lldLL, %lldLL, %lldLL>(lt_M, lt_scratch, lt_frow0, "
           "lt_frow1, lt_fstore);",
-          m->nb, m->a_parts, (long long)m->k_extent, (long long)m->n_total, MMA_COUNTERS / 4, at[0], rows[0], at[1],
+          m->nb, m->a_parts, (long long)m->k_extent, (long long)m->n_total, planes_words(m), at[0], rows[0], at[1],
           rows[1]);
 }
 
@@ -125,7 +146,7 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
     put_store_fn(R, m, L);
     rc_line(R, L, "lt_mma<%d, %d, %d, %d, %lldLL, %lldLL, %s, %d>(lt_M, lt_scratch, lt_fw0, lt_fw1, lt_fstore);", m->nb,
             parts, bk, stages, (long long)m->k_extent, (long long)m->n_total, m->split_max > 1 ? "true" : "false",
-            MMA_COUNTERS / 4);
+            planes_words(m));
   }
   L--;
   rc_line(R, L, "}");

@@ -72,6 +72,12 @@ typedef struct KMma {
   int stat_var, stat_tmp;
   int64_t stat_extent;
   int smem_limit; /* bytes of static shared memory a block may use (the device's, TargetDesc) */
+  /* A quantized weight b (a block-format [rows][k] buffer) is read by the GEMM as its bf16 copy at byte
+   * wq_at[b] of the scratch (-1: weight b is bf16 and read where it is), which the pre-pass writes (each element
+   * lt_dq_FORMAT's value rounded to bf16) after the tile counters; A's planes start at planes_at (MMA_COUNTERS
+   * when no weight is quantized). */
+  int64_t wq_at[2];
+  int64_t planes_at;
 } KMma;
 
 /* Attention as one kernel (kernel/lower_flash.c, code/render_flash.c): for each query row m and
@@ -166,6 +172,8 @@ typedef struct KGemmLib {
    * output's layout (a residual: parameter direct_add), so the GEMM writes straight into this output parameter,
    * adding that buffer, and the epilogue is not launched */
   int direct_out, direct_add;
+  int64_t planes_at; /* byte offset of A's planes in the scratch (KMma.planes_at) */
+  int64_t w_at[2];   /* >= 0: weight w is read from its bf16 copy at this scratch byte (KMma.wq_at), not w_param */
 } KGemmLib;
 
 typedef struct KParam {

@@ -167,6 +167,12 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
                   (long long)m->stat_extent);
         ex_print(b, m->stat_body, nm);
       }
+      for (int w = 0; w < m->nb; w++)
+        if (m->wq_at[w] >= 0 && !(w == 1 && m->b[1]->ival == m->b[0]->ival)) {
+          sb_puts(b, "; dequantize ");
+          ex_print(b, m->b[w], nm);
+          sb_printf(b, " whole to bf16 at scratch byte %lld", (long long)m->wq_at[w]);
+        }
       sb_putc(b, '\n');
     } else if (s->mma) {
       const KMma *m = s->mma;
@@ -253,7 +259,7 @@ void kernel_print(StrBuf *b, const KProgram *kp) {
         PrintNames names = {kp, alt, {0}};
         sb_puts(b, "or, where cuBLASLt loads, after the pre-pass: cuBLASLt products of the A planes with");
         for (int w = 0; w < lib->nw; w++)
-          sb_printf(b, "%s %s [%lld, %lld]", w ? " and" : "",
+          sb_printf(b, "%s %s%s [%lld, %lld]", w ? " and" : "", lib->w_at[w] >= 0 ? "the bf16 copy of " : "",
                     pn_buf(&names, alt->params[lib->w_param[w]].buf, MEM_GLOBAL), (long long)lib->w_rows[w],
                     (long long)lib->k);
         if (lib->direct_out >= 0) {

@@ -1,7 +1,8 @@
 /* Kernel-stage building of a tensor-core GEMM (KS_MMA) for the register-blocked variant of a kernel the
  * tile stage chose it for: tile/match_gemm.c found the shape (one or two sums over k of A[m][k] *
- * W_i[n][k], W_i bf16 weights); here it becomes the statement, its launch, the A pre-pass and the
- * library form. Schedule.mma is the number of bf16 parts A is split into (1 or 2). */
+ * W_i[n][k], W_i bf16 weights or quantized ones, which the pre-pass dequantizes to bf16 into the scratch); here it
+ * becomes the statement, its launch, the A pre-pass and the library form. Schedule.mma is the number of bf16 parts A is
+ * split into (1 or 2). */
 #include <stdio.h>
 #include <string.h>
 #include "../base/strbuf.h"
@@ -10,8 +11,31 @@
 /* Scratch bytes: the tile counters, A's bf16 planes, then `tail` bytes (code/render_mma.c). */
 static Expr *scratch_after_planes(ExprPool *P, const KMma *m, Expr *tail) {
   Expr *planes = ex_mul(P, m->m_extent, ex_int(P, m->k_extent * 2 * m->a_parts));
-  return ex_add(P, ex_add(P, planes, ex_int(P, MMA_COUNTERS)), tail);
+  return ex_add(P, ex_add(P, planes, ex_int(P, m->planes_at)), tail);
 }
+
+/* The scratch places of the quantized weights' bf16 copies (KMma.wq_at), after the tile counters and before A's
+ * planes: one copy per distinct weight (gate and up are two), each at a multiple of 256 bytes, so the GEMM's
+ * 16-byte copies stay aligned. The scratch is one buffer for all kernels, so a program holds its quantized weights
+ * plus the bf16 copies of the largest kernel's. */
+static void place_weight_copies(const Lower *L, KMma *m) {
+  m->planes_at = MMA_COUNTERS;
+  for (int b = 0; b < 2; b++) m->wq_at[b] = -1;
+  for (int b = 0; b < m->nb; b++) {
+    const LBuf *buf = &L->lp->bufs[m->b[b]->ival];
+    if (!dtype_is_quant(buf->dtype)) continue;
+    if (b == 1 && m->b[1]->ival == m->b[0]->ival) {
+      m->wq_at[1] = m->wq_at[0];
+      continue;
+    }
+    m->wq_at[b] = m->planes_at;
+    int64_t bytes = buf->shape.dim[0]->ival * buf->shape.dim[1]->ival * 2;
+    m->planes_at += (bytes + 255) / 256 * 256;
+  }
+}
+
+/* Whether the GEMM reads a quantized weight (from its bf16 copy). */
+static int reads_quantized(const KMma *m) { return m->wq_at[0] >= 0 || (m->nb > 1 && m->wq_at[1] >= 0); }
 
 int kl_mma_body(Lower *L, const GemmMatch *g) {
   const LKernel *k = L->k;
@@ -33,6 +57,7 @@ int kl_mma_body(Lower *L, const GemmMatch *g) {
   m->a = g->a;
   m->nb = g->nb;
   for (int i = 0; i < g->nb; i++) m->b[i] = g->b[i];
+  place_weight_copies(L, m);
   /* the epilogue: the kernel's store with each sum in a temporary */
   KKernel *kk = L->kk;
   for (int i = 0; i < m->nb; i++) {
@@ -99,8 +124,15 @@ static KKernel *companion_kernel(Lower *L, const KMma *m, KMmaRole role, Expr *t
 
 void kl_mma_pack_kernel(Lower *L) {
   const KMma *m = L->kk->body->body[0]->mma;
-  /* one thread per pair of consecutive k values */
-  L->kk->pre = companion_kernel(L, m, MMA_PACK, ex_mul(L->pool, m->m_extent, ex_int(L->pool, m->k_extent / 2)));
+  ExprPool *P = L->pool;
+  /* one thread per pair of consecutive k values; and per 8 elements of each quantized weight it dequantizes */
+  Expr *threads = ex_mul(P, m->m_extent, ex_int(P, m->k_extent / 2));
+  for (int b = 0; b < m->nb; b++)
+    if (m->wq_at[b] >= 0) {
+      const Shape *sh = &L->lp->bufs[m->b[b]->ival].shape;
+      threads = ex_bin(P, X_MAX, threads, ex_int(P, sh->dim[0]->ival * sh->dim[1]->ival / 8));
+    }
+  L->kk->pre = companion_kernel(L, m, MMA_PACK, threads);
 }
 
 typedef struct SigNames {
@@ -142,12 +174,13 @@ static const char *sig_other(void *ctx, int i) {
 }
 
 /* KGemmLib.a_sig and a_bufs: what the pre-pass writes into the planes (with the row statistic it computes
- * first, if any), as text two kernels can compare. */
+ * first, if any) and where, as text two kernels can compare. A pre-pass that also writes quantized weights' bf16
+ * copies is never skipped (na_bufs -1): those copies are its GEMM's own. */
 static void a_signature(const LProgram *lp, Arena *arena, const KMma *m, KGemmLib *lib) {
   SigNames n = {lp, m->m_var, m->k_var, m->stat_body ? m->stat_var : -1, ""};
   ExprNames nm = {&n, sig_var, sig_buf, sig_other, sig_other, sig_other};
   StrBuf b = {0};
-  sb_printf(&b, "parts %d, k %lld, rows ", m->a_parts, (long long)m->k_extent);
+  sb_printf(&b, "parts %d, k %lld, planes at %lld, rows ", m->a_parts, (long long)m->k_extent, (long long)m->planes_at);
   ex_print(&b, m->m_extent, &nm);
   sb_puts(&b, ": ");
   ex_print(&b, m->a, &nm);
@@ -160,6 +193,7 @@ static void a_signature(const LProgram *lp, Arena *arena, const KMma *m, KGemmLi
   lib->na_bufs = 0;
   a_bufs(m->a, lib);
   a_bufs(m->stat_body, lib);
+  if (reads_quantized(m)) lib->na_bufs = -1;
 }
 
 /* Whether buffer b read or written at idx is laid out as the products are: element (row m_var, column n_var) at
@@ -232,6 +266,7 @@ void kl_mma_library(Lower *L) {
     for (int i = 0; i < kk->nparams; i++)
       if (kk->params[i].buf == m->b[b]->ival) lib->w_param[w] = i;
     if (lib->w_param[w] < 0) return;
+    lib->w_at[w] = m->wq_at[b];
     lib->w_rows[w] = em.prod_rows[b];
     em.prod_at[b] = rows;
     rows += em.prod_rows[b];
@@ -245,6 +280,7 @@ void kl_mma_library(Lower *L) {
   Expr *products = ex_mul(P, m->m_extent, ex_int(P, rows * 4 * m->a_parts));
   kk->scratch = ex_bin(P, X_MAX, kk->scratch, scratch_after_planes(P, m, products));
   lib->epilogue = companion_kernel(L, &em, MMA_EPILOGUE, ex_mul(P, m->m_extent, ex_int(P, m->n_total)));
+  lib->planes_at = m->planes_at;
   a_signature(L->lp, L->arena, m, lib);
   direct_output(L, m, lib);
   kk->lib = lib;
@@ -436,7 +472,8 @@ int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i) {
   pre->var_names[stat_var] = "r_stat";
   pre->tmp_dtype[stat_tmp] = DT_F32;
   pre->tmp_names[pre->ntmps++] = "stat";
-  pre->grid = m->m_extent; /* one block per row */
+  /* one block per row (the quantized weights' copies, if any, in a grid-stride loop over those blocks) */
+  pre->grid = m->m_extent;
   if (gk->alt->lib) a_signature(lp, lp->arena, m, gk->alt->lib);
   /* kernel i - 1 launches nothing where the GEMM runs: under its condition, on devices with tensor cores */
   KKernel *skip = ARENA_NEW(lp->arena, KKernel);

@@ -85,7 +85,9 @@ static int library_gemms(Plan *p, const RunState *s, int k, BackendGraph *g, Dia
   float *products = lib_direct(s, k, &add) ? s->args[(size_t)k * ARG_STRIDE + lib->direct_out]
                                            : (float *)(planes + (size_t)m * (size_t)lib->k * 2 * (size_t)lib->a_parts);
   for (int w = 0; w < lib->nw; w++) {
-    const void *weight = s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
+    /* a quantized weight: the bf16 copy the pre-pass made in the scratch */
+    const void *weight = lib->w_at[w] >= 0 ? (const void *)((const char *)p->scratch + lib->w_at[w])
+                                           : s->args[(size_t)k * ARG_STRIDE + lib->w_param[w]];
     if (g ? !o->graph_add_gemm(p->b, g, rows, lib->w_rows[w], lib->k, planes, weight, add, products, d)
           : !o->gemm_bf16(p->b, rows, lib->w_rows[w], lib->k, planes, weight, add, products, d))
       return 0;

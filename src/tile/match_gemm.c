@@ -1,17 +1,23 @@
 /* The tensor-core GEMM shape: one or two phases, each a sum over k of A[m][k] * W_i[n][k] with W_i a
- * bf16 weight read at (column variables, k) and A the same f32 expression of the row and k in every
+ * bf16 weight read at (column variables, k), or a quantized [rows][k] weight (its blocks dequantized to bf16
+ * in the scratch before the GEMM: kernel/lower_mma.c), and A the same f32 expression of the row and k in every
  * phase; no inner loop; every parallel axis but the row axis has a constant extent, whose product is a
  * multiple of 32, and k has a constant extent that is a multiple of 16. */
 #include <string.h>
 #include "match.h"
 
-/* e is W[..., k] converted to f32, W a bf16 global buffer read at (columns..., k). */
+/* e is W[..., k] converted to f32, W a bf16 global buffer read at (columns..., k), or a quantized [rows][k]
+ * one read at (row, k) (dequantized whole into the scratch, so it must be a plain matrix). */
 static Expr *weight_load(const LProgram *lp, Expr *e, int k_var, uint64_t col_mask) {
   if (e->op == X_CAST && e->dtype == DT_F32) e = e->a[0];
-  if (e->op != X_LOAD || e->aux != MEM_GLOBAL || e->dtype != DT_BF16 || e->n < 1) return NULL;
-  if (e->ival < 0 || e->ival >= lp->nbufs) return NULL;
+  if (e->op != X_LOAD || e->aux != MEM_GLOBAL || (e->dtype != DT_BF16 && !dtype_is_quant(e->dtype)) || e->n < 1)
+    return NULL;
+  if (e->ival < 0 || e->ival >= lp->nbufs || lp->bufs[e->ival].dtype != e->dtype) return NULL;
   const Shape *sh = &lp->bufs[e->ival].shape;
   if (sh->rank != e->n) return NULL;
+  if (dtype_is_quant(e->dtype) &&
+      (sh->rank != 2 || sh->dim[0]->op != X_CONST || sh->dim[1]->op != X_CONST || sh->dim[1]->ival % 8))
+    return NULL;
   /* 8 consecutive k values are one 16-byte copy: every row must start at a multiple of 8 elements */
   const Expr *last_dim = sh->dim[e->n - 1];
   if (e->n > 1 && !(last_dim->op == X_CONST && last_dim->ival % 8 == 0)) return NULL;
@@ -73,7 +79,9 @@ int match_gemm(const LProgram *lp, const LKernel *k, int a, GemmMatch *m, Diag *
     Expr *w = NULL, *x = NULL;
     for (int side = 0; side < 2 && !w; side++)
       if ((w = weight_load(lp, body->a[side], m->k_var, col_mask))) x = body->a[1 - side];
-    if (!w) REFUSE("%s is not a GEMM: reduction %d reads no bf16 weight at (columns, k)", k->name, i);
+    if (!w)
+      REFUSE("%s is not a GEMM: reduction %d reads no bf16 weight (nor a quantized [rows][k] one) at (columns, k)",
+             k->name, i);
     if (!dtype_is_float(x->dtype) || (x->varmask & col_mask) || (x->flags & (EXF_TMP | EXF_ACC | EXF_HW)))
       REFUSE("%s is not a GEMM: the other factor of reduction %d depends on the columns or is not a float", k->name, i);
     if (x->dtype != DT_F32) x = ex_cast(P, DT_F32, x);

@@ -2,7 +2,8 @@
  * device, compiler identity), else the default. A compile for no particular sizes (a model's plan, which runs
  * decode steps and prefills) whose kernel was measured at several sizes of `seq` takes the kernel's own form
  * (threads, reduction, vector width, flash-decoding) from the smallest, where it is what runs, and the blocked
- * variant (rows, tensor cores, split-k, library) from the largest, where that is what runs. The learned prior
+ * variant (rows, tensor cores, split-k, library) from the largest, where that is what runs (a variant the
+ * smallest's best runs there gives way to a tensor-core, flash or library one of the largest). The learned prior
  * (issue 19, part 6) goes between measured and default. */
 #include "lookup.h"
 #include <stdio.h>
@@ -64,14 +65,31 @@ static int across_sizes(TuneLookup *l, const LProgram *p, const LKernel *k, cons
   bucket_env(buckets[small], text, sizeof text, &env);
   Schedule merged = with_variant_of(own, &blocked);
   Diag ignored = {0};
-  if (schedule_variant_runs(k, &own, &env) || !schedule_check(p, k, dev, &merged, &ignored)) {
+  /* The small sizes' best may itself be a variant that runs there (rows of a GEMV's outputs); then it decides
+   * alone, unless the large sizes' best is a tensor-core, flash or library variant: keeping the small one would
+   * cost every prefill its tensor cores (qwen3-0.6b's q and o projections made a 512-token prefill 5.8x slower
+   * on the H200, session 13), so that variant is kept and the small sizes run their own form without theirs. */
+  int small_variant = schedule_variant_runs(k, &own, &env);
+  int large_is_blocked = blocked.mma > 0 || blocked.flash > 0 || blocked.gemm_library;
+  if (small_variant && large_is_blocked) {
+    Schedule plain = own;
+    plain.rows = 1, plain.row_axis = -1, plain.rows_serial = 0;
+    merged = with_variant_of(plain, &blocked);
+  }
+  if ((small_variant && !large_is_blocked) || !schedule_check(p, k, dev, &merged, &ignored)) {
     *s = own; /* the small sizes' variant runs there too, or the two do not combine: the small sizes decide */
     snprintf(why, nwhy, "measured: %.1f us, its kernels alone, %d samples, at %s", rs.median_us, rs.samples, rs.bucket);
     return 1;
   }
   *s = merged;
-  snprintf(why, nwhy, "measured: its own form %.1f us at %s, its blocked variant %.1f us at %s", rs.median_us,
-           rs.bucket, rl.median_us, rl.bucket);
+  if (small_variant)
+    snprintf(why, nwhy,
+             "measured: its own form at %s without the rows variant measured there (%.1f us), its blocked "
+             "variant %.1f us at %s",
+             rs.bucket, rs.median_us, rl.median_us, rl.bucket);
+  else
+    snprintf(why, nwhy, "measured: its own form %.1f us at %s, its blocked variant %.1f us at %s", rs.median_us,
+             rs.bucket, rl.median_us, rl.bucket);
   return 1;
 }
 

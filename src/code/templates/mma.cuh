@@ -22,8 +22,9 @@
  * tile's counter at the start of the scratch; the last to arrive adds the parts in split order (the same
  * sums whichever block is last) and runs the epilogue.
  *
- * The scratch (kernel.h): COUNTER_WORDS words of tile counters, A's bf16 planes, then the split partials
- * or the library products. The kernel's expressions, as device functions:
+ * The scratch (kernel.h): tile counters (and the bf16 copies of quantized weights, lt_mma_dequant) in the first
+ * COUNTER_WORDS words, A's bf16 planes, then the split partials or the library products. The kernel's
+ * expressions, as device functions:
  *   a(m, k) -> float, A at row m and k (the pre-pass);
  *   w0(nn, k), w1(nn, k) -> const unsigned short *, weight 0's / 1's element at flat column nn and k;
  *   store(m, nn, acc0, acc1) stores the outputs at row m, flat column nn from the accumulators of the
@@ -84,6 +85,26 @@ static __device__ __forceinline__ void lt_mma_pack_stat(const i64 lt_M, unsigned
     } else {
       lt_planes[lt_p] = lt_pack_bf16x2(lt_v0, lt_v1);
     }
+  }
+}
+
+/* A quantized weight's bf16 copy at byte AT of the scratch (before A's planes), in the pre-pass's threads, whatever
+ * its grid (one block per row when it computes a row statistic): thread p decodes elements 8p .. 8p + 7, then
+ * 8(p + threads) .. (dq(i, v): eight consecutive elements from i, a multiple of 8, each the reference
+ * dequantization's f32 value) and stores them rounded to bf16 as one 16-byte write, for the GEMM to read as it
+ * reads a bf16 weight. */
+template <long long N8, long long AT, class D>
+static __device__ __forceinline__ void lt_mma_dequant(unsigned int *lt_scratch, const D &lt_dq) {
+  const i64 lt_stride = (i64)gridDim.x * 256;
+  for (i64 lt_p = (i64)blockIdx.x * 256 + threadIdx.x; lt_p < N8; lt_p += lt_stride) {
+    float lt_v[8];
+    lt_dq(lt_p * 8, lt_v);
+    uint4 lt_o;
+    lt_o.x = lt_pack_bf16x2(lt_v[0], lt_v[1]);
+    lt_o.y = lt_pack_bf16x2(lt_v[2], lt_v[3]);
+    lt_o.z = lt_pack_bf16x2(lt_v[4], lt_v[5]);
+    lt_o.w = lt_pack_bf16x2(lt_v[6], lt_v[7]);
+    ((uint4 *)((char *)lt_scratch + AT))[lt_p] = lt_o;
   }
 }
 

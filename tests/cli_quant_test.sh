@@ -10,8 +10,14 @@ for t in q4_k q5_k q6_k; do
   expect quant-run-$t 0 'check e: max relative error 0 .* ok' -- run -e "w: $t[3,512]; i: i32[4]; e = embedding(i, w)" --check
 done
 expect quant-ir-tensor 0 'w = input : q4_1\[5,64\]' -- compile -e "w: q4_1[5,64]; x: f32[3,64]; y = linear(x, w)" --ir tensor
-expect quant-ir-kernel 0 'f32\(w\[i1, rb[0-9]+, g[0-9]+, e[0-9]+\]\)' -- \
+# a decode GEMV: integer dot products over int16 activation blocks; LATHE_CPU_INT_DOT=0: the blocks decoded to f32
+expect quant-ir-kernel 0 'acc0 \+= qdot\(w\[i1, 0\] \.\. 2 blocks, qrow0\)' -- \
   compile -e "w: q4_1[5,64]; x: f32[3,64]; y = linear(x, w)" --ir kernel --target cpu
+LATHE_CPU_INT_DOT=0 expect quant-ir-kernel-decoded 0 'f32\(w\[i1, rb[0-9]+, g[0-9]+, e[0-9]+\]\)' -- \
+  compile -e "w: q4_1[5,64]; x: f32[3,64]; y = linear(x, w)" --ir kernel --target cpu
+# a blocked prefill: the weight row decoded once into a row cache, the sums over it as over f32 weights
+expect quant-ir-kernel-rows 0 'qrow[0-9]+ = smem[0-9]+: f32 row w\[' -- \
+  compile -e "w: q4_1[5,64]; x: f32[seq,64]; y = linear(x, w)" --ir kernel --target cpu
 expect quant-code-cuda 0 'lt_dq8_q6_k\(w, ' -- compile -e "w: q6_k[5,256]; x: f32[3,256]; y = linear(x, w)" --ir code --target cuda
 expect_error quant-bad-row "input 'w': a q8_0 tensor's last dimension must be a constant multiple of 32" -- \
   run -e "w: q8_0[5,40]; y = w * 2"

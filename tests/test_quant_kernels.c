@@ -9,6 +9,7 @@
 #include "backend/nvrtc.h"
 #include "code/render_common.h"
 #include "driver/pipeline.h"
+#include "base/settings.h"
 #include "kernel/kernel.h"
 
 static char *code_of(Target t, const char *src) {
@@ -23,11 +24,18 @@ static char *code_of(Target t, const char *src) {
 static void cpu_projection_reads_blocks(void **state) {
   (void)state;
   char *c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
-  assert_contains(c, "lt_dq_q4_k_at(w, ((i1 * 2) + rb");
+  assert_contains(c, "lt_qdot_q4_k(w, ");  /* decode: integer dot products */
+  assert_contains(c, "lt_dqrow_q4_k(w, "); /* the blocked variant: the weight row decoded to f32 once */
   free(c);
+  setting_set(SET_CPU_INT_DOT, "0"); /* the blocks decoded in the sums' loop */
+  c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
+  assert_contains(c, "lt_dq_q4_k_at(w, ((i1 * 2) + rb");
+  assert_null(strstr(c, "lt_qdot_q4_k(w, "));
+  free(c);
+  setting_set(SET_CPU_INT_DOT, NULL);
   c = code_of(TARGET_CPU, "x: f32[seq,64]; w: q4_1[5,64]; v: q5_0[5,64]; y = linear(x, w) * linear(x, v)");
-  assert_contains(c, "lt_dq_q4_1_at(w, ");
-  assert_contains(c, "lt_dq_q5_0_at(v, ");
+  assert_contains(c, "lt_qdot_q4_1(w, ");
+  assert_contains(c, "lt_qdot_q5_0(v, ");
   free(c);
   /* a prefill's register blocking takes 8 rows over quantized weights (each element decoded once for 8) and
    * over f32 (a batched step of 8 sequences is one block) */
@@ -43,8 +51,13 @@ static void element_reads_elsewhere(void **state) {
   (void)state;
   /* blocks or groups of different sizes in one loop, the weight read along its columns, CUDA: element by element */
   char *c = code_of(TARGET_CPU, "x: f32[1,256]; w: q4_1[5,256]; v: q6_k[5,256]; y = linear(x, w) + linear(x, v)");
+  assert_contains(c, "lt_qdot_q6_k(v, "); /* integer dot products: one activation row for both */
+  free(c);
+  setting_set(SET_CPU_INT_DOT, "0");
+  c = code_of(TARGET_CPU, "x: f32[1,256]; w: q4_1[5,256]; v: q6_k[5,256]; y = linear(x, w) + linear(x, v)");
   assert_contains(c, "lt_dq_q6_k(v, ");
   free(c);
+  setting_set(SET_CPU_INT_DOT, NULL);
   c = code_of(TARGET_CPU, "x: f32[1,64]; w: q8_0[64,32]; y = matmul(x, w)");
   assert_contains(c, "lt_dq_q8_0(w, ");
   assert_null(strstr(c, "lt_dq_q8_0_at(w, "));
@@ -195,11 +208,86 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
   assert_int_equal(rc, 0);
 }
 
+/* The CPU's integer dot products (lt_qdot_FORMAT over int16 activation blocks) against the sum of the decoded
+ * weights (lt_dq_FORMAT_at) times the activations in double, for every format, compiled as the CPU backend
+ * compiles generated code (SIMD: AVX-512 VNNI or AVX2 on this machine) and with the scalar fallback
+ * (LT_QDOT_SCALAR): within 1e-4 of the sum of |w * x| (int16 rounding is at most 2^-16 of a block's largest
+ * activation), over rows of random blocks with sane scales. */
+static void int_dots_match_decoded(void **state) {
+  (void)state;
+  if (system("cc --version >/dev/null 2>&1") != 0) skip();
+  char dir[] = "/tmp/lathe-qdot-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128], exe[128], cmd[640];
+  snprintf(path, sizeof path, "%s/qdot.c", dir);
+  snprintf(exe, sizeof exe, "%s/qdot", dir);
+  StrBuf b = {0};
+  sb_puts(&b, "#include <stdio.h>\n#include <string.h>\n#include <math.h>\n#include <stdint.h>\n"
+              "static float lt_f16_to_f32(uint16_t h) {\n"
+              "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
+              "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
+              "  else if (e) u = s << 31 | (e + 112) << 23 | m << 13;\n"
+              "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
+              "  float f; memcpy(&f, &u, 4); return f;\n}\n");
+  rc_put_quant_source(&b, 0);
+  sb_puts(
+      &b,
+      "static unsigned x_ = 12345;\n"
+      "static unsigned rnd(void) { x_ = x_ * 1103515245u + 12345u; return x_ >> 8; }\n"
+      /* bytes, the f16 fields (offsets) set to scales of 2^-7 .. 2^-6, sign random */
+      "static int check(const char *name, int bytes, int elems, const int *halves, int nh,\n"
+      "                 float (*dot)(lt_qp, long long, int, const lt_q16x *), float (*at)(lt_qp, long long, int, int), int G) {\n"
+      "  enum { NB = 3, ROWS = 7 };\n"
+      "  static unsigned char w[ROWS * NB * 210];\n"
+      "  static float x[NB * 256];\n"
+      "  static lt_q16x q[NB * 8];\n"
+      "  for (int i = 0; i < ROWS * NB * bytes; i++) w[i] = (unsigned char)rnd();\n"
+      "  for (int i = 0; i < ROWS * NB; i++)\n"
+      "    for (int h = 0; h < nh; h++) {\n"
+      "      unsigned v = 0x2000u | (rnd() & 0x3ffu) | (rnd() & 1u) << 15;\n"
+      "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
+      "    }\n"
+      "  for (int i = 0; i < NB * elems; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 250.0f;\n"
+      "  for (int i = 0; i < NB * elems / 32; i++) lt_q16_block(x + 32 * i, q + i);\n"
+      "  for (int r = 0; r < ROWS; r++) {\n"
+      "    double want = 0, mag = 0;\n"
+      "    for (int k = 0; k < NB * elems; k++) {\n"
+      "      double v = (double)at(w, (long long)r * NB + k / elems, k % elems / G, k % G) * x[k];\n"
+      "      want += v, mag += fabs(v);\n"
+      "    }\n"
+      "    double got = dot(w, (long long)r * NB, NB, q);\n"
+      "    if (!(fabs(got - want) <= 1e-4 * mag)) { printf(\"%s row %d: %g, decoded %g\\n\", name, r, got, want); return 1; }\n"
+      "  }\n"
+      "  return 0;\n"
+      "}\n"
+      "#define CHECK(f, bytes, elems, G, ...) { const int h[] = {__VA_ARGS__};\\\n"
+      "  if (check(#f, bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f, lt_dq_##f##_at, G)) return 1; }\n"
+      "int main(void) {\n"
+      "  CHECK(q8_0, 34, 32, 32, 0) CHECK(q4_0, 18, 32, 16, 0) CHECK(q4_1, 20, 32, 16, 0, 2)\n"
+      "  CHECK(q5_0, 22, 32, 16, 0) CHECK(q5_1, 24, 32, 16, 0, 2) CHECK(q4_k, 144, 256, 32, 0, 2)\n"
+      "  CHECK(q5_k, 176, 256, 32, 0, 2) CHECK(q6_k, 210, 256, 16, 208)\n"
+      "  puts(\"ok\"); return 0;\n}\n");
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(sb_str(&b), f);
+  fclose(f);
+  sb_free(&b);
+  for (int scalar = 0; scalar < 2; scalar++) {
+    snprintf(cmd, sizeof cmd, "cc -O2 -march=native -std=c11 -w %s -o %s %s -lm 2>&1 && %s",
+             scalar ? "-DLT_QDOT_SCALAR" : "", exe, path, exe);
+    int rc = system(cmd);
+    unlink(exe);
+    if (rc != 0) fail_msg("integer dot products (%s) differ from the decoded weights", scalar ? "scalar" : "SIMD");
+  }
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
       cmocka_unit_test(cuda_gemv_decodes_eight_at_once),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
-      cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies),
+      cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies), cmocka_unit_test(int_dots_match_decoded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

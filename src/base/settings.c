@@ -43,6 +43,9 @@ static const SettingInfo table[SET_COUNT] = {
      "0: long-row normalizations (RMSNorm, LayerNorm, softmax) too big for L2 keep a warp per row"},
     {SET_FUSE_PROJ, "LATHE_FUSE_PROJECTIONS", SETTING_BOOL, "", "1 for batched steps on CUDA, else 0",
      "1: a batched step computes q/k/v and gate/up each as one GEMM over the weights stacked at load"},
+    {SET_CPU_INT_DOT, "LATHE_CPU_INT_DOT", SETTING_BOOL, "1", NULL,
+     "0: CPU projections over quantized weights decode the blocks to f32 (as dequantized, slower) instead of "
+     "integer dot products with the activations quantized to int16 per 32 elements"},
     {SET_NVRTC_UNITS, "LATHE_NVRTC_UNITS", SETTING_INT, "16", NULL,
      "at most this many CUDA translation units compiled in parallel (1: one unit)"},
     {SET_HF_ENDPOINT, "LATHE_HF_ENDPOINT", SETTING_STRING, "https://huggingface.co", NULL,

@@ -45,6 +45,18 @@ static const char c_preamble[] =
     "static inline int64_t lt_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n"
     "static inline int64_t lt_absi(int64_t a) { return a < 0 ? -a : a; }\n";
 
+/* The row caches of KS_QROW statements: how many, and the most bytes one holds (a multiple of 64). */
+static void find_qrows(const KStmt *s, int *slots, int64_t *bytes) {
+  if (!s) return;
+  if (s->kind == KS_QROW) {
+    int64_t b = s->dtype == DT_F32 ? 4 * (int64_t)s->count : 80 * (int64_t)s->count; /* 80: sizeof(lt_q16x) */
+    b = (b + 63) / 64 * 64;
+    if (s->slot + 1 > *slots) *slots = s->slot + 1;
+    if (b > *bytes) *bytes = b;
+  }
+  for (int i = 0; i < s->nbody; i++) find_qrows(s->body[i], slots, bytes);
+}
+
 void rc_c_kernel(Render *R, const KKernel *kk) {
   StrBuf *o = R->out;
   if (!rc_kernel_begin(R, kk)) {
@@ -59,7 +71,18 @@ void rc_c_kernel(Render *R, const KKernel *kk) {
     sb_printf(o, "  %s%s *restrict %s = (%s%s *)lt_bufs[%d];\n", c, t, R->buf_name[p->buf], c, t, i);
   }
   for (int i = 0; i < kk->nsyms; i++) sb_printf(o, "  const int64_t %s = lt_syms[%d];\n", R->sym_name[i], i);
+  int slots = 0;
+  int64_t bytes = 0;
+  find_qrows(kk->body, &slots, &bytes);
+  if (slots) { /* each thread's row caches for this launch (KS_QROW): the rows, and flag + 8 keys per slot */
+    sb_printf(o, "  const int64_t lt_nslots = %d, lt_slot_bytes = %lld, lt_nt = omp_get_max_threads();\n", slots,
+              (long long)bytes);
+    sb_puts(o, "  unsigned char *lt_qr = (unsigned char *)malloc((size_t)(lt_nt * lt_nslots * lt_slot_bytes));\n");
+    sb_puts(o, "  double *lt_qk = (double *)calloc((size_t)(lt_nt * lt_nslots * 9), sizeof(double));\n");
+    sb_puts(o, "  if (!lt_qr || !lt_qk) free(lt_qr), free(lt_qk), lt_qr = 0, lt_qk = 0;\n");
+  }
   rc_body(R, 1);
+  if (slots) sb_puts(o, "  free(lt_qr);\n  free(lt_qk);\n");
   sb_puts(o, "}\n");
   rc_kernel_end(R);
 }

@@ -151,9 +151,10 @@ static void name_stmt_tree(Render *R, const KStmt *s) {
   for (int i = 0; i < nv; i++)
     if (vars[i] >= 0 && vars[i] < L_MAX_VARS && !R->var_name[vars[i]])
       R->var_name[vars[i]] = unique_name(R, vars[i] < R->kk->nvars ? R->kk->var_names[vars[i]] : "v");
-  if ((s->kind == KS_FOR || s->kind == KS_PARFOR) && s->var >= 0 && s->var < L_MAX_VARS && !R->var_name[s->var])
+  if ((s->kind == KS_FOR || s->kind == KS_PARFOR || s->kind == KS_QROW) && s->var >= 0 && s->var < L_MAX_VARS &&
+      !R->var_name[s->var])
     R->var_name[s->var] = unique_name(R, s->var < R->kk->nvars ? R->kk->var_names[s->var] : "i");
-  if (s->kind == KS_SMEM) {
+  if (s->kind == KS_SMEM || (s->kind == KS_QROW && s->dtype == DT_F32)) {
     if (s->buf < 0 || s->buf >= RC_MAX_SMEM) {
       rc_fail(R, "shared array %d out of range", s->buf);
       return;
@@ -161,7 +162,7 @@ static void name_stmt_tree(Render *R, const KStmt *s) {
     char nm[32];
     snprintf(nm, sizeof nm, "smem%d", s->buf);
     R->smem_name[s->buf] = unique_name(R, nm);
-    R->smem_dtype[s->buf] = s->dtype;
+    R->smem_dtype[s->buf] = DT_F32 == s->dtype || s->kind == KS_SMEM ? s->dtype : DT_F32;
   }
   for (int i = 0; i < s->nbody; i++) name_stmt_tree(R, s->body[i]);
 }
@@ -216,6 +217,7 @@ const Dialect rc_dialect_c = {
     .bool_compute = "int",
     .nan = "NAN",
     .inf = "INFINITY",
+    .shared = "", /* an array of the point that declares it (a weight row decoded once for a blocked point) */
     .parallel_for = "#pragma omp parallel for schedule(static)",
 };
 
@@ -454,6 +456,115 @@ static void put_vload(Render *R, const KStmt *s, int level) {
   rc_cse_end(R);
 }
 
+/* The variables and temporaries an expression reads (a row cache's key), each once. */
+typedef struct QKeys {
+  const Expr *e[8];
+  int n, over, skip_var;
+} QKeys;
+
+static void find_qkeys(void *ctx, const Expr *e) {
+  QKeys *k = ctx;
+  if ((e->op != X_VAR || e->ival == k->skip_var) && e->op != X_TMP) return;
+  for (int i = 0; i < k->n; i++)
+    if (k->e[i]->op == e->op && k->e[i]->ival == e->ival) return;
+  if (k->n < 8) k->e[k->n++] = e;
+  else k->over = 1;
+}
+
+/* C, KS_QROW: this thread's slot (lt_qr, lt_qk: render_c.c) is filled unless its key (a flag, then each key
+ * value) says it holds this row; without them (no memory) an array of the point, filled every time. */
+static void put_qrow(Render *R, const KStmt *s, int level) {
+  StrBuf *o = R->out;
+  QKeys k = {.skip_var = s->var};
+  if (s->value) ex_visit(s->value, find_qkeys, &k);
+  const int f32 = s->dtype == DT_F32;
+  if (R->dl != &rc_dialect_c || !s->value || s->count <= 0 || s->var < 0 || s->var >= L_MAX_VARS || k.over ||
+      !R->var_name[s->var] || (f32 && (s->buf < 0 || s->buf >= RC_MAX_SMEM || !R->smem_name[s->buf]))) {
+    rc_fail(R, "malformed row cache");
+    return;
+  }
+  const int q = s->slot, n = f32 ? s->count : s->count * 32;
+  const char *v = R->var_name[s->var], *type = f32 ? "float" : "lt_q16x";
+  char row[64];
+  if (f32) snprintf(row, sizeof row, "%s", R->smem_name[s->buf]);
+  else snprintf(row, sizeof row, "lt_q%d", q);
+  rc_line(R, level, "%s lt_qs%d[%d];", type, q, s->count);
+  rc_line(R, level, "double *const lt_qk%d = lt_qr ? lt_qk + ((int64_t)lt_thread() * lt_nslots + %d) * 9 : 0;", q, q);
+  rc_line(R, level,
+          "%s *const %s = lt_qr ? (%s *)(lt_qr + ((int64_t)lt_thread() * lt_nslots + %d) * lt_slot_bytes) : "
+          "lt_qs%d;",
+          type, row, type, q, q);
+  sb_indent(o, level);
+  sb_printf(o, "if (!lt_qk%d || lt_qk%d[0] == 0.0", q, q);
+  for (int i = 0; i < k.n; i++) {
+    sb_printf(o, " || lt_qk%d[%d] != (double)", q, i + 1);
+    rc_put_ref(R, o, k.e[i]);
+  }
+  sb_puts(o, ") {\n");
+  if (f32) { /* whole blocks, decoded by lt_dq_FORMAT_at's operations */
+    const Expr *w = s->value;
+    if (w->op != X_LOAD || !dtype_is_quant(w->dtype)) {
+      rc_fail(R, "malformed row cache");
+      return;
+    }
+    Expr *roots[1] = {rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a)};
+    int B = dtype_block_elems(w->dtype);
+    rc_cse_begin(R, roots, 1, level + 1);
+    sb_indent(o, level + 1);
+    sb_printf(o, "lt_dqrow_%s(%s, (", dtype_name(w->dtype), R->buf_name[w->ival]);
+    rc_put_ref(R, o, roots[0]);
+    sb_printf(o, ") / %d, %d, %s);\n", B, s->count / B, row);
+    rc_cse_end(R);
+  } else {
+    rc_line(R, level + 1, "float lt_xr[%d];", n);
+    rc_line(R, level + 1, "for (int64_t %s = 0; %s < %d; %s++) {", v, v, n, v);
+    Expr *roots[1] = {s->value};
+    rc_cse_begin(R, roots, 1, level + 2);
+    sb_indent(o, level + 2);
+    sb_printf(o, "lt_xr[%s] = ", v);
+    rc_put_ref(R, o, roots[0]);
+    sb_puts(o, ";\n");
+    rc_cse_end(R);
+    rc_line(R, level + 1, "}");
+    rc_line(R, level + 1, "for (int lt_b = 0; lt_b < %d; lt_b++) lt_q16_block(lt_xr + 32 * lt_b, %s + lt_b);", s->count,
+            row);
+  }
+  sb_indent(o, level + 1);
+  sb_printf(o, "if (lt_qk%d) {\n", q);
+  rc_line(R, level + 2, "lt_qk%d[0] = 1.0;", q);
+  for (int i = 0; i < k.n; i++) {
+    sb_indent(o, level + 2);
+    sb_printf(o, "lt_qk%d[%d] = (double)", q, i + 1);
+    rc_put_ref(R, o, k.e[i]);
+    sb_puts(o, ";\n");
+  }
+  rc_line(R, level + 1, "}");
+  rc_line(R, level, "}");
+}
+
+/* C, KS_QDOT: acc = acc + lt_qdot_FORMAT(w, first block, blocks, row cache) */
+static void put_qdot(Render *R, const KStmt *s, int level) {
+  StrBuf *o = R->out;
+  const Expr *w = s->value;
+  if (R->dl != &rc_dialect_c) {
+    refuse(R, "integer dot products over quantized weights");
+    return;
+  }
+  if (!w || w->op != X_LOAD || s->tmp < 0 || s->tmp >= R->kk->ntmps || s->count <= 0 || !rc_quant_decoder(s->dtype) ||
+      !R->buf_name[w->ival]) {
+    rc_fail(R, "malformed quantized dot product");
+    return;
+  }
+  Expr *roots[1] = {rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a)};
+  rc_cse_begin(R, roots, 1, level);
+  const char *t = R->tmp_name[s->tmp];
+  sb_indent(o, level);
+  sb_printf(o, "%s = (%s + lt_qdot_%s(%s, (", t, t, dtype_name(s->dtype), R->buf_name[w->ival]);
+  rc_put_ref(R, o, roots[0]);
+  sb_printf(o, ") / %d, %d, lt_q%d));\n", dtype_block_elems(s->dtype), s->count, s->slot);
+  rc_cse_end(R);
+}
+
 static void put_stmt(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   switch (s->kind) {
@@ -538,7 +649,8 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
       return;
     }
     sb_indent(o, level);
-    sb_printf(o, "%s %s %s[%d];\n", R->dl->shared, rc_compute_type(R, s->dtype), R->smem_name[s->buf], s->count);
+    sb_printf(o, "%s%s%s %s[%d];\n", R->dl->shared, *R->dl->shared ? " " : "", rc_compute_type(R, s->dtype),
+              R->smem_name[s->buf], s->count);
     return;
   case KS_BARRIER:
     if (!R->dl->barrier) {
@@ -550,6 +662,11 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     return;
   case KS_WARP_REDUCE: put_warp_reduce(R, s, level); return;
   case KS_VLOAD: put_vload(R, s, level); return;
+  case KS_QROW:
+    if (R->dl != &rc_dialect_c) refuse(R, "integer dot products over quantized weights");
+    else put_qrow(R, s, level);
+    return;
+  case KS_QDOT: put_qdot(R, s, level); return;
   case KS_MMA:
     if (!R->dl->templates) {
       refuse(R, "tensor-core matrix multiply");

@@ -28,6 +28,14 @@ typedef enum KStmtKind {
                      reads them with vector loads (16 bytes at most each) */
   KS_MMA,         /* CUDA only: a whole tensor-core GEMM kernel body, described by `mma` */
   KS_FLASH,       /* CUDA only: a whole flash-attention kernel body on tensor cores, described by `flash` */
+  KS_QROW,        /* CPU only: row cache `slot` holds f32 expression `value` over variable `var` (one row), unless
+                     it already holds this row: each thread keeps its slots for the whole launch, keyed by the
+                     values of the variables and temporaries `value` reads (code/render_common.c, render_c.c).
+                     dtype f32: `value` is instead a quantized load at a weight row's first element, the row's
+                     `count` elements decoded to f32, read as point array `buf` (a MEM_SHARED load); else the
+                     row quantized to `count` int16 blocks of 32 for KS_QDOT */
+  KS_QDOT,        /* CPU only: tmp += the dot product of `count` blocks of quantized buffer `buf` (`dtype`) from
+                     the load `value` (the row's first element) with row cache `slot`, summed in integers */
 } KStmtKind;
 
 /* A kernel that is a sum over k of A[m][k] * B_i[n][k] for one or two weights B_i (bf16) and an
@@ -147,6 +155,7 @@ struct KStmt {
   int count;              /* KS_SMEM, KS_VLOAD */
   KMma *mma;              /* KS_MMA */
   KFlash *flash;          /* KS_FLASH */
+  int slot;               /* KS_QROW / KS_QDOT: the row cache */
   KStmt **body;           /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
   int nbody;
 };

@@ -85,6 +85,18 @@ static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int chi
   print_stmt(b, f->store, nm, child);
 }
 
+/* qrow0 = int16 blocks of (x[i1, r0] * 2.0) over r0 < 576;  qrow1 = smem0: f32 row w[i1, 0] .. 576 elements;
+ * acc0 += qdot(w[i1, 0] .. 18 blocks, qrow0) */
+static void print_qstmt(StrBuf *b, const KStmt *s, PrintNames *n, const ExprNames *nm) {
+  if (s->kind == KS_QDOT) sb_printf(b, "%s += qdot(", pn_tmp(n, s->tmp));
+  else if (s->dtype == DT_F32) sb_printf(b, "qrow%d = smem%d: f32 row ", s->slot, s->buf);
+  else sb_printf(b, "qrow%d = int16 blocks of ", s->slot);
+  ex_print(b, s->value, nm);
+  if (s->kind == KS_QDOT) sb_printf(b, " .. %d blocks, qrow%d)\n", s->count, s->slot);
+  else if (s->dtype == DT_F32) sb_printf(b, " .. %d elements\n", s->count);
+  else sb_printf(b, " over %s < %d\n", pn_var(n, s->var), s->count * 32);
+}
+
 static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level) {
   PrintNames *n = nm->ctx;
   int child = level + 1;
@@ -144,6 +156,8 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     }
     sb_puts(b, "]\n");
     break;
+  case KS_QROW:
+  case KS_QDOT: print_qstmt(b, s, n, nm); break;
   case KS_FLASH:
     if (s->flash) print_flash(b, s->flash, nm, child);
     return;

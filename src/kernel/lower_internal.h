@@ -23,6 +23,7 @@ typedef struct Lower {
   Expr *row_base;
   Expr *acc_rows[8][L_MAX_PHASES];
   int nsmem;
+  int nqrows; /* KS_QROW row caches so far */
   int failed;
 } Lower;
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include "lower_internal.h"
 #include "../base/mem.h"
+#include "../base/settings.h"
 
 int kl_loop_vec(const Lower *L) { return L->target == TARGET_CUDA ? 1 : L->s.vec; }
 
@@ -378,6 +379,151 @@ static KStmt *quant_block_loop(Lower *L, KStmt *seq, int rv, Expr *start, const 
   return kl_st_for(L, groups, q.ev, ex_int(P, 0), ex_int(P, q.G), ex_int(P, 1));
 }
 
+/* ---- integer dot products over quantized weights (CPU) ---- */
+
+/* The block formats render_quant.c has an integer dot product for. */
+static int qdot_format(DType t) {
+  return t == DT_Q8_0 || t == DT_Q4_0 || t == DT_Q4_1 || t == DT_Q5_0 || t == DT_Q5_1 || t == DT_Q4_K || t == DT_Q5_K ||
+         t == DT_Q6_K;
+}
+
+/* e is a global load whose every index is free of rv except the last, which is `aligned + rv`: *at0 is the load
+ * at rv = 0. */
+static int row_load(Lower *L, const Expr *e, int rv, Expr **at0) {
+  if (e->op != X_LOAD || e->aux != MEM_GLOBAL || e->n != L->lp->bufs[e->ival].shape.rank) return 0;
+  int64_t c;
+  for (int i = 0; i < e->n; i++)
+    if (!affine_coeff(e->a[i], rv, &c) || c != (i == e->n - 1 ? 1 : 0)) return 0;
+  *at0 = subst_var(L->pool, (Expr *)e, rv, ex_int(L->pool, 0));
+  return 1;
+}
+
+static void find_quant_load(void *ctx, const Expr *e) {
+  if (e->op == X_LOAD && dtype_is_quant(e->dtype)) *(int *)ctx = 1;
+}
+
+/* body = x * w: w a quantized weight row of ext elements from a block's start, x an f32 expression of rv that
+ * reads no quantized buffer (an activation, or a norm's output computed on the fly). *w0: w at rv = 0. */
+static int qdot_operands(Lower *L, const Expr *body, int rv, int64_t ext, Expr **w0, Expr **x) {
+  if (body->op != X_MUL) return 0;
+  for (int i = 0; i < 2; i++) {
+    const Expr *w = body->a[1 - i];
+    if (w->op == X_CAST && w->dtype == DT_F32) w = w->a[0];
+    int quant_in_x = 0;
+    *x = body->a[i];
+    ex_visit(*x, find_quant_load, &quant_in_x);
+    if ((*x)->dtype != DT_F32 || quant_in_x || ((*x)->flags & EXF_ACC) || !((*x)->varmask >> rv & 1)) continue;
+    if (!dtype_is_quant(w->dtype) || !qdot_format(w->dtype) || ext % dtype_block_elems(w->dtype)) continue;
+    if (row_load(L, w, rv, w0) && multiple_of((*w0)->a[(*w0)->n - 1], dtype_block_elems(w->dtype), -1)) return 1;
+  }
+  return 0;
+}
+
+/* A serial sum over rv < ext of f32 activations times quantized weights, for every phase of the group, in a
+ * kernel without register blocking: the activation row goes into a row cache (KS_QROW, once per row and thread)
+ * and each accumulation becomes one KS_QDOT (integer dot products of int8-quantized activations with the
+ * blocks, as llama.cpp's q8 activations), unless LATHE_CPU_INT_DOT=0. Returns whether it did. */
+#define QDOT_MAX_ROW 16384 /* elements: the row is computed in a stack array of floats */
+static int quant_dots(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext, Expr *stride, Expr **body, int ne,
+                      const LPhase *ph, int n, const int *acc_id) {
+  if (L->target != TARGET_CPU || L->nrows > 1 || !ex_is_int_const(start, 0) || !ex_is_int_const(stride, 1) ||
+      ext->op != X_CONST || ext->ival <= 0 || ext->ival % 32 || ext->ival > QDOT_MAX_ROW ||
+      !setting_bool(SET_CPU_INT_DOT, 1))
+    return 0;
+  Expr *w0[8 * L_MAX_PHASES], *x[8 * L_MAX_PHASES];
+  for (int e = 0; e < ne; e++)
+    if (ph[e % n].op != RED_ADD || ph[e % n].acc_dtype != DT_F32 ||
+        !qdot_operands(L, body[e], rv, ext->ival, &w0[e], &x[e]))
+      return 0;
+  int slot[8 * L_MAX_PHASES];
+  for (int e = 0; e < ne; e++) {
+    int same = 0;
+    while (same < e && x[same] != x[e]) same++; /* hash-consed: an equal row is the same Expr */
+    if (same < e) {
+      slot[e] = slot[same];
+      continue;
+    }
+    KStmt *r = kl_st_new(L, KS_QROW);
+    r->slot = slot[e] = L->nqrows++;
+    r->dtype = DT_I32; /* int16 blocks (anything but f32) */
+    r->value = x[e];
+    r->var = rv;
+    r->count = (int)(ext->ival / 32);
+    kl_st_add(L, seq, r);
+  }
+  for (int e = 0; e < ne; e++) {
+    KStmt *s = kl_st_new(L, KS_QDOT);
+    s->tmp = acc_id[e];
+    s->buf = (int)w0[e]->ival;
+    s->dtype = w0[e]->dtype;
+    s->value = w0[e];
+    s->slot = slot[e];
+    s->count = (int)(ext->ival / dtype_block_elems(s->dtype));
+    kl_st_add(L, seq, s);
+  }
+  return 1;
+}
+
+/* ---- quantized weight rows decoded once for a register-blocked point (CPU) ---- */
+
+typedef struct RowTiles {
+  Lower *L;
+  KStmt *seq;
+  int rv;
+  int64_t ext;
+  Expr *from[8], *to[8]; /* a weight row's load (at rv = 0) -> its decoded row's element rv */
+  int n, ok;
+} RowTiles;
+
+static Expr *row_tile_fn(void *ctx, ExprPool *P, Expr *e) {
+  RowTiles *t = ctx;
+  Expr *w0;
+  if (e->op != X_LOAD || !dtype_is_quant(e->dtype) || !t->ok) return e;
+  if (!row_load(t->L, e, t->rv, &w0)) {
+    t->ok = 0;
+    return e;
+  }
+  for (int i = 0; i < t->n; i++)
+    if (t->from[i] == w0) return t->to[i];
+  if (t->n == 8) {
+    t->ok = 0;
+    return e;
+  }
+  /* the row decoded into a row cache, read as an array of the point */
+  int sm = t->L->nsmem++;
+  KStmt *r = kl_st_new(t->L, KS_QROW);
+  r->slot = t->L->nqrows++;
+  r->dtype = DT_F32;
+  r->buf = sm;
+  r->value = w0;
+  r->var = t->rv;
+  r->count = (int)t->ext;
+  kl_st_add(t->L, t->seq, r);
+  t->from[t->n] = w0;
+  t->to[t->n++] = ex_load(P, sm, DT_F32, 1, (Expr *[]){ex_var(P, t->rv)}, MEM_SHARED);
+  return t->to[t->n - 1];
+}
+
+/* A register-blocked point on the CPU whose sums read quantized weight rows: each row is decoded into an f32 row
+ * cache (KS_QROW), and the rows' sums read it, so the sums' loop is the f32 weights' loop and an element is decoded
+ * once per thread and weight row, not once per point: consecutive points of a thread take the row blocks of one
+ * weight row. Returns whether it did. */
+static int quant_row_tiles(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext, Expr *stride, Expr **body,
+                           int ne) {
+  if (L->target != TARGET_CPU || L->nrows <= 1 || !ex_is_int_const(start, 0) || !ex_is_int_const(stride, 1) ||
+      ext->op != X_CONST || ext->ival <= 0 || ext->ival > QDOT_MAX_ROW)
+    return 0;
+  int found = 0;
+  for (int e = 0; e < ne; e++) ex_visit(body[e], find_quant_load, &found);
+  if (!found) return 0;
+  RowTiles t = {L, seq, rv, ext->ival, {0}, {0}, 0, 1};
+  Expr *out[8 * L_MAX_PHASES];
+  for (int e = 0; e < ne && t.ok; e++) out[e] = ex_rewrite(L->pool, body[e], row_tile_fn, &t);
+  if (!t.ok) return 0; /* the row caches already emitted are dead code: harmless, and rare (odd loads) */
+  for (int e = 0; e < ne; e++) body[e] = out[e];
+  return 1;
+}
+
 /* Phases first .. first+n-1 for every row (L->nrows, or 1): one loop, one accumulator per phase and row;
  * entry e = row * n + phase. */
 static void emit_group(Lower *L, KStmt *seq, int first, int n) {
@@ -413,8 +559,11 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
   memo_free(&h.done[0]);
   memo_free(&h.done[1]);
   if (V == 1) {
-    KStmt *loop = quant_block_loop(L, seq, rv, start, ph[0].axes[0].extent, stride, body, ne);
-    for (int e = 0; e < ne; e++) kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], body[e]));
+    if (!quant_dots(L, seq, rv, start, ext, stride, body, ne, ph, n, acc_id)) {
+      quant_row_tiles(L, seq, rv, start, ext, stride, body, ne);
+      KStmt *loop = quant_block_loop(L, seq, rv, start, ph[0].axes[0].extent, stride, body, ne);
+      for (int e = 0; e < ne; e++) kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], body[e]));
+    }
   } else {
     VecLoads probe = {.L = L, .kvar = kv, .rvar = rv, .V = V};
     for (int e = 0; e < ne; e++) find_vec_loads(&probe, subst_var(P, body[e], uv, ex_int(P, 0)), 0);

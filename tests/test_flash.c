@@ -230,13 +230,93 @@ static void decode_is_one_kernel_per_kv_head(void **state) {
   assert_contains(kern, "k[0, i1 // 4, r0, d5]");
   assert_contains(tile, "flash-decoding");
   const char *code = sb_str(&c->code);
-  assert_contains(code,
-                  "lt_flash_decode<64, 64, 4, 2LL, "); /* head and value width 64, 4 heads a block, 2 blocks a row */
-  assert_contains(code, "lt_scratch[counter], 1u)");   /* the chunks meet at a counter (preamble) */
-  assert_null(strstr(code, "attention_0("));           /* nothing compiled for the kernels that launch nothing */
+  /* head and value width 64, 4 heads a block, 2 blocks a row; k and v f32 rows read 16 bytes at a time */
+  assert_true(f->vec);
+  assert_int_equal(k->min_blocks, 4);
+  assert_contains(code, "lt_flash_decode_vec<64, 64, 4, 2LL, 1024, false, 0, 0>(");
+  assert_contains(code, "__launch_bounds__(128, 4) attention_2(");
+  assert_contains(code, "lt_scratch[counter], 1u)"); /* the chunks meet at a counter (preamble) */
+  assert_null(strstr(code, "attention_0("));         /* nothing compiled for the kernels that launch nothing */
   nvrtc_compiles(c);
   free(kern);
   free(tile);
+  compilation_free(c);
+  /* LATHE_DECODE_VEC=0: the element-at-a-time form, with the chunks as before */
+  setenv("LATHE_DECODE_VEC", "0", 1);
+  c = compiled("q: f32[1,8,1,64]; k: f32[1,2,n,64]; v: f32[1,2,n,64]\nreturn attention(q, k, v, true)", TARGET_CUDA,
+               MM_HIGH);
+  unsetenv("LATHE_DECODE_VEC");
+  f = decode_of(c, 2);
+  assert_non_null(f);
+  assert_false(f->vec);
+  assert_null(f->k_row); /* direct addressing: no row split */
+  assert_int_equal(c->kernel->kernels[2].min_blocks, 0);
+  assert_int_equal(eval_at(c->kernel->kernels[2].grid, "n", 4097), 2 * 64);
+  code = sb_str(&c->code);
+  assert_contains(code, "lt_flash_decode<64, 64, 4, 2LL, 1024, false>(");
+  assert_contains(code, "__launch_bounds__(128) attention_2(");
+  nvrtc_compiles(c);
+  compilation_free(c);
+}
+
+/* The vector form over a paged bf16 cache (a block table per row): the rows through the table, 8 bf16 a load; and
+ * the chunks: as many as the tiles per chunk need (4,097 keys: 129 tiles, 3 a chunk, 43 chunks, not 64 of which 21
+ * would hold no key), at most the blocks that run at once in all (KKernel.min_blocks a multiprocessor), and with
+ * LATHE_DECODE_TILES fewer, longer chunks. A head dimension of 48 (no power of two) keeps the element-at-a-time
+ * rows. */
+static void decode_vector_rows(void **state) {
+  (void)state;
+  const char *paged = "c: bf16[64, 16, 2, 64]; x: f32[tok, 2, 64]; s: i32[tok]; t: i32[2, 4]; r: i32[tok]; "
+                      "q: f32[tok, 8, 1, 64]; n: i32[tok]\n"
+                      "p = cache_scatter(c, x, s)\nk = permute(paged_gather(p, t, r, len=ctx), [0, 2, 1, 3])\n"
+                      "return attention(q, k, k, kv_len=n)";
+  Compilation *c = compiled(paged, TARGET_CUDA, MM_HIGH);
+  int last = c->kernel->nkernels - 1;
+  const KFlash *f = decode_of(c, last);
+  assert_non_null(f);
+  assert_true(f->vec);
+  assert_non_null(f->k_row);
+  assert_true(f->k_row->flags & EXF_LOAD); /* the block table */
+  const KKernel *k = &c->kernel->kernels[last];
+  /* 4 heads x 8 columns of outputs and two tiles of one-word k and v vectors (2 + 2): 96 registers, 5 blocks */
+  assert_int_equal(k->min_blocks, 5);
+  SymEnv env = {0};
+  symenv_set(&env, "tok", 1);
+  symenv_set(&env, "ctx", 4097);
+  int64_t grid = 0;
+  assert_true(ex_eval_int(k->grid, &env, &grid));
+  assert_int_equal(grid, 2 * 43); /* two blocks of heads */
+  symenv_set(&env, "tok", 64);
+  symenv_set(&env, "ctx", 256);
+  assert_true(ex_eval_int(k->grid, &env, &grid));
+  /* 660 / 128 = 5 chunks, so 2 tiles each: 4 (LATHE_DECODE_FILL's 8 a multiprocessor would give 8) */
+  assert_int_equal(grid, 64 * 2 * 4);
+  const char *code = sb_str(&c->code);
+  assert_contains(code, ", true, 1, 1>(lt_M, lt_T, lt_scratch, lt_fq, lt_ftlast, lt_fscore, lt_fstore, lt_fkr, lt_fkc, "
+                        "lt_fkp, lt_fvr, lt_fvc, lt_fvp);");
+  nvrtc_compiles(c);
+  compilation_free(c);
+  /* LATHE_DECODE_TILES=4: chunks of at least 4 tiles (129 / 4 = 32 chunks at most, 5 tiles each: 26) */
+  setenv("LATHE_DECODE_TILES", "4", 1);
+  c = compiled(paged, TARGET_CUDA, MM_HIGH);
+  unsetenv("LATHE_DECODE_TILES");
+  symenv_set(&env, "tok", 1);
+  symenv_set(&env, "ctx", 4097);
+  assert_true(ex_eval_int(c->kernel->kernels[c->kernel->nkernels - 1].grid, &env, &grid));
+  assert_int_equal(grid, 2 * 26);
+  compilation_free(c);
+  c = compiled("c: bf16[64, 16, 2, 48]; x: f32[tok, 2, 48]; s: i32[tok]; t: i32[2, 4]; r: i32[tok]; "
+               "q: f32[tok, 8, 1, 48]; n: i32[tok]\n"
+               "p = cache_scatter(c, x, s)\nk = permute(paged_gather(p, t, r, len=ctx), [0, 2, 1, 3])\n"
+               "return attention(q, k, k, kv_len=n)",
+               TARGET_CUDA, MM_HIGH);
+  last = c->kernel->nkernels - 1;
+  f = decode_of(c, last);
+  assert_non_null(f);
+  assert_false(f->vec);
+  assert_non_null(f->k_row);
+  assert_contains(sb_str(&c->code), "lt_flash_decode_rows<48, 48, 4, 2LL, ");
+  nvrtc_compiles(c);
   compilation_free(c);
 }
 
@@ -330,6 +410,7 @@ int main(void) {
       cmocka_unit_test(decode_is_one_kernel_per_kv_head),
       cmocka_unit_test(decode_at_every_precision_and_off_switch),
       cmocka_unit_test(decode_shapes),
+      cmocka_unit_test(decode_vector_rows),
       cmocka_unit_test(causal_gqa_is_one_kernel),
       cmocka_unit_test(precision_picks_parts),
       cmocka_unit_test(unmasked_and_flattened_heads),

@@ -35,8 +35,8 @@ static int schedule_device(const char *device, int target_given, Target *target,
  * the blocks of quantize scheme `scheme` when >= 0), a model's whole forward step built from its config (model_path;
  * its weights are not read), or a program's text. */
 static int compile_input(Compilation *c, const ModelConfig *preset, int scheme, const char *model_path,
-                         const char *text, int kv_block, Stage stage, Diag *d) {
-  ModelBuildOptions bo = {4096, DT_BF16, DT_F32, kv_block};
+                         const char *text, int kv_block, DType kv_dtype, Stage stage, Diag *d) {
+  ModelBuildOptions bo = {4096, DT_BF16, kv_dtype, kv_block};
   bo.fuse_projections = model_fuse_projections(kv_block > 0, c->target);
   if (preset) {
     RandomQuant rq = {preset, scheme};
@@ -58,10 +58,22 @@ static int compile_input(Compilation *c, const ModelConfig *preset, int scheme, 
   return compile_source(c, text, stage, d);
 }
 
-/* Writes b (ending in a newline) to path, or stdout when path is NULL; 0 after saying why it could not. */
+/* --kv-dtype: f32 or bf16, the latter only for a paged cache (model.c refuses it for one sequence's cache). */
+static int kv_dtype_option(const char *name, int kv_block, DType *out) {
+  if (name && (!dtype_parse(name, out) || (*out != DT_F32 && *out != DT_BF16))) {
+    report_msg("--kv-dtype expects f32 or bf16, got '%s'", name);
+    return 0;
+  }
+  if (*out != DT_F32 && !kv_block) {
+    report_msg("--kv-dtype %s needs --kv-block (a paged cache)", name);
+    return 0;
+  }
+  return 1;
+}
+
 int cmd_compile(int argc, char **argv) {
   const char *inline_text = NULL, *path = NULL, *out_path = NULL, *config = NULL, *stage_name = "code",
-             *target_name_arg = NULL, *matmul_name = NULL, *device = NULL, *weights = NULL;
+             *target_name_arg = NULL, *matmul_name = NULL, *device = NULL, *weights = NULL, *kv_dtype_name = NULL;
   Stage stage = ST_CODE;
   Target target = TARGET_CPU;
   int target_given = 0;
@@ -107,6 +119,9 @@ int cmd_compile(int argc, char **argv) {
        "a model's batched step over a paged KV cache of N-position blocks (as the engine runs it) instead of "
        "one sequence's step",
        &kv_block, 0, 1024, .def = "0"},
+      {"--kv-dtype", NULL, OPT_STR, "f32|bf16",
+       "with --kv-block: the paged cache's element type (lathe bench --concurrency uses bf16 on CUDA)", &kv_dtype_name,
+       .def = "f32"},
   };
   CmdSpec spec = {"compile",
                   "(-e PROGRAM | FILE.lt | MODEL | --config NAME) [options]",
@@ -139,6 +154,8 @@ int cmd_compile(int argc, char **argv) {
     else report_msg("--weights applies to --config only");
     return EXIT_ERROR;
   }
+  DType kv_dtype = DT_F32;
+  if (!kv_dtype_option(kv_dtype_name, kv_block, &kv_dtype)) return EXIT_ERROR;
   ProgramArg prog = {0};
   ModelConfig preset;
   int model;
@@ -156,7 +173,7 @@ int cmd_compile(int argc, char **argv) {
   TuneLookup tl;
   int tuned = cli_use_tuning(c, &tl, no_tune, dims.n ? &dims : NULL);
   ok = compile_input(c, config ? &preset : NULL, weights ? (int)scheme : -1, model ? path : NULL, prog.text, kv_block,
-                     stage, &d);
+                     kv_dtype, stage, &d);
   if (!ok) {
     report(&d, config ? config : model ? path : prog.file);
     rc = EXIT_ERROR;

@@ -16,7 +16,9 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
   }
   int block = kk->block > 0 ? kk->block : 1;
   sb_puts(o, "\n" SOURCE_UNIT_MARK);
-  sb_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, kk->name);
+  if (kk->min_blocks > 0)
+    sb_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", block, kk->min_blocks, kk->name);
+  else sb_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, kk->name);
   for (int i = 0; i < kk->nparams; i++) {
     const KParam *p = &kk->params[i];
     sb_printf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", p->is_output ? "" : "const ",

@@ -65,6 +65,37 @@ static void put_rows(Render *R, const KFlash *f, int L) {
   element_fn(R, L, "lt_fva", f->v_at_var, f->v_at);
 }
 
+/* KFlash.vec: `auto NAME = [&](at) -> const T *`, the address of the element at flat index `at` of the load in
+ * e (a load or a cast of one); *elt is the template's element kind (0 f32, 1 bf16, 2 f16). */
+static int pointer_fn(Render *R, int L, const char *name, int at_var, const Expr *e, int *elt) {
+  const Expr *load = e->op == X_CAST ? e->a[0] : e;
+  if (load->op != X_LOAD || load->ival < 0 || load->ival >= R->lp->nbufs) return 0;
+  *elt = load->dtype == DT_F32 ? 0 : load->dtype == DT_BF16 ? 1 : load->dtype == DT_F16 ? 2 : -1;
+  if (*elt < 0 || R->lp->bufs[load->ival].dtype != load->dtype) return 0;
+  rc_line(R, L, "auto %s = [&](const i64 %s) { return %s + %s; };", name, R->var_name[at_var], R->buf_name[load->ival],
+          R->var_name[at_var]);
+  return 1;
+}
+
+/* The vector form's lambdas and call (lt_flash_decode_vec). */
+static void put_vec(Render *R, const KFlash *f, int L) {
+  int kelt, velt;
+  index_fn(R, f, L, "lt_fkr", "lt_t", f->t_var, f->k_row);
+  index_fn(R, f, L, "lt_fkc", "lt_d", f->d_var, f->k_col);
+  index_fn(R, f, L, "lt_fvr", "lt_t", f->t_var, f->v_row);
+  index_fn(R, f, L, "lt_fvc", "lt_cc", -1, f->v_col);
+  if (!pointer_fn(R, L, "lt_fkp", f->k_at_var, f->k_at, &kelt) ||
+      !pointer_fn(R, L, "lt_fvp", f->v_at_var, f->v_at, &velt)) {
+    rc_fail(R, "malformed flash-decoding statement (vector loads)");
+    return;
+  }
+  rc_line(R, L,
+          "lt_flash_decode_vec<%d, %d, %d, %lldLL, %d, %s, %d, %d>(lt_M, lt_T, lt_scratch, lt_fq, lt_ftlast, "
+          "lt_fscore, lt_fstore, lt_fkr, lt_fkc, lt_fkp, lt_fvr, lt_fvc, lt_fvp);",
+          (int)f->d_extent, (int)f->width, f->rows, (long long)(f->groups / f->rows), MMA_COUNTERS / 4,
+          f->t_last ? "true" : "false", kelt, velt);
+}
+
 void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   const KFlash *f = s->flash;
   if (!f || !f->decode || f->d_extent < 1 || f->d_extent > 128 || f->width < 1 || f->width > 128 || f->rows < 1 ||
@@ -110,7 +141,9 @@ void rc_put_flash_decode(Render *R, const KStmt *s, int level) {
   rc_line(R, B, "const float %s = lt_out;", R->tmp_name[f->o_tmp]);
   rc_put_stmt(R, f->store, B);
   rc_line(R, L, "};");
-  if (f->k_row && f->v_row) {
+  if (f->k_row && f->v_row && f->vec) {
+    put_vec(R, f, L);
+  } else if (f->k_row && f->v_row) {
     put_rows(R, f, L);
     rc_line(R, L,
             "lt_flash_decode_rows<%d, %d, %d, %lldLL, %d, %s>(lt_M, lt_T, lt_scratch, lt_fq, lt_ftlast, lt_fscore, "

@@ -133,6 +133,10 @@ typedef struct KFlash {
    * computes each key's row once per tile instead of once per element. NULL: no such split. */
   Expr *k_row, *k_col, *k_at, *v_row, *v_col, *v_at;
   int k_at_var, v_at_var;
+  /* with the split: every key's row starts at a multiple of 8 elements, and 8 consecutive d (and 8 consecutive
+   * value columns from a multiple of 8) are 8 consecutive elements of one f32, bf16 or f16 load, so the kernel
+   * reads k and v 16 bytes at a time (lt_flash_decode_vec; LATHE_DECODE_VEC=0: never) */
+  int vec;
 } KFlash;
 
 #define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */
@@ -202,6 +206,7 @@ struct KKernel {
   /* CUDA launch shape: grid = number of blocks (an Expr over symbols), block = threads per block. */
   Expr *grid;
   int block;
+  int min_blocks; /* CUDA: > 0 asks the compiler for registers that let this many blocks share a multiprocessor */
   /* Set by the code stage when another kernel of the program has exactly the same code (the same
    * layer op in every layer): the function to launch, with this kernel's own arguments. NULL = name. */
   const char *code_name;

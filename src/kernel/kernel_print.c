@@ -51,6 +51,7 @@ static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int chi
     if (f->share >= 0) sb_printf(b, " (%s)", pn_var(n, f->group_var[f->share]));
     sb_puts(b, ", key chunks ");
     ex_print(b, f->chunks, nm);
+    if (f->vec) sb_puts(b, ", k and v 8 elements a load");
   } else {
     sb_printf(b, "flash attention, bf16 tensor cores (x%d): rows %s < ", f->parts, pn_var(n, f->m_var));
     ex_print(b, f->m_extent, nm);

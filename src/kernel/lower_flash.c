@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 #include "lower_internal.h"
+#include "../base/settings.h"
 
 /* score == (a < t ? -inf : x) with a = m or m + terms of neither m nor t: a; or score == (n <= t ? -inf : x)
  * with n an expression of m alone (a row's own key count, attention's kv_len): n - 1; else NULL */
@@ -41,9 +42,10 @@ static int add_terms(Expr *e, Expr **terms, int n, int cap) {
 }
 
 /* Splits x (a load, or a cast of one) into row + col (KFlash.k_row) of its row-major flat index: col holds
- * the index terms that read a variable of colmask (none of them t), row the others, which must read memory. */
-static int split_row_load(Lower *L, Expr *x, uint64_t colmask, int t, const char *name, Expr **row, Expr **col,
-                          Expr **at, int *at_var) {
+ * the index terms that read a variable of colmask (none of them t), row the others, which must read memory
+ * unless any_row. */
+static int split_row_load(Lower *L, Expr *x, uint64_t colmask, int t, int any_row, const char *name, Expr **row,
+                          Expr **col, Expr **at, int *at_var) {
   ExprPool *P = L->pool;
   Expr *load = x->op == X_CAST ? x->a[0] : x;
   if (load->op != X_LOAD || load->aux != MEM_GLOBAL || t >= 64 || load->ival < 0 || load->ival >= L->lp->nbufs)
@@ -66,7 +68,7 @@ static int split_row_load(Lower *L, Expr *x, uint64_t colmask, int t, const char
     }
     stride = ex_mul(P, stride, sh->dim[i]);
   }
-  if (!r || !(r->flags & EXF_LOAD)) return 0; /* direct addressing: little to save */
+  if (!r || (!any_row && !(r->flags & EXF_LOAD))) return 0; /* direct addressing: little to save */
   *row = r;
   *col = c ? c : ex_int(P, 0);
   *at_var = kl_new_var(L, name);
@@ -77,7 +79,62 @@ static int split_row_load(Lower *L, Expr *x, uint64_t colmask, int t, const char
   return 1;
 }
 
-/* KFlash.k_row and v_row, both or neither; variables 64 and up are not in varmask, so they split nothing. */
+/* e is a multiple of n for every value of its variables and symbols. */
+static int multiple_of(const Expr *e, int64_t n) {
+  switch (e->op) {
+  case X_CONST: return !dtype_is_float(e->dtype) && e->ival % n == 0;
+  case X_ADD:
+  case X_SUB: return multiple_of(e->a[0], n) && multiple_of(e->a[1], n);
+  case X_MUL: return multiple_of(e->a[0], n) || multiple_of(e->a[1], n);
+  default: return 0;
+  }
+}
+
+/* col, an index of the variables vars (extents ext, the last fastest, flattened as c), is base + c for every
+ * c < width, with base a multiple of 8. */
+static int consecutive_from_8(Lower *L, const Expr *col, const int *vars, const int64_t *ext, int n, int64_t width) {
+  ExprPool *P = L->pool;
+  SymEnv none = {0};
+  int64_t base = 0;
+  for (int64_t c = 0; c < width; c++) {
+    Expr *to[L_MAX_VARS] = {0};
+    int64_t stride = 1;
+    for (int i = n - 1; i >= 0; i--) {
+      if (vars[i] < 0 || vars[i] >= L_MAX_VARS) return 0;
+      to[vars[i]] = ex_int(P, c / stride % ext[i]);
+      stride *= ext[i];
+    }
+    int64_t at;
+    if (!ex_eval_int(ex_subst_vars(P, (Expr *)col, L_MAX_VARS, to), &none, &at)) return 0;
+    if (c == 0) base = at;
+    if (at != base + c) return 0;
+  }
+  return base % 8 == 0;
+}
+
+/* The element load of a split (a load, or a cast of one) of f32, bf16 or f16, which the vector form reads
+ * 8 elements at a time. */
+static int vec_element(const Expr *at) {
+  const Expr *load = at->op == X_CAST ? at->a[0] : at;
+  return load->op == X_LOAD && (load->dtype == DT_F32 || load->dtype == DT_BF16 || load->dtype == DT_F16);
+}
+
+/* The element size of a split's element load. */
+static size_t vec_element_size(const Expr *at) { return dtype_size((at->op == X_CAST ? at->a[0] : at)->dtype); }
+
+/* KFlash.vec: the split rows read as 16-byte vectors (kernel.h). */
+static int vec_ok(Lower *L, const KFlash *f) {
+  const int64_t D = f->d_extent, W = f->width;
+  if (!(D == 32 || D == 64 || D == 128) || !(W == 8 || W == 16 || W == 32 || W == 64 || W == 128)) return 0;
+  if (!vec_element(f->k_at) || !vec_element(f->v_at)) return 0;
+
+  if (!multiple_of(f->k_row, 8) || !multiple_of(f->v_row, 8)) return 0;
+  return consecutive_from_8(L, f->k_col, &f->d_var, &D, 1, D) &&
+         consecutive_from_8(L, f->v_col, f->value_var, f->value_ext, f->nvalue, W);
+}
+
+/* KFlash.k_row and v_row, both or neither; variables 64 and up are not in varmask, so they split nothing.
+ * Rows that do not read memory are split only for the vector form (vec). */
 static void split_rows(Lower *L, KFlash *f) {
   uint64_t vmask = 0;
   for (int i = 0; i < f->nvalue; i++) {
@@ -85,9 +142,28 @@ static void split_rows(Lower *L, KFlash *f) {
     vmask |= 1ull << f->value_var[i];
   }
   if (f->d_var >= 64 || !vmask) return;
-  if (!split_row_load(L, f->k, 1ull << f->d_var, f->t_var, "kat", &f->k_row, &f->k_col, &f->k_at, &f->k_at_var) ||
-      !split_row_load(L, f->v, vmask, f->t_var, "vat", &f->v_row, &f->v_col, &f->v_at, &f->v_at_var))
+  int want_vec = setting_bool(SET_DECODE_VEC, 1);
+  if (!split_row_load(L, f->k, 1ull << f->d_var, f->t_var, want_vec, "kat", &f->k_row, &f->k_col, &f->k_at,
+                      &f->k_at_var) ||
+      !split_row_load(L, f->v, vmask, f->t_var, want_vec, "vat", &f->v_row, &f->v_col, &f->v_at, &f->v_at_var)) {
     f->k_row = f->v_row = NULL;
+    return;
+  }
+  f->vec = want_vec && vec_ok(L, f);
+  if (!f->vec && (!(f->k_row->flags & EXF_LOAD) || !(f->v_row->flags & EXF_LOAD))) f->k_row = f->v_row = NULL;
+}
+
+/* The vector form's blocks per multiprocessor (KKernel.min_blocks): the registers it keeps live, the outputs
+ * (8 columns of each of the block's heads) and two tiles of loads (lt_flash_decode_vec's KIT = D / 32 and
+ * VIT = ceil(W / 32) vectors of k and v, each one 16-byte word for 2-byte elements, two for f32), plus about 32
+ * for indices, over 128 threads' share of 64K registers. Left to itself ptxas takes ~155 for Llama-3.2-1B's
+ * shape (3 blocks); asked for 5 it fits in 96 without spilling (sm_90, ptxas -v). */
+static int vec_blocks_per_sm(const KFlash *f) {
+  const int kwords = vec_element_size(f->k_at) == 4 ? 2 : 1, vwords = vec_element_size(f->v_at) == 4 ? 2 : 1;
+  const int kit = (int)f->d_extent / 32, vit = ((int)f->width + 31) / 32;
+  const int live = 8 * f->rows + 2 * 4 * (kit * kwords + vit * vwords) + 32;
+  const int regs = (live + 7) / 8 * 8, per = 65536 / (128 * regs);
+  return per < 1 ? 1 : per > 8 ? 8 : per;
 }
 
 /* Flash-decoding (KFlash.decode): the group axis whose consecutive values read the same k and v
@@ -115,15 +191,32 @@ static void decode_launch(Lower *L, KFlash *f) {
       f->rows = (int)best;
     }
   }
+  split_rows(L, f);
   Expr *row_blocks = ex_mul(P, f->m_extent, ex_int(P, f->groups / f->rows));
   Expr *key_tiles = ex_bin(P, X_IDIV, ex_add(P, f->t_extent, ex_int(P, 31)), ex_int(P, 32));
-  Expr *fill = ex_bin(P, X_MIN, ex_bin(P, X_IDIV, ex_int(P, L->s.decode_fill), row_blocks), ex_int(P, 64));
-  f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, key_tiles, fill), ex_int(P, 1));
+  int64_t blocks = L->s.decode_fill;
   KKernel *kk = L->kk;
+  /* the vector form: at most the blocks that run at once (min_blocks a multiprocessor), so no second wave */
+  if (f->vec) {
+    kk->min_blocks = vec_blocks_per_sm(f);
+    if (L->dev && L->dev->sms > 0 && blocks > kk->min_blocks * (int64_t)L->dev->sms)
+      blocks = kk->min_blocks * (int64_t)L->dev->sms;
+  }
+  Expr *fill = ex_bin(P, X_MIN, ex_bin(P, X_IDIV, ex_int(P, blocks), row_blocks), ex_int(P, 64));
+  int ok = 1, min_tiles = f->vec ? (int)setting_int(SET_DECODE_TILES, 1, &ok) : 1;
+  if (!ok || min_tiles < 1 || min_tiles > 64) min_tiles = 1;
+  Expr *most = min_tiles > 1 ? ex_bin(P, X_IDIV, key_tiles, ex_int(P, min_tiles)) : key_tiles;
+  f->chunks = ex_bin(P, X_MAX, ex_bin(P, X_MIN, most, fill), ex_int(P, 1));
+  if (f->vec) { /* as many chunks as the tiles per chunk need, so none is left without keys */
+    Expr *per =
+        ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, f->chunks, ex_int(P, -1))), f->chunks),
+               ex_int(P, 1));
+    f->chunks =
+        ex_bin(P, X_MAX, ex_bin(P, X_IDIV, ex_add(P, key_tiles, ex_add(P, per, ex_int(P, -1))), per), ex_int(P, 1));
+  }
   kk->grid = ex_mul(P, row_blocks, f->chunks);
   kk->block = 128;
-  split_rows(L, f);
-  kk->scratch =
+  kk->scratch = /* lt_fd_finish's layout, the vector form's too */
       ex_add(P, ex_int(P, MMA_COUNTERS), ex_mul(P, kk->grid, ex_int(P, (int64_t)f->rows * (f->width + 2) * 4)));
 }
 

@@ -29,6 +29,98 @@ static constexpr __host__ __device__ int lt_pow2_at_least(int n) {
   return p;
 }
 
+/* Adds the values v[0..N) of every thread of phase ph = 1 .. NPH - 1 (column col) into those of phase 0's
+ * thread of the same column, in phase order, through shared memory; threads of phase NPH and up (when
+ * COLS * NPH < 128) take no part. Every thread of the block calls it; a barrier must separate two calls of one
+ * instantiation (they share the shared array). */
+template <int NPH, int N, int COLS>
+static __device__ __forceinline__ void lt_fd_phases_into_first(float (&lt_v)[N], const int lt_ph, const int lt_col) {
+  if constexpr (NPH > 1) {
+    __shared__ float lt_red[NPH - 1][N][COLS];
+    if (lt_ph > 0 && lt_ph < NPH)
+#pragma unroll
+      for (int lt_r = 0; lt_r < N; lt_r++) lt_red[lt_ph - 1][lt_r][lt_col] = lt_v[lt_r];
+    __syncthreads();
+    if (lt_ph == 0)
+      for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
+#pragma unroll
+        for (int lt_r = 0; lt_r < N; lt_r++) lt_v[lt_r] += lt_red[lt_x][lt_r][lt_col];
+  }
+}
+
+/* The end of a block's work: lt_o holds, in the threads tid < W, the block's unnormalized outputs of column tid for
+ * its RW heads, lt_smax and lt_ssum (shared) each head's running maximum and sum. A row with one chunk divides and
+ * stores; otherwise the block leaves its state in the scratch and the last block of the row merges the chunks.
+ * Every thread of the block calls it. */
+template <int W, int RW, int COUNTER_WORDS, class ST>
+static __device__ __forceinline__ void lt_fd_finish(const float (&lt_o)[RW], const float *lt_smax, const float *lt_ssum,
+                                                    const i64 lt_C, const i64 lt_rb, unsigned int *lt_scratch,
+                                                    const ST &lt_fstore) {
+  constexpr int NPH = 128 / W, STRIDE = RW * (W + 2);
+  const float lt_ninf = -__int_as_float(0x7f800000);
+  const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;
+  const int lt_col = lt_tid % W, lt_ph = lt_tid / W;
+  if (lt_C == 1) {
+    if (lt_tid < W) {
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_tid, lt_o[lt_r] / lt_ssum[lt_r]);
+    }
+  } else {
+    float *lt_part = (float *)(lt_scratch + COUNTER_WORDS); /* after the row counters */
+    float *lt_mine = lt_part + (i64)blockIdx.x * STRIDE;
+    if (lt_tid < W)
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) __stcg(&lt_mine[lt_r * (W + 2) + 2 + lt_tid], lt_o[lt_r]);
+    if (lt_tid < RW) {
+      __stcg(&lt_mine[lt_tid * (W + 2)], lt_smax[lt_tid]);
+      __stcg(&lt_mine[lt_tid * (W + 2) + 1], lt_ssum[lt_tid]);
+    }
+    if (lt_arrive_last(lt_scratch, lt_rb, lt_C)) {
+      __threadfence();
+      const float *lt_row = lt_part + lt_rb * lt_C * STRIDE;
+      /* each chunk's weight per head, exp(max_k - max) / sum: a warp per head, a lane per chunk */
+      __shared__ float lt_w[LT_FD_MAX_CHUNKS][RW];
+      for (int lt_r = lt_warp; lt_r < RW; lt_r += 4) {
+        float lt_m[2] = {lt_ninf, lt_ninf}, lt_sm[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int lt_h = 0; lt_h < 2; lt_h++)
+          if (lt_lane + 32 * lt_h < lt_C) {
+            lt_m[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2)]);
+            lt_sm[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2) + 1]);
+          }
+        float lt_mx = fmaxf(lt_m[0], lt_m[1]);
+#pragma unroll
+        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_mx = fmaxf(lt_mx, __shfl_xor_sync(0xffffffffu, lt_mx, lt_x));
+        const float lt_base = lt_mx == lt_ninf ? 0.0f : lt_mx;
+        const float lt_a0 = expf(lt_m[0] - lt_base), lt_a1 = expf(lt_m[1] - lt_base);
+        float lt_l = lt_sm[0] * lt_a0 + lt_sm[1] * lt_a1;
+#pragma unroll
+        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_l += __shfl_xor_sync(0xffffffffu, lt_l, lt_x);
+        if (lt_lane < lt_C) lt_w[lt_lane][lt_r] = lt_a0 / lt_l;
+        if (lt_lane + 32 < lt_C) lt_w[lt_lane + 32][lt_r] = lt_a1 / lt_l;
+      }
+      __syncthreads();
+      /* the weighted sum of the chunks' outputs: each of the NPH phases of W threads takes every NPH-th chunk,
+       * eight chunks' loads in flight, then phase 0 adds the other phases in order (a fixed order: the same
+       * sums whichever block is last) */
+      float lt_acc[RW];
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] = 0.0f;
+      if (lt_ph < NPH) {
+#pragma unroll 8
+        for (int lt_k = lt_ph; lt_k < (int)lt_C; lt_k += NPH)
+#pragma unroll
+          for (int lt_r = 0; lt_r < RW; lt_r++)
+            lt_acc[lt_r] += lt_w[lt_k][lt_r] * __ldcg(&lt_row[lt_k * STRIDE + lt_r * (W + 2) + 2 + lt_col]);
+      }
+      lt_fd_phases_into_first<NPH, RW, W>(lt_acc, lt_ph, lt_col);
+      if (lt_ph == 0)
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_col, lt_acc[lt_r]);
+    }
+  }
+}
+
 template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, bool ROWS, class Q, class K, class V,
           class TL, class S, class ST, class KR, class KC, class KA, class VR, class VC, class VA>
 static __device__ __forceinline__ void
@@ -38,7 +130,6 @@ lt_flash_decode_impl(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, c
   constexpr int LK = lt_pow2_at_least((D + 3) / 4 < 32 ? (D + 3) / 4 : 32); /* lanes per key */
   constexpr int DJ = (D + LK - 1) / LK, KPW = 32 / LK;                      /* q per lane, keys per warp */
   constexpr int NPH = 128 / W, VPT = (LT_FD_TILE + NPH - 1) / NPH; /* P x V: threads per column, keys per thread */
-  constexpr int STRIDE = RW * (W + 2);                              /* floats of one block's partial state */
   const float lt_ninf = -__int_as_float(0x7f800000);
   const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;
   const int lt_sub = lt_lane / LK, lt_dl = lt_lane % LK;
@@ -168,87 +259,8 @@ lt_flash_decode_impl(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, c
     }
     __syncthreads(); /* before the next tile's scores */
   }
-  /* the key phases of each column into phase 0 */
-  if constexpr (NPH > 1) {
-    __shared__ float lt_red[NPH > 1 ? NPH - 1 : 1][RW][W];
-    if (lt_ph > 0 && lt_ph < NPH)
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) lt_red[lt_ph - 1][lt_r][lt_col] = lt_o[lt_r];
-    __syncthreads();
-    if (lt_ph == 0)
-      for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
-#pragma unroll
-        for (int lt_r = 0; lt_r < RW; lt_r++) lt_o[lt_r] += lt_red[lt_x][lt_r][lt_col];
-  }
-  if (lt_C == 1) {
-    if (lt_tid < W) {
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_tid, lt_o[lt_r] / lt_ssum[lt_r]);
-    }
-  } else {
-    float *lt_part = (float *)(lt_scratch + COUNTER_WORDS); /* after the row counters */
-    float *lt_mine = lt_part + (i64)blockIdx.x * STRIDE;
-    if (lt_tid < W)
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) __stcg(&lt_mine[lt_r * (W + 2) + 2 + lt_tid], lt_o[lt_r]);
-    if (lt_tid < RW) {
-      __stcg(&lt_mine[lt_tid * (W + 2)], lt_smax[lt_tid]);
-      __stcg(&lt_mine[lt_tid * (W + 2) + 1], lt_ssum[lt_tid]);
-    }
-    if (lt_arrive_last(lt_scratch, lt_rb, lt_C)) {
-      __threadfence();
-      const float *lt_row = lt_part + lt_rb * lt_C * STRIDE;
-      /* each chunk's weight per head, exp(max_k - max) / sum: a warp per head, a lane per chunk */
-      __shared__ float lt_w[LT_FD_MAX_CHUNKS][RW];
-      for (int lt_r = lt_warp; lt_r < RW; lt_r += 4) {
-        float lt_m[2] = {lt_ninf, lt_ninf}, lt_sm[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int lt_h = 0; lt_h < 2; lt_h++)
-          if (lt_lane + 32 * lt_h < lt_C) {
-            lt_m[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2)]);
-            lt_sm[lt_h] = __ldcg(&lt_row[(lt_lane + 32 * lt_h) * STRIDE + lt_r * (W + 2) + 1]);
-          }
-        float lt_mx = fmaxf(lt_m[0], lt_m[1]);
-#pragma unroll
-        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_mx = fmaxf(lt_mx, __shfl_xor_sync(0xffffffffu, lt_mx, lt_x));
-        const float lt_base = lt_mx == lt_ninf ? 0.0f : lt_mx;
-        const float lt_a0 = expf(lt_m[0] - lt_base), lt_a1 = expf(lt_m[1] - lt_base);
-        float lt_l = lt_sm[0] * lt_a0 + lt_sm[1] * lt_a1;
-#pragma unroll
-        for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_l += __shfl_xor_sync(0xffffffffu, lt_l, lt_x);
-        if (lt_lane < lt_C) lt_w[lt_lane][lt_r] = lt_a0 / lt_l;
-        if (lt_lane + 32 < lt_C) lt_w[lt_lane + 32][lt_r] = lt_a1 / lt_l;
-      }
-      __syncthreads();
-      /* the weighted sum of the chunks' outputs: each of the NPH phases of W threads takes every NPH-th chunk,
-       * eight chunks' loads in flight, then phase 0 adds the other phases in order (a fixed order: the same
-       * sums whichever block is last) */
-      __shared__ float lt_mred[NPH > 1 ? NPH - 1 : 1][RW][W];
-      float lt_acc[RW];
-#pragma unroll
-      for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] = 0.0f;
-      if (lt_ph < NPH) {
-#pragma unroll 8
-        for (int lt_k = lt_ph; lt_k < (int)lt_C; lt_k += NPH)
-#pragma unroll
-          for (int lt_r = 0; lt_r < RW; lt_r++)
-            lt_acc[lt_r] += lt_w[lt_k][lt_r] * __ldcg(&lt_row[lt_k * STRIDE + lt_r * (W + 2) + 2 + lt_col]);
-      }
-      if constexpr (NPH > 1) {
-        if (lt_ph > 0 && lt_ph < NPH)
-#pragma unroll
-          for (int lt_r = 0; lt_r < RW; lt_r++) lt_mred[lt_ph - 1][lt_r][lt_col] = lt_acc[lt_r];
-        __syncthreads();
-        if (lt_ph == 0)
-          for (int lt_x = 0; lt_x < NPH - 1; lt_x++)
-#pragma unroll
-            for (int lt_r = 0; lt_r < RW; lt_r++) lt_acc[lt_r] += lt_mred[lt_x][lt_r][lt_col];
-      }
-      if (lt_ph == 0)
-#pragma unroll
-        for (int lt_r = 0; lt_r < RW; lt_r++) lt_fstore(lt_rb, lt_r, (i64)lt_col, lt_acc[lt_r]);
-    }
-  }
+  lt_fd_phases_into_first<NPH, RW, W>(lt_o, lt_ph, lt_col);
+  lt_fd_finish<W, RW, COUNTER_WORDS>(lt_o, lt_smax, lt_ssum, lt_C, lt_rb, lt_scratch, lt_fstore);
 }
 
 /* Every element's index computed whole (contiguous caches). */
@@ -272,4 +284,193 @@ lt_flash_decode_rows(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, c
   lt_flash_decode_impl<D, W, RW, GB, COUNTER_WORDS, HAS_TLAST, true>(lt_M, lt_T, lt_scratch, lt_fq, 0, 0, lt_ftlast,
                                                                      lt_fscore, lt_fstore, lt_fkr, lt_fkc, lt_fka,
                                                                      lt_fvr, lt_fvc, lt_fva);
+}
+
+/* The vector form (KFlash.vec: every key's row of k and of v starts at a multiple of 8 elements and a thread's 8
+ * columns are consecutive): 8 elements of f32 (ELT 0, two 16-byte loads), bf16 (1) or f16 (2, one load) at once. */
+template <int ELT> struct lt_fd_raw {
+  lt_u4 w[ELT == 0 ? 2 : 1];
+};
+template <int ELT, class P> static __device__ __forceinline__ void lt_fd_ld8(const P *lt_p, lt_fd_raw<ELT> &lt_r) {
+  const lt_u4 *lt_v = (const lt_u4 *)lt_p;
+  lt_r.w[0] = lt_v[0];
+  if constexpr (ELT == 0) lt_r.w[1] = lt_v[1];
+}
+template <int ELT> static __device__ __forceinline__ void lt_fd_zero8(lt_fd_raw<ELT> &lt_r) {
+#pragma unroll
+  for (int lt_i = 0; lt_i < (ELT == 0 ? 2 : 1); lt_i++) lt_r.w[lt_i] = lt_u4{0u, 0u, 0u, 0u};
+}
+template <int ELT> static __device__ __forceinline__ void lt_fd_cvt8(const lt_fd_raw<ELT> &lt_r, float (&lt_o)[8]) {
+  if constexpr (ELT == 0) {
+#pragma unroll
+    for (int lt_i = 0; lt_i < 2; lt_i++) {
+      lt_o[4 * lt_i] = __uint_as_float(lt_r.w[lt_i].x);
+      lt_o[4 * lt_i + 1] = __uint_as_float(lt_r.w[lt_i].y);
+      lt_o[4 * lt_i + 2] = __uint_as_float(lt_r.w[lt_i].z);
+      lt_o[4 * lt_i + 3] = __uint_as_float(lt_r.w[lt_i].w);
+    }
+  } else {
+    const unsigned int lt_w[4] = {lt_r.w[0].x, lt_r.w[0].y, lt_r.w[0].z, lt_r.w[0].w};
+#pragma unroll
+    for (int lt_i = 0; lt_i < 4; lt_i++) { /* little-endian: the lower element in the low half */
+      if constexpr (ELT == 1) {
+        lt_o[2 * lt_i] = __uint_as_float(lt_w[lt_i] << 16);
+        lt_o[2 * lt_i + 1] = __uint_as_float(lt_w[lt_i] & 0xffff0000u);
+      } else {
+        lt_o[2 * lt_i] = lt_f16_to_f32((unsigned short)(lt_w[lt_i] & 0xffffu));
+        lt_o[2 * lt_i + 1] = lt_f16_to_f32((unsigned short)(lt_w[lt_i] >> 16));
+      }
+    }
+  }
+}
+
+/* Flash-decoding with 16-byte loads of k and v (KFlash.vec), software-pipelined: the next tile's keys and values
+ * are loaded (their rows looked up, a block-table read, by the threads that load them) while this tile is scored
+ * and summed, and the scores alternate between two shared buffers, so a tile takes two barriers. A key's dot
+ * products are spread over D / 8 lanes (8 consecutive elements each); for P x V each thread takes 8 consecutive
+ * columns of every (128 / (W / 8))-th key of the tile; at the end the key phases are summed per column in
+ * phase order and lt_fd_finish stores or merges as in the scalar form. KELT and VELT: k's and v's element type
+ * (lt_fd_raw). kp and vp give the address of the element at an index. */
+template <int D, int W, int RW, long long GB, int COUNTER_WORDS, bool HAS_TLAST, int KELT, int VELT, class Q, class TL,
+          class S, class ST, class KR, class KC, class KP, class VR, class VC, class VP>
+static __device__ __forceinline__ void
+lt_flash_decode_vec(const i64 lt_M, const i64 lt_T, unsigned int *lt_scratch, const Q &lt_fq, const TL &lt_ftlast,
+                    const S &lt_fscore, const ST &lt_fstore, const KR &lt_fkr, const KC &lt_fkc, const KP &lt_fkp,
+                    const VR &lt_fvr, const VC &lt_fvc, const VP &lt_fvp) {
+  constexpr int LK = D / 8, KPW = 32 / LK, KPB = 4 * KPW, KIT = LT_FD_TILE / KPB; /* lanes a key; keys a pass */
+  constexpr int CPT = W / 8, NPH = 128 / CPT, VIT = (LT_FD_TILE + NPH - 1) / NPH; /* P x V: threads a key */
+  static_assert(D % 8 == 0 && 32 % LK == 0 && KIT >= 1 && KIT * KPB == LT_FD_TILE, "head dimension 32, 64 or 128");
+  static_assert(W % 8 == 0 && 128 % CPT == 0, "value width 8, 16, 32, 64 or 128");
+  const float lt_ninf = -__int_as_float(0x7f800000);
+  const int lt_tid = threadIdx.x, lt_lane = lt_tid & 31, lt_warp = lt_tid >> 5;
+  const int lt_sub = lt_lane / LK, lt_dl = lt_lane % LK;
+  const int lt_vc8 = lt_tid % CPT, lt_vph = lt_tid / CPT; /* P x V: columns 8 vc8 .. + 7, key phase */
+  const i64 lt_C = (i64)gridDim.x / (lt_M * GB);          /* key chunks per row */
+  const i64 lt_rb = (i64)blockIdx.x / lt_C, lt_c = (i64)blockIdx.x % lt_C;
+  __shared__ float lt_s[2][RW][LT_FD_TILE];
+  __shared__ float lt_smax[RW], lt_ssum[RW], lt_salpha[RW];
+  const i64 lt_per = ((lt_T + LT_FD_TILE - 1) / LT_FD_TILE + lt_C - 1) / lt_C * LT_FD_TILE;
+  const i64 lt_t0 = lt_c * lt_per;
+  i64 lt_t1 = lt_mini(lt_t0 + lt_per, lt_T);
+  if constexpr (HAS_TLAST) lt_t1 = lt_mini(lt_t1, lt_ftlast(lt_rb) + 1);
+  const i64 lt_kcol = lt_fkc(lt_rb, (i64)lt_dl * 8), lt_vcol = lt_fvc(lt_rb, (i64)lt_vc8 * 8);
+  /* this thread's keys of a tile (pass it) and values (key vph + i NPH), loaded 8 elements at a time */
+  auto lt_issue = [&](const i64 lt_k0, lt_fd_raw<KELT> (&lt_kr)[KIT], lt_fd_raw<VELT> (&lt_vr)[VIT]) {
+#pragma unroll
+    for (int lt_it = 0; lt_it < KIT; lt_it++) {
+      const i64 lt_t = lt_k0 + lt_it * KPB + lt_warp * KPW + lt_sub;
+      if (lt_t < lt_t1) lt_fd_ld8(lt_fkp(lt_fkr(lt_rb, lt_t) + lt_kcol), lt_kr[lt_it]);
+      else lt_fd_zero8(lt_kr[lt_it]);
+    }
+#pragma unroll
+    for (int lt_i = 0; lt_i < VIT; lt_i++) {
+      const int lt_kk = lt_vph + lt_i * NPH;
+      const i64 lt_t = lt_k0 + lt_kk;
+      if (lt_kk < LT_FD_TILE && lt_t < lt_t1) lt_fd_ld8(lt_fvp(lt_fvr(lt_rb, lt_t) + lt_vcol), lt_vr[lt_i]);
+      else lt_fd_zero8(lt_vr[lt_i]); /* a masked key's value is 0, never what lies past the keys */
+    }
+  };
+  lt_fd_raw<KELT> lt_ka[KIT], lt_kb[KIT];
+  lt_fd_raw<VELT> lt_va[VIT], lt_vb[VIT];
+  lt_issue(lt_t0, lt_ka, lt_va);
+  /* q of the block's heads in shared memory (registers go to the loads in flight); lane dl reads 8 dl .. + 7 */
+  __shared__ alignas(16) float lt_q[RW][D];
+  for (int lt_i = lt_tid; lt_i < RW * D; lt_i += 128) lt_q[lt_i / D][lt_i % D] = lt_fq(lt_rb, lt_i / D, lt_i % D);
+  if (lt_tid < RW) {
+    lt_smax[lt_tid] = lt_ninf;
+    lt_ssum[lt_tid] = 0.0f;
+  }
+  __syncthreads();
+  float lt_o[RW][8];
+#pragma unroll
+  for (int lt_r = 0; lt_r < RW; lt_r++)
+#pragma unroll
+    for (int lt_e = 0; lt_e < 8; lt_e++) lt_o[lt_r][lt_e] = 0.0f;
+  /* one tile at lt_k0 from the loads in kc / vc, scores in buffer b, the next tile's loads into kn / vn */
+  auto lt_step = [&](const i64 lt_k0, const int lt_b, const lt_fd_raw<KELT> (&lt_kc)[KIT],
+                     const lt_fd_raw<VELT> (&lt_vc)[VIT], lt_fd_raw<KELT> (&lt_kn)[KIT],
+                     lt_fd_raw<VELT> (&lt_vn)[VIT]) {
+    lt_issue(lt_k0 + LT_FD_TILE, lt_kn, lt_vn);
+#pragma unroll
+    for (int lt_it = 0; lt_it < KIT; lt_it++) {
+      const int lt_kk = lt_it * KPB + lt_warp * KPW + lt_sub;
+      const i64 lt_t = lt_k0 + lt_kk;
+      float lt_k[8], lt_a[RW];
+      lt_fd_cvt8(lt_kc[lt_it], lt_k);
+#pragma unroll
+      for (int lt_r = 0; lt_r < RW; lt_r++) {
+        lt_a[lt_r] = 0.0f;
+#pragma unroll
+        for (int lt_e = 0; lt_e < 8; lt_e++) lt_a[lt_r] += lt_q[lt_r][lt_dl * 8 + lt_e] * lt_k[lt_e];
+#pragma unroll
+        for (int lt_x = LK / 2; lt_x > 0; lt_x >>= 1) lt_a[lt_r] += __shfl_xor_sync(0xffffffffu, lt_a[lt_r], lt_x);
+      }
+      if (lt_dl == 0)
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++)
+          lt_s[lt_b][lt_r][lt_kk] = lt_t < lt_t1 ? lt_fscore(lt_rb, lt_r, lt_t, lt_a[lt_r]) : lt_ninf;
+    }
+    __syncthreads();
+    /* online softmax: a warp per head; p replaces the score */
+    for (int lt_r = lt_warp; lt_r < RW; lt_r += 4) {
+      const float lt_sv = lt_s[lt_b][lt_r][lt_lane];
+      float lt_bm = lt_sv;
+#pragma unroll
+      for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_bm = fmaxf(lt_bm, __shfl_xor_sync(0xffffffffu, lt_bm, lt_x));
+      const float lt_mold = lt_smax[lt_r], lt_mnew = fmaxf(lt_mold, lt_bm);
+      const float lt_base = lt_mnew == lt_ninf ? 0.0f : lt_mnew; /* no key seen yet */
+      const float lt_p = expf(lt_sv - lt_base);
+      lt_s[lt_b][lt_r][lt_lane] = lt_p;
+      float lt_ps = lt_p;
+#pragma unroll
+      for (int lt_x = 16; lt_x > 0; lt_x >>= 1) lt_ps += __shfl_xor_sync(0xffffffffu, lt_ps, lt_x);
+      if (lt_lane == 0) {
+        const float lt_al = expf(lt_mold - lt_base);
+        lt_salpha[lt_r] = lt_al;
+        lt_ssum[lt_r] = lt_ssum[lt_r] * lt_al + lt_ps;
+        lt_smax[lt_r] = lt_mnew;
+      }
+    }
+    __syncthreads();
+    /* P x V (the next tile's scores go to the other buffer; its softmax waits at that tile's first barrier) */
+#pragma unroll
+    for (int lt_r = 0; lt_r < RW; lt_r++) {
+      const float lt_al = lt_salpha[lt_r];
+#pragma unroll
+      for (int lt_e = 0; lt_e < 8; lt_e++) lt_o[lt_r][lt_e] *= lt_al;
+    }
+#pragma unroll
+    for (int lt_i = 0; lt_i < VIT; lt_i++) {
+      const int lt_kk = lt_vph + lt_i * NPH;
+      if (lt_kk < LT_FD_TILE) {
+        float lt_v[8];
+        lt_fd_cvt8(lt_vc[lt_i], lt_v);
+#pragma unroll
+        for (int lt_r = 0; lt_r < RW; lt_r++) {
+          const float lt_p = lt_s[lt_b][lt_r][lt_kk];
+#pragma unroll
+          for (int lt_e = 0; lt_e < 8; lt_e++) lt_o[lt_r][lt_e] += lt_p * lt_v[lt_e];
+        }
+      }
+    }
+  };
+  for (i64 lt_k0 = lt_t0; lt_k0 < lt_t1; lt_k0 += 2 * LT_FD_TILE) { /* two steps: the buffers swap roles */
+    lt_step(lt_k0, 0, lt_ka, lt_va, lt_kb, lt_vb);
+    if (lt_k0 + LT_FD_TILE < lt_t1) lt_step(lt_k0 + LT_FD_TILE, 1, lt_kb, lt_vb, lt_ka, lt_va);
+  }
+  /* the key phases of each column, summed in phase order by the column's thread (tid < W) */
+  __shared__ float lt_red[NPH][RW][W];
+#pragma unroll
+  for (int lt_r = 0; lt_r < RW; lt_r++)
+#pragma unroll
+    for (int lt_e = 0; lt_e < 8; lt_e++) lt_red[lt_vph][lt_r][lt_vc8 * 8 + lt_e] = lt_o[lt_r][lt_e];
+  __syncthreads();
+  float lt_out[RW];
+#pragma unroll
+  for (int lt_r = 0; lt_r < RW; lt_r++) {
+    lt_out[lt_r] = 0.0f;
+    if (lt_tid < W)
+      for (int lt_x = 0; lt_x < NPH; lt_x++) lt_out[lt_r] += lt_red[lt_x][lt_r][lt_tid];
+  }
+  lt_fd_finish<W, RW, COUNTER_WORDS>(lt_out, lt_smax, lt_ssum, lt_C, lt_rb, lt_scratch, lt_fstore);
 }

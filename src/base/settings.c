@@ -37,6 +37,8 @@ static const SettingInfo table[SET_COUNT] = {
      "flash-decoding splits keys into chunks until about this many blocks run on each multiprocessor (1-64)"},
     {SET_ROWS_IN_L2, "LATHE_ROWS_IN_L2", SETTING_BOOL, "1", NULL,
      "0: long-row normalizations (RMSNorm, LayerNorm, softmax) too big for L2 keep a warp per row"},
+    {SET_QUANT_UNROLL, "LATHE_QUANT_UNROLL", SETTING_INT, "4", NULL,
+     "CUDA: at most this many 8-element vectors per loop step where a reduction reads quantized weights (2-16)"},
     {SET_FUSE_PROJ, "LATHE_FUSE_PROJECTIONS", SETTING_BOOL, "", "1 for batched steps on CUDA, else 0",
      "1: a batched step computes q/k/v and gate/up each as one GEMM over the weights stacked at load"},
     {SET_NVRTC_UNITS, "LATHE_NVRTC_UNITS", SETTING_INT, "16", NULL,

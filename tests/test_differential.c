@@ -20,6 +20,7 @@ typedef struct Case {
   int exact;                /* output 0 must equal the reference exactly (a quantized weight decoded) */
   double tol;               /* > 0: every output's tolerance on CUDA (a quantized weight rounded to bf16 for a GEMM) */
   int own_gemm;             /* on CUDA, run without cuBLASLt (LATHE_CUBLASLT=0): lathe's own tensor-core GEMM */
+  const char *quant_unroll; /* LATHE_QUANT_UNROLL while the case compiles, or NULL */
 } Case;
 
 static Case cases[1024];
@@ -64,6 +65,7 @@ static void run_case(void **state) {
   char names[16][16];
   parse_dims(tc->dims, &env, names);
   Diag d = {0};
+  if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, tc->quant_unroll);
   Compilation *c = compilation_new(target, &tc->fusion);
   if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
   Execution x;
@@ -88,7 +90,10 @@ static void run_case(void **state) {
   }
   execution_free(&x);
   compilation_free(c);
-  if (target == TARGET_CUDA) return; /* the GPU run above already compiled it with NVRTC */
+  if (target == TARGET_CUDA) { /* the GPU run above already compiled it with NVRTC */
+    if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
+    return;
+  }
 
   /* The same program's CUDA C must compile under NVRTC. */
   Compilation *g = compilation_new(TARGET_CUDA, &tc->fusion);
@@ -104,6 +109,7 @@ static void run_case(void **state) {
     fail_msg("%s: the CUDA C has no %s", tc->name, tc->cuda_has_too);
   free(cubin);
   compilation_free(g);
+  if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
 }
 
 static void build_cases(void) {
@@ -358,6 +364,13 @@ static void build_cases(void) {
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = "lt_dq8_";
+    /* the same with LATHE_QUANT_UNROLL=16: eight vectors a step (all 2048 columns of a warp's row in one step) */
+    snprintf(name, sizeof name, "quant_gemv_unroll_%s", QUANTS[t]);
+    add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
+             QUANTS[t], QUANTS[t]);
+    cases[ncases - 1].cuda_has = "lt_dq8_";
+    cases[ncases - 1].cuda_has_too = "+= 2048)";
+    cases[ncases - 1].quant_unroll = "16";
     /* a prefill's projections on tensor cores (CUDA, 37 >= 8 rows): the pre-pass dequantizes each weight whole to
      * bf16 in the scratch (lt_mma_dequant), then cuBLASLt's GEMM or lathe's own reads that copy as a bf16 weight.
      * The copy is each element's exact decoded value rounded to bf16 (relative error at most 2^-8), so the sums

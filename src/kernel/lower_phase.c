@@ -351,14 +351,21 @@ static int joins_group(const LKernel *k, int first, int next) {
  * thread keeps U times the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
  * number of vectors and U divides it (the loop checks only the first vector of a step, so there is no
  * remainder to guard), and U * (vector loads per step) stays <= 8 to bound registers. */
-static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads) {
+static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads, int quant) {
   if (V <= 1 || ph->axes[0].extent->op != X_CONST) return 1;
   int64_t chunk = (int64_t)coop_threads(L) * V;   /* elements per pass of all threads */
   if (ph->axes[0].extent->ival % chunk) return 1; /* threads differ in their number of vectors */
   int64_t per_thread = ph->axes[0].extent->ival / chunk;
-  const int most = L->s.unroll > 0 && L->s.unroll < 4 ? L->s.unroll : 4; /* Schedule.unroll caps it */
+  /* a quantized weight's vector is a few bytes (q4_0: 4.5 for 8 elements, against 16 of bf16), so the same
+   * unrolling keeps far fewer bytes in flight: LATHE_QUANT_UNROLL allows more vectors (and loads) a step */
+  int most = 4, bound = 8, ok = 1;
+  if (quant) {
+    long q = setting_int(SET_QUANT_UNROLL, 4, &ok);
+    if (ok && q >= 2 && q <= 16 && !(q & (q - 1))) most = (int)q, bound = 2 * (int)q;
+  }
+  if (L->s.unroll > 0 && L->s.unroll < most) most = L->s.unroll; /* Schedule.unroll caps it */
   for (int u = most; u > 1; u /= 2)
-    if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= 8) return u;
+    if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= bound) return u;
   return 1;
 }
 
@@ -625,7 +632,9 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
     for (int e = 0; e < ne; e++) find_vec_loads(&probe, subst_var(P, body[e], uv, ex_int(P, 0)), 0);
     memo_free(&probe.seen[0]);
     memo_free(&probe.seen[1]);
-    int U = phase_unroll(L, ph, V, probe.n);
+    int quant = 0;
+    for (int j = 0; j < probe.n; j++) quant |= dtype_is_quant(probe.load[j]->dtype);
+    int U = phase_unroll(L, ph, V, probe.n, quant);
     Expr *step = ex_mul(P, stride, ex_int(P, V)); /* between unrolled vectors */
     KStmt *loop =
         kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));

@@ -149,7 +149,10 @@ static void split_rows(Lower *L, KFlash *f) {
     f->k_row = f->v_row = NULL;
     return;
   }
-  f->vec = want_vec && vec_ok(L, f);
+  /* the vector form for paged caches only: on the H200 it made the batched step 14% faster at 64 sequences and
+   * batch 1 after 4,096 tokens 6%, but the one-sequence path over a contiguous cache 7% slower (session 13) */
+  int paged = (f->k_row->flags & EXF_LOAD) && (f->v_row->flags & EXF_LOAD);
+  f->vec = want_vec && paged && vec_ok(L, f);
   if (!f->vec && (!(f->k_row->flags & EXF_LOAD) || !(f->v_row->flags & EXF_LOAD))) f->k_row = f->v_row = NULL;
 }
 

@@ -21,6 +21,7 @@ typedef struct Case {
   double tol;               /* > 0: every output's tolerance on CUDA (a quantized weight rounded to bf16 for a GEMM) */
   int own_gemm;             /* on CUDA, run without cuBLASLt (LATHE_CUBLASLT=0): lathe's own tensor-core GEMM */
   const char *quant_unroll; /* LATHE_QUANT_UNROLL while the case compiles, or NULL */
+  const char *quant_dot;    /* LATHE_QUANT_DOT while the case compiles, or NULL */
 } Case;
 
 static Case cases[1024];
@@ -66,6 +67,7 @@ static void run_case(void **state) {
   parse_dims(tc->dims, &env, names);
   Diag d = {0};
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, tc->quant_unroll);
+  if (tc->quant_dot) setting_set(SET_QUANT_DOT, tc->quant_dot);
   Compilation *c = compilation_new(target, &tc->fusion);
   if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
   Execution x;
@@ -92,6 +94,7 @@ static void run_case(void **state) {
   compilation_free(c);
   if (target == TARGET_CUDA) { /* the GPU run above already compiled it with NVRTC */
     if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
+    if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
     return;
   }
 
@@ -110,6 +113,7 @@ static void run_case(void **state) {
   free(cubin);
   compilation_free(g);
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
+  if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
 }
 
 static void build_cases(void) {
@@ -359,16 +363,34 @@ static void build_cases(void) {
              QUANTS[t], 3 * k, 3 * k, QUANTS[t], 3 * k);
     cases[ncases - 1].exact = 1;
     cases[ncases - 1].cuda_has = "lt_dq_";
-    /* a decode GEMV long enough for CUDA's eight-element decoders (lt_dq8_*), gate and up sharing the loop */
+    /* a decode GEMV long enough for CUDA's eight-element dot products over the blocks (lt_qd8_*), gate and up
+     * sharing the loop */
+    static char qd8_call[8][32], dq8_call[8][32];
+    snprintf(qd8_call[t], sizeof qd8_call[t], "+ lt_qd8_%s(w, ", QUANTS[t]);
+    snprintf(dq8_call[t], sizeof dq8_call[t], "lt_dq8_%s(w, ", QUANTS[t]);
     snprintf(name, sizeof name, "quant_gemv_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
-    cases[ncases - 1].cuda_has = "lt_dq8_";
+    cases[ncases - 1].cuda_has = qd8_call[t];
+    /* the same with LATHE_QUANT_DOT=0: each element decoded to f32 (lt_dq8_*), then multiplied */
+    snprintf(name, sizeof name, "quant_gemv_decoded_%s", QUANTS[t]);
+    add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
+             QUANTS[t], QUANTS[t]);
+    cases[ncases - 1].cuda_has = dq8_call[t];
+    cases[ncases - 1].quant_dot = "0";
+    /* odd sizes: 7 rows (not a multiple of the rows a block), K not a multiple of the 256 elements a warp step
+     * (32-blocks: 65 of them) or of 4 vectors a lane (256-blocks: 9); a norm's output as the activations */
+    const int odd_k = k == 32 ? 65 * 32 : 9 * 256;
+    snprintf(name, sizeof name, "quant_gemv_odd_%s", QUANTS[t]);
+    add_case(name, NULL, 0,
+             "w: %s[7,%d]; g: f32[%d]; x: f32[1,%d]\nreturn linear(rms_norm(x, g, 1e-6), w), linear(x, w)", QUANTS[t],
+             odd_k, odd_k, odd_k);
+    cases[ncases - 1].cuda_has = qd8_call[t];
     /* the same with LATHE_QUANT_UNROLL=16: eight vectors a step (all 2048 columns of a warp's row in one step) */
     snprintf(name, sizeof name, "quant_gemv_unroll_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
-    cases[ncases - 1].cuda_has = "lt_dq8_";
+    cases[ncases - 1].cuda_has = qd8_call[t];
     cases[ncases - 1].cuda_has_too = "+= 2048)";
     cases[ncases - 1].quant_unroll = "16";
     /* a prefill's projections on tensor cores (CUDA, 37 >= 8 rows): the pre-pass dequantizes each weight whole to

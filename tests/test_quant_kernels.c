@@ -88,6 +88,8 @@ static void cuda_gemv_decodes_eight_at_once(void **state) {
     assert_contains(c, want);
     snprintf(want, sizeof want, "lt_dq8_%s(v, ", QUANTS[t]);
     assert_contains(c, want);
+    snprintf(want, sizeof want, "+ lt_qd8_%s(w, ", QUANTS[t]); /* the decode GEMV: a dot product a vector */
+    assert_contains(c, want);
     if (nvrtc_available()) {
       Diag d = {0};
       void *cubin = NULL;
@@ -156,7 +158,7 @@ static void cuda_prefill_gemm_reads_bf16_copies(void **state) {
 
 /* The CUDA decoders compiled for the host (the CUDA intrinsics as plain f32 operations, no contraction):
  * lt_dq8_FORMAT(p, i) gives lt_dq_FORMAT(p, i + j) for every j, bit for bit, at every i = 8n of random blocks
- * (random bytes: any scale and bits). */
+ * (random bytes: any scale and bits), and lt_qd8_FORMAT(p, i, x) their dot product with x up to rounding. */
 static void eight_at_once_equal_one_at_a_time(void **state) {
   (void)state;
   if (system("c++ --version >/dev/null 2>&1") != 0) skip();
@@ -166,13 +168,17 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
   snprintf(path, sizeof path, "%s/dq8.cc", dir);
   snprintf(exe, sizeof exe, "%s/dq8", dir);
   StrBuf b = {0};
-  sb_puts(&b, "#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n"
+  sb_puts(&b, "#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n#include <math.h>\n"
               "#define __device__\n#define __forceinline__ inline\n"
               "#define __fmul_rn(a, b) ((a) * (b))\n#define __fadd_rn(a, b) ((a) + (b))\n"
               "#define __fsub_rn(a, b) ((a) - (b))\n"
               "struct uint2 { unsigned x, y; };\n"
               "struct uint4 { unsigned x, y, z, w; };\n"
               "static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+              "static unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {\n" /* PTX prmt, default mode */
+              "  unsigned long long v = (unsigned long long)y << 32 | x; unsigned r = 0;\n"
+              "  for (int n = 0; n < 4; n++) r |= (unsigned)(v >> (8 * ((s >> (4 * n)) & 7)) & 255) << (8 * n);\n"
+              "  return r;\n}\n"
               "static float lt_f16_to_f32(unsigned short h) {\n" /* normal, subnormal, inf/nan */
               "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
               "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
@@ -188,12 +194,28 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
       "    float v[8]; lt_dq8_##f(buf, i, v);\\\n"
       "    for (int j = 0; j < 8; j++) if (!same(v[j], lt_dq_##f(buf, i + j))) {\\\n"
       "      printf(#f \" element %lld: %g != %g\\n\", i + j, v[j], lt_dq_##f(buf, i + j)); return 1; } } }\n"
+      /* lt_qd8_FORMAT against the decoded elements times x in double: within 1e-5 of the sum of |w x| plus 1e-6 of
+       * the largest value of the 32-element group times 32 times the sum of |x| (a scale times its bits less a
+       * minimum can cancel, each term at most ~32 times the group's largest value); non-finite blocks skipped */
+      "#define QCHECK(f, bytes, elems) {\\\n"
+      "  for (long long i = 0; i + 8 <= (long long)(n / (bytes)) * (elems); i += 8) {\\\n"
+      "    float x[8]; double ref = 0, mag = 0, sx = 0, wmax = 0;\\\n"
+      "    for (int j = 0; j < 8; j++) {\\\n"
+      "      x[j] = (float)((int)((i * 7 + j * 13) % 29) - 14) / 7.0f;\\\n"
+      "      const double w = lt_dq_##f(buf, i + j); ref += w * x[j], mag += fabs(w * x[j]), sx += fabs(x[j]); }\\\n"
+      "    for (long long g = i & ~31LL; g < (i & ~31LL) + 32; g++) wmax = fmax(wmax, fabs(lt_dq_##f(buf, g)));\\\n"
+      "    if (!(mag < 1e30) || !(wmax < 1e30)) continue;\\\n"
+      "    const double got = lt_qd8_##f(buf, i, x);\\\n"
+      "    if (!(fabs(got - ref) <= 1e-5 * mag + 32e-6 * wmax * sx)) {\\\n"
+      "      printf(#f \" dot at %lld: %.9g != %.9g\\n\", i, got, ref); return 1; } } }\n"
       "int main(void) {\n"
       "  static unsigned char raw[210 * 64 + 16]; const long long n = 210 * 64;\n"
       "  unsigned char *buf = raw; unsigned x = 12345;\n"
       "  for (long long i = 0; i < n; i++) { x = x * 1103515245u + 12345u; buf[i] = (unsigned char)(x >> 16); }\n"
       "  CHECK(q8_0, 34, 32) CHECK(q4_0, 18, 32) CHECK(q4_1, 20, 32) CHECK(q5_0, 22, 32)\n"
       "  CHECK(q5_1, 24, 32) CHECK(q4_k, 144, 256) CHECK(q5_k, 176, 256) CHECK(q6_k, 210, 256)\n"
+      "  QCHECK(q8_0, 34, 32) QCHECK(q4_0, 18, 32) QCHECK(q4_1, 20, 32) QCHECK(q5_0, 22, 32)\n"
+      "  QCHECK(q5_1, 24, 32) QCHECK(q4_k, 144, 256) QCHECK(q5_k, 176, 256) QCHECK(q6_k, 210, 256)\n"
       "  puts(\"ok\"); return 0;\n}\n");
   FILE *f = fopen(path, "w");
   assert_non_null(f);

@@ -46,6 +46,9 @@ static const SettingInfo table[SET_COUNT] = {
      "loads and stores; 0: one element, the default) where the row splits evenly; to compare without tuning"},
     {SET_QUANT_UNROLL, "LATHE_QUANT_UNROLL", SETTING_INT, "4", NULL,
      "CUDA: at most this many 8-element vectors per loop step where a reduction reads quantized weights (2-16)"},
+    {SET_QUANT_DOT, "LATHE_QUANT_DOT", SETTING_BOOL, "1", NULL,
+     "0: CUDA sums over quantized weights decode each element to f32 and multiply it, instead of summing the "
+     "blocks' integer values times the activations and applying the scales once per 8 elements"},
     {SET_FUSE_PROJ, "LATHE_FUSE_PROJECTIONS", SETTING_BOOL, "", "1 for batched steps on CUDA, else 0",
      "1: a batched step computes q/k/v and gate/up each as one GEMM over the weights stacked at load"},
     {SET_CPU_INT_DOT, "LATHE_CPU_INT_DOT", SETTING_BOOL, "1", NULL,

@@ -39,6 +39,9 @@ typedef enum KStmtKind {
                      row quantized to `count` int16 blocks of 32 for KS_QDOT */
   KS_QDOT,        /* CPU only: tmp += the dot product of `count` blocks of quantized buffer `buf` (`dtype`) from
                      the load `value` (the row's first element) with row cache `slot`, summed in integers */
+  KS_VQDOT,       /* CUDA only: tmp += the dot product of the 8 consecutive elements of quantized buffer `buf`
+                     (`dtype`) from the load `value` (a multiple of 8) with f32 temporaries xtmp .. xtmp+7: the
+                     blocks' integer values times the activations, each scale applied once (lt_qd8_FORMAT) */
 } KStmtKind;
 
 /* A kernel that is a sum over k of A[m][k] * B_i[n][k] for one or two weights B_i (bf16) and an
@@ -159,6 +162,7 @@ struct KStmt {
   KMma *mma;              /* KS_MMA */
   KFlash *flash;          /* KS_FLASH */
   int slot;               /* KS_QROW / KS_QDOT: the row cache */
+  int xtmp;               /* KS_VQDOT: the first of the 8 activations */
   KStmt **body;           /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
   int nbody;
 };

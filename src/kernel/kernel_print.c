@@ -158,6 +158,12 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
     break;
   case KS_QROW:
   case KS_QDOT: print_qstmt(b, s, n, nm); break;
+  case KS_VQDOT:
+    sb_printf(b, "%s += qdot8(", pn_tmp(n, s->tmp));
+    if (s->value) ex_print(b, s->value, nm);
+    sb_printf(b, ", %s..", pn_tmp(n, s->xtmp));
+    sb_printf(b, "%s)\n", pn_tmp(n, s->xtmp + 7));
+    break;
   case KS_VSTORE:
     sb_printf(b, "vstore%d %s[", s->count, pn_buf(n, s->buf, MEM_GLOBAL));
     for (int i = 0; i < s->nidx; i++) {

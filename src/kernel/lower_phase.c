@@ -587,6 +587,80 @@ static int quant_row_tiles(Lower *L, KStmt *seq, int rv, Expr *start, const Expr
   return 1;
 }
 
+/* ---- CUDA: a sum of quantized weights times activations, 8 elements a statement ---- */
+
+typedef struct QDotTerm {
+  Expr *w; /* the quantized weight's load (symbolic element k), NULL where the term is summed element by element */
+  Expr *x; /* the activation it multiplies */
+} QDotTerm;
+
+typedef struct Finds {
+  const Expr *x;
+  int found;
+} Finds;
+
+static void finds_fn(void *ctx, const Expr *e) {
+  Finds *f = ctx;
+  if (e == f->x) f->found = 1;
+}
+
+static int contains(const Expr *e, const Expr *x) {
+  Finds f = {x, 0};
+  ex_visit(e, finds_fn, &f);
+  return f.found;
+}
+
+/* Body b of a sum is w * x (either order, w perhaps cast to f32) for a quantized load w read as an 8-element vector
+ * that x does not read: the block's integer values can meet x before any scale (lt_qd8_FORMAT). */
+static QDotTerm qdot_term(const VecLoads *vl, const Expr *b) {
+  QDotTerm t = {NULL, NULL};
+  if (b->op != X_MUL || b->dtype != DT_F32) return t;
+  for (int i = 0; i < 2; i++) {
+    Expr *w = b->a[i], *x = b->a[1 - i];
+    if (w->op == X_CAST && w->dtype == DT_F32) w = w->a[0]; /* a decoded element is already f32 */
+    if (dtype_is_quant(w->dtype) && vectorizable(vl, w) && !contains(x, w)) return (QDotTerm){w, x};
+  }
+  return t;
+}
+
+/* Which of the n unrolled bodies bu become KS_VQDOT statements (LATHE_QUANT_DOT, CUDA, sums in f32): those of
+ * qdot_term whose weight load no other body reads (a weight shared by several rows is decoded once instead). */
+static void find_qdot_terms(const Lower *L, const VecLoads *vl, Expr **bu, int n, int ne, const LPhase *ph, int nph,
+                            QDotTerm *t) {
+  for (int i = 0; i < n; i++) t[i] = (QDotTerm){NULL, NULL};
+  if (L->target != TARGET_CUDA || vl->V != 8 || !setting_bool(SET_QUANT_DOT, 1)) return;
+  for (int i = 0; i < n; i++) {
+    const LPhase *p = &ph[(i % ne) % nph];
+    if (p->op == RED_ADD && p->acc_dtype == DT_F32) t[i] = qdot_term(vl, bu[i]);
+  }
+  for (int i = 0; i < n; i++)
+    for (int j = 0; t[i].w && j < n; j++)
+      if (j != i && contains(bu[j], t[i].w)) t[i] = (QDotTerm){NULL, NULL};
+}
+
+/* tmp acc += lt_qd8(term's weights at element 0, its activations at elements 0..7 as consecutive temporaries) */
+static void emit_qdot(Lower *L, VecLoads *vl, KStmt *loop, int acc, const QDotTerm *t, int label) {
+  if (L->kk->ntmps + 8 > K_MAX_TMPS) {
+    if (!L->failed) diag_error(L->d, 0, 0, "kernel %s: more than %d temporaries", L->kk->name, K_MAX_TMPS);
+    L->failed = 1;
+    return;
+  }
+  int first = -1;
+  for (int k = 0; k < 8; k++) {
+    int id = -1;
+    kl_decl_tmp(L, loop, DT_F32, arena_printf(L->arena, "qx%d_%d", label, k), at_element(vl, t->x, k), &id);
+    if (k == 0) first = id;
+  }
+  KStmt *s = kl_st_new(L, KS_VQDOT);
+  s->tmp = acc;
+  s->xtmp = first;
+  s->buf = (int)t->w->ival;
+  s->dtype = t->w->dtype;
+  s->count = 8;
+  s->value = subst_var(L->pool, t->w, vl->kvar, ex_int(L->pool, 0));
+  kl_st_add(L, loop, s);
+}
+
 /* Phases first .. first+n-1 for every row (L->nrows, or 1): one loop, one accumulator per phase and row;
  * entry e = row * n + phase. */
 static void emit_group(Lower *L, KStmt *seq, int first, int n) {
@@ -639,19 +713,24 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
     KStmt *loop =
         kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));
     Expr **bu = xmalloc(sizeof(Expr *) * (size_t)(U * ne), "the unrolled expressions");
+    QDotTerm *qt = xmalloc(sizeof(QDotTerm) * (size_t)(U * ne), "the unrolled dot products");
     VecLoads vl = {.L = L, .kvar = kv, .rvar = rv, .V = V};
     for (int u = 0; u < U; u++)
-      for (int e = 0; e < ne; e++) {
-        bu[u * ne + e] = subst_var(P, body[e], uv, ex_mul(P, step, ex_int(P, u)));
-        find_vec_loads(&vl, bu[u * ne + e], 0);
-      }
+      for (int e = 0; e < ne; e++) bu[u * ne + e] = subst_var(P, body[e], uv, ex_mul(P, step, ex_int(P, u)));
+    find_qdot_terms(L, &vl, bu, U * ne, ne, ph, n, qt);
+    for (int i = 0; i < U * ne; i++) find_vec_loads(&vl, qt[i].w ? qt[i].x : bu[i], 0);
     memo_free(&vl.seen[0]);
     memo_free(&vl.seen[1]);
     for (int j = 0; j < vl.n && !L->failed; j++) emit_vload(&vl, loop, j);
-    for (int u = 0; u < U; u++)
+    for (int u = 0; u < U; u++) {
       for (int k = 0; k < V; k++)
         for (int e = 0; e < ne; e++)
-          kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], at_element(&vl, bu[u * ne + e], k)));
+          if (!qt[u * ne + e].w)
+            kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], at_element(&vl, bu[u * ne + e], k)));
+      for (int e = 0; e < ne && !L->failed; e++)
+        if (qt[u * ne + e].w) emit_qdot(L, &vl, loop, acc_id[e], &qt[u * ne + e], u * ne + e);
+    }
+    free(qt);
     free(bu);
   }
   for (int t = 0; t < R; t++) {

@@ -83,8 +83,10 @@ static KStmt *shift_stmt(Shift *s, Arena *a, const KStmt *src) {
   KStmt *t = ARENA_NEW(a, KStmt);
   *t = *src;
   if (src->kind == KS_FOR) t->var = src->var + s->var;
-  if (src->kind == KS_DECL || src->kind == KS_ASSIGN || src->kind == KS_VLOAD || src->kind == KS_VSTORE)
+  if (src->kind == KS_DECL || src->kind == KS_ASSIGN || src->kind == KS_VLOAD || src->kind == KS_VSTORE ||
+      src->kind == KS_VQDOT)
     t->tmp = src->tmp + s->tmp;
+  if (src->kind == KS_VQDOT) t->xtmp = src->xtmp + s->tmp;
   t->lo = shift_expr(s, src->lo);
   t->hi = shift_expr(s, src->hi);
   t->step = shift_expr(s, src->step);

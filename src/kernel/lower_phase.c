@@ -465,21 +465,31 @@ static void find_quant_load(void *ctx, const Expr *e) {
   if (e->op == X_LOAD && dtype_is_quant(e->dtype)) *(int *)ctx = 1;
 }
 
-/* body = x * w: w a quantized weight row of ext elements from a block's start, x an f32 expression of rv that
- * reads no quantized buffer (an activation, or a norm's output computed on the fly). *w0: w at rv = 0. */
-static int qdot_operands(Lower *L, const Expr *body, int rv, int64_t ext, Expr **w0, Expr **x) {
+/* body = x * w (either order): w a quantized load (perhaps cast to f32: a decoded element is f32), x an f32
+ * expression that reads no quantized buffer (an activation, or a norm's output computed on the fly). */
+static int quant_product(const Expr *body, Expr **w, Expr **x) {
   if (body->op != X_MUL) return 0;
   for (int i = 0; i < 2; i++) {
-    const Expr *w = body->a[1 - i];
-    if (w->op == X_CAST && w->dtype == DT_F32) w = w->a[0];
+    Expr *q = body->a[1 - i];
+    if (q->op == X_CAST && q->dtype == DT_F32) q = q->a[0];
     int quant_in_x = 0;
-    *x = body->a[i];
-    ex_visit(*x, find_quant_load, &quant_in_x);
-    if ((*x)->dtype != DT_F32 || quant_in_x || ((*x)->flags & EXF_ACC) || !((*x)->varmask >> rv & 1)) continue;
-    if (!dtype_is_quant(w->dtype) || !qdot_format(w->dtype) || ext % dtype_block_elems(w->dtype)) continue;
-    if (row_load(L, w, rv, w0) && multiple_of((*w0)->a[(*w0)->n - 1], dtype_block_elems(w->dtype), -1)) return 1;
+    ex_visit(body->a[i], find_quant_load, &quant_in_x);
+    if (q->op == X_LOAD && dtype_is_quant(q->dtype) && body->a[i]->dtype == DT_F32 && !quant_in_x) {
+      *w = q;
+      *x = body->a[i];
+      return 1;
+    }
   }
   return 0;
+}
+
+/* body = x * w (quant_product): w a quantized weight row of ext elements from a block's start, x a function of rv.
+ * *w0: w at rv = 0. */
+static int qdot_operands(Lower *L, const Expr *body, int rv, int64_t ext, Expr **w0, Expr **x) {
+  Expr *w;
+  if (!quant_product(body, &w, x) || ((*x)->flags & EXF_ACC) || !((*x)->varmask >> rv & 1)) return 0;
+  if (!qdot_format(w->dtype) || ext % dtype_block_elems(w->dtype)) return 0;
+  return row_load(L, w, rv, w0) && multiple_of((*w0)->a[(*w0)->n - 1], dtype_block_elems(w->dtype), -1);
 }
 
 /* A serial sum over rv < ext of f32 activations times quantized weights, for every phase of the group, in a
@@ -610,17 +620,12 @@ static int contains(const Expr *e, const Expr *x) {
   return f.found;
 }
 
-/* Body b of a sum is w * x (either order, w perhaps cast to f32) for a quantized load w read as an 8-element vector
- * that x does not read: the block's integer values can meet x before any scale (lt_qd8_FORMAT). */
-static QDotTerm qdot_term(const VecLoads *vl, const Expr *b) {
+/* Body b of a sum is w * x (quant_product) with w read as an 8-element vector: the block's integer values can meet
+ * x before any scale (lt_qd8_FORMAT). */
+static QDotTerm qdot_term(const VecLoads *vl, Expr *b) {
   QDotTerm t = {NULL, NULL};
-  if (b->op != X_MUL || b->dtype != DT_F32) return t;
-  for (int i = 0; i < 2; i++) {
-    Expr *w = b->a[i], *x = b->a[1 - i];
-    if (w->op == X_CAST && w->dtype == DT_F32) w = w->a[0]; /* a decoded element is already f32 */
-    if (dtype_is_quant(w->dtype) && vectorizable(vl, w) && !contains(x, w)) return (QDotTerm){w, x};
-  }
-  return t;
+  if (b->dtype == DT_F32 && quant_product(b, &t.w, &t.x) && vectorizable(vl, t.w)) return t;
+  return (QDotTerm){NULL, NULL};
 }
 
 /* Which of the n unrolled bodies bu become KS_VQDOT statements (LATHE_QUANT_DOT, CUDA, sums in f32): those of
@@ -640,12 +645,7 @@ static void find_qdot_terms(const Lower *L, const VecLoads *vl, Expr **bu, int n
 
 /* tmp acc += lt_qd8(term's weights at element 0, its activations at elements 0..7 as consecutive temporaries) */
 static void emit_qdot(Lower *L, VecLoads *vl, KStmt *loop, int acc, const QDotTerm *t, int label) {
-  if (L->kk->ntmps + 8 > K_MAX_TMPS) {
-    if (!L->failed) diag_error(L->d, 0, 0, "kernel %s: more than %d temporaries", L->kk->name, K_MAX_TMPS);
-    L->failed = 1;
-    return;
-  }
-  int first = -1;
+  int first = -1; /* kl_decl_tmp numbers temporaries consecutively (and fails the kernel past K_MAX_TMPS) */
   for (int k = 0; k < 8; k++) {
     int id = -1;
     kl_decl_tmp(L, loop, DT_F32, arena_printf(L->arena, "qx%d_%d", label, k), at_element(vl, t->x, k), &id);

@@ -230,10 +230,10 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
   assert_int_equal(rc, 0);
 }
 
-/* The CPU's integer dot products (lt_qdot_FORMAT over int16 activation blocks) against the sum of the decoded
- * weights (lt_dq_FORMAT_at) times the activations in double, for every format, compiled as the CPU backend
- * compiles generated code (SIMD: AVX-512 VNNI or AVX2 on this machine) and with the scalar fallback
- * (LT_QDOT_SCALAR): within 1e-4 of the sum of |w * x| (int16 rounding is at most 2^-16 of a block's largest
+/* The CPU's integer dot products (lt_qdot_FORMAT over int16 activation blocks, and the tile form lt_qdott_FORMAT
+ * over 8 rows of them) against the sum of the decoded weights (lt_dq_FORMAT_at) times the activations in double,
+ * for every format, compiled as the CPU backend compiles generated code (SIMD: AVX-512 VNNI on this machine), for
+ * AVX2 without AVX-512 and with the scalar fallback (LT_QDOT_SCALAR): within 1e-4 of the sum of |w * x| (int16 rounding is at most 2^-16 of a block's largest
  * activation), over rows of random blocks with sane scales. */
 static void int_dots_match_decoded(void **state) {
   (void)state;
@@ -282,8 +282,44 @@ static void int_dots_match_decoded(void **state) {
       "  }\n"
       "  return 0;\n"
       "}\n"
+      /* the tile form: 8 activation rows of different magnitudes (2^-3 .. 2^4) against each weight row */
+      "static int check_tile(const char *name, int bytes, int elems, const int *halves, int nh,\n"
+      "                      void (*dot)(lt_qp, long long, int, const lt_q16t *, float *),\n"
+      "                      float (*at)(lt_qp, long long, int, int), int G) {\n"
+      "  enum { NB = 3, ROWS = 7 };\n"
+      "  static unsigned char w[ROWS * NB * 210];\n"
+      "  static float x[8][NB * 256];\n"
+      "  static lt_q16t q[NB * 8];\n"
+      "  for (int i = 0; i < ROWS * NB * bytes; i++) w[i] = (unsigned char)rnd();\n"
+      "  for (int i = 0; i < ROWS * NB; i++)\n"
+      "    for (int h = 0; h < nh; h++) {\n"
+      "      unsigned v = 0x2000u | (rnd() & 0x3ffu) | (rnd() & 1u) << 15;\n"
+      "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
+      "    }\n"
+      "  for (int t = 0; t < 8; t++) {\n"
+      "    for (int i = 0; i < NB * elems; i++) x[t][i] = (float)((int)(rnd() % 2001) - 1000) / 2000.0f * (float)(1 << t);\n"
+      "    lt_q16t_row(x[t], q, t, NB * elems / 32);\n"
+      "  }\n"
+      "  for (int r = 0; r < ROWS; r++) {\n"
+      "    float got[8];\n"
+      "    dot(w, (long long)r * NB, NB, q, got);\n"
+      "    for (int t = 0; t < 8; t++) {\n"
+      "      double want = 0, mag = 0;\n"
+      "      for (int k = 0; k < NB * elems; k++) {\n"
+      "        double v = (double)at(w, (long long)r * NB + k / elems, k % elems / G, k % G) * x[t][k];\n"
+      "        want += v, mag += fabs(v);\n"
+      "      }\n"
+      "      if (!(fabs(got[t] - want) <= 1e-4 * mag)) {\n"
+      "        printf(\"%s tile row %d, activation row %d: %g, decoded %g\\n\", name, r, t, got[t], want);\n"
+      "        return 1;\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "  return 0;\n"
+      "}\n"
       "#define CHECK(f, bytes, elems, G, ...) { const int h[] = {__VA_ARGS__};\\\n"
-      "  if (check(#f, bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f, lt_dq_##f##_at, G)) return 1; }\n"
+      "  if (check(#f, bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f, lt_dq_##f##_at, G)) return 1;\\\n"
+      "  if (check_tile(#f, bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdott_##f, lt_dq_##f##_at, G)) return 1; }\n"
       "int main(void) {\n"
       "  CHECK(q8_0, 34, 32, 32, 0) CHECK(q4_0, 18, 32, 16, 0) CHECK(q4_1, 20, 32, 16, 0, 2)\n"
       "  CHECK(q5_0, 22, 32, 16, 0) CHECK(q5_1, 24, 32, 16, 0, 2) CHECK(q4_k, 144, 256, 32, 0, 2)\n"
@@ -294,12 +330,14 @@ static void int_dots_match_decoded(void **state) {
   fputs(sb_str(&b), f);
   fclose(f);
   sb_free(&b);
-  for (int scalar = 0; scalar < 2; scalar++) {
-    snprintf(cmd, sizeof cmd, "cc -O2 -march=native -std=c11 -w %s -o %s %s -lm 2>&1 && %s",
-             scalar ? "-DLT_QDOT_SCALAR" : "", exe, path, exe);
+  /* native (AVX-512 here), AVX2 without AVX-512 (the tile form's 256-bit path), scalar */
+  const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd, "cc -O2 -march=native -std=c11 -w %s -o %s %s -lm 2>&1 && %s", forms[i], exe, path,
+             exe);
     int rc = system(cmd);
     unlink(exe);
-    if (rc != 0) fail_msg("integer dot products (%s) differ from the decoded weights", scalar ? "scalar" : "SIMD");
+    if (rc != 0) fail_msg("integer dot products (%s) differ from the decoded weights", forms[i][0] ? forms[i] : "SIMD");
   }
   unlink(path);
   rmdir(dir);

@@ -61,6 +61,8 @@ const char *rc_quant_decoder(DType t);
 void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda);
 /* The decoders themselves (CUDA: also lt_dq8_FORMAT, eight elements at once), whatever the program. */
 void rc_put_quant_source(StrBuf *out, int cuda);
+/* C: the tile form of the integer dot products (render_quant_tile.c), after rc_put_quant_source's */
+void rc_put_quant_tile_source(StrBuf *out);
 
 /* One kernel's definition in the target language (render_c.c / render_cuda.c). */
 void rc_c_kernel(Render *R, const KKernel *kk);

@@ -572,6 +572,7 @@ void rc_put_quant_source(StrBuf *out, int cuda) {
   sb_puts(out, cuda ? quant_cuda_head : quant_c_head);
   sb_puts(out, quant_decoders);
   sb_puts(out, cuda ? quant_cuda_vec8 : quant_c_dot);
+  if (!cuda) rc_put_quant_tile_source(out);
 }
 
 void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda) {

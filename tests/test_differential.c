@@ -22,6 +22,7 @@ typedef struct Case {
   int own_gemm;             /* on CUDA, run without cuBLASLt (LATHE_CUBLASLT=0): lathe's own tensor-core GEMM */
   const char *quant_unroll; /* LATHE_QUANT_UNROLL while the case compiles, or NULL */
   const char *quant_dot;    /* LATHE_QUANT_DOT while the case compiles, or NULL */
+  const char *cpu_has;      /* text the C must contain (on the CPU), or NULL */
 } Case;
 
 static Case cases[1024];
@@ -70,6 +71,8 @@ static void run_case(void **state) {
   if (tc->quant_dot) setting_set(SET_QUANT_DOT, tc->quant_dot);
   Compilation *c = compilation_new(target, &tc->fusion);
   if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
+  if (target == TARGET_CPU && tc->cpu_has && !strstr(sb_str(&c->code), tc->cpu_has))
+    fail_msg("%s: the C has no %s", tc->name, tc->cpu_has);
   Execution x;
   Backend *be = backend;
   if (target == TARGET_CUDA && tc->own_gemm) {
@@ -393,6 +396,17 @@ static void build_cases(void) {
     cases[ncases - 1].cuda_has = qd8_call[t];
     cases[ncases - 1].cuda_has_too = "+= 2048)";
     cases[ncases - 1].quant_unroll = "16";
+    /* a CPU prefill's register-blocked projections: the tile form (lt_qdott_*) over 8 rows at a time, for 21 rows
+     * (two tiles and 5 rows left over), 13 weight rows, 3 blocks of K; a norm's output as the activations, gate
+     * and up sharing one tile */
+    static char tile_call[8][32];
+    snprintf(tile_call[t], sizeof tile_call[t], "lt_qdott_%s(v, ", QUANTS[t]);
+    snprintf(name, sizeof name, "quant_tile_%s", QUANTS[t]);
+    add_case(name, "seq=21", 0,
+             "w: %s[13,%d]; v: %s[13,%d]; g: f32[%d]; x: f32[seq,%d]\nh = rms_norm(x, g, 1e-6)\n"
+             "return silu(linear(h, w)) * linear(h, v), linear(x, v)",
+             QUANTS[t], 3 * k, QUANTS[t], 3 * k, 3 * k, 3 * k);
+    cases[ncases - 1].cpu_has = tile_call[t];
     /* a prefill's projections on tensor cores (CUDA, 37 >= 8 rows): the pre-pass dequantizes each weight whole to
      * bf16 in the scratch (lt_mma_dequant), then cuBLASLt's GEMM or lathe's own reads that copy as a bf16 weight.
      * The copy is each element's exact decoded value rounded to bf16 (relative error at most 2^-8), so the sums

@@ -233,8 +233,8 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
 /* The CPU's integer dot products (lt_qdot_FORMAT over int16 activation blocks, and the tile form lt_qdott_FORMAT
  * over 8 rows of them) against the sum of the decoded weights (lt_dq_FORMAT_at) times the activations in double,
  * for every format, compiled as the CPU backend compiles generated code (SIMD: AVX-512 VNNI on this machine), for
- * AVX2 without AVX-512 and with the scalar fallback (LT_QDOT_SCALAR): within 1e-4 of the sum of |w * x| (int16 rounding is at most 2^-16 of a block's largest
- * activation), over rows of random blocks with sane scales. */
+ * AVX2 without AVX-512 and with the scalar fallback (LT_QDOT_SCALAR): within 1e-4 of the sum of |w * x| (int16 rounding
+ * is at most 2^-16 of a block's largest activation), over rows of random blocks with sane scales. */
 static void int_dots_match_decoded(void **state) {
   (void)state;
   if (system("cc --version >/dev/null 2>&1") != 0) skip();
@@ -333,8 +333,7 @@ static void int_dots_match_decoded(void **state) {
   /* native (AVX-512 here), AVX2 without AVX-512 (the tile form's 256-bit path), scalar */
   const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
   for (int i = 0; i < 3; i++) {
-    snprintf(cmd, sizeof cmd, "cc -O2 -march=native -std=c11 -w %s -o %s %s -lm 2>&1 && %s", forms[i], exe, path,
-             exe);
+    snprintf(cmd, sizeof cmd, "cc -O2 -march=native -std=c11 -w %s -o %s %s -lm 2>&1 && %s", forms[i], exe, path, exe);
     int rc = system(cmd);
     unlink(exe);
     if (rc != 0) fail_msg("integer dot products (%s) differ from the decoded weights", forms[i][0] ? forms[i] : "SIMD");

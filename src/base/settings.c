@@ -54,6 +54,9 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_CPU_INT_DOT, "LATHE_CPU_INT_DOT", SETTING_BOOL, "1", NULL,
      "0: CPU projections over quantized weights decode the blocks to f32 (as dequantized, slower) instead of "
      "integer dot products with the activations quantized to int16 per 32 elements"},
+    {SET_CPU_INT_TILE, "LATHE_CPU_INT_TILE", SETTING_BOOL, "1", NULL,
+     "0: register-blocked CPU projections over quantized weights (a prefill's) decode each weight row to f32 and "
+     "multiply in f32 instead of integer dot products with a tile of 8 activation rows quantized to int16"},
     {SET_NVRTC_UNITS, "LATHE_NVRTC_UNITS", SETTING_INT, "16", NULL,
      "at most this many CUDA translation units compiled in parallel (1: one unit)"},
     {SET_HF_ENDPOINT, "LATHE_HF_ENDPOINT", SETTING_STRING, "https://huggingface.co", NULL,

@@ -49,7 +49,8 @@ static const char c_preamble[] =
 static void find_qrows(const KStmt *s, int *slots, int64_t *bytes) {
   if (!s) return;
   if (s->kind == KS_QROW) {
-    int64_t b = s->dtype == DT_F32 ? 4 * (int64_t)s->count : 80 * (int64_t)s->count; /* 80: sizeof(lt_q16x) */
+    /* 80, 576: sizeof(lt_q16x), sizeof(lt_q16t) */
+    int64_t b = s->dtype == DT_F32 ? 4 * (int64_t)s->count : (s->rows == 8 ? 576 : 80) * (int64_t)s->count;
     b = (b + 63) / 64 * 64;
     if (s->slot + 1 > *slots) *slots = s->slot + 1;
     if (b > *bytes) *bytes = b;
@@ -74,11 +75,14 @@ void rc_c_kernel(Render *R, const KKernel *kk) {
   int slots = 0;
   int64_t bytes = 0;
   find_qrows(kk->body, &slots, &bytes);
-  if (slots) { /* each thread's row caches for this launch (KS_QROW): the rows, and flag + 8 keys per slot */
+  if (slots) { /* each thread's row caches for this launch (KS_QROW): the rows (64-byte aligned: a tile's row of a
+                 block is one cache line), and flag + RC_QKEYS keys per slot */
     sb_printf(o, "  const int64_t lt_nslots = %d, lt_slot_bytes = %lld, lt_nt = omp_get_max_threads();\n", slots,
               (long long)bytes);
-    sb_puts(o, "  unsigned char *lt_qr = (unsigned char *)malloc((size_t)(lt_nt * lt_nslots * lt_slot_bytes));\n");
-    sb_puts(o, "  double *lt_qk = (double *)calloc((size_t)(lt_nt * lt_nslots * 9), sizeof(double));\n");
+    sb_puts(o, "  unsigned char *lt_qr = (unsigned char *)aligned_alloc(64, (size_t)(lt_nt * lt_nslots * "
+               "lt_slot_bytes));\n");
+    sb_printf(o, "  double *lt_qk = (double *)calloc((size_t)(lt_nt * lt_nslots * %d), sizeof(double));\n",
+              RC_QKEYS + 1);
     sb_puts(o, "  if (!lt_qr || !lt_qk) free(lt_qr), free(lt_qk), lt_qr = 0, lt_qk = 0;\n");
   }
   rc_body(R, 1);

@@ -55,6 +55,10 @@ typedef struct Render {
   int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
 } Render;
 
+/* The most variables and temporaries a CPU row cache's key holds (KS_QROW: a tile's 8 rows with a norm's factor
+ * each, and their row indices) */
+#define RC_QKEYS 24
+
 /* render_quant.c: the decoder function of quantized type t ("lt_dq_q4_1"), and every decoder, into the
  * preamble of a program that reads a quantized buffer (cuda: CUDA C, else C). */
 const char *rc_quant_decoder(DType t);

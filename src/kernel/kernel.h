@@ -36,9 +36,11 @@ typedef enum KStmtKind {
                      values of the variables and temporaries `value` reads (code/render_common.c, render_c.c).
                      dtype f32: `value` is instead a quantized load at a weight row's first element, the row's
                      `count` elements decoded to f32, read as point array `buf` (a MEM_SHARED load); else the
-                     row quantized to `count` int16 blocks of 32 for KS_QDOT */
+                     row quantized to `count` int16 blocks of 32 for KS_QDOT. rows = 8: a tile of 8 rows for the
+                     tile form of KS_QDOT, the f32 expressions of the rows idx[0..7] (nidx = 8) over `var` */
   KS_QDOT,        /* CPU only: tmp += the dot product of `count` blocks of quantized buffer `buf` (`dtype`) from
-                     the load `value` (the row's first element) with row cache `slot`, summed in integers */
+                     the load `value` (the row's first element) with row cache `slot`, summed in integers; rows =
+                     8: with the tile in `slot`, row t's product added to temporary row_tmp[t] */
   KS_VQDOT,       /* CUDA only: tmp += the dot product of the 8 consecutive elements of quantized buffer `buf`
                      (`dtype`) from the load `value` (a multiple of 8) with f32 temporaries xtmp .. xtmp+7: the
                      blocks' integer values times the activations, each scale applied once (lt_qd8_FORMAT) */
@@ -163,6 +165,8 @@ struct KStmt {
   KFlash *flash;          /* KS_FLASH */
   int slot;               /* KS_QROW / KS_QDOT: the row cache */
   int xtmp;               /* KS_VQDOT: the first of the 8 activations */
+  int rows;               /* KS_QROW / KS_QDOT: 8 for a tile of activation rows, else 0 */
+  int row_tmp[8];         /* KS_QDOT with rows = 8: each row's accumulator */
   KStmt **body;           /* KS_SEQ / KS_FOR / KS_PARFOR / KS_IF */
   int nbody;
 };

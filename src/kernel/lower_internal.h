@@ -57,6 +57,9 @@ int kl_emit_inner_vec(Lower *L, KStmt *seq);
 /* The kernel's reduction phases, in order, into seq; sets L->acc_map (L->acc_rows[t] per row when
  * L->nrows > 1). */
 void kl_emit_phases(Lower *L, KStmt *seq);
+/* A register-blocked CPU kernel some of whose sums take the tile form of the integer dot products over quantized
+ * weights (lower_phase.c): its block of rows is then the slowest point index. */
+int kl_quant_tiled(const Lower *L);
 /* The kernel's store of its value at its output index, with the current variable and accumulator
  * bindings (not yet added to any statement). */
 KStmt *kl_output_store(Lower *L);

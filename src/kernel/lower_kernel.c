@@ -47,7 +47,9 @@ static void emit_inner(Lower *L, KStmt *seq) {
 /* The parallel axes as the points enumerate them: with register blocking, the blocked axis counts
  * blocks of `rows`. On the CPU the blocked axis also varies fastest, so a thread (a contiguous range
  * of points under OpenMP's static schedule) computes every block of rows of one output column before
- * the next: the weight row that column streams is read from memory once per step and from L1 after. */
+ * the next: the weight row that column streams is read from memory once per step and from L1 after.
+ * Where the sums take a tile of the 8 rows quantized to int16 (kl_quant_tiled), it varies slowest
+ * instead: the tile, quantized once per thread and block, stays in L1 while every weight row passes. */
 static void point_axes(const Lower *L, LAxis *par) {
   const LKernel *k = L->k;
   for (int i = 0; i < k->npar; i++) par[i] = k->par[i];
@@ -55,7 +57,11 @@ static void point_axes(const Lower *L, LAxis *par) {
   if (L->s.rows > 1 && a >= 0 && a < k->npar) {
     Expr *e = k->par[a].extent, *r = ex_int(L->pool, L->s.rows);
     par[a].extent = ex_bin(L->pool, X_IDIV, ex_add(L->pool, e, ex_int(L->pool, L->s.rows - 1)), r);
-    if (L->target == TARGET_CPU) {
+    if (L->target == TARGET_CPU && kl_quant_tiled(L)) {
+      LAxis blocked = par[a];
+      for (int i = a; i > 0; i--) par[i] = par[i - 1];
+      par[0] = blocked;
+    } else if (L->target == TARGET_CPU) {
       LAxis blocked = par[a];
       for (int i = a; i + 1 < k->npar; i++) par[i] = par[i + 1];
       par[k->npar - 1] = blocked;

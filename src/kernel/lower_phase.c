@@ -485,11 +485,16 @@ static int quant_product(const Expr *body, Expr **w, Expr **x) {
 
 /* body = x * w (quant_product): w a quantized weight row of ext elements from a block's start, x a function of rv.
  * *w0: w at rv = 0. */
-static int qdot_operands(Lower *L, const Expr *body, int rv, int64_t ext, Expr **w0, Expr **x) {
+static int qdot_weight(const Lower *L, const Expr *body, int rv, int64_t ext, Expr **w0, Expr **x) {
   Expr *w;
-  if (!quant_product(body, &w, x) || ((*x)->flags & EXF_ACC) || !((*x)->varmask >> rv & 1)) return 0;
+  if (!quant_product(body, &w, x) || !((*x)->varmask >> rv & 1)) return 0;
   if (!qdot_format(w->dtype) || ext % dtype_block_elems(w->dtype)) return 0;
-  return row_load(L, w, rv, w0) && multiple_of((*w0)->a[(*w0)->n - 1], dtype_block_elems(w->dtype), -1);
+  return row_load((Lower *)L, w, rv, w0) && multiple_of((*w0)->a[(*w0)->n - 1], dtype_block_elems(w->dtype), -1);
+}
+
+/* qdot_weight, x reading no accumulator of the loop (it is computed before the loop, into the row cache) */
+static int qdot_operands(Lower *L, const Expr *body, int rv, int64_t ext, Expr **w0, Expr **x) {
+  return qdot_weight(L, body, rv, ext, w0, x) && !((*x)->flags & EXF_ACC);
 }
 
 /* A serial sum over rv < ext of f32 activations times quantized weights, for every phase of the group, in a
@@ -535,6 +540,79 @@ static int quant_dots(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext
     kl_st_add(L, seq, s);
   }
   return 1;
+}
+
+/* ---- a tile of 8 activation rows against each quantized weight row (CPU, register-blocked) ---- */
+
+/* The CPU sums of a register-blocked point (8 rows) whose terms are activations times a quantized weight row,
+ * for every phase of a group, become integer dot products of the weight row with a tile of the 8 activation rows
+ * quantized to int16 (KS_QROW with rows = 8, once per thread and block of rows: kl_quant_tiled puts the block of
+ * rows slowest among the points, so a thread's consecutive points share it) and one KS_QDOT tile form per phase,
+ * unless LATHE_CPU_INT_DOT=0 or LATHE_CPU_INT_TILE=0. The weight must not depend on the row (a projection), the
+ * phases' sums be f32 additions over a constant extent of whole blocks. Returns whether it did. */
+static int quant_tiles(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext, Expr *stride, Expr **body, int n,
+                       const LPhase *ph, const int *acc_id) {
+  enum { T = 8 };
+  if (L->target != TARGET_CPU || L->nrows != T || !ex_is_int_const(start, 0) || !ex_is_int_const(stride, 1) ||
+      ext->op != X_CONST || ext->ival <= 0 || ext->ival % 32 || ext->ival > QDOT_MAX_ROW ||
+      !setting_bool(SET_CPU_INT_DOT, 1) || !setting_bool(SET_CPU_INT_TILE, 1))
+    return 0;
+  Expr *w0[T * L_MAX_PHASES], *x[T * L_MAX_PHASES];
+  for (int e = 0; e < T * n; e++)
+    if (ph[e % n].op != RED_ADD || ph[e % n].acc_dtype != DT_F32 ||
+        !qdot_operands(L, body[e], rv, ext->ival, &w0[e], &x[e]) || w0[e] != w0[e % n])
+      return 0;
+  int slot[L_MAX_PHASES];
+  for (int i = 0; i < n; i++) {
+    int same = 0; /* an earlier phase over the same 8 rows (hash-consed: equal rows are the same Exprs) */
+    for (; same < i; same++) {
+      int t = 0;
+      while (t < T && x[t * n + same] == x[t * n + i]) t++;
+      if (t == T) break;
+    }
+    if (same < i) {
+      slot[i] = slot[same];
+      continue;
+    }
+    KStmt *r = kl_st_new(L, KS_QROW);
+    r->slot = slot[i] = L->nqrows++;
+    r->dtype = DT_I32; /* int16 blocks (anything but f32) */
+    r->rows = T;
+    r->nidx = T;
+    for (int t = 0; t < T; t++) r->idx[t] = x[t * n + i];
+    r->var = rv;
+    r->count = (int)(ext->ival / 32);
+    kl_st_add(L, seq, r);
+  }
+  for (int i = 0; i < n; i++) {
+    KStmt *s = kl_st_new(L, KS_QDOT);
+    s->rows = T;
+    for (int t = 0; t < T; t++) s->row_tmp[t] = acc_id[t * n + i];
+    s->tmp = acc_id[i];
+    s->buf = (int)w0[i]->ival;
+    s->dtype = w0[i]->dtype;
+    s->value = w0[i];
+    s->slot = slot[i];
+    s->count = (int)(ext->ival / dtype_block_elems(s->dtype));
+    kl_st_add(L, seq, s);
+  }
+  return 1;
+}
+
+int kl_quant_tiled(const Lower *L) {
+  const LKernel *k = L->k;
+  if (L->target != TARGET_CPU || L->s.rows != 8 || !setting_bool(SET_CPU_INT_DOT, 1) ||
+      !setting_bool(SET_CPU_INT_TILE, 1))
+    return 0;
+  for (int i = 0; i < k->nphase; i++) {
+    const LPhase *p = &k->phases[i];
+    const Expr *ext = p->naxes == 1 ? p->axes[0].extent : NULL;
+    Expr *w0, *x;
+    if (ext && ext->op == X_CONST && ext->ival > 0 && ext->ival % 32 == 0 && ext->ival <= QDOT_MAX_ROW &&
+        p->op == RED_ADD && p->acc_dtype == DT_F32 && qdot_weight(L, p->body, p->axes[0].var, ext->ival, &w0, &x))
+      return 1;
+  }
+  return 0;
 }
 
 /* ---- quantized weight rows decoded once for a register-blocked point (CPU) ---- */
@@ -696,7 +774,8 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
   memo_free(&h.done[0]);
   memo_free(&h.done[1]);
   if (V == 1) {
-    if (!quant_dots(L, seq, rv, start, ext, stride, body, ne, ph, n, acc_id)) {
+    if (!quant_dots(L, seq, rv, start, ext, stride, body, ne, ph, n, acc_id) &&
+        !quant_tiles(L, seq, rv, start, ext, stride, body, n, ph, acc_id)) {
       quant_row_tiles(L, seq, rv, start, ext, stride, body, ne);
       KStmt *loop = quant_block_loop(L, seq, rv, start, ph[0].axes[0].extent, stride, body, ne);
       for (int e = 0; e < ne; e++) kl_st_assign(L, loop, acc_id[e], kl_combine(L, ph[e % n].op, acc[e], body[e]));

@@ -25,8 +25,14 @@ static void cpu_projection_reads_blocks(void **state) {
   (void)state;
   char *c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
   assert_contains(c, "lt_qdot_q4_k(w, ");  /* decode: integer dot products */
-  assert_contains(c, "lt_dqrow_q4_k(w, "); /* the blocked variant: the weight row decoded to f32 once */
+  assert_contains(c, "lt_qdott_q4_k(w, "); /* the blocked variant: a tile of 8 activation rows */
   free(c);
+  setting_set(SET_CPU_INT_TILE, "0"); /* the blocked variant: the weight row decoded to f32 once */
+  c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
+  assert_contains(c, "lt_dqrow_q4_k(w, ");
+  assert_null(strstr(c, "lt_qdott_q4_k(w, "));
+  free(c);
+  setting_set(SET_CPU_INT_TILE, NULL);
   setting_set(SET_CPU_INT_DOT, "0"); /* the blocks decoded in the sums' loop */
   c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
   assert_contains(c, "lt_dq_q4_k_at(w, ((i1 * 2) + rb");

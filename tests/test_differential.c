@@ -407,6 +407,14 @@ static void build_cases(void) {
              "return silu(linear(h, w)) * linear(h, v), linear(x, v)",
              QUANTS[t], 3 * k, QUANTS[t], 3 * k, 3 * k, 3 * k);
     cases[ncases - 1].cpu_has = tile_call[t];
+    if (t == 1) {
+      /* three factors per row: 8 rows read 32 values, more than a row cache's key holds (K_QROW_KEYS): each weight
+       * row decoded to f32 instead, the block of rows still the slowest point index */
+      add_case("quant_tile_keys_q4_0", "seq=21", 0,
+               "w: q4_0[13,64]; x: f32[seq,64]; a: f32[seq,1]; b: f32[seq,1]; c: f32[seq,1]\n"
+               "return linear(x * a * b * c, w)");
+      cases[ncases - 1].cpu_has = "lt_dqrow_q4_0(w, ";
+    }
     /* a prefill's projections on tensor cores (CUDA, 37 >= 8 rows): the pre-pass dequantizes each weight whole to
      * bf16 in the scratch (lt_mma_dequant), then cuBLASLt's GEMM or lathe's own reads that copy as a bf16 weight.
      * The copy is each element's exact decoded value rounded to bf16 (relative error at most 2^-8), so the sums

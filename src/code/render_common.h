@@ -55,9 +55,8 @@ typedef struct Render {
   int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
 } Render;
 
-/* The most variables and temporaries a CPU row cache's key holds (KS_QROW: a tile's 8 rows with a norm's factor
- * each, and their row indices) */
-#define RC_QKEYS 24
+/* The most variables and temporaries a CPU row cache's key holds (kernel.h) */
+#define RC_QKEYS K_QROW_KEYS
 
 /* render_quant.c: the decoder function of quantized type t ("lt_dq_q4_1"), and every decoder, into the
  * preamble of a program that reads a quantized buffer (cuda: CUDA C, else C). */

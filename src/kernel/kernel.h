@@ -146,6 +146,10 @@ typedef struct KFlash {
 
 #define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */
 
+/* The most variables and temporaries a KS_QROW's expressions may read (its row cache's key): a tile's 8 row
+ * indices and a norm's factor per row fit */
+#define K_QROW_KEYS 24
+
 typedef struct KStmt KStmt;
 struct KStmt {
   KStmtKind kind;

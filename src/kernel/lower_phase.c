@@ -544,6 +544,28 @@ static int quant_dots(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext
 
 /* ---- a tile of 8 activation rows against each quantized weight row (CPU, register-blocked) ---- */
 
+/* The distinct variables (but rv) and temporaries that expressions read: a row cache's key */
+typedef struct TileKeys {
+  int var[K_QROW_KEYS + 1], tmp[K_QROW_KEYS + 1];
+  int nvar, ntmp, skip;
+} TileKeys;
+
+static void tile_key_fn(void *ctx, const Expr *e) {
+  TileKeys *k = ctx;
+  int *v = e->op == X_VAR ? k->var : e->op == X_TMP ? k->tmp : NULL, *n = e->op == X_VAR ? &k->nvar : &k->ntmp;
+  if (!v || (e->op == X_VAR && e->ival == k->skip) || k->nvar + k->ntmp > K_QROW_KEYS) return;
+  for (int i = 0; i < *n; i++)
+    if (v[i] == (int)e->ival) return;
+  v[(*n)++] = (int)e->ival;
+}
+
+/* Phase i's 8 rows x[t * n + i] make a key the row cache holds. */
+static int tile_keys_fit(Expr *const *x, int n, int i, int rv) {
+  TileKeys k = {.skip = rv};
+  for (int t = 0; t < 8; t++) ex_visit(x[t * n + i], tile_key_fn, &k);
+  return k.nvar + k.ntmp <= K_QROW_KEYS;
+}
+
 /* The CPU sums of a register-blocked point (8 rows) whose terms are activations times a quantized weight row,
  * for every phase of a group, become integer dot products of the weight row with a tile of the 8 activation rows
  * quantized to int16 (KS_QROW with rows = 8, once per thread and block of rows: kl_quant_tiled puts the block of
@@ -562,6 +584,8 @@ static int quant_tiles(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ex
     if (ph[e % n].op != RED_ADD || ph[e % n].acc_dtype != DT_F32 ||
         !qdot_operands(L, body[e], rv, ext->ival, &w0[e], &x[e]) || w0[e] != w0[e % n])
       return 0;
+  for (int i = 0; i < n; i++)
+    if (!tile_keys_fit(x, n, i, rv)) return 0;
   int slot[L_MAX_PHASES];
   for (int i = 0; i < n; i++) {
     int same = 0; /* an earlier phase over the same 8 rows (hash-consed: equal rows are the same Exprs) */

@@ -1,5 +1,5 @@
 /* Differential tests: a broad generated set of programs (every op, broadcast patterns, sizes 1, 3,
- * 127, 4097, every dtype, symbolic dimensions, three fusion policies) compiled for the CPU, run on random
+ * 127, 4097, every dtype, symbolic dimensions, four fusion policies) compiled for the CPU, run on random
  * inputs and compared with the float64 reference interpreter; the CUDA C of each is compiled by NVRTC
  * for sm_90. */
 #include <math.h>
@@ -43,6 +43,7 @@ static void add_case(const char *name, const char *dims, int policy, const char 
   c->fusion = fusion_policy_default();
   if (policy == 1) c->fusion.allow_recompute = 1;
   if (policy == 2) c->fusion.fuse_reductions = 0;
+  if (policy == 3) c->fusion.realize_reread = 1; /* the CPU's: a projection RoPE reads twice gets its kernel */
   va_list ap;
   va_start(ap, fmt);
   if (vasprintf(&c->src, fmt, ap) < 0) abort();
@@ -292,9 +293,9 @@ static void build_cases(void) {
   add_case("decode_attention_mqa_300", "seq=300", 0,
            "q: f32[1,6,1,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\n"
            "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, 1, 192])");
-  /* Fused chains under all three fusion policies. */
-  static const char *policies[] = {"default", "recompute", "nofuse"};
-  for (int p = 0; p < 3; p++) {
+  /* Fused chains under four fusion policies. */
+  static const char *policies[] = {"default", "recompute", "nofuse", "reread"};
+  for (int p = 0; p < 4; p++) {
     char name[64];
     snprintf(name, sizeof name, "mlp_%s", policies[p]);
     add_case(name, NULL, p,

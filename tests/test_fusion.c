@@ -220,6 +220,20 @@ static void long_chains_are_cut(void **s) {
   sb_free(&src);
 }
 
+/* RoPE reads its input at two positions (rotate-half): over a projection that is two dot products a point unless
+ * the projection gets its own kernel, as the CPU's policy gives it (its GEMVs are the decode step's time). */
+static void rope_of_a_projection_is_a_policy_choice(void **s) {
+  const char *src = "x: f32[3,256]; w: f32[128,256]; pos: i32[3]; y = rope(linear(x, w), pos)";
+  FusionPolicy p = fusion_policy_default();
+  assert_int_equal(count_kernels(src, &p, TARGET_CPU), 1);
+  p = fusion_policy_for(TARGET_CUDA);
+  assert_int_equal(count_kernels(src, &p, TARGET_CUDA), 1);
+  p = fusion_policy_for(TARGET_CPU);
+  assert_int_equal(count_kernels(src, &p, TARGET_CPU), 2);
+  /* a reduction read twice at the same index is still one phase */
+  assert_int_equal(count_kernels("x: f32[3,256]; w: f32[128,256]; y = linear(x, w) * linear(x, w)", &p, TARGET_CPU), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rms_norm_is_one_kernel),
@@ -238,6 +252,7 @@ int main(void) {
       cmocka_unit_test(slices_of_one_projection_fuse),
       cmocka_unit_test(fixpoint_reuses_kernels),
       cmocka_unit_test(long_chains_are_cut),
+      cmocka_unit_test(rope_of_a_projection_is_a_policy_choice),
   };
   return cmocka_run_group_tests_name("fusion", tests, NULL, NULL);
 }

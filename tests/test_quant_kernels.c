@@ -348,11 +348,108 @@ static void int_dots_match_decoded(void **state) {
   rmdir(dir);
 }
 
+/* A text file's whole content (NULL if unreadable); the caller frees it. */
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *s = calloc(1, 1 << 16);
+  size_t n = s ? fread(s, 1, (1 << 16) - 1, f) : 0;
+  fclose(f);
+  if (s) s[n] = '\0';
+  return s;
+}
+
+/* The decode dot products' SIMD forms give the same floats bit for bit: compiled as generated code is (AVX-512 VNNI
+ * and BW here: vpdpwssd, q5's fifth bits from a mask register) and for AVX2 alone (vpmaddwd, the bits by compares),
+ * every format's lt_qdot over rows of random blocks prints the same bits (the integer sums of a block are exact in
+ * both and the scales are applied in the same order). The weights' bits are widened from 16 bytes at once
+ * (lt_dot_nib, lt_w16s), not from halves of a 32-byte register. */
+static void int_dot_forms_agree_bitwise(void **state) {
+  (void)state;
+  StrBuf b = {0};
+  rc_put_quant_source(&b, 0);
+  assert_contains(sb_str(&b), "return LT_FMA(acc, lt_dot_nib(b + 4, z, z, x->q), _mm_cvtss_f32(dm) * x->d);");
+  assert_contains(sb_str(&b), "lt_dot16(lt_w16s(b + 2), lt_w16s(b + 18), x->q)");
+  if (system("cc --version >/dev/null 2>&1") != 0) {
+    sb_free(&b);
+    skip();
+  }
+  char dir[] = "/tmp/lathe-qforms-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128], exe[128], out[2][128], cmd[800];
+  snprintf(path, sizeof path, "%s/forms.c", dir);
+  snprintf(exe, sizeof exe, "%s/forms", dir);
+  StrBuf src = {0};
+  sb_puts(&src, "#include <stdio.h>\n#include <string.h>\n#include <math.h>\n#include <stdint.h>\n"
+                "static float lt_f16_to_f32(uint16_t h) {\n"
+                "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
+                "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
+                "  else if (e) u = s << 31 | (e + 112) << 23 | m << 13;\n"
+                "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
+                "  float f; memcpy(&f, &u, 4); return f;\n}\n");
+  sb_puts(&src, sb_str(&b));
+  sb_free(&b);
+  sb_puts(
+      &src,
+      "static unsigned x_ = 777;\n"
+      "static unsigned rnd(void) { x_ = x_ * 1103515245u + 12345u; return x_ >> 8; }\n"
+      "static void rows(int bytes, int elems, const int *halves, int nh, float (*dot)(lt_qp, long long, int, const lt_q16x *)) {\n"
+      "  enum { NB = 5, ROWS = 9 };\n"
+      "  static unsigned char w[ROWS * NB * 210];\n"
+      "  static float x[NB * 256];\n"
+      "  static lt_q16x q[NB * 8];\n"
+      "  for (int i = 0; i < ROWS * NB * bytes; i++) w[i] = (unsigned char)rnd();\n"
+      "  for (int i = 0; i < ROWS * NB; i++)\n"
+      "    for (int h = 0; h < nh; h++) {\n"
+      "      unsigned v = 0x2000u | (rnd() & 0x3ffu) | (rnd() & 1u) << 15;\n"
+      "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
+      "    }\n"
+      "  for (int i = 0; i < NB * elems; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;\n"
+      "  for (int i = 0; i < NB * elems / 32; i++) lt_q16_block(x + 32 * i, q + i);\n"
+      "  for (int r = 0; r < ROWS; r++) {\n"
+      "    float v = dot(w, (long long)r * NB, NB, q);\n"
+      "    unsigned u;\n"
+      "    memcpy(&u, &v, 4);\n"
+      "    printf(\"%08x\\n\", u);\n"
+      "  }\n"
+      "}\n"
+      "#define ROWS(f, bytes, elems, ...) { const int h[] = {__VA_ARGS__}; rows(bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f); }\n"
+      "int main(void) {\n"
+      "  ROWS(q8_0, 34, 32, 0) ROWS(q4_0, 18, 32, 0) ROWS(q4_1, 20, 32, 0, 2) ROWS(q5_0, 22, 32, 0)\n"
+      "  ROWS(q5_1, 24, 32, 0, 2) ROWS(q4_k, 144, 256, 0, 2) ROWS(q5_k, 176, 256, 0, 2) ROWS(q6_k, 210, 256, 208)\n"
+      "  return 0;\n}\n");
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(sb_str(&src), f);
+  fclose(f);
+  sb_free(&src);
+  const char *forms[] = {"", "-mno-avx512f"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(out[i], sizeof out[i], "%s/out%d", dir, i);
+    snprintf(cmd, sizeof cmd, "cc -O3 -march=native -std=c11 -ffp-contract=fast -w %s -o %s %s -lm && %s > %s",
+             forms[i], exe, path, exe, out[i]);
+    assert_int_equal(system(cmd), 0);
+    unlink(exe);
+  }
+  char *a = read_text(out[0]), *c = read_text(out[1]);
+  assert_non_null(a);
+  assert_non_null(c);
+  assert_int_equal((int)strlen(a), 8 * 9 * 9); /* 8 formats x 9 rows, 9 characters a line */
+  assert_string_equal(a, c);
+  free(a);
+  free(c);
+  unlink(out[0]);
+  unlink(out[1]);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
       cmocka_unit_test(cuda_gemv_decodes_eight_at_once),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
       cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies), cmocka_unit_test(int_dots_match_decoded),
+      cmocka_unit_test(int_dot_forms_agree_bitwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,9 @@ FusionPolicy fusion_policy_for(Target t) {
   /* On the GPU a decode-time GEMV is bound by its weights: recomputing a norm's output (x * scale * w,
    * three inputs) inside the q, k and v projections costs less than a kernel that stores it. */
   if (t == TARGET_CUDA) p.shared_max_inputs = 3;
+  /* On the CPU a GEMV's dot products are its time: RoPE reading the q and k projections at two positions made
+   * each point compute two of them; the projection in its own kernel computes each once. */
+  if (t == TARGET_CPU) p.realize_reread = 1;
   return p;
 }
 

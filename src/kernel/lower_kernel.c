@@ -171,7 +171,8 @@ static void lower_body(Lower *L) {
     loop->lo = ex_int(P, 0);
     loop->hi = npoints;
     loop->step = ex_int(P, 1);
-    if (L->s.omp == 2) loop->cond = ex_bin(P, X_LE, ex_int(P, OMP_MIN_WORK), ex_mul(P, npoints, work_of_point(L)));
+    if (L->s.omp == 2)
+      loop->cond = ex_bin(P, X_LE, ex_int(P, OMP_MIN_RUNTIME_WORK), ex_mul(P, npoints, work_of_point(L)));
     kl_st_add(L, root, loop);
     emit_point(L, loop, ex_var(P, pv));
     kk->grid = ex_int(P, 1);

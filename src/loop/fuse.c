@@ -77,6 +77,10 @@ static Expr *expand_reduction(Builder *b, const TNode *n, Expr *const *idx) {
     int same = 1;
     for (int d = 0; d < rank && same; d++) same = (n->axes & (1u << d)) || b->keys[i].idx[d] == idx[d];
     if (same) return ex_acc(b->pool, i, b->k->phases[i].acc_dtype);
+    if (b->pol->realize_reread) {
+      request_realize(b, n->id);
+      return NULL;
+    }
   }
   if (b->k->nphase >= L_MAX_PHASES) {
     request_realize(b, n->id);

@@ -81,6 +81,8 @@ typedef struct FusionPolicy {
                                  at most this many buffers (and no reduction); otherwise it gets a buffer */
   int inline_costly_prologue; /* inline transcendental math (exp, sigmoid, ...) into a reduction body that
                                  would recompute it for every point of another parallel axis */
+  int realize_reread;         /* a reduction one kernel reads at two indices (RoPE's rotate-half of a projection)
+                                 gets a buffer, instead of two phases computing it twice a point */
 } FusionPolicy;
 
 FusionPolicy fusion_policy_default(void);

@@ -70,6 +70,11 @@ typedef struct Schedule {
 /* Work (points times their reduction and inner elements) from which a CPU kernel takes OpenMP: a
  * parallel region costs microseconds (more on a loaded machine). */
 #define OMP_MIN_WORK 262144
+/* The same where the sizes are known only at run time (Schedule.omp = 2): attention's softmax and P x V, whose
+ * elements are scalar and strided (P x V over 161 keys of SmolLM2: ~0.75 ns an element on one core, against
+ * 0.06 for a GEMV's integer dot products), and the blocked variants. A team of two there costs ~0.6 us; P x V
+ * over 161 keys took 70 us alone and 37 us on two cores. */
+#define OMP_MIN_RUNTIME_WORK 32768
 
 /* How f32 activations meet bf16 weights in tensor-core GEMMs, named as in PyTorch's
  * torch.set_float32_matmul_precision: highest = no tensor cores (f32 FMAs), high = the activation split

@@ -88,7 +88,10 @@ static void cuda_gemv_decodes_eight_at_once(void **state) {
     assert_contains(c, want);
     snprintf(want, sizeof want, "lt_dq8_%s(v, ", QUANTS[t]);
     assert_contains(c, want);
-    snprintf(want, sizeof want, "+ lt_qd8_%s(w, ", QUANTS[t]); /* the decode GEMV: a dot product a vector */
+    /* the decode GEMV: a dot product a vector, its blocks loaded a loop step ahead */
+    snprintf(want, sizeof want, "= lt_qld_%s(w + (", QUANTS[t]);
+    assert_contains(c, want);
+    snprintf(want, sizeof want, "+ lt_qdr_%s(", QUANTS[t]);
     assert_contains(c, want);
     if (nvrtc_available()) {
       Diag d = {0};

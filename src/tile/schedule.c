@@ -160,8 +160,9 @@ static void quant_bytes_fn(void *ctx, const Expr *e) {
  * re-read the activations (a whole row of them per weight row, from L1) and compute their addresses. R rows a
  * warp share those, and put R weight loads a step in flight: R is the smallest that gets a lane's step 16 bytes of
  * weights (q4_0, q4_k, q5, q6_k: 4; q8_0: 2; a gate and an up projection read together count both), halved while the
- * grid would give a multiprocessor fewer than 8 warps (two a scheduler) to switch between. Plain f32 / bf16 weights
- * keep one row. LATHE_GEMV_ROWS=1, 2, 4, 8 overrides. */
+ * grid would give a multiprocessor fewer than 8 warps (two a scheduler) to switch between (a warp per row already
+ * means 32 rows a multiprocessor or more, so this bites only past 4 rows). Plain f32 / bf16 weights keep one row.
+ * LATHE_GEMV_ROWS=1, 2, 4, 8 overrides. */
 static int choose_gemv_rows(const LKernel *k, const TargetDesc *dev, const Schedule *s) {
   Schedule probe = *s;
   probe.gemv_rows = 2;

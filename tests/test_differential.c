@@ -382,6 +382,7 @@ static void build_cases(void) {
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = qd8_call[t];
+    cases[ncases - 1].cuda_has_too = "__syncwarp();\n    for ("; /* one step a thread: its loads kept first */
     /* the same with LATHE_QUANT_PIPELINE=0: each step loads its own blocks */
     snprintf(name, sizeof name, "quant_gemv_unpipelined_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",

@@ -204,6 +204,18 @@ int rc_put_pipelined_loop(Render *R, const KStmt *s, int level) {
   sb_puts(o, " : 0;\n");
   rc_cse_end(R);
   for (int i = 0; i < n; i++) put_block_load(R, dots[i], s->var, ex_var(P, nv), next[i], 1, level + 1);
+  /* a loop of one step a thread (a block per row whose K is 32 threads' vectors: most decode projections): ptxas
+   * would interleave the loads above with the arithmetic again, but keeps them above a warp fence, so the step's
+   * blocks are all in flight before any arithmetic (over several steps the loads cross the back edge instead: a fence
+   * there only costs registers, and ptxas moves the next step's loads past one in the loop). Every lane of the warp
+   * reaches it where the lanes share the sums (a warp or a block a point: the points' guards are the same for the
+   * whole warp). */
+  const int fence =
+      R->kk->sched.red != RS_SERIAL && s->hi->op == X_CONST && s->step->op == X_CONST && s->hi->ival <= s->step->ival;
+  if (fence) {
+    sb_indent(o, level + 1);
+    sb_puts(o, "__syncwarp();\n");
+  }
   rc_cse_begin(R, roots, 3, level + 1);
   sb_indent(o, level + 1);
   sb_printf(o, "for (%s %s = ", R->dl->i64, v);

@@ -23,6 +23,8 @@ typedef struct Case {
   const char *quant_unroll; /* LATHE_QUANT_UNROLL while the case compiles, or NULL */
   const char *quant_dot;    /* LATHE_QUANT_DOT while the case compiles, or NULL */
   const char *cpu_has;      /* text the C must contain (on the CPU), or NULL */
+  const char *gemv_rows;    /* LATHE_GEMV_ROWS while the case compiles, or NULL */
+  const char *pipeline;     /* LATHE_QUANT_PIPELINE while the case compiles, or NULL */
 } Case;
 
 static Case cases[1024];
@@ -70,6 +72,8 @@ static void run_case(void **state) {
   Diag d = {0};
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, tc->quant_unroll);
   if (tc->quant_dot) setting_set(SET_QUANT_DOT, tc->quant_dot);
+  if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, tc->gemv_rows);
+  if (tc->pipeline) setting_set(SET_QUANT_PIPELINE, tc->pipeline);
   Compilation *c = compilation_new(target, &tc->fusion);
   if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
   if (target == TARGET_CPU && tc->cpu_has && !strstr(sb_str(&c->code), tc->cpu_has))
@@ -99,6 +103,8 @@ static void run_case(void **state) {
   if (target == TARGET_CUDA) { /* the GPU run above already compiled it with NVRTC */
     if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
     if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
+    if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, NULL);
+    if (tc->pipeline) setting_set(SET_QUANT_PIPELINE, NULL);
     return;
   }
 
@@ -118,6 +124,8 @@ static void run_case(void **state) {
   compilation_free(g);
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
   if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
+  if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, NULL);
+  if (tc->pipeline) setting_set(SET_QUANT_PIPELINE, NULL);
 }
 
 static void build_cases(void) {
@@ -369,13 +377,22 @@ static void build_cases(void) {
     cases[ncases - 1].cuda_has = "lt_dq_";
     /* a decode GEMV long enough for CUDA's eight-element dot products over the blocks (lt_qd8_*), gate and up
      * sharing the loop */
-    static char qd8_call[8][32], dq8_call[8][32];
-    snprintf(qd8_call[t], sizeof qd8_call[t], "+ lt_qd8_%s(w, ", QUANTS[t]);
+    static char qd8_call[8][32], dq8_call[8][32], qd8_plain[8][32];
+    /* the loop loads the blocks of its next step ahead (lt_qld_*), row by row */
+    snprintf(qd8_call[t], sizeof qd8_call[t], "= lt_qld_%s(w + (", QUANTS[t]);
+    snprintf(qd8_plain[t], sizeof qd8_plain[t], "+ lt_qd8_%s(w + (", QUANTS[t]);
     snprintf(dq8_call[t], sizeof dq8_call[t], "lt_dq8_%s(w, ", QUANTS[t]);
     snprintf(name, sizeof name, "quant_gemv_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = qd8_call[t];
+    cases[ncases - 1].cuda_has_too = "__syncwarp();\n    for ("; /* one step a thread: its loads kept first */
+    cases[ncases - 1].pipeline = "1";
+    /* the same by default (LATHE_QUANT_PIPELINE=0): each step loads its own blocks */
+    snprintf(name, sizeof name, "quant_gemv_unpipelined_%s", QUANTS[t]);
+    add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
+             QUANTS[t], QUANTS[t]);
+    cases[ncases - 1].cuda_has = qd8_plain[t];
     /* the same with LATHE_QUANT_DOT=0: each element decoded to f32 (lt_dq8_*), then multiplied */
     snprintf(name, sizeof name, "quant_gemv_decoded_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
@@ -390,6 +407,22 @@ static void build_cases(void) {
              "w: %s[7,%d]; g: f32[%d]; x: f32[1,%d]\nreturn linear(rms_norm(x, g, 1e-6), w), linear(x, w)", QUANTS[t],
              odd_k, odd_k, odd_k);
     cases[ncases - 1].cuda_has = qd8_call[t];
+    /* several output rows a warp (LATHE_GEMV_ROWS: 2, 4, 8): 4301 rows (enough for a warp per row on an H200),
+     * not a multiple of any (a last partial block of rows one at a time), the odd K, gate and up sharing the loop
+     * over a norm's output, and one more plain projection of the same weight */
+    static char rows_at[8][3][32];
+    for (int r = 0; r < 3; r++) {
+      static const char *R[] = {"2", "4", "8"};
+      snprintf(name, sizeof name, "quant_gemv_rows%s_%s", R[r], QUANTS[t]);
+      add_case(name, NULL, 0,
+               "w: %s[4301,%d]; v: %s[4301,%d]; g: f32[%d]; x: f32[1,%d]\nh = rms_norm(x, g, 1e-6)\n"
+               "return silu(linear(h, w)) * linear(h, v), linear(x, w)",
+               QUANTS[t], odd_k, QUANTS[t], odd_k, odd_k, odd_k);
+      snprintf(rows_at[t][r], sizeof rows_at[t][r], "row0 = (i1 * %s)", R[r]);
+      cases[ncases - 1].cuda_has = qd8_call[t];
+      cases[ncases - 1].cuda_has_too = rows_at[t][r];
+      cases[ncases - 1].gemv_rows = R[r];
+    }
     /* the same with LATHE_QUANT_UNROLL=16: eight vectors a step (all 2048 columns of a warp's row in one step) */
     snprintf(name, sizeof name, "quant_gemv_unroll_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",

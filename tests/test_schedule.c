@@ -366,6 +366,47 @@ static void store_vec_setting(void **state) {
   setting_set(SET_STORE_VEC, NULL);
 }
 
+/* Output rows a warp in a decode GEMV (Schedule.gemv_rows): the fewest that give a lane's step 16 bytes of
+ * quantized weights, halved while fewer than 8 warps would run on each multiprocessor; one for bf16 weights and
+ * for a block per row (few rows); LATHE_GEMV_ROWS forces it wherever a warp computes a row. */
+static void gemv_rows_default(void **state) {
+  (void)state;
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: q4_0[12288,4096]; y = linear(x, w)").gemv_rows, 4);
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: q6_k[12288,4096]; y = linear(x, w)").gemv_rows, 4);
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: q8_0[12288,4096]; y = linear(x, w)").gemv_rows, 2);
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: bf16[12288,4096]; y = linear(x, w)").gemv_rows, 0);
+  /* the fewest rows with a warp each (4224 = 32 a multiprocessor) still give 8 warps a multiprocessor at 4 a warp */
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: q4_0[4224,4096]; y = linear(x, w)").gemv_rows, 4);
+  /* gate and up read 9 bytes of q4_0 a step together */
+  assert_int_equal(
+      cuda_default("x: f32[1,4096]; g: q4_0[12288,4096]; u: q4_0[12288,4096]; y = silu(linear(x, g)) * linear(x, u)")
+          .gemv_rows,
+      2);
+  Schedule few = cuda_default("x: f32[1,4096]; w: q4_0[2048,4096]; y = linear(x, w)");
+  assert_int_equal(few.red, RS_BLOCK);
+  assert_int_equal(few.gemv_rows, 0);
+  setting_set(SET_GEMV_ROWS, "8");
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: bf16[12288,4096]; y = linear(x, w)").gemv_rows, 8);
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: q4_0[2048,4096]; y = linear(x, w)").gemv_rows, 0);
+  setting_set(SET_GEMV_ROWS, "1");
+  assert_int_equal(cuda_default("x: f32[1,4096]; w: q4_0[12288,4096]; y = linear(x, w)").gemv_rows, 0);
+  setting_set(SET_GEMV_ROWS, NULL);
+  /* the tile stage prints it, and a schedule asking for it where a block computes a row is refused */
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  if (!compile_source(c, "x: f32[1,4096]; w: q4_0[12288,4096]; y = linear(x, w)", ST_TILE, &d)) fail_msg("%s", d.msg);
+  StrBuf b = {0};
+  tile_print(&b, c->tile);
+  assert_non_null(strstr(sb_str(&b), " gemv-rows=4(i1)"));
+  sb_free(&b);
+  Schedule s = c->tile->kernels[0].s;
+  s.red = RS_BLOCK;
+  d = (Diag){0};
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_non_null(strstr(d.msg, "output rows a warp"));
+  compilation_free(c);
+}
+
 /* A block fill (Schedule.block_fill): at most that many blocks, each walking the rows that far apart with a
  * barrier between rows; the tile stage prints it, NVRTC compiles it, and it is refused without a block per row. */
 static void block_fill_walks_rows(void **state) {
@@ -415,6 +456,7 @@ int main(void) {
       cmocka_unit_test(rows_in_l2_default),
       cmocka_unit_test(store_vec_setting),
       cmocka_unit_test(block_fill_walks_rows),
+      cmocka_unit_test(gemv_rows_default),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/hash.h"
+#include "../base/settings.h"
 
 void rc_fail(Render *R, const char *fmt, ...) {
   if (!R->failed) {
@@ -634,37 +635,6 @@ static void put_qdot(Render *R, const KStmt *s, int level) {
   rc_cse_end(R);
 }
 
-/* CUDA, KS_VQDOT: acc = acc + lt_qd8_FORMAT(w, flat index, the 8 activations) */
-static void put_vqdot(Render *R, const KStmt *s, int level) {
-  StrBuf *o = R->out;
-  const Expr *w = s->value;
-  if (R->dl == &rc_dialect_c) {
-    refuse(R, "8-element dot products over quantized weights");
-    return;
-  }
-  if (!w || w->op != X_LOAD || !dtype_is_quant(w->dtype) || w->dtype != s->dtype || s->tmp < 0 ||
-      s->tmp >= R->kk->ntmps || s->xtmp < 0 || s->xtmp + 8 > R->kk->ntmps || !R->buf_name[w->ival]) {
-    rc_fail(R, "malformed quantized dot product");
-    return;
-  }
-  Expr *roots[1] = {rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a)};
-  rc_cse_begin(R, roots, 1, level);
-  sb_indent(o, level);
-  sb_puts(o, "{\n");
-  sb_indent(o, level + 1);
-  sb_puts(o, "const float lt_x[8] = {");
-  for (int i = 0; i < 8; i++) sb_printf(o, "%s%s", i ? ", " : "", R->tmp_name[s->xtmp + i]);
-  sb_puts(o, "};\n");
-  const char *t = R->tmp_name[s->tmp];
-  sb_indent(o, level + 1);
-  sb_printf(o, "%s = %s + lt_qd8_%s(%s, ", t, t, dtype_name(s->dtype), R->buf_name[w->ival]);
-  rc_put_ref(R, o, roots[0]);
-  sb_puts(o, ", lt_x);\n");
-  sb_indent(o, level);
-  sb_puts(o, "}\n");
-  rc_cse_end(R);
-}
-
 static void put_stmt(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   switch (s->kind) {
@@ -675,6 +645,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
       refuse(R, "parallel-for");
       return;
     }
+    if (s->kind == KS_FOR && setting_bool(SET_QUANT_PIPELINE, 0) && rc_put_pipelined_loop(R, s, level)) return;
     Expr *roots[4] = {s->lo ? s->lo : ex_int(R->pool, 0), s->hi, s->step ? s->step : ex_int(R->pool, 1), NULL};
     if (s->kind == KS_PARFOR) roots[0] = ex_int(R->pool, 0), roots[2] = ex_int(R->pool, 1);
     int nroots = s->kind == KS_PARFOR && s->cond ? 4 : 3;
@@ -767,7 +738,7 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     else put_qrow(R, s, level);
     return;
   case KS_QDOT: put_qdot(R, s, level); return;
-  case KS_VQDOT: put_vqdot(R, s, level); return;
+  case KS_VQDOT: rc_put_vqdot(R, s, level); return;
   case KS_VSTORE: put_vstore(R, s, level); return;
   case KS_MMA:
     if (!R->dl->templates) {

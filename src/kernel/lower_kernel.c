@@ -96,7 +96,9 @@ static void emit_point(Lower *L, KStmt *seq, Expr *p) {
   int var = k->par[a].var;
   Expr *base = kl_decl_tmp(L, seq, DT_I64, "row0", ex_mul(P, L->var_map[var], ex_int(P, R)), NULL);
   Expr *left = ex_bin(P, X_SUB, k->par[a].extent, base);
-  KStmt *full = kl_st_if(L, seq, ex_bin(P, X_LE, ex_int(P, R), left));
+  /* a constant extent that R divides has no partial block */
+  const int whole = k->par[a].extent->op == X_CONST && k->par[a].extent->ival % R == 0;
+  KStmt *full = whole ? seq : kl_st_if(L, seq, ex_bin(P, X_LE, ex_int(P, R), left));
   L->nrows = R;
   L->row_var = var;
   L->row_base = base;
@@ -107,6 +109,7 @@ static void emit_point(Lower *L, KStmt *seq, Expr *p) {
     emit_inner(L, full);
   }
   L->nrows = 1;
+  if (whole) return;
   KStmt *rest = kl_st_if(L, seq, ex_bin(P, X_LT, left, ex_int(P, R)));
   int tv = kl_new_var(L, "t");
   KStmt *loop = kl_st_for(L, rest, tv, ex_int(P, 0), left, ex_int(P, 1));
@@ -323,6 +326,12 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, Bui
   L.d = d;
   if (!check_schedule(&L)) return 0;
   if (L.s.vec < 1) L.s.vec = 1;
+  /* the kernel itself as several values of its last parallel axis a point (Schedule.gemv_rows): the blocked
+   * points of register blocking, on that axis */
+  if (b.kind == KIND_LOOP && L.target == TARGET_CUDA && L.s.rows <= 1 && tile_gemv_rows_apply(k, &L.s)) {
+    L.s.rows = L.s.gemv_rows;
+    L.s.row_axis = k->npar - 1;
+  }
   if (k->out_buf < 0 || k->out_buf >= lp->nbufs) {
     diag_error(d, 0, 0, "kernel %s: output buffer %d does not exist", k->name, k->out_buf);
     return 0;

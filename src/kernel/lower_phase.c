@@ -347,11 +347,25 @@ static int joins_group(const LKernel *k, int first, int next) {
   return !s.hit;
 }
 
+/* The bytes of a block that CUDA's 8-element dot product reads (render_quant.c's lt_qld_FORMAT): the elements' 8
+ * bytes of bits (q5_0, q5_k, q6_k: also their high bits) and the scales (q4_k, q5_k: the block's 16-byte head). */
+static int quant_vector_bytes(DType t) {
+  switch (t) {
+  case DT_Q5_0:
+  case DT_Q5_1: return 16;
+  case DT_Q4_K: return 24;
+  case DT_Q5_K: return 32;
+  case DT_Q6_K: return 20;
+  default: return 12;
+  }
+}
+
 /* Unrolling (at most Schedule.unroll where set): U vectors per loop step, their loads issued before any use, so each
  * thread keeps U times the bytes in flight (a GEMV with few rows is latency-bound otherwise). Every thread has the same
  * number of vectors and U divides it (the loop checks only the first vector of a step, so there is no
  * remainder to guard), and U * (vector loads per step) stays <= 8 to bound registers. */
-static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads, int quant) {
+static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads, int nquant, int qbytes) {
+  const int quant = nquant > 0;
   if (V <= 1 || ph->axes[0].extent->op != X_CONST) return 1;
   int64_t chunk = (int64_t)coop_threads(L) * V;   /* elements per pass of all threads */
   if (ph->axes[0].extent->ival % chunk) return 1; /* threads differ in their number of vectors */
@@ -364,8 +378,16 @@ static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads, int
     if (ok && q >= 2 && q <= 16 && !(q & (q - 1))) most = (int)q, bound = 2 * (int)q;
   }
   if (L->s.unroll > 0 && L->s.unroll < most) most = L->s.unroll; /* Schedule.unroll caps it */
+  /* R rows of quantized weights a point (register blocking on CUDA: a GEMV's rows a warp) share the activations'
+   * loads, so a row's share of the loads counts; the bytes of the U * nquant block vectors a step holds (one a row
+   * and weight; twice: a pipelined loop loads the next step's during this one's, render_qdot.c) stay within 192
+   * (48 registers each time: q4_0's 10-byte vectors 16 a step, q4_k's 24-byte ones 8, q5_k's 32-byte ones 4) */
+  const int cuda_quant = quant && L->target == TARGET_CUDA;
+  const int R = cuda_quant && L->nrows > 1 ? L->nrows : 1;
+  if (R > 1) nloads = (nloads + R - 1) / R;
   for (int u = most; u > 1; u /= 2)
-    if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= bound) return u;
+    if (per_thread % u == 0 && u * (nloads > 0 ? nloads : 1) <= bound && (!cuda_quant || u * nquant * qbytes <= 192))
+      return u;
   return 1;
 }
 
@@ -809,9 +831,13 @@ static void emit_group(Lower *L, KStmt *seq, int first, int n) {
     for (int e = 0; e < ne; e++) find_vec_loads(&probe, subst_var(P, body[e], uv, ex_int(P, 0)), 0);
     memo_free(&probe.seen[0]);
     memo_free(&probe.seen[1]);
-    int quant = 0;
-    for (int j = 0; j < probe.n; j++) quant |= dtype_is_quant(probe.load[j]->dtype);
-    int U = phase_unroll(L, ph, V, probe.n, quant);
+    int nquant = 0, qbytes = 0;
+    for (int j = 0; j < probe.n; j++)
+      if (dtype_is_quant(probe.load[j]->dtype)) {
+        nquant++;
+        if (quant_vector_bytes(probe.load[j]->dtype) > qbytes) qbytes = quant_vector_bytes(probe.load[j]->dtype);
+      }
+    int U = phase_unroll(L, ph, V, probe.n, nquant, qbytes);
     Expr *step = ex_mul(P, stride, ex_int(P, V)); /* between unrolled vectors */
     KStmt *loop =
         kl_st_for(L, seq, rv, ex_mul(P, start, ex_int(P, V)), ph[0].axes[0].extent, ex_mul(P, step, ex_int(P, U)));

@@ -101,6 +101,17 @@ int tile_knobs_check(const LKernel *k, const TargetDesc *dev, const Schedule *s,
     diag_error(d, 0, 0, "kernel %s: unrolling of %d vectors (0 automatic, 1, 2 or 4)", name, s->unroll);
     return 0;
   }
+  if (s->gemv_rows != 0 && s->gemv_rows != 1 && s->gemv_rows != 2 && s->gemv_rows != 4 && s->gemv_rows != 8) {
+    diag_error(d, 0, 0, "kernel %s: %d output rows a warp (0 or 1 off, 2, 4 or 8)", name, s->gemv_rows);
+    return 0;
+  }
+  if (s->gemv_rows > 1 && (dev->kind != TARGET_CUDA || !tile_gemv_rows_apply(k, s))) {
+    diag_error(d, 0, 0,
+               "kernel %s: %d output rows a warp need CUDA, a warp per point, sums, no inner loop and a last parallel "
+               "axis of at least that constant extent whose sums stream a buffer independent of it",
+               name, s->gemv_rows);
+    return 0;
+  }
   if (s->store_vec > 1 && dev->kind != TARGET_CUDA) { /* the CPU's inner loops take `vec` */
     diag_error(d, 0, 0, "kernel %s: a store vector width is a CUDA knob (the CPU's inner loops use vec)", name);
     return 0;

@@ -134,6 +134,55 @@ static void choose_rows(const LKernel *k, const TargetDesc *dev, Schedule *s) {
     }
 }
 
+int tile_gemv_rows_apply(const LKernel *k, const Schedule *s) {
+  if (s->gemv_rows < 2 || s->red != RS_WARP || k->npar < 1 || k->nphase < 1 || k->ninner > 0) return 0;
+  const LAxis *a = &k->par[k->npar - 1];
+  return a->extent->op == X_CONST && a->extent->ival >= s->gemv_rows && a->var < 64 &&
+         tile_streams_independent_of(k, a->var);
+}
+
+typedef struct QuantBytes {
+  double per_elem; /* bytes per element of the quantized loads seen, each buffer once */
+  int buf[8], nbuf;
+} QuantBytes;
+
+static void quant_bytes_fn(void *ctx, const Expr *e) {
+  QuantBytes *q = ctx;
+  if (e->op != X_LOAD || !dtype_is_quant(e->dtype) || q->nbuf == 8) return;
+  for (int i = 0; i < q->nbuf; i++)
+    if (q->buf[i] == (int)e->ival) return;
+  q->buf[q->nbuf++] = (int)e->ival;
+  q->per_elem += (double)dtype_block_bytes(e->dtype) / dtype_block_elems(e->dtype);
+}
+
+/* Output values a warp computes in a decode GEMV over quantized weights (Schedule.gemv_rows): a lane's step reads 8
+ * elements of each weight row, 4.5 bytes of q4_0 against bf16's one 16-byte vector, so the step does little but
+ * re-read the activations (a whole row of them per weight row, from L1) and compute their addresses. R rows a
+ * warp share those, and put R weight loads a step in flight: R is the smallest that gets a lane's step 16 bytes of
+ * weights (q4_0, q4_k, q5, q6_k: 4; q8_0: 2; a gate and an up projection read together count both), halved while the
+ * grid would give a multiprocessor fewer than 8 warps (two a scheduler) to switch between (a warp per row already
+ * means 32 rows a multiprocessor or more, so this bites only past 4 rows). Plain f32 / bf16 weights keep one row.
+ * LATHE_GEMV_ROWS=1, 2, 4, 8 overrides. */
+static int choose_gemv_rows(const LKernel *k, const TargetDesc *dev, const Schedule *s) {
+  Schedule probe = *s;
+  probe.gemv_rows = 2;
+  if (!tile_gemv_rows_apply(k, &probe)) return 0;
+  int ok = 1;
+  long forced = setting_int(SET_GEMV_ROWS, 0, &ok);
+  if (ok && (forced == 1 || forced == 2 || forced == 4 || forced == 8)) {
+    probe.gemv_rows = (int)forced;
+    return forced > 1 && tile_gemv_rows_apply(k, &probe) ? (int)forced : 0;
+  }
+  QuantBytes q = {0};
+  for (int i = 0; i < k->nphase; i++) ex_visit(k->phases[i].body, quant_bytes_fn, &q);
+  if (q.per_elem <= 0) return 0;
+  int R = 1;
+  while (R < 8 && R * 8 * q.per_elem < 16) R *= 2;
+  const int64_t rows = k->par[k->npar - 1].extent->ival;
+  while (R > 1 && rows / R < 8 * (int64_t)dev->sms) R /= 2;
+  return R > 1 ? R : 0;
+}
+
 /* A row-wise normalization (RMSNorm, LayerNorm, softmax): reductions over a row of constant length, then that
  * row written (one inner axis of the same length). Its elements per row; 0 for any other kernel. */
 static int64_t normalized_row(const LKernel *k) {
@@ -215,6 +264,7 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   }
   /* Reductions read 8 consecutive elements per thread step: one 16-byte load of bf16 weights. */
   s.vec = 8;
+  s.gemv_rows = choose_gemv_rows(k, dev, &s);
   /* LATHE_STORE_VEC=4: a normalization's write pass in 16-byte vectors (Schedule.store_vec; kernel/lower_phase.c
    * keeps one element a step where the row does not split into whole vectors for the threads) */
   if (normalized_row(k) > 0) {

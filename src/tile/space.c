@@ -23,6 +23,7 @@ static Schedule canonical(Schedule s, Target t) {
   if (s.red != RS_BLOCK || s.flash_decode || t != TARGET_CUDA) s.block_fill = 0;
   if (s.store_vec < 2 || t != TARGET_CUDA) s.store_vec = 0;
   if (s.vec < 2 || t != TARGET_CUDA) s.unroll = 0; /* unrolling counts vectors */
+  if (s.gemv_rows < 2 || t != TARGET_CUDA || s.red != RS_WARP) s.gemv_rows = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
   else s.omp = 0, s.rows_omp = 0;
   return s;
@@ -153,6 +154,17 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
                 s.decode_fill = decode_fills[dc];
                 add(&b, s);
               }
+  /* output rows a warp (Schedule.gemv_rows): off, 2, 4 and 8 for each warp-per-point candidate of 8-element vectors
+   * (schedule_check keeps those whose kernel takes them); those without a blocked variant first, so that where the
+   * variant does not run (schedule_space_at) each form is represented by one without it */
+  for (int pass = 0, n = b.n; pass < 2 && dev->kind == TARGET_CUDA; pass++)
+    for (int i = 0; i < n; i++)
+      if (b.s[i].red == RS_WARP && b.s[i].vec == 8 && !b.s[i].flash_decode && (b.s[i].rows > 1) == pass)
+        for (int r = 1; r <= 8; r *= 2) {
+          Schedule s = b.s[i];
+          s.gemv_rows = r > 1 ? r : 0;
+          add(&b, s);
+        }
   (void)d;
   out->s = b.s;
   out->n = b.n;

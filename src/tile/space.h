@@ -28,7 +28,7 @@ int tile_print_candidates(StrBuf *b, const TileProgram *tp, Diag *d);
 
 /* A schedule as one line of `key=value` words in a fixed order (two schedules are equal exactly when their
  * texts are): red=block threads=256 vec=8 omp=0 rows=8 axis=0 serial=0 mma=2 flash=0 decode=0 dfill=0
- * fill=264 lib=1 romp=0 bfill=0, then svec=N and unroll=N only where they are set (not 0) */
+ * fill=264 lib=1 romp=0 bfill=0, then svec=N, unroll=N and grows=N only where they are set (not 0) */
 void schedule_format(StrBuf *b, const Schedule *s);
 /* The inverse of schedule_format (words in any order, missing ones 0 / off); 0 with d naming the word. */
 int schedule_parse(const char *text, Schedule *out, Diag *d);

@@ -65,6 +65,11 @@ typedef struct Schedule {
   /* vectors per loop step of a vectorized one-axis reduction (their loads issued before any use): 0 = as many as
    * divide the thread's vectors, up to 4 and 8 vector loads a step (lower_phase.c); 1, 2 or 4: at most that many */
   int unroll;
+  /* CUDA, the kernel itself (not its blocked variant): each point is this many consecutive values of the last
+   * parallel axis (of constant extent), their sums in one loop, so the buffers that do not depend on that axis
+   * (a decode GEMV's activation row) are read once for all of them and each value's own loads (its weight row)
+   * are in flight together; 0 or 1: one value a point. LATHE_GEMV_ROWS overrides the default's choice. */
+  int gemv_rows;
 } Schedule;
 
 /* Work (points times their reduction and inner elements) from which a CPU kernel takes OpenMP: a
@@ -131,6 +136,10 @@ typedef struct TileProgram {
 /* The default schedule for one kernel (of p) on one device (the function the tuner will replace): tensor
  * cores, flash attention and flash-decoding only where the matchers accept the nest. */
 Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc *dev);
+/* Whether kernel k's own form (not its blocked variant) takes s->gemv_rows values of its last parallel axis a point
+ * (Schedule.gemv_rows): CUDA, a warp per point, sums and no inner loop, the axis of constant extent (at least that
+ * many) with some reduction streaming a buffer that does not depend on it. */
+int tile_gemv_rows_apply(const LKernel *k, const Schedule *s);
 /* Whether schedule s is legal for kernel k (of p) on the device: the knobs' ranges (vector width,
  * rows, threads per block against the device), and every kernel kind it asks for (tensor-core GEMM,
  * flash attention, flash-decoding) against the matchers and the device (bf16 mma). 0 with d saying

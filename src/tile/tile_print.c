@@ -85,6 +85,9 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
       sb_printf(b, " rows=%d(%s)", s->rows,
                 k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
+    if (tp->target == TARGET_CUDA && tile_gemv_rows_apply(k, s))
+      sb_printf(b, " gemv-rows=%d(%s)", s->gemv_rows,
+                k->var_names[k->par[k->npar - 1].var] ? k->var_names[k->par[k->npar - 1].var] : "?");
     if (s->rows > 1 && tp->target == TARGET_CPU && s->rows_omp)
       sb_puts(b, s->rows_omp == 2 ? " rows-omp-if-large" : " rows-omp");
     if (s->mma) sb_printf(b, " mma=bf16x%d", s->mma);

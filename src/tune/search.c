@@ -19,12 +19,18 @@ const char *tune_stop_name(TuneStop s) {
 }
 
 int schedule_distance(const Schedule *a, const Schedule *b) {
-  const int fa[] = {a->red,          a->block_threads, a->vec,        a->omp,           a->rows,        a->row_axis,
-                    a->rows_serial,  a->mma,           a->flash,      a->flash_decode,  a->decode_fill, a->gemm_fill,
-                    a->gemm_library, a->rows_omp,      a->block_fill, a->store_vec > 1, a->unroll};
-  const int fb[] = {b->red,          b->block_threads, b->vec,        b->omp,           b->rows,        b->row_axis,
-                    b->rows_serial,  b->mma,           b->flash,      b->flash_decode,  b->decode_fill, b->gemm_fill,
-                    b->gemm_library, b->rows_omp,      b->block_fill, b->store_vec > 1, b->unroll};
+  const int fa[] = {a->red,           a->block_threads, a->vec,
+                    a->omp,           a->rows,          a->row_axis,
+                    a->rows_serial,   a->mma,           a->flash,
+                    a->flash_decode,  a->decode_fill,   a->gemm_fill,
+                    a->gemm_library,  a->rows_omp,      a->block_fill,
+                    a->store_vec > 1, a->unroll,        a->gemv_rows > 1 ? a->gemv_rows : 1};
+  const int fb[] = {b->red,           b->block_threads, b->vec,
+                    b->omp,           b->rows,          b->row_axis,
+                    b->rows_serial,   b->mma,           b->flash,
+                    b->flash_decode,  b->decode_fill,   b->gemm_fill,
+                    b->gemm_library,  b->rows_omp,      b->block_fill,
+                    b->store_vec > 1, b->unroll,        b->gemv_rows > 1 ? b->gemv_rows : 1};
   int n = 0;
   for (size_t i = 0; i < sizeof fa / sizeof fa[0]; i++) n += fa[i] != fb[i];
   return n;

@@ -406,7 +406,7 @@ static void build_cases(void) {
     add_case(name, NULL, 0,
              "w: %s[7,%d]; g: f32[%d]; x: f32[1,%d]\nreturn linear(rms_norm(x, g, 1e-6), w), linear(x, w)", QUANTS[t],
              odd_k, odd_k, odd_k);
-    cases[ncases - 1].cuda_has = qd8_call[t];
+    cases[ncases - 1].cuda_has = qd8_plain[t];
     /* several output rows a warp (LATHE_GEMV_ROWS: 2, 4, 8): 4301 rows (enough for a warp per row on an H200),
      * not a multiple of any (a last partial block of rows one at a time), the odd K, gate and up sharing the loop
      * over a norm's output, and one more plain projection of the same weight */
@@ -419,7 +419,7 @@ static void build_cases(void) {
                "return silu(linear(h, w)) * linear(h, v), linear(x, w)",
                QUANTS[t], odd_k, QUANTS[t], odd_k, odd_k, odd_k);
       snprintf(rows_at[t][r], sizeof rows_at[t][r], "row0 = (i1 * %s)", R[r]);
-      cases[ncases - 1].cuda_has = qd8_call[t];
+      cases[ncases - 1].cuda_has = qd8_plain[t];
       cases[ncases - 1].cuda_has_too = rows_at[t][r];
       cases[ncases - 1].gemv_rows = R[r];
     }
@@ -427,7 +427,7 @@ static void build_cases(void) {
     snprintf(name, sizeof name, "quant_gemv_unroll_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
-    cases[ncases - 1].cuda_has = qd8_call[t];
+    cases[ncases - 1].cuda_has = qd8_plain[t];
     cases[ncases - 1].cuda_has_too = "+= 2048)";
     cases[ncases - 1].quant_unroll = "16";
     /* a CPU prefill's register-blocked projections: the tile form (lt_qdott_*) over 8 rows at a time, for 21 rows

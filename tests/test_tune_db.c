@@ -261,7 +261,9 @@ static void model_layers_share_keys(void **state) {
     distinct += !seen;
   }
   /* about a dozen structures repeated in each of 30 layers, and the few before and after them */
-  assert_true(distinct <= 16); /* 15 today; numbering buffers past the 256th afresh at each use gave 18 */
+  /* 15 structures before RoPE read its projections at two indices; those two now have kernels of their own */
+  if (distinct > 18) fprintf(stderr, "distinct kernel keys: %d\n", distinct);
+  assert_true(distinct <= 18);
   free(keys);
   compilation_free(c);
 }

@@ -35,6 +35,15 @@ if python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j[
 else fail export_format "$(head -c 300 "$tmp/g.json")"; fi
 expect fit_small 0 'prior fitted on [0-9]+ pairs of 1 kernels written to' -- fit --from "$tmp/g.json" --out "$tmp/prior.json"
 if grep -q '"format": "lathe-prior"' "$tmp/prior.json"; then pass fit_writes_prior; else fail fit_writes_prior "no prior"; fi
+# a given prior file under the gate (the held-out check of bench/prior_holdout.sh), its reach stored and read back
+expect gate_given_prior 0 'prior gate: for [01] of 1 kernels' -- fit --gate --bar 0 --prior "$tmp/prior.json" --from "$tmp/g.json"
+expect fit_reach 0 'prior fitted on' -- fit --from "$tmp/g.json" --out "$tmp/reach1.json" --reach 1 --l2 0.001
+if grep -q '"reach": 1' "$tmp/reach1.json"; then pass fit_reach_stored; else fail fit_reach_stored "$(head -c 200 "$tmp/reach1.json")"; fi
+sed 's/"reach": 1/"reach": -2/' "$tmp/reach1.json" >"$tmp/badreach.json"
+expect_error gate_bad_reach 'badreach.json: "reach" must be a whole number >= 0' -- fit --gate --prior "$tmp/badreach.json" --from "$tmp/g.json"
+: >"$tmp/empty-prior.json"
+expect_error gate_empty_prior 'empty-prior.json: an empty prior' -- fit --gate --prior "$tmp/empty-prior.json" --from "$tmp/g.json"
+expect_error prior_needs_gate '--prior names a prior to check: it needs --gate' -- fit --prior "$tmp/prior.json" --from "$tmp/g.json"
 
 # each target its own prior: a directory of one CPU and one CUDA goldens file (and priors, which are not goldens)
 mkdir -p "$tmp/mixed"

@@ -14,6 +14,7 @@
 #include "tune/key.h"
 #include "tune/lookup.h"
 #include "tune/prior.h"
+#include "tune/search.h"
 #include "tune/tune.h"
 
 static int ok_fn(void *ctx, StrBuf *out) {
@@ -377,6 +378,34 @@ static void selection_by_prior(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* prior_pick: the best-scored candidate, but only within the prior's reach of the default (cand[0]), and only
+ * when it outscores the default; "reach" round-trips through the JSON. */
+static void prior_pick_within_reach(void **state) {
+  (void)state;
+  Prior p = {0};
+  p.loaded = 1;
+  p.w[4][0] = 1; /* log2 vec */
+  p.w[7][0] = 2; /* log2 rows */
+  double kf[PRIOR_KERNEL_FEATURES] = {1};
+  Schedule c[3] = {{0}};
+  c[0].red = RS_SERIAL, c[0].block_threads = 1, c[0].vec = 1, c[0].rows = 1;
+  c[1] = c[0], c[1].vec = 8;                                   /* one knob away */
+  c[2] = c[1], c[2].rows = 8, c[2].rows_serial = 1, c[2].row_axis = 1; /* three more */
+  assert_true(schedule_distance(&c[0], &c[1]) == 1);
+  assert_true(schedule_distance(&c[0], &c[2]) > 2);
+  assert_int_equal(prior_pick(&p, kf, c, 3), 2);
+  p.reach = 2;
+  assert_int_equal(prior_pick(&p, kf, c, 3), 1);
+  p.w[4][0] = -1; /* the near one now scores below the default: keep the default */
+  assert_int_equal(prior_pick(&p, kf, c, 3), 0);
+  char *text = prior_to_json(&p);
+  Prior back;
+  Diag d = {0};
+  assert_true(prior_parse(text, "round trip", &back, &d));
+  assert_int_equal(back.reach, 2);
+  free(text);
+}
+
 /* The prior reads the description it compiles for (its kernel features include the multiprocessors, and the
  * candidates it ranks are that description's space): a prior by which threads per point pay off the more SMs there
  * are (log2 threads weighted -0.8 + log2(SMs) / 8) picks 1024 threads for a GEMV of 512 rows on the h200's 132 SMs
@@ -608,6 +637,7 @@ int main(void) {
       cmocka_unit_test(selection_across_sizes),
       cmocka_unit_test(tensor_cores_kept_across_sizes),
       cmocka_unit_test(selection_by_prior),
+      cmocka_unit_test(prior_pick_within_reach),
       cmocka_unit_test(prior_follows_the_description),
       cmocka_unit_test(tuner_survives_planted_failures),
       cmocka_unit_test(budget_follows_default_time),

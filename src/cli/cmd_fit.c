@@ -1,5 +1,6 @@
 /* lathe fit: the learned prior fitted to the goldens (tune/prior.h), written as JSON for the build to embed;
  * --gate: the reproduction gate of the prior lathe was built with, against the goldens. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,9 @@ static void print_gate(const char *what, const Prior *p, const PriorKernel *k, i
 }
 
 int cmd_fit(int argc, char **argv) {
-  const char *from = "goldens", *out = NULL, *target = "cpu";
-  int gate = 0;
-  double bar = 90;
+  const char *from = "goldens", *out = NULL, *target = "cpu", *prior_path = NULL;
+  int gate = 0, reach = 0;
+  double bar = 90, l2 = 1e-6;
   Opt opts[] = {
       {"--from", NULL, OPT_STR, "DIR|FILE", "goldens to fit on (a file, or every *.json in a directory)", &from,
        .def = "goldens"},
@@ -37,6 +38,12 @@ int cmd_fit(int argc, char **argv) {
        "fit nothing: check the prior lathe was built with against the goldens (exit 1 below the bar)", &gate},
       {"--bar", NULL, OPT_NUM, "PCT", "the gate's bar: kernels whose pick is in the best half", &bar, 0, 100,
        .def = "90"},
+      {"--reach", NULL, OPT_INT, "N",
+       "the fitted prior picks only schedules within N knobs of the default (0: anywhere); stored with it", &reach, 0,
+       64, .def = "0"},
+      {"--l2", NULL, OPT_NUM, "L", "the fit's L2 penalty on the weights (larger: a smoother, less certain prior)", &l2, 0,
+       0.02, .def = "1e-6"},
+      {"--prior", NULL, OPT_STR, "FILE", "with --gate: check this prior file instead of the built-in one", &prior_path},
   };
   CmdSpec spec = {"fit",
                   "[--from DIR|FILE] [--target cpu|cuda] [--out FILE] [--gate]",
@@ -59,6 +66,10 @@ int cmd_fit(int argc, char **argv) {
     report_msg("--target: '%s' is not cpu or cuda", target);
     return EXIT_ERROR;
   }
+  if (prior_path && !gate) {
+    report_msg("--prior names a prior to check: it needs --gate");
+    return EXIT_ERROR;
+  }
   const char *prior_file = t == TARGET_CUDA ? "goldens/prior-cuda.json" : "goldens/prior.json";
   if (!out) out = prior_file;
   Diag d = {0};
@@ -75,7 +86,27 @@ int cmd_fit(int argc, char **argv) {
     return EXIT_ERROR;
   }
   if (gate) {
+    Prior given;
     const Prior *p = prior_builtin_for(t);
+    if (prior_path) {
+      FILE *f = fopen(prior_path, "rb");
+      char *text = f ? read_all(f, prior_path) : NULL;
+      if (f) fclose(f);
+      else report_msg("cannot open %s: %s", prior_path, strerror(errno));
+      int ok = text && prior_parse(text, prior_path, &given, &d);
+      free(text);
+      if (!ok) {
+        if (text) report(&d, NULL);
+        prior_kernels_free(k, n);
+        return EXIT_ERROR;
+      }
+      p = &given;
+    }
+    if (!p->loaded && prior_path) {
+      prior_kernels_free(k, n);
+      report_msg("%s: an empty prior (no weights): nothing to check", prior_path);
+      return EXIT_ERROR;
+    }
     if (!p->loaded) {
       prior_kernels_free(k, n);
       report_msg("lathe was built without a %s prior (%s is empty): run lathe fit%s, then rebuild", target, prior_file,
@@ -91,7 +122,8 @@ int cmd_fit(int argc, char **argv) {
     return 100.0 * passed / counted >= bar ? EXIT_OK : 1;
   }
   Prior p;
-  prior_fit(k, n, &p);
+  prior_fit(k, n, l2, &p);
+  p.reach = reach;
   print_gate("fitted", &p, k, n, &counted, &passed);
   char *text = prior_to_json(&p);
   if (!text) report_msg("cannot write %s: the prior could not be made JSON", out);

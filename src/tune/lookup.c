@@ -108,18 +108,15 @@ static int by_prior(TuneLookup *l, const LProgram *p, const LKernel *k, const Ta
   if (l->env) schedule_space_at(k, l->env, dev->kind, &sp);
   double kf[PRIOR_KERNEL_FEATURES];
   prior_kernel_features(k, l->env, dev, kf);
-  int pick = 0;
-  double def = prior_score(prior, kf, &sp.s[0]), best = def;
-  for (int i = 1; i < sp.n; i++) {
-    double sc = prior_score(prior, kf, &sp.s[i]);
-    if (sc > best) best = sc, pick = i;
-  }
+  const int pick = prior_pick(prior, kf, sp.s, sp.n);
+  const double def = prior_score(prior, kf, &sp.s[0]);
   if (pick == 0) {
-    snprintf(why, nwhy, "default: no measurement, and the prior ranks it first (prior: %.3f)", def);
+    snprintf(why, nwhy, "default: no measurement, and the prior ranks it first%s (prior: %.3f)",
+             prior->reach > 0 ? " within its reach" : "", def);
     return 0;
   }
   *s = sp.s[pick];
-  snprintf(why, nwhy, "prior: %.3f against the default's %.3f, no measurement", best, def);
+  snprintf(why, nwhy, "prior: %.3f against the default's %.3f, no measurement", prior_score(prior, kf, &sp.s[pick]), def);
   return 1;
 }
 

@@ -1,5 +1,6 @@
 /* The learned prior's features, score, JSON form, fit and gate (prior.h). */
 #include "prior.h"
+#include "search.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -66,6 +67,19 @@ double prior_score(const Prior *p, const double kf[PRIOR_KERNEL_FEATURES], const
   return score;
 }
 
+int prior_pick(const Prior *p, const double kf[PRIOR_KERNEL_FEATURES], const Schedule *cand, int n) {
+  if (n < 1) return 0;
+  const double def = prior_score(p, kf, &cand[0]);
+  int pick = 0;
+  double best = def;
+  for (int i = 1; i < n; i++) {
+    if (p->reach > 0 && schedule_distance(&cand[0], &cand[i]) > p->reach) continue;
+    double sc = prior_score(p, kf, &cand[i]);
+    if (sc > best) best = sc, pick = i;
+  }
+  return pick;
+}
+
 int prior_parse(const char *text, const char *what, Prior *out, Diag *d) {
   memset(out, 0, sizeof *out);
   while (*text == ' ' || *text == '\n' || *text == '\t' || *text == '\r') text++;
@@ -96,6 +110,14 @@ int prior_parse(const char *text, const char *what, Prior *out, Diag *d) {
                what, PRIOR_SCHEDULE_FEATURES, PRIOR_KERNEL_FEATURES);
     memset(out, 0, sizeof *out);
   } else {
+    json_t *reach = json_object_get(root, "reach");
+    if (reach && (!json_is_integer(reach) || json_integer_value(reach) < 0)) {
+      diag_error(d, 0, 0, "%s: \"reach\" must be a whole number >= 0 (0: anywhere)", what);
+      memset(out, 0, sizeof *out);
+      json_decref(root);
+      return 0;
+    }
+    out->reach = reach ? (int)json_integer_value(reach) : 0;
     out->pairs = (int)json_integer_value(json_object_get(root, "pairs"));
     out->kernels = (int)json_integer_value(json_object_get(root, "kernels"));
     out->loaded = 1;
@@ -112,8 +134,8 @@ char *prior_to_json(const Prior *p) {
       json_array_append_new(row, json_real(round(p->w[i][j] * 1e6) / 1e6));
     json_array_append_new(w, row);
   }
-  json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:o}", "format", "lathe-prior", "version", 1, "kernels", p->kernels,
-                           "pairs", p->pairs, "weights", w);
+  json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:i, s:o}", "format", "lathe-prior", "version", 1, "kernels",
+                           p->kernels, "pairs", p->pairs, "reach", p->reach, "weights", w);
   char *text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(8));
   json_decref(root);
   return text;
@@ -150,7 +172,7 @@ typedef struct Pair {
   double weight;                                            /* 1 / the kernel's pairs: every kernel counts alike */
 } Pair;
 
-void prior_fit(const PriorKernel *k, int nk, Prior *out) {
+void prior_fit(const PriorKernel *k, int nk, double l2, Prior *out) {
   memset(out, 0, sizeof *out);
   int cap = 0, n = 0;
   Pair *pairs = NULL;
@@ -197,7 +219,7 @@ void prior_fit(const PriorKernel *k, int nk, Prior *out) {
   }
   out->pairs = n;
   /* gradient descent on sum of weight * log(1 + exp(-w.x)) / kernels + lambda |w|^2 */
-  const double lambda = 1e-6, rate = 20.0;
+  const double lambda = l2, rate = 20.0;
   for (int it = 0; it < 20000 && n > 0; it++) {
     double g[PRIOR_SCHEDULE_FEATURES][PRIOR_KERNEL_FEATURES] = {{0}};
     for (int p = 0; p < n; p++) {
@@ -223,12 +245,7 @@ void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int 
   *counted = *passed = 0;
   for (int a = 0; a < nk; a++) {
     if (k[a].n < min_pool || k[a].n < 2) continue;
-    int pick = 0;
-    double best = -INFINITY;
-    for (int i = 0; i < k[a].n; i++) {
-      double sc = prior_score(p, k[a].kf, &k[a].s[i]);
-      if (sc > best) best = sc, pick = i;
-    }
+    const int pick = prior_pick(p, k[a].kf, k[a].s, k[a].n);
     int faster = 0; /* measurements faster than the pick */
     for (int i = 0; i < k[a].n; i++) faster += k[a].us[i] < k[a].us[pick];
     (*counted)++;

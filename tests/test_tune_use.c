@@ -389,7 +389,7 @@ static void prior_pick_within_reach(void **state) {
   double kf[PRIOR_KERNEL_FEATURES] = {1};
   Schedule c[3] = {{0}};
   c[0].red = RS_SERIAL, c[0].block_threads = 1, c[0].vec = 1, c[0].rows = 1;
-  c[1] = c[0], c[1].vec = 8;                                   /* one knob away */
+  c[1] = c[0], c[1].vec = 8;                                           /* one knob away */
   c[2] = c[1], c[2].rows = 8, c[2].rows_serial = 1, c[2].row_axis = 1; /* three more */
   assert_true(schedule_distance(&c[0], &c[1]) == 1);
   assert_true(schedule_distance(&c[0], &c[2]) > 2);

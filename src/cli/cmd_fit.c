@@ -41,8 +41,8 @@ int cmd_fit(int argc, char **argv) {
       {"--reach", NULL, OPT_INT, "N",
        "the fitted prior picks only schedules within N knobs of the default (0: anywhere); stored with it", &reach, 0,
        64, .def = "0"},
-      {"--l2", NULL, OPT_NUM, "L", "the fit's L2 penalty on the weights (larger: a smoother, less certain prior)", &l2, 0,
-       0.02, .def = "1e-6"},
+      {"--l2", NULL, OPT_NUM, "L", "the fit's L2 penalty on the weights (larger: a smoother, less certain prior)", &l2,
+       0, 0.02, .def = "1e-6"},
       {"--prior", NULL, OPT_STR, "FILE", "with --gate: check this prior file instead of the built-in one", &prior_path},
   };
   CmdSpec spec = {"fit",

@@ -116,7 +116,8 @@ static int by_prior(TuneLookup *l, const LProgram *p, const LKernel *k, const Ta
     return 0;
   }
   *s = sp.s[pick];
-  snprintf(why, nwhy, "prior: %.3f against the default's %.3f, no measurement", prior_score(prior, kf, &sp.s[pick]), def);
+  snprintf(why, nwhy, "prior: %.3f against the default's %.3f, no measurement", prior_score(prior, kf, &sp.s[pick]),
+           def);
   return 1;
 }
 

@@ -56,8 +56,8 @@ typedef struct PriorKernel {
  * L2 penalty of l2 times the squared weights) by gradient descent. */
 void prior_fit(const PriorKernel *k, int nk, double l2, Prior *out);
 /* The reproduction gate: for each kernel with at least min_pool measurements (the first the default's, as the
- * tuner measures it first), whether the prior's pick among them (prior_pick) is in their best half (the faster ceil(n / 2) by median); *counted and *passed; missed (NULL, or nk
- * long) marks the kernels whose pick is not. */
+ * tuner measures it first), whether the prior's pick among them (prior_pick) is in their best half (the faster ceil(n /
+ * 2) by median); *counted and *passed; missed (NULL, or nk long) marks the kernels whose pick is not. */
 void prior_gate(const Prior *p, const PriorKernel *k, int nk, int min_pool, int *counted, int *passed,
                 unsigned char *missed);
 #endif

@@ -35,7 +35,6 @@ fi
 LATHE_CPU_INT_TILE=0 expect quant-ir-kernel-rows 0 'qrow[0-9]+ = smem[0-9]+: f32 row w\[' -- \
   compile -e "w: q4_1[5,64]; x: f32[seq,64]; y = linear(x, w)" --ir kernel --target cpu
 expect quant-code-cuda 0 '\+ lt_qd8_q6_k\(w \+ \(i1\) \* 210LL, ' -- compile -e "w: q6_k[5,256]; x: f32[3,256]; y = linear(x, w)" --ir code --target cuda
-LATHE_QUANT_PIPELINE=1 expect quant-code-cuda-pipelined 0 'lt_qld_q6_k\(w \+ \(i1\) \* 210LL, ' -- compile -e "w: q6_k[5,256]; x: f32[3,256]; y = linear(x, w)" --ir code --target cuda
 expect_error quant-bad-row "input 'w': a q8_0 tensor's last dimension must be a constant multiple of 32" -- \
   run -e "w: q8_0[5,40]; y = w * 2"
 expect_error quant-no-cast 'cast: q4_0 is a weight format that only program inputs have' -- \

@@ -24,7 +24,6 @@ typedef struct Case {
   const char *quant_dot;    /* LATHE_QUANT_DOT while the case compiles, or NULL */
   const char *cpu_has;      /* text the C must contain (on the CPU), or NULL */
   const char *gemv_rows;    /* LATHE_GEMV_ROWS while the case compiles, or NULL */
-  const char *pipeline;     /* LATHE_QUANT_PIPELINE while the case compiles, or NULL */
 } Case;
 
 static Case cases[1024];
@@ -73,7 +72,6 @@ static void run_case(void **state) {
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, tc->quant_unroll);
   if (tc->quant_dot) setting_set(SET_QUANT_DOT, tc->quant_dot);
   if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, tc->gemv_rows);
-  if (tc->pipeline) setting_set(SET_QUANT_PIPELINE, tc->pipeline);
   Compilation *c = compilation_new(target, &tc->fusion);
   if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
   if (target == TARGET_CPU && tc->cpu_has && !strstr(sb_str(&c->code), tc->cpu_has))
@@ -104,7 +102,6 @@ static void run_case(void **state) {
     if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
     if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
     if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, NULL);
-    if (tc->pipeline) setting_set(SET_QUANT_PIPELINE, NULL);
     return;
   }
 
@@ -125,7 +122,6 @@ static void run_case(void **state) {
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
   if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
   if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, NULL);
-  if (tc->pipeline) setting_set(SET_QUANT_PIPELINE, NULL);
 }
 
 static void build_cases(void) {
@@ -377,19 +373,10 @@ static void build_cases(void) {
     cases[ncases - 1].cuda_has = "lt_dq_";
     /* a decode GEMV long enough for CUDA's eight-element dot products over the blocks (lt_qd8_*), gate and up
      * sharing the loop */
-    static char qd8_call[8][32], dq8_call[8][32], qd8_plain[8][32];
-    /* the loop loads the blocks of its next step ahead (lt_qld_*), row by row */
-    snprintf(qd8_call[t], sizeof qd8_call[t], "= lt_qld_%s(w + (", QUANTS[t]);
+    static char dq8_call[8][32], qd8_plain[8][32];
     snprintf(qd8_plain[t], sizeof qd8_plain[t], "+ lt_qd8_%s(w + (", QUANTS[t]);
     snprintf(dq8_call[t], sizeof dq8_call[t], "lt_dq8_%s(w, ", QUANTS[t]);
     snprintf(name, sizeof name, "quant_gemv_%s", QUANTS[t]);
-    add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
-             QUANTS[t], QUANTS[t]);
-    cases[ncases - 1].cuda_has = qd8_call[t];
-    cases[ncases - 1].cuda_has_too = "__syncwarp();\n    for ("; /* one step a thread: its loads kept first */
-    cases[ncases - 1].pipeline = "1";
-    /* the same by default (LATHE_QUANT_PIPELINE=0): each step loads its own blocks */
-    snprintf(name, sizeof name, "quant_gemv_unpipelined_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = qd8_plain[t];

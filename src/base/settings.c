@@ -52,8 +52,6 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_GEMV_ROWS, "LATHE_GEMV_ROWS", SETTING_INT, "", "chosen per kernel: 2-8 for quantized weights, else 1",
      "CUDA decode GEMVs: each warp computes this many output rows (1, 2, 4 or 8), reading the activations once "
      "for all of them"},
-    {SET_QUANT_PIPELINE, "LATHE_QUANT_PIPELINE", SETTING_BOOL, "0", NULL,
-     "1: CUDA decode GEMVs load the next step's quantized blocks ahead (measured slower on the H200)"},
     {SET_FUSE_PROJ, "LATHE_FUSE_PROJECTIONS", SETTING_BOOL, "", "1 for batched steps on CUDA, else 0",
      "1: a batched step computes q/k/v and gate/up each as one GEMM over the weights stacked at load"},
     {SET_CPU_INT_DOT, "LATHE_CPU_INT_DOT", SETTING_BOOL, "1", NULL,

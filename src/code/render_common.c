@@ -645,7 +645,6 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
       refuse(R, "parallel-for");
       return;
     }
-    if (s->kind == KS_FOR && setting_bool(SET_QUANT_PIPELINE, 0) && rc_put_pipelined_loop(R, s, level)) return;
     Expr *roots[4] = {s->lo ? s->lo : ex_int(R->pool, 0), s->hi, s->step ? s->step : ex_int(R->pool, 1), NULL};
     if (s->kind == KS_PARFOR) roots[0] = ex_int(R->pool, 0), roots[2] = ex_int(R->pool, 1);
     int nroots = s->kind == KS_PARFOR && s->cond ? 4 : 3;

@@ -6,7 +6,6 @@
 #include "code.h"
 
 #define RC_MAX_SMEM 64
-#define RC_MAX_QPIPE 32 /* dot products a pipelined loop holds blocks for */
 
 typedef struct NameSet {
   char **slots;
@@ -54,10 +53,6 @@ typedef struct Render {
   int ncse;
   CseMap *cse;   /* the statement being rendered */
   int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
-  /* inside a pipelined loop (render_qdot.c): its dot products and the variables holding their blocks */
-  const KStmt *qpipe[RC_MAX_QPIPE];
-  const char *qpipe_cur[RC_MAX_QPIPE];
-  int nqpipe;
 } Render;
 
 /* The most variables and temporaries a CPU row cache's key holds (kernel.h) */
@@ -72,10 +67,8 @@ void rc_put_quant_source(StrBuf *out, int cuda);
 /* C: the tile form of the integer dot products (render_quant_tile.c), after rc_put_quant_source's */
 void rc_put_quant_tile_source(StrBuf *out);
 
-/* render_qdot.c, CUDA: a KS_VQDOT statement; loop s software-pipelined over the blocks of its dot products (1),
- * or 0 where it has none that can be (nothing written). */
+/* render_qdot.c, CUDA: a KS_VQDOT statement. */
 void rc_put_vqdot(Render *R, const KStmt *s, int level);
-int rc_put_pipelined_loop(Render *R, const KStmt *s, int level);
 
 /* One kernel's definition in the target language (render_c.c / render_cuda.c). */
 void rc_c_kernel(Render *R, const KKernel *kk);

@@ -527,7 +527,7 @@ static const char quant_cuda_vec8[] =
     "LT_Q unsigned lt_q5bits(unsigned h) { return (h & 1u) << 4 | (h & 2u) << 11 | (h & 4u) << 18 | (h & 8u) << 25; }\n"
     /* lt_qd8_FORMAT = lt_qdr_FORMAT(lt_qld_FORMAT(p, i), i, x): the loads of the block's bytes (lt_qr: the eight
      * elements' words a, b, the words c, d their scales or high bits need, q4_k / q5_k's 16-byte head h), then the
-     * arithmetic, so a loop can issue the loads of its next step before this step's arithmetic (render_common.c) */
+     * arithmetic */
     "typedef struct lt_qr { unsigned a, b, c, d; uint4 h; } lt_qr;\n"
     "LT_Q lt_qr lt_qr_of(const unsigned *w, unsigned c, unsigned d) {\n"
     "  lt_qr r = {};\n"

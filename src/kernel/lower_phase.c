@@ -380,7 +380,7 @@ static int phase_unroll(const Lower *L, const LPhase *ph, int V, int nloads, int
   if (L->s.unroll > 0 && L->s.unroll < most) most = L->s.unroll; /* Schedule.unroll caps it */
   /* R rows of quantized weights a point (register blocking on CUDA: a GEMV's rows a warp) share the activations'
    * loads, so a row's share of the loads counts; the bytes of the U * nquant block vectors a step holds (one a row
-   * and weight; twice: a pipelined loop loads the next step's during this one's, render_qdot.c) stay within 192
+   * and weight) stay within 192
    * (48 registers each time: q4_0's 10-byte vectors 16 a step, q4_k's 24-byte ones 8, q5_k's 32-byte ones 4) */
   const int cuda_quant = quant && L->target == TARGET_CUDA;
   const int R = cuda_quant && L->nrows > 1 ? L->nrows : 1;

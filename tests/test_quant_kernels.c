@@ -21,24 +21,39 @@ static char *code_of(Target t, const char *src) {
   return s;
 }
 
+/* code_of with setting id at value while it compiles */
+static char *code_with(Target t, SettingId id, const char *value, const char *src) {
+  setting_set(id, value);
+  char *c = code_of(t, src);
+  setting_set(id, NULL);
+  return c;
+}
+
+/* Asserts that code contains fmt with q (a format's name) for its %s. */
+static void assert_contains_q(const char *code, const char *fmt, const char *q) {
+  char want[160];
+  snprintf(want, sizeof want, fmt, q);
+  assert_contains(code, want);
+}
+
+static const char PROJ_Q4_K[] = "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)";
+static const char ROW_Q4_1_Q6_K[] = "x: f32[1,256]; w: q4_1[5,256]; v: q6_k[5,256]; y = linear(x, w) + linear(x, v)";
+
 static void cpu_projection_reads_blocks(void **state) {
   (void)state;
-  char *c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
+  char *c = code_of(TARGET_CPU, PROJ_Q4_K);
   assert_contains(c, "lt_qdot_q4_k(w, ");  /* decode: integer dot products */
   assert_contains(c, "lt_qdott_q4_k(w, "); /* the blocked variant: a tile of 8 activation rows */
   free(c);
-  setting_set(SET_CPU_INT_TILE, "0"); /* the blocked variant: the weight row decoded to f32 once */
-  c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
+  /* the blocked variant: the weight row decoded to f32 once */
+  c = code_with(TARGET_CPU, SET_CPU_INT_TILE, "0", PROJ_Q4_K);
   assert_contains(c, "lt_dqrow_q4_k(w, ");
   assert_null(strstr(c, "lt_qdott_q4_k(w, "));
   free(c);
-  setting_set(SET_CPU_INT_TILE, NULL);
-  setting_set(SET_CPU_INT_DOT, "0"); /* the blocks decoded in the sums' loop */
-  c = code_of(TARGET_CPU, "x: f32[seq,512]; w: q4_k[5,512]; y = linear(x, w)");
+  c = code_with(TARGET_CPU, SET_CPU_INT_DOT, "0", PROJ_Q4_K); /* the blocks decoded in the sums' loop */
   assert_contains(c, "lt_dq_q4_k_at(w, ((i1 * 2) + rb");
   assert_null(strstr(c, "lt_qdot_q4_k(w, "));
   free(c);
-  setting_set(SET_CPU_INT_DOT, NULL);
   c = code_of(TARGET_CPU, "x: f32[seq,64]; w: q4_1[5,64]; v: q5_0[5,64]; y = linear(x, w) * linear(x, v)");
   assert_contains(c, "lt_qdot_q4_1(w, ");
   assert_contains(c, "lt_qdot_q5_0(v, ");
@@ -56,14 +71,12 @@ static void cpu_projection_reads_blocks(void **state) {
 static void element_reads_elsewhere(void **state) {
   (void)state;
   /* blocks or groups of different sizes in one loop, the weight read along its columns, CUDA: element by element */
-  char *c = code_of(TARGET_CPU, "x: f32[1,256]; w: q4_1[5,256]; v: q6_k[5,256]; y = linear(x, w) + linear(x, v)");
+  char *c = code_of(TARGET_CPU, ROW_Q4_1_Q6_K);
   assert_contains(c, "lt_qdot_q6_k(v, "); /* integer dot products: one activation row for both */
   free(c);
-  setting_set(SET_CPU_INT_DOT, "0");
-  c = code_of(TARGET_CPU, "x: f32[1,256]; w: q4_1[5,256]; v: q6_k[5,256]; y = linear(x, w) + linear(x, v)");
+  c = code_with(TARGET_CPU, SET_CPU_INT_DOT, "0", ROW_Q4_1_Q6_K);
   assert_contains(c, "lt_dq_q6_k(v, ");
   free(c);
-  setting_set(SET_CPU_INT_DOT, NULL);
   c = code_of(TARGET_CPU, "x: f32[1,64]; w: q8_0[64,32]; y = matmul(x, w)");
   assert_contains(c, "lt_dq_q8_0(w, ");
   assert_null(strstr(c, "lt_dq_q8_0_at(w, "));
@@ -86,22 +99,20 @@ static const char *QUANTS[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "
 static void cuda_gemv_decodes_eight_at_once(void **state) {
   (void)state;
   for (int t = 0; t < 8; t++) {
-    char src[256], want[64];
+    const char *q = QUANTS[t];
+    char src[256];
     snprintf(src, sizeof src, "x: f32[seq,2048]; w: %s[96,2048]; v: %s[96,2048]; y = silu(linear(x, w)) * linear(x, v)",
-             QUANTS[t], QUANTS[t]);
+             q, q);
     char *c = code_of(TARGET_CUDA, src);
-    snprintf(want, sizeof want, "lt_dq8_%s(w, ", QUANTS[t]);
-    assert_contains(c, want);
-    snprintf(want, sizeof want, "lt_dq8_%s(v, ", QUANTS[t]);
-    assert_contains(c, want);
+    assert_contains_q(c, "lt_dq8_%s(w, ", q);
+    assert_contains_q(c, "lt_dq8_%s(v, ", q);
     /* the decode GEMV: a dot product a vector from the row's first byte */
-    snprintf(want, sizeof want, "+ lt_qd8_%s(w + (", QUANTS[t]);
-    assert_contains(c, want);
+    assert_contains_q(c, "+ lt_qd8_%s(w + (", q);
     if (nvrtc_available()) {
       Diag d = {0};
       void *cubin = NULL;
       size_t size = 0;
-      if (!nvrtc_compile(c, "sm_90", &cubin, &size, &d)) fail_msg("%s: %s\n%s", QUANTS[t], d.msg, c);
+      if (!nvrtc_compile(c, "sm_90", &cubin, &size, &d)) fail_msg("%s: %s\n%s", q, d.msg, c);
       assert_true(size > 0);
       free(cubin);
     }
@@ -163,20 +174,72 @@ static void cuda_prefill_gemm_reads_bf16_copies(void **state) {
   free(cc);
 }
 
+/* Host programs over the generated decoders: the headers and f16 conversion the quantized source expects
+ * (lt_qhalf's LT_HALF; normal, subnormal, inf/nan) */
+static const char HOST_PRELUDE[] =
+    "#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n#include <math.h>\n#include <stdint.h>\n"
+    "static float lt_f16_to_f32(uint16_t h) {\n"
+    "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
+    "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
+    "  else if (e) u = s << 31 | (e + 112) << 23 | m << 13;\n"
+    "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
+    "  float f; memcpy(&f, &u, 4); return f;\n}\n";
+
+/* The CPU dot products' host programs: a seeded generator (x_, set by main) and rows of random blocks */
+static const char HOST_RANDOM_BLOCKS[] =
+    "static unsigned x_;\n"
+    "static unsigned rnd(void) { x_ = x_ * 1103515245u + 12345u; return x_ >> 8; }\n"
+    /* n blocks of random bytes, the f16 fields (offsets) set to scales of 2^-7 .. 2^-6, sign random */
+    "static void random_blocks(unsigned char *w, int n, int bytes, const int *halves, int nh) {\n"
+    "  for (int i = 0; i < n * bytes; i++) w[i] = (unsigned char)rnd();\n"
+    "  for (int i = 0; i < n; i++)\n"
+    "    for (int h = 0; h < nh; h++) {\n"
+    "      unsigned v = 0x2000u | (rnd() & 0x3ffu) | (rnd() & 1u) << 15;\n"
+    "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
+    "    }\n"
+    "}\n";
+
+/* A host program's source in a fresh temporary directory, built and run there. */
+typedef struct HostProg {
+  char dir[32], src[96], exe[96];
+} HostProg;
+
+static void host_prog_write(HostProg *p, const char *file, const char *text) {
+  snprintf(p->dir, sizeof p->dir, "/tmp/lathe-qtest-XXXXXX");
+  assert_non_null(mkdtemp(p->dir));
+  snprintf(p->src, sizeof p->src, "%s/%s", p->dir, file);
+  snprintf(p->exe, sizeof p->exe, "%s/prog", p->dir);
+  FILE *f = fopen(p->src, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Builds the program with compile (a compiler and its flags), runs it, its output to out (NULL: the test's own
+ * output), removes the executable; the shell's status. */
+static int host_prog_run(const HostProg *p, const char *compile, const char *out) {
+  char cmd[800];
+  snprintf(cmd, sizeof cmd, "%s -o %s %s -lm 2>&1 && %s%s%s", compile, p->exe, p->src, p->exe, out ? " > " : "",
+           out ? out : "");
+  int rc = system(cmd);
+  unlink(p->exe);
+  return rc;
+}
+
+static void host_prog_remove(const HostProg *p) {
+  unlink(p->src);
+  rmdir(p->dir);
+}
+
 /* The CUDA decoders compiled for the host (the CUDA intrinsics as plain f32 operations, no contraction):
  * lt_dq8_FORMAT(p, i) gives lt_dq_FORMAT(p, i + j) for every j, bit for bit, at every i = 8n of random blocks
  * (random bytes: any scale and bits), and lt_qd8_FORMAT(p, i, x) their dot product with x up to rounding. */
 static void eight_at_once_equal_one_at_a_time(void **state) {
   (void)state;
   if (system("c++ --version >/dev/null 2>&1") != 0) skip();
-  char dir[] = "/tmp/lathe-dq8-XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char path[128], exe[128], cmd[512];
-  snprintf(path, sizeof path, "%s/dq8.cc", dir);
-  snprintf(exe, sizeof exe, "%s/dq8", dir);
   StrBuf b = {0};
-  sb_puts(&b, "#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n#include <math.h>\n"
-              "#define __device__\n#define __forceinline__ inline\n"
+  sb_puts(&b, HOST_PRELUDE);
+  sb_puts(&b, "#define __device__\n#define __forceinline__ inline\n"
               "#define __fmul_rn(a, b) ((a) * (b))\n#define __fadd_rn(a, b) ((a) + (b))\n"
               "#define __fsub_rn(a, b) ((a) - (b))\n"
               "struct uint2 { unsigned x, y; };\n"
@@ -185,13 +248,7 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
               "static unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {\n" /* PTX prmt, default mode */
               "  unsigned long long v = (unsigned long long)y << 32 | x; unsigned r = 0;\n"
               "  for (int n = 0; n < 4; n++) r |= (unsigned)(v >> (8 * ((s >> (4 * n)) & 7)) & 255) << (8 * n);\n"
-              "  return r;\n}\n"
-              "static float lt_f16_to_f32(unsigned short h) {\n" /* normal, subnormal, inf/nan */
-              "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
-              "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
-              "  else if (e) u = s << 31 | (e + 112) << 23 | m << 13;\n"
-              "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
-              "  float f; memcpy(&f, &u, 4); return f;\n}\n");
+              "  return r;\n}\n");
   rc_put_quant_source(&b, 1);
   sb_puts(
       &b,
@@ -224,16 +281,11 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
       "  QCHECK(q8_0, 34, 32) QCHECK(q4_0, 18, 32) QCHECK(q4_1, 20, 32) QCHECK(q5_0, 22, 32)\n"
       "  QCHECK(q5_1, 24, 32) QCHECK(q4_k, 144, 256) QCHECK(q5_k, 176, 256) QCHECK(q6_k, 210, 256)\n"
       "  puts(\"ok\"); return 0;\n}\n");
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(sb_str(&b), f);
-  fclose(f);
+  HostProg p;
+  host_prog_write(&p, "dq8.cc", sb_str(&b));
   sb_free(&b);
-  snprintf(cmd, sizeof cmd, "c++ -O1 -ffp-contract=off -w -o %s %s 2>&1 && %s", exe, path, exe);
-  int rc = system(cmd);
-  unlink(exe);
-  unlink(path);
-  rmdir(dir);
+  int rc = host_prog_run(&p, "c++ -O1 -ffp-contract=off -w", NULL);
+  host_prog_remove(&p);
   assert_int_equal(rc, 0);
 }
 
@@ -245,45 +297,34 @@ static void eight_at_once_equal_one_at_a_time(void **state) {
 static void int_dots_match_decoded(void **state) {
   (void)state;
   if (system("cc --version >/dev/null 2>&1") != 0) skip();
-  char dir[] = "/tmp/lathe-qdot-XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char path[128], exe[128], cmd[640];
-  snprintf(path, sizeof path, "%s/qdot.c", dir);
-  snprintf(exe, sizeof exe, "%s/qdot", dir);
   StrBuf b = {0};
-  sb_puts(&b, "#include <stdio.h>\n#include <string.h>\n#include <math.h>\n#include <stdint.h>\n"
-              "static float lt_f16_to_f32(uint16_t h) {\n"
-              "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
-              "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
-              "  else if (e) u = s << 31 | (e + 112) << 23 | m << 13;\n"
-              "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
-              "  float f; memcpy(&f, &u, 4); return f;\n}\n");
+  sb_puts(&b, HOST_PRELUDE);
   rc_put_quant_source(&b, 0);
+  sb_puts(&b, HOST_RANDOM_BLOCKS);
   sb_puts(
       &b,
-      "static unsigned x_ = 12345;\n"
-      "static unsigned rnd(void) { x_ = x_ * 1103515245u + 12345u; return x_ >> 8; }\n"
-      /* bytes, the f16 fields (offsets) set to scales of 2^-7 .. 2^-6, sign random */
+      /* weight row r (nb blocks) decoded times x in double; *mag: the sum of |w x| */
+      "static double decoded_dot(const unsigned char *w, int r, int nb, int elems, int G,\n"
+      "                          float (*at)(lt_qp, long long, int, int), const float *x, double *mag) {\n"
+      "  double want = 0;\n"
+      "  *mag = 0;\n"
+      "  for (int k = 0; k < nb * elems; k++) {\n"
+      "    double v = (double)at(w, (long long)r * nb + k / elems, k % elems / G, k % G) * x[k];\n"
+      "    want += v, *mag += fabs(v);\n"
+      "  }\n"
+      "  return want;\n"
+      "}\n"
       "static int check(const char *name, int bytes, int elems, const int *halves, int nh,\n"
       "                 float (*dot)(lt_qp, long long, int, const lt_q16x *), float (*at)(lt_qp, long long, int, int), int G) {\n"
       "  enum { NB = 3, ROWS = 7 };\n"
       "  static unsigned char w[ROWS * NB * 210];\n"
       "  static float x[NB * 256];\n"
       "  static lt_q16x q[NB * 8];\n"
-      "  for (int i = 0; i < ROWS * NB * bytes; i++) w[i] = (unsigned char)rnd();\n"
-      "  for (int i = 0; i < ROWS * NB; i++)\n"
-      "    for (int h = 0; h < nh; h++) {\n"
-      "      unsigned v = 0x2000u | (rnd() & 0x3ffu) | (rnd() & 1u) << 15;\n"
-      "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
-      "    }\n"
+      "  random_blocks(w, ROWS * NB, bytes, halves, nh);\n"
       "  for (int i = 0; i < NB * elems; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 250.0f;\n"
       "  for (int i = 0; i < NB * elems / 32; i++) lt_q16_block(x + 32 * i, q + i);\n"
       "  for (int r = 0; r < ROWS; r++) {\n"
-      "    double want = 0, mag = 0;\n"
-      "    for (int k = 0; k < NB * elems; k++) {\n"
-      "      double v = (double)at(w, (long long)r * NB + k / elems, k % elems / G, k % G) * x[k];\n"
-      "      want += v, mag += fabs(v);\n"
-      "    }\n"
+      "    double mag, want = decoded_dot(w, r, NB, elems, G, at, x, &mag);\n"
       "    double got = dot(w, (long long)r * NB, NB, q);\n"
       "    if (!(fabs(got - want) <= 1e-4 * mag)) { printf(\"%s row %d: %g, decoded %g\\n\", name, r, got, want); return 1; }\n"
       "  }\n"
@@ -297,12 +338,7 @@ static void int_dots_match_decoded(void **state) {
       "  static unsigned char w[ROWS * NB * 210];\n"
       "  static float x[8][NB * 256];\n"
       "  static lt_q16t q[NB * 8];\n"
-      "  for (int i = 0; i < ROWS * NB * bytes; i++) w[i] = (unsigned char)rnd();\n"
-      "  for (int i = 0; i < ROWS * NB; i++)\n"
-      "    for (int h = 0; h < nh; h++) {\n"
-      "      unsigned v = 0x2000u | (rnd() & 0x3ffu) | (rnd() & 1u) << 15;\n"
-      "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
-      "    }\n"
+      "  random_blocks(w, ROWS * NB, bytes, halves, nh);\n"
       "  for (int t = 0; t < 8; t++) {\n"
       "    for (int i = 0; i < NB * elems; i++) x[t][i] = (float)((int)(rnd() % 2001) - 1000) / 2000.0f * (float)(1 << t);\n"
       "    lt_q16t_row(x[t], q, t, NB * elems / 32);\n"
@@ -311,11 +347,7 @@ static void int_dots_match_decoded(void **state) {
       "    float got[8];\n"
       "    dot(w, (long long)r * NB, NB, q, got);\n"
       "    for (int t = 0; t < 8; t++) {\n"
-      "      double want = 0, mag = 0;\n"
-      "      for (int k = 0; k < NB * elems; k++) {\n"
-      "        double v = (double)at(w, (long long)r * NB + k / elems, k % elems / G, k % G) * x[t][k];\n"
-      "        want += v, mag += fabs(v);\n"
-      "      }\n"
+      "      double mag, want = decoded_dot(w, r, NB, elems, G, at, x[t], &mag);\n"
       "      if (!(fabs(got[t] - want) <= 1e-4 * mag)) {\n"
       "        printf(\"%s tile row %d, activation row %d: %g, decoded %g\\n\", name, r, t, got[t], want);\n"
       "        return 1;\n"
@@ -328,25 +360,23 @@ static void int_dots_match_decoded(void **state) {
       "  if (check(#f, bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f, lt_dq_##f##_at, G)) return 1;\\\n"
       "  if (check_tile(#f, bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdott_##f, lt_dq_##f##_at, G)) return 1; }\n"
       "int main(void) {\n"
+      "  x_ = 12345;\n"
       "  CHECK(q8_0, 34, 32, 32, 0) CHECK(q4_0, 18, 32, 16, 0) CHECK(q4_1, 20, 32, 16, 0, 2)\n"
       "  CHECK(q5_0, 22, 32, 16, 0) CHECK(q5_1, 24, 32, 16, 0, 2) CHECK(q4_k, 144, 256, 32, 0, 2)\n"
       "  CHECK(q5_k, 176, 256, 32, 0, 2) CHECK(q6_k, 210, 256, 16, 208)\n"
       "  puts(\"ok\"); return 0;\n}\n");
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(sb_str(&b), f);
-  fclose(f);
+  HostProg p;
+  host_prog_write(&p, "qdot.c", sb_str(&b));
   sb_free(&b);
   /* native (AVX-512 here), AVX2 without AVX-512 (the tile form's 256-bit path), scalar */
   const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
   for (int i = 0; i < 3; i++) {
-    snprintf(cmd, sizeof cmd, "cc -O2 -march=native -std=c11 -w %s -o %s %s -lm 2>&1 && %s", forms[i], exe, path, exe);
-    int rc = system(cmd);
-    unlink(exe);
-    if (rc != 0) fail_msg("integer dot products (%s) differ from the decoded weights", forms[i][0] ? forms[i] : "SIMD");
+    char compile[128];
+    snprintf(compile, sizeof compile, "cc -O2 -march=native -std=c11 -w %s", forms[i]);
+    if (host_prog_run(&p, compile, NULL) != 0)
+      fail_msg("integer dot products (%s) differ from the decoded weights", forms[i][0] ? forms[i] : "SIMD");
   }
-  unlink(path);
-  rmdir(dir);
+  host_prog_remove(&p);
 }
 
 /* A text file's whole content (NULL if unreadable); the caller frees it. */
@@ -375,36 +405,19 @@ static void int_dot_forms_agree_bitwise(void **state) {
     sb_free(&b);
     skip();
   }
-  char dir[] = "/tmp/lathe-qforms-XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char path[128], exe[128], out[2][128], cmd[800];
-  snprintf(path, sizeof path, "%s/forms.c", dir);
-  snprintf(exe, sizeof exe, "%s/forms", dir);
   StrBuf src = {0};
-  sb_puts(&src, "#include <stdio.h>\n#include <string.h>\n#include <math.h>\n#include <stdint.h>\n"
-                "static float lt_f16_to_f32(uint16_t h) {\n"
-                "  unsigned s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;\n"
-                "  if (e == 31) u = s << 31 | 255u << 23 | m << 13;\n"
-                "  else if (e) u = s << 31 | (e + 112) << 23 | m << 13;\n"
-                "  else { float f = (float)m / 16777216.0f; memcpy(&u, &f, 4); u |= s << 31; }\n"
-                "  float f; memcpy(&f, &u, 4); return f;\n}\n");
+  sb_puts(&src, HOST_PRELUDE);
   sb_puts(&src, sb_str(&b));
   sb_free(&b);
+  sb_puts(&src, HOST_RANDOM_BLOCKS);
   sb_puts(
       &src,
-      "static unsigned x_ = 777;\n"
-      "static unsigned rnd(void) { x_ = x_ * 1103515245u + 12345u; return x_ >> 8; }\n"
       "static void rows(int bytes, int elems, const int *halves, int nh, float (*dot)(lt_qp, long long, int, const lt_q16x *)) {\n"
       "  enum { NB = 5, ROWS = 9 };\n"
       "  static unsigned char w[ROWS * NB * 210];\n"
       "  static float x[NB * 256];\n"
       "  static lt_q16x q[NB * 8];\n"
-      "  for (int i = 0; i < ROWS * NB * bytes; i++) w[i] = (unsigned char)rnd();\n"
-      "  for (int i = 0; i < ROWS * NB; i++)\n"
-      "    for (int h = 0; h < nh; h++) {\n"
-      "      unsigned v = 0x2000u | (rnd() & 0x3ffu) | (rnd() & 1u) << 15;\n"
-      "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
-      "    }\n"
+      "  random_blocks(w, ROWS * NB, bytes, halves, nh);\n"
       "  for (int i = 0; i < NB * elems; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;\n"
       "  for (int i = 0; i < NB * elems / 32; i++) lt_q16_block(x + 32 * i, q + i);\n"
       "  for (int r = 0; r < ROWS; r++) {\n"
@@ -416,21 +429,20 @@ static void int_dot_forms_agree_bitwise(void **state) {
       "}\n"
       "#define ROWS(f, bytes, elems, ...) { const int h[] = {__VA_ARGS__}; rows(bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f); }\n"
       "int main(void) {\n"
+      "  x_ = 777;\n"
       "  ROWS(q8_0, 34, 32, 0) ROWS(q4_0, 18, 32, 0) ROWS(q4_1, 20, 32, 0, 2) ROWS(q5_0, 22, 32, 0)\n"
       "  ROWS(q5_1, 24, 32, 0, 2) ROWS(q4_k, 144, 256, 0, 2) ROWS(q5_k, 176, 256, 0, 2) ROWS(q6_k, 210, 256, 208)\n"
       "  return 0;\n}\n");
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(sb_str(&src), f);
-  fclose(f);
+  HostProg p;
+  host_prog_write(&p, "forms.c", sb_str(&src));
   sb_free(&src);
   const char *forms[] = {"", "-mno-avx512f"};
+  char out[2][128];
   for (int i = 0; i < 2; i++) {
-    snprintf(out[i], sizeof out[i], "%s/out%d", dir, i);
-    snprintf(cmd, sizeof cmd, "cc -O3 -march=native -std=c11 -ffp-contract=fast -w %s -o %s %s -lm && %s > %s",
-             forms[i], exe, path, exe, out[i]);
-    assert_int_equal(system(cmd), 0);
-    unlink(exe);
+    char compile[128];
+    snprintf(out[i], sizeof out[i], "%s/out%d", p.dir, i);
+    snprintf(compile, sizeof compile, "cc -O3 -march=native -std=c11 -ffp-contract=fast -w %s", forms[i]);
+    assert_int_equal(host_prog_run(&p, compile, out[i]), 0);
   }
   char *a = read_text(out[0]), *c = read_text(out[1]);
   assert_non_null(a);
@@ -441,8 +453,7 @@ static void int_dot_forms_agree_bitwise(void **state) {
   free(c);
   unlink(out[0]);
   unlink(out[1]);
-  unlink(path);
-  rmdir(dir);
+  host_prog_remove(&p);
 }
 
 int main(void) {

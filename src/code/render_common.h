@@ -76,7 +76,8 @@ void rc_cuda_kernel(Render *R, const KKernel *kk);
 
 /* Records the first error ("render_c: kernel k: ...") and marks the render failed. */
 void rc_fail(Render *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Names every parameter, symbol, temporary, shared array and loop variable of kk. 0 on failure. */
+/* render_names.c: names every parameter, symbol, temporary, shared array and loop variable of kk (0 on failure);
+ * rc_kernel_end forgets them. */
 int rc_kernel_begin(Render *R, const KKernel *kk);
 void rc_kernel_end(Render *R);
 /* C type of a value of dtype t inside a kernel (f16/bf16 compute as float) / in memory. */
@@ -84,7 +85,7 @@ const char *rc_compute_type(const Render *R, DType t);
 const char *rc_storage_type(const Render *R, DType t);
 /* The kernel body, statements at indentation `level`. */
 void rc_body(Render *R, int level);
-/* 1 if s is a C identifier. */
+/* 1 if s is a C identifier (render_names.c). */
 int rc_is_identifier(const char *s);
 /* One statement at indentation `level` (any kind). */
 void rc_put_stmt(Render *R, const KStmt *s, int level);
@@ -102,7 +103,7 @@ void rc_put_as_float(Render *R, StrBuf *b, const Expr *e);
  * (and safe to evaluate unconditionally) as a named constant; rc_cse_end forgets them. */
 void rc_cse_begin(Render *R, Expr **roots, int n, int level);
 void rc_cse_end(Render *R);
-/* A kernel name not used yet in this kernel, close to base. */
+/* A kernel name not used yet in this kernel, close to base (render_names.c). */
 const char *rc_unique_name(Render *R, const char *base);
 /* One line of a template kernel (render_mma.c, render_flash.c) at indentation `level`, printf-style;
  * a line longer than 511 characters fails the render instead of being cut. */

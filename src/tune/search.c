@@ -18,22 +18,24 @@ const char *tune_stop_name(TuneStop s) {
   }
 }
 
+int schedule_features(const Schedule *s, int *out) {
+  /* store_vec and gemv_rows: 0 and 1 are the same schedule (one element, one value a point) */
+  const int f[SCHEDULE_FEATURES] = {s->red,           s->block_threads, s->vec,
+                                    s->omp,           s->rows,          s->row_axis,
+                                    s->rows_serial,   s->mma,           s->flash,
+                                    s->flash_decode,  s->decode_fill,   s->gemm_fill,
+                                    s->gemm_library,  s->rows_omp,      s->block_fill,
+                                    s->store_vec > 1, s->unroll,        s->gemv_rows > 1 ? s->gemv_rows : 1};
+  memcpy(out, f, sizeof f);
+  return SCHEDULE_FEATURES;
+}
+
 int schedule_distance(const Schedule *a, const Schedule *b) {
-  const int fa[] = {a->red,           a->block_threads, a->vec,
-                    a->omp,           a->rows,          a->row_axis,
-                    a->rows_serial,   a->mma,           a->flash,
-                    a->flash_decode,  a->decode_fill,   a->gemm_fill,
-                    a->gemm_library,  a->rows_omp,      a->block_fill,
-                    a->store_vec > 1, a->unroll,        a->gemv_rows > 1 ? a->gemv_rows : 1};
-  const int fb[] = {b->red,           b->block_threads, b->vec,
-                    b->omp,           b->rows,          b->row_axis,
-                    b->rows_serial,   b->mma,           b->flash,
-                    b->flash_decode,  b->decode_fill,   b->gemm_fill,
-                    b->gemm_library,  b->rows_omp,      b->block_fill,
-                    b->store_vec > 1, b->unroll,        b->gemv_rows > 1 ? b->gemv_rows : 1};
-  int n = 0;
-  for (size_t i = 0; i < sizeof fa / sizeof fa[0]; i++) n += fa[i] != fb[i];
-  return n;
+  int fa[SCHEDULE_FEATURES], fb[SCHEDULE_FEATURES], d = 0;
+  const int n = schedule_features(a, fa);
+  schedule_features(b, fb);
+  for (int i = 0; i < n; i++) d += fa[i] != fb[i];
+  return d;
 }
 
 /* score: the prior's per candidate, or NULL (ties by order then) */

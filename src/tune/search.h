@@ -50,6 +50,9 @@ typedef struct TuneSearchResult {
  * must measure ok (it is the reference the others are checked against). */
 int tune_search(const ScheduleSpace *space, const TuneLimits *lim, const TuneSearchOps *ops, TuneSearchResult *out,
                 Diag *d);
-/* Knobs in which two schedules differ. */
+/* A schedule's knobs, one int each, into out (SCHEDULE_FEATURES long); returns how many. */
+enum { SCHEDULE_FEATURES = 18 };
+int schedule_features(const Schedule *s, int *out);
+/* Knobs in which two schedules differ (their schedule_features). */
 int schedule_distance(const Schedule *a, const Schedule *b);
 #endif

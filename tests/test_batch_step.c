@@ -177,8 +177,10 @@ static void stacked_quantized_blocks(void **st) {
     run_step(m, s1, 3, stacked ? got : want);
     model_free(m);
   }
+  /* The stacked and unstacked steps run different kernels, whose sums are ordered differently: with AVX2's
+   * 8-lane forms that reaches 1.1e-5 of the largest logit. */
   for (int i = 0; i < 3; i++) {
-    assert_true(rel_error(got[i], want[i], cfg.vocab) <= TOL);
+    assert_true(rel_error(got[i], want[i], cfg.vocab) <= 10 * TOL);
     free(want[i]), free(got[i]);
   }
 }

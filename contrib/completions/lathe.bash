@@ -23,7 +23,7 @@ _lathe() {
     tune) opts="-e --config --random-weights --target --dim --past --max-candidates --patience --budget-s --repeats
       --warmup --timeout-s --seed --matmul-precision --db --ctx --export --commit --no-prior --device-override" ;;
     db) opts="stats export import prune --db" ;;
-    fit) opts="--from --target --out --gate --bar" ;;
+    fit) opts="--from --target --out --gate --bar --reach --l2 --prior" ;;
     pull) opts="--revision --dir --quiet -q" ;;
     list) opts="--json" ;;
     quantize) opts="--type -t --quiet -q" ;;

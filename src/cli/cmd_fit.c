@@ -46,7 +46,7 @@ int cmd_fit(int argc, char **argv) {
       {"--prior", NULL, OPT_STR, "FILE", "with --gate: check this prior file instead of the built-in one", &prior_path},
   };
   CmdSpec spec = {"fit",
-                  "[--from DIR|FILE] [--target cpu|cuda] [--out FILE] [--gate]",
+                  "[--from DIR|FILE] [--target cpu|cuda] [--out FILE] [--reach N] [--l2 L] [--gate [--prior FILE]]",
                   "Fit the learned prior (a pairwise ranking model over kernel, schedule and target features) to the\n"
                   "goldens' measurements and write it as JSON; compiles that consult a tuning database use it where\n"
                   "no measurement exists. --gate checks the built-in prior instead: for each goldens kernel, is its\n"

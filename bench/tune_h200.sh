@@ -15,11 +15,12 @@
 #
 #   bench/tune_h200.sh [--lathe PATH] [--target cuda|cpu] [--config NAME] [--quick] [--tag NAME]
 #                      [--kernel-budget S] [--decode-budget S] [--prefill-budget S] [--total S] [--out DIR]
-#                      [--no-model] [--bandwidth GB/s] [--keep-work]
+#                      [--no-model] [--no-kernels] [--bandwidth GB/s] [--keep-work]
 #
 # --quick: small shapes, smollm2-135m, budgets of 5 / 20 / 15 s, for checking the script itself (on the CPU:
 # --target cpu --quick; with --no-model too it takes seconds: tests/cli_tune_h200_test.sh).
 # --no-model: the standalone kernels only (no decode / prefill tuning, no `lathe bench`).
+# --no-kernels: the model only (no standalone kernels).
 # --bandwidth: the floors' memory bandwidth (default 4130 GB/s on cuda, none on the CPU).
 # Defaults: build/lathe, cuda, qwen3-0.6b, tag h200 (cpu with --target cpu), budgets 20 s per kernel (35 s for
 # the RMSNorm), 120 s decode, 75 s prefill, everything aimed at --total 500 s (a phase that would not fit is
@@ -38,6 +39,7 @@ prefill_budget=75
 total=500
 out=${OUT:-}
 model=1
+kernels_on=1
 keep_work=0
 bandwidth=
 while [ $# -gt 0 ]; do
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
     --total) total=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-model) model=0; shift ;;
+    --no-kernels) kernels_on=0; shift ;;
     --bandwidth) bandwidth=$2; shift 2 ;;
     --keep-work) keep_work=1; shift ;;
     *) echo "tune_h200: unknown option '$1'" >&2; exit 2 ;;
@@ -89,6 +92,7 @@ else
   iters=20
   tune_args=(--max-candidates 64 --patience 16 --repeats 7 --warmup 3 --timeout-s 60)
 fi
+[ "$kernels_on" = 1 ] || kernels=()
 log "lathe $lathe, target $target, config $config, out $out, cache $LATHE_CACHE_DIR"
 
 # `lathe run --bench`'s median in ms ("bench: 1 kernel, median 1.5620 ms over 50 runs ...")
@@ -169,7 +173,7 @@ fi
 
 # ---- torch.compile on the same kernels, last (its compiles are slow), when there is time and torch ----
 torch_ms=("-" "-" "-")
-if [ "$target" = cuda ] && [ $(left) -gt 45 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+if [ ${#rows[@]} -gt 0 ] && [ "$target" = cuda ] && [ $(left) -gt 45 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   log "torch.compile on the standalone kernels"
   if timeout $(($(left) - 5)) python3 - "$quick" >"$out/torch.txt" 2>"$out/torch.err" <<'PY'; then
 import sys, torch
@@ -206,13 +210,15 @@ fi
 # ---- the table ----
 {
   echo "lathe tune, $tag ($target), $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo ?), $(elapsed) s in all"
-  echo
-  echo "ms (% of the bandwidth floor); rows-in-L2 off: the defaults before it (LATHE_ROWS_IN_L2=0 --no-tune: a warp"
-  echo "per row, softmax 64 threads), default: --no-tune"
-  echo
-  echo "| kernel (f32) | rows-in-L2 off ms | default ms | tuned ms | floor ms | torch.compile ms |"
-  echo "|---|---|---|---|---|---|"
-  for i in "${!rows[@]}"; do echo "${rows[$i]}" | sed "s/TORCH$((i + 1))/${torch_ms[$i]}/"; done
+  if [ ${#rows[@]} -gt 0 ]; then
+    echo
+    echo "ms (% of the bandwidth floor); rows-in-L2 off: the defaults before it (LATHE_ROWS_IN_L2=0 --no-tune: a warp"
+    echo "per row, softmax 64 threads), default: --no-tune"
+    echo
+    echo "| kernel (f32) | rows-in-L2 off ms | default ms | tuned ms | floor ms | torch.compile ms |"
+    echo "|---|---|---|---|---|---|"
+    for i in "${!rows[@]}"; do echo "${rows[$i]}" | sed "s/TORCH$((i + 1))/${torch_ms[$i]}/"; done
+  fi
   if [ "$model" = 1 ]; then
     echo
     echo "| $config | decode tok/s | prefill $prefill_len ms |"

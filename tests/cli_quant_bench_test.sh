@@ -38,4 +38,4 @@ expect quant-compile-config 0 'lt_dq8_q4_k\(model_layers_0_self_attn_q_proj_weig
 expect quant-compile-config-q6 0 'q6_k\[2048,8192\]' -- compile --config llama-3.2-1b --weights q4_k_m --ir tensor
 expect_error quant-compile-bad "unknown --weights 'q3_k' .expected one of q8_0, q4_0" -- \
   compile --config llama-3.2-1b --weights q3_k --ir tensor
-expect_error quant-compile-no-config "--weights applies to --config only" -- compile -e "x: f32[4]; y = x * 2" --weights q8_0
+expect_error quant-compile-no-config "--weights applies to a model or --config only" -- compile -e "x: f32[4]; y = x * 2" --weights q8_0

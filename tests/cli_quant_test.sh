@@ -2,7 +2,8 @@
 set -u
 source "$(dirname "$0")/cli_lib.sh"
 # Quantized weight types: programs with q* inputs (random blocks, checked against the reference), their
-# errors, --ir printing, and --weights native on the default model (the same greedy tokens as the f32 path).
+# errors, --ir printing, and the default model's blocks read natively by default on the CPU (the same greedy
+# tokens as its f32 dequantization).
 for t in q8_0 q4_0 q4_1 q5_0 q5_1; do
   expect quant-run-$t 0 'check y: max relative error .* ok' -- run -e "w: $t[5,64]; x: f32[3,64]; y = linear(x, w)" --check
   # 19 rows: two tiles of 8 and 3 left over
@@ -40,17 +41,51 @@ expect_error quant-bad-row "input 'w': a q8_0 tensor's last dimension must be a 
 expect_error quant-no-cast 'cast: q4_0 is a weight format that only program inputs have' -- \
   run -e "x: f32[32]; y = cast(x, q4_0)"
 expect_error quant-bad-weights "unknown --weights 'q4'.*native" -- generate "$DM" -p hi --weights q4
+# The default model (Q4_1) on the CPU: by default (--weights auto) its blocks are read as they are (native), with the
+# greedy tokens of their exact f32 dequantization (--weights f32, which still dequantizes).
+tokens() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["weights"], j["tokens"])' "$1"; }
+# peak_rss_mb ARGS...: the peak resident memory of `lathe ARGS`, in MB
+peak_rss_mb() {
+  python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$LATHE" "$@"
+}
 if [ ! -f "$DM" ]; then
-  skip quant-native-default-model "default model not installed (make model)"
+  for t in quant-default-greedy-1 quant-default-greedy-2 quant-default-bench quant-default-rss quant-native-bench quant-compile-model-cpu \
+    quant-compile-model-cuda quant-compile-model-f32; do skip $t "default model not installed (make model)"; done
 else
-  if run_lathe quant-native-f32 generate "$DM" -p "The capital of France is" -n 8 --greedy --json -q; then
-    f32=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])' <"$tmp/out")
-    if run_lathe quant-native generate "$DM" -p "The capital of France is" -n 8 --greedy --json -q --weights native; then
-      native=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])' <"$tmp/out")
-      if [ "$f32" = "$native" ] && [ -n "$f32" ]; then pass quant-native-greedy
-      else fail quant-native-greedy "native $native, f32 $f32"; fi
+  i=0
+  for p in "The capital of France is" "Once upon a time"; do
+    i=$((i + 1)) t=quant-default-greedy-$i
+    if run_lathe $t generate "$DM" -p "$p" -n 16 --greedy --json -q --target cpu; then
+      cp "$tmp/out" "$tmp/default.json"
+      if run_lathe $t generate "$DM" -p "$p" -n 16 --greedy --json -q --target cpu --weights f32; then
+        d=$(tokens "$tmp/default.json") f=$(tokens "$tmp/out")
+        if [ "${d#native }" = "${f#f32 }" ] && [ "${d%% *}" = native ] && [ "${f%% *}" = f32 ]; then
+          pass $t
+        else fail $t "'$p': default: $d; --weights f32: $f"; fi
+      fi
     fi
+  done
+  small=(--target cpu --prompt-len 4 --gen-len 2 --prefill-len 0 --reps 1 --json)
+  if run_lathe quant-default-bench bench "$DM" "${small[@]}" && cp "$tmp/out" "$tmp/default.json" &&
+    run_lathe quant-default-bench bench "$DM" "${small[@]}" --weights f32; then
+    # the blocks: 4.5-5 bits a weight of the matrices (q4_1, the embedding q8_0) against f32's 32
+    if python3 -c 'import json,sys; n, f = (json.load(open(a)) for a in sys.argv[1:])
+assert n["weights_dtype"] == "native" and f["weights_dtype"] == "f32", (n["weights_dtype"], f["weights_dtype"])
+assert n["weight_bytes"] * 4 < f["weight_bytes"], (n["weight_bytes"], f["weight_bytes"])' "$tmp/default.json" "$tmp/out"
+    then pass quant-default-bench; else fail quant-default-bench "$(head -c 300 "$tmp/default.json")"; fi
   fi
+  # the f32 copy of the matrices is ~440 MB more than their blocks, which are read where the file is mapped
+  n=$(peak_rss_mb generate "$DM" -p hi -n 1 --greedy -q --target cpu) f=$(peak_rss_mb generate "$DM" -p hi -n 1 \
+    --greedy -q --target cpu --weights f32)
+  if [ -n "$n" ] && [ -n "$f" ] && [ "$n" -lt $((f - 300)) ]; then pass quant-default-rss
+  else fail quant-default-rss "peak RSS: default ${n:-?} MB, --weights f32 ${f:-?} MB"; fi
   expect quant-native-bench 0 '"weights_dtype": ?"native"' -- \
     bench "$DM" --weights native --prompt-len 4 --gen-len 2 --prefill-len 0 --reps 1 --json
+  # lathe compile builds the types generate loads: the blocks on the CPU, f32 on CUDA and with --weights f32
+  q='model\.layers\.0\.self_attn\.q_proj\.weight = input : '
+  expect quant-compile-model-cpu 0 "${q}q4_1\[576,576\]" -- compile "$DM" --ir tensor
+  expect quant-compile-model-cuda 0 "${q}f32\[576,576\]" -- compile "$DM" --ir tensor --target cuda
+  expect quant-compile-model-f32 0 "${q}f32\[576,576\]" -- compile "$DM" --ir tensor --weights f32
 fi

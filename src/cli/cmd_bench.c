@@ -320,7 +320,7 @@ static int bench_model(const BenchArgs *ap, const ModelConfig *cfgp, DType wdt, 
   if (lo.random_quant)
     snprintf(wname, sizeof wname, "%s%s%s", quant_scheme_name((QuantScheme)(lo.random_quant - 1)),
              lo.random_dequantized ? " dequantized to " : "", lo.random_dequantized ? dtype_name(m->weight_dtype) : "");
-  else snprintf(wname, sizeof wname, "%s", m->weights_native ? "native" : dtype_name(m->weight_dtype));
+  else snprintf(wname, sizeof wname, "%s", model_weights_form(m));
   if (a.json) {
     json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f, s:o, s:I, s:I, s:I, s:I}",
                           "model", name, "target", target_name(t), "weights_dtype", wname, "prompt_len", a.prompt_len,

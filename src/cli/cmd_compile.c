@@ -33,9 +33,10 @@ static int schedule_device(const char *device, int target_given, Target *target,
 
 /* Compiles to `stage` one of: a built-in architecture (preset; as `lathe bench --config` runs it, bf16 weights, or
  * the blocks of quantize scheme `scheme` when >= 0), a model's whole forward step built from its config (model_path;
- * its weights are not read), or a program's text. */
+ * its weights are not read; their types as model_load takes them under lo), or a program's text. */
 static int compile_input(Compilation *c, const ModelConfig *preset, int scheme, const char *model_path,
-                         const char *text, int kv_block, DType kv_dtype, Stage stage, Diag *d) {
+                         const ModelLoadOptions *lo, const char *text, int kv_block, DType kv_dtype, Stage stage,
+                         Diag *d) {
   ModelBuildOptions bo = {4096, DT_BF16, kv_dtype, kv_block};
   bo.fuse_projections = model_fuse_projections(kv_block > 0, c->target);
   if (preset) {
@@ -49,13 +50,28 @@ static int compile_input(Compilation *c, const ModelConfig *preset, int scheme, 
   if (model_path) {
     ModelConfig cfg;
     WeightStore *w = model_weights_open(model_path, &cfg, d);
+    if (!w) return 0;
     bo.max_ctx = cfg.max_ctx > 0 && cfg.max_ctx < 4096 ? cfg.max_ctx : 4096;
-    bo.weight_dtype = DT_F32;
-    int ok = w && (c->graph = model_build(&cfg, &bo, c->arena, c->pool, d)) && compile_graph(c, stage, d);
+    model_build_weights(&bo, w, lo);
+    int ok = (c->graph = model_build(&cfg, &bo, c->arena, c->pool, d)) && compile_graph(c, stage, d);
     weights_close(w);
     return ok;
   }
   return compile_source(c, text, stage, d);
+}
+
+/* --weights: with --config a quantize scheme (*scheme), with a model lathe generate's choice (lo). */
+static int compile_weights_option(const char *weights, int config, int model, int *scheme, ModelLoadOptions *lo) {
+  QuantScheme qs;
+  if (!weights) return 1;
+  if (model) return weights_option(weights, lo);
+  if (config && quant_scheme_from_name(weights, &qs)) {
+    *scheme = (int)qs;
+    return 1;
+  }
+  if (config) report_msg("unknown --weights '%s' (expected one of %s)", weights, quant_scheme_names());
+  else report_msg("--weights applies to a model or --config only");
+  return 0;
 }
 
 /* --kv-dtype: f32 or bf16, the latter only for a paged cache (model.c refuses it for one sequence's cache). */
@@ -111,8 +127,9 @@ int cmd_compile(int argc, char **argv) {
        "tensor-core GEMMs on CUDA (see lathe generate "
        "--help)",
        &matmul_name, .def = "high"},
-      {"--weights", NULL, OPT_STR, "QUANT",
-       "with --config: the matrices in the blocks a lathe quantize --type (q4_k_m, q8_0, ...) gives them, as "
+      {"--weights", NULL, OPT_STR, "auto|native|f32|bf16|f16|QUANT",
+       "with a MODEL: the weight storage lathe generate --weights gives (default: auto); with --config: the "
+       "matrices in the blocks a lathe quantize --type (q4_k_m, q8_0, ...) gives them, as "
        "lathe bench --config NAME --random-weights --weights QUANT reads them",
        &weights},
       {"--kv-block", NULL, OPT_INT, "N",
@@ -148,12 +165,6 @@ int cmd_compile(int argc, char **argv) {
     report_msg("--candidates needs --ir tile");
     return EXIT_ERROR;
   }
-  QuantScheme scheme = QUANT_Q8_0;
-  if (weights && (!config || !quant_scheme_from_name(weights, &scheme))) {
-    if (config) report_msg("unknown --weights '%s' (expected one of %s)", weights, quant_scheme_names());
-    else report_msg("--weights applies to --config only");
-    return EXIT_ERROR;
-  }
   DType kv_dtype = DT_F32;
   if (!kv_dtype_option(kv_dtype_name, kv_block, &kv_dtype)) return EXIT_ERROR;
   ProgramArg prog = {0};
@@ -161,7 +172,14 @@ int cmd_compile(int argc, char **argv) {
   int model;
   if (!program_or_model_arg(config, inline_text, &path, &preset, &prog, &model)) return EXIT_ERROR;
   TargetDesc desc;
-  if (!schedule_device(device, target_given, &target, &desc)) return EXIT_ERROR;
+  int scheme = -1;
+  ModelLoadOptions lo = {0};
+  if (!schedule_device(device, target_given, &target, &desc) ||
+      !compile_weights_option(weights, config != NULL, model, &scheme, &lo)) {
+    program_arg_free(&prog);
+    return EXIT_ERROR;
+  }
+  lo.target = target;
   FusionPolicy fusion = fusion_policy_for(target);
   if (fuse_recompute) fusion.allow_recompute = 1;
   if (no_fuse) fusion.fuse_reductions = 0;
@@ -172,8 +190,8 @@ int cmd_compile(int argc, char **argv) {
   int rc = EXIT_OK, ok;
   TuneLookup tl;
   int tuned = cli_use_tuning(c, &tl, no_tune, dims.n ? &dims : NULL);
-  ok = compile_input(c, config ? &preset : NULL, weights ? (int)scheme : -1, model ? path : NULL, prog.text, kv_block,
-                     kv_dtype, stage, &d);
+  ok = compile_input(c, config ? &preset : NULL, scheme, model ? path : NULL, &lo, prog.text, kv_block, kv_dtype, stage,
+                     &d);
   if (!ok) {
     report(&d, config ? config : model ? path : prog.file);
     rc = EXIT_ERROR;

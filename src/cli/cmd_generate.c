@@ -168,11 +168,13 @@ int cmd_generate(int argc, char **argv) {
     json_object_set_new(o, "tokens", gt);
     json_object_set_new(o, "text", json_string(sb_str(&text)));
     json_object_set_new(o, "stop_reason", json_string(st.stop_reason));
+    json_object_set_new(o, "weights", json_string(model_weights_form(m)));
     const SamplerOptions *so = &a.gen.sampling;
     json_object_set_new(o, "sampling",
                         json_pack("{s:b, s:f, s:i, s:f, s:I, s:s}", "greedy", sampler_is_greedy(so), "temperature",
                                   so->temperature, "top_k", so->top_k, "top_p", so->top_p, "seed", (json_int_t)so->seed,
                                   "defaults_from", a.sampling_from));
+    json_object_set_new(stats, "load_ms", json_real(m->load_ms));
     json_object_set_new(stats, "prefill_ms", json_real(st.prefill_ms));
     json_object_set_new(stats, "decode_ms", json_real(st.decode_ms));
     json_object_set_new(stats, "decode_tokens_per_s",

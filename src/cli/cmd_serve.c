@@ -226,10 +226,10 @@ int cmd_serve(int argc, char **argv) {
   if (!(m = a.config ? open_random(&a, &be) : gen_open_model(&g, &be))) goto done;
   if (!a.quiet)
     fprintf(stderr,
-            "lathe: %s%s (%s, %d layers, context %d, %d KV blocks of %d, %s, %.2f GB%s) on %s compiled in %.0f ms, "
-            "loaded in %.0f ms\n",
-            path, a.config ? " with random weights" : "", m->cfg.arch_name, m->cfg.layers, m->max_ctx, m->kv_blocks,
-            m->kv_block, dtype_name(m->kv_dtype), (double)m->cache_bytes / 1e9,
+            "lathe: %s%s (%s, %d layers, %s weights, context %d, %d KV blocks of %d, %s, %.2f GB%s) on %s compiled in "
+            "%.0f ms, loaded in %.0f ms\n",
+            path, a.config ? " with random weights" : "", m->cfg.arch_name, m->cfg.layers, model_weights_form(m),
+            m->max_ctx, m->kv_blocks, m->kv_block, dtype_name(m->kv_dtype), (double)m->cache_bytes / 1e9,
             a.batch_invariant ? ", batch-invariant" : "", target_name(m->backend->target.kind), m->compile_ms,
             m->load_ms);
   EngineOptions eo = {0, a.max_seqs};

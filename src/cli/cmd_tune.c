@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../backend/cuda_driver.h"
+#include "../generate/model.h"
 #include "../model/config.h"
 #include "../model/model_check.h"
 #include "../model/presets.h"
@@ -63,7 +64,9 @@ static int build_program(Compilation *c, const ModelConfig *preset, const char *
   /* the KV cache's length is part of the attention kernels' keys: it must be the using compile's */
   int max_ctx = ctx ? ctx : 4096;
   if (cfg.max_ctx > 0 && cfg.max_ctx < max_ctx) max_ctx = cfg.max_ctx;
-  ModelBuildOptions bo = {max_ctx, preset ? DT_BF16 : DT_F32, DT_F32, 0};
+  ModelBuildOptions bo = {max_ctx, DT_BF16, DT_F32, 0};
+  ModelLoadOptions lo = {.target = c->target}; /* a model file's weights as lathe generate takes them by default */
+  if (w) model_build_weights(&bo, w, &lo);
   int ok = (c->graph = model_build(&cfg, &bo, c->arena, c->pool, d)) && compile_graph(c, ST_TILE, d);
   weights_close(w);
   int64_t v;

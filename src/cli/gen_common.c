@@ -118,8 +118,9 @@ static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
                  NULL,
                  OPT_STR,
                  "auto|native|f32|bf16|f16",
-                 "weight storage (auto: the file's f16/bf16, "
-                 "else exact f32; native: a GGUF's quantized blocks, decoded by the kernels)",
+                 "weight storage (auto: a GGUF's quantized blocks on the CPU, else the file's f16/bf16, else exact "
+                 "f32; native: a GGUF's quantized blocks, decoded by the kernels; f32|bf16|f16: every tensor "
+                 "dequantized or converted to it)",
                  &a->weights,
                  .def = "auto"};
   o[n++] = (Opt){"--no-tune", NULL, OPT_FLAG, NULL, "the default schedules, ignoring the tuning database", &a->no_tune};
@@ -278,8 +279,9 @@ Model *gen_open_model(GenArgs *a, Backend **be) {
             "degrade\n",
             a->ctx, m->cfg.max_ctx, path);
   if (!a->quiet) {
-    fprintf(stderr, "lathe: %s (%s, %d layers, hidden %d) on %s: compiled in %.0f ms, loaded in %.0f ms\n", path,
-            m->cfg.arch_name, m->cfg.layers, m->cfg.hidden, target_name(t), m->compile_ms, m->load_ms);
+    fprintf(stderr, "lathe: %s (%s, %d layers, hidden %d) on %s, %s weights: compiled in %.0f ms, loaded in %.0f ms\n",
+            path, m->cfg.arch_name, m->cfg.layers, m->cfg.hidden, target_name(t), model_weights_form(m), m->compile_ms,
+            m->load_ms);
     gen_print_sampling(a);
     if (m->kv_block) gen_print_kv_pool(m);
   }

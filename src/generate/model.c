@@ -10,21 +10,39 @@
 #include "../model/gguf.h"
 #include "../model/model_check.h"
 
-/* Weights keep the file's float type where the kernels can read it; quantized and other types are
- * dequantized to f32 at load. */
-static DType pick_weight_dtype(WeightStore *w, const ModelLoadOptions *o) {
+DType model_weight_dtype(WeightStore *w, const ModelLoadOptions *o) {
   if (o->weight_dtype_set) return o->weight_dtype;
   WeightInfo wi;
   if (weights_has(w, "model.embed_tokens.weight", &wi) && (wi.dtype == DT_BF16 || wi.dtype == DT_F16)) return wi.dtype;
   return DT_F32;
 }
 
-/* --weights native: a 2-D quantized tensor of the file keeps its block format in the graph. */
+static int has_quantized_tensor(const WeightStore *w) {
+  WeightInfo wi;
+  for (int i = 0; i < weights_count(w); i++)
+    if (weights_name_at(w, i, &wi) && dtype_is_quant(wi.native)) return 1;
+  return 0;
+}
+
+int model_reads_blocks(WeightStore *w, const ModelLoadOptions *o) {
+  if (!weights_gguf(w) || !has_quantized_tensor(w)) return 0;
+  return o->weights_native || (!o->weight_dtype_set && o->target == TARGET_CPU);
+}
+
+/* A 2-D quantized tensor of the file keeps its block format in the graph. */
 static DType native_weight_type(void *ctx, const char *name, int rank, int64_t row_len, DType fallback) {
   (void)row_len;
   WeightInfo wi;
   if (rank == 2 && weights_has(ctx, name, &wi) && dtype_is_quant(wi.native)) return wi.native;
   return fallback;
+}
+
+int model_build_weights(ModelBuildOptions *bo, WeightStore *w, const ModelLoadOptions *o) {
+  bo->weight_dtype = model_weight_dtype(w, o);
+  if (!model_reads_blocks(w, o)) return 0;
+  bo->weight_type = native_weight_type;
+  bo->weight_type_ctx = w;
+  return 1;
 }
 
 /* The file's blocks of quantized tensor `name`, which must be `bytes` long: *data, and in *owned a copy to free
@@ -209,7 +227,7 @@ Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag 
     snprintf(tj, sizeof tj, "%s/tokenizer.json", weights_dir(m->weights));
     if (access(tj, R_OK) == 0 && !(m->tok = tokenizer_from_hf_dir(weights_dir(m->weights), d))) goto fail;
   }
-  if (!model_finish(m, pick_weight_dtype(m->weights, o), o, t0, d)) goto fail;
+  if (!model_finish(m, model_weight_dtype(m->weights, o), o, t0, d)) goto fail;
   return m;
 fail:
   model_free(m);
@@ -246,6 +264,22 @@ static double kv_position_bytes(const Model *m) {
   return (double)model_kv_bytes_per_position(&m->cfg) / sizeof(float) * dtype_size(m->kv_dtype);
 }
 
+/* The weights' bytes on the device: the file's blocks where they are read as such, else wdt's elements. */
+static double weights_estimate(const Model *m, DType wdt) {
+  if (!m->weights_native || !m->weights) return (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
+  double bytes = 0;
+  WeightInfo wi;
+  for (int i = 0; i < weights_count(m->weights); i++) {
+    if (!weights_name_at(m->weights, i, &wi)) continue;
+    int64_t numel = 1;
+    for (int k = 0; k < wi.rank; k++) numel *= wi.dims[k];
+    size_t b = 0;
+    if (dtype_is_quant(wi.native) && wi.rank == 2 && dtype_bytes(wi.native, numel, &b)) bytes += (double)b;
+    else bytes += (double)numel * (double)dtype_size(wdt);
+  }
+  return bytes;
+}
+
 /* The weights and a KV cache of m->max_ctx positions must fit the backend's free memory: say what they
  * need and what context fits rather than fail an allocation later (or, on the CPU, be killed). */
 static int memory_fits(const Model *m, DType wdt, Diag *d) {
@@ -253,7 +287,7 @@ static int memory_fits(const Model *m, DType wdt, Diag *d) {
   if (!avail) return 1;
   double per = kv_position_bytes(m);
   double kv = per * (m->kv_block ? (double)m->kv_blocks * m->kv_block : m->max_ctx);
-  double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
+  double weights = weights_estimate(m, wdt);
   if (kv + weights <= (double)avail) return 1;
   double fit = weights < (double)avail ? ((double)avail - weights) / per : 0;
   char tail[128];
@@ -272,7 +306,7 @@ static int pool_blocks(const Model *m, DType wdt, const ModelLoadOptions *o, Dia
   double per_block = kv_position_bytes(m) * o->kv_block, bytes = (double)o->kv_memory;
   if (!o->kv_memory) {
     double avail = m->backend->ops->memory_free ? (double)m->backend->ops->memory_free(m->backend) : 0;
-    double weights = (double)model_param_count(&m->cfg) * (double)dtype_size(wdt);
+    double weights = weights_estimate(m, wdt);
     int gpu = m->backend->target.kind == TARGET_CUDA;
     double frac = o->kv_fraction > 0 ? o->kv_fraction : gpu ? 0.9 : 0.25;
     bytes = avail > weights ? (avail - weights) * frac : 0;
@@ -311,6 +345,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
     return 0;
   }
   m->kv_dtype = o->kv_dtype;
+  m->weights_native = m->weights && model_reads_blocks(m->weights, o);
   m->kv_block = o->kv_block;
   m->kv_blocks = o->kv_block ? o->kv_blocks : 0;
   if (o->kv_block && !m->kv_blocks && !(m->kv_blocks = pool_blocks(m, wdt, o, d))) return 0;
@@ -318,11 +353,7 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   ModelBuildOptions bo = {m->max_ctx, wdt, m->kv_dtype, o->kv_block, o->kv_block && o->hidden_output, NULL, NULL};
   m->hidden_output = bo.hidden_output;
   bo.fuse_projections = model_fuse_projections(o->kv_block > 0, o->target);
-  if (o->weights_native && m->weights && weights_gguf(m->weights)) {
-    bo.weight_type = native_weight_type;
-    bo.weight_type_ctx = m->weights;
-    m->weights_native = 1;
-  }
+  if (m->weights) model_build_weights(&bo, m->weights, o);
   if (o->random_quant > 0 && !m->weights) {
     m->random_quant = (RandomQuant){&m->cfg, o->random_quant - 1};
     if (!o->random_dequantized) {
@@ -364,6 +395,8 @@ static int model_finish(Model *m, DType wdt, const ModelLoadOptions *o, double t
   m->load_ms = now_ms() - t0;
   return 1;
 }
+
+const char *model_weights_form(const Model *m) { return m->weights_native ? "native" : dtype_name(m->weight_dtype); }
 
 void model_memory(const Model *m, size_t *weights, size_t *kv_cache, size_t *workspace) {
   *weights = m->weight_bytes;

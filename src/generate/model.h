@@ -30,7 +30,7 @@ typedef struct Model {
   double compile_ms, load_ms;
   size_t weight_bytes, cache_bytes;
   DType weight_dtype;       /* of the weight inputs: the file's float type, or f32 for dequantized tensors */
-  int weights_native;       /* quantized tensors are read as their blocks (ModelLoadOptions.weights_native) */
+  int weights_native;       /* quantized tensors are read as their blocks (model_reads_blocks) */
   DType embed_dtype;        /* of model.embed_tokens.weight (a block type when it is read quantized) */
   RandomQuant random_quant; /* model_new_random with ModelLoadOptions.random_quant: the type rule's context */
   ModelBuildOptions build;  /* what the graph was built with (a warm compile rebuilds it) */
@@ -41,12 +41,12 @@ typedef struct ModelLoadOptions {
   int max_ctx; /* 0: min(config max, 4096) */
   int quiet;   /* no progress output on stderr */
   /* Storage type of the weights on the device: 0 = auto (the file's f16/bf16 type, else f32: quantized
-   * tensors dequantized exactly); else weight_dtype (bf16 halves an f32 model's bytes per token at a
-   * rounding of 2^-9 relative). */
+   * tensors dequantized exactly, except on the CPU, see model_reads_blocks); else weight_dtype for every
+   * tensor (bf16 halves an f32 model's bytes per token at a rounding of 2^-9 relative). */
   int weight_dtype_set;
   DType weight_dtype;
-  /* Quantized GGUF tensors keep their block format (--weights native): kernels decode them, and on the CPU
-   * they are read where the file is mapped (no copy); other tensors as above. */
+  /* Quantized GGUF tensors keep their block format (--weights native) on every target: kernels decode them,
+   * and on the CPU they are read where the file is mapped (no copy); other tensors as above. */
   int weights_native;
   /* model_new_random only: > 0, the matrices are random values quantized under QuantScheme random_quant - 1
    * (model/quantize.h, the type rule of `lathe quantize`) and read as their blocks; with random_dequantized
@@ -69,6 +69,18 @@ typedef struct ModelLoadOptions {
   int hidden_output;                      /* a batched model's step also outputs the final hidden states (embeddings) */
 } ModelLoadOptions;
 
+/* The type of w's unquantized weights under o (--weights): o's weight_dtype when set, else the file's f16/bf16
+ * type, else f32 (quantized tensors that are not read as blocks are dequantized to it exactly). */
+DType model_weight_dtype(WeightStore *w, const ModelLoadOptions *o);
+/* Whether w's quantized tensors keep their block format (the kernels decode them; on the CPU they are read
+ * where the file is mapped): --weights native, and by default (no weight_dtype_set) on the CPU, where they
+ * load at the speed of the disk into a third of the memory and decode faster; CUDA dequantizes them by
+ * default. 0 for a file without quantized tensors. */
+int model_reads_blocks(WeightStore *w, const ModelLoadOptions *o);
+/* bo's weight types for a step over w's tensors under o (model_weight_dtype, and model_reads_blocks' block
+ * types, which look tensors up in w while the step is built): what model_load builds with, and lathe
+ * compile and tune for a model file. Returns model_reads_blocks. */
+int model_build_weights(ModelBuildOptions *bo, WeightStore *w, const ModelLoadOptions *o);
 /* Whether a step built for `target` stacks q/k/v and gate/up (ModelBuildOptions.fuse_projections): batched
  * steps (paged) on CUDA, unless LATHE_FUSE_PROJECTIONS says otherwise. */
 int model_fuse_projections(int paged, Target target);
@@ -79,6 +91,9 @@ Compilation *model_compilation_new(const ModelLoadOptions *o);
 Model *model_load(const char *path, Backend *b, const ModelLoadOptions *o, Diag *d);
 /* A model of the given configuration with random weights of dtype wdt (no tokenizer): for benchmarks. */
 Model *model_new_random(const ModelConfig *cfg, DType wdt, Backend *b, const ModelLoadOptions *o, Diag *d);
+/* How the weights are held, as --weights names it: "native" (the file's quantized blocks) or the type the rest
+ * are given as ("f32", "bf16", "f16"). */
+const char *model_weights_form(const Model *m);
 /* Bytes of device memory the model's plan holds: weights, KV caches, and the activation workspace. */
 void model_memory(const Model *m, size_t *weights, size_t *kv_cache, size_t *workspace);
 void model_free(Model *m);

@@ -390,16 +390,17 @@ static char *read_text(const char *path) {
   return s;
 }
 
-/* The decode dot products' SIMD forms give the same floats bit for bit: compiled as generated code is (AVX-512 VNNI
- * and BW here: vpdpwssd, q5's fifth bits from a mask register) and for AVX2 alone (vpmaddwd, the bits by compares),
- * every format's lt_qdot over rows of random blocks prints the same bits (the integer sums of a block are exact in
- * both and the scales are applied in the same order). The weights' bits are widened from 16 bytes at once
- * (lt_dot_nib, lt_w16s), not from halves of a 32-byte register. */
+/* A row's quantized dot product is the same bits in every form that computes it: lt_qdot (one activation row, the
+ * decode form) and lt_qdott (a tile of 8 rows, the batched and prefill form), each compiled as generated code is
+ * (AVX-512 VNNI and BW here), for AVX2 alone and with the scalar fallback. So a sequence's logits do not depend on
+ * the rows that share its step, nor on the machine. The flags are the CPU backend's (-fassociative-math among them:
+ * the scales' products must not be regrouped). Every format, rows of random blocks, 8 activation rows of different
+ * magnitudes. */
 static void int_dot_forms_agree_bitwise(void **state) {
   (void)state;
   StrBuf b = {0};
   rc_put_quant_source(&b, 0);
-  assert_contains(sb_str(&b), "return LT_FMA(acc, lt_dot_nib(b + 4, z, z, x->q), _mm_cvtss_f32(dm) * x->d);");
+  assert_contains(sb_str(&b), "lt_dot_nib(b + 4, z, z, 0, x->q), lt_qscale(_mm_cvtss_f32(dm), x->d)");
   assert_contains(sb_str(&b), "lt_dot16(lt_w16s(b + 2), lt_w16s(b + 18), x->q)");
   if (system("cc --version >/dev/null 2>&1") != 0) {
     sb_free(&b);
@@ -412,22 +413,35 @@ static void int_dot_forms_agree_bitwise(void **state) {
   sb_puts(&src, HOST_RANDOM_BLOCKS);
   sb_puts(
       &src,
-      "static void rows(int bytes, int elems, const int *halves, int nh, float (*dot)(lt_qp, long long, int, const lt_q16x *)) {\n"
+      "static int rows(const char *name, int bytes, int elems, const int *halves, int nh,\n"
+      "                float (*dot)(lt_qp, long long, int, const lt_q16x *),\n"
+      "                void (*dott)(lt_qp, long long, int, const lt_q16t *, float *)) {\n"
       "  enum { NB = 5, ROWS = 9 };\n"
       "  static unsigned char w[ROWS * NB * 210];\n"
-      "  static float x[NB * 256];\n"
-      "  static lt_q16x q[NB * 8];\n"
+      "  static float x[8][NB * 256];\n"
+      "  static lt_q16x q[8][NB * 8];\n"
+      "  static lt_q16t qt[NB * 8];\n"
       "  random_blocks(w, ROWS * NB, bytes, halves, nh);\n"
-      "  for (int i = 0; i < NB * elems; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;\n"
-      "  for (int i = 0; i < NB * elems / 32; i++) lt_q16_block(x + 32 * i, q + i);\n"
-      "  for (int r = 0; r < ROWS; r++) {\n"
-      "    float v = dot(w, (long long)r * NB, NB, q);\n"
-      "    unsigned u;\n"
-      "    memcpy(&u, &v, 4);\n"
-      "    printf(\"%08x\\n\", u);\n"
+      "  for (int t = 0; t < 8; t++) {\n"
+      "    for (int i = 0; i < NB * elems; i++) x[t][i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f * (float)(1 << t);\n"
+      "    for (int i = 0; i < NB * elems / 32; i++) lt_q16_block(x[t] + 32 * i, q[t] + i);\n"
+      "    lt_q16t_row(x[t], qt, t, NB * elems / 32);\n"
       "  }\n"
+      "  for (int r = 0; r < ROWS; r++) {\n"
+      "    float tile[8];\n"
+      "    dott(w, (long long)r * NB, NB, qt, tile);\n"
+      "    for (int t = 0; t < 8; t++) {\n"
+      "      float v = dot(w, (long long)r * NB, NB, q[t]);\n"
+      "      unsigned u, ut;\n"
+      "      memcpy(&u, &v, 4), memcpy(&ut, &tile[t], 4);\n"
+      "      if (u != ut) { printf(\"%s row %d, activation row %d: alone %.9g, in a tile %.9g\\n\", name, r, t, v, tile[t]); return 1; }\n"
+      "      printf(\"%08x\\n\", u);\n"
+      "    }\n"
+      "  }\n"
+      "  return 0;\n"
       "}\n"
-      "#define ROWS(f, bytes, elems, ...) { const int h[] = {__VA_ARGS__}; rows(bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f); }\n"
+      "#define ROWS(f, bytes, elems, ...) { const int h[] = {__VA_ARGS__};\\\n"
+      "  if (rows(#f, bytes, elems, h, (int)(sizeof h / sizeof h[0]), lt_qdot_##f, lt_qdott_##f)) return 1; }\n"
       "int main(void) {\n"
       "  x_ = 777;\n"
       "  ROWS(q8_0, 34, 32, 0) ROWS(q4_0, 18, 32, 0) ROWS(q4_1, 20, 32, 0, 2) ROWS(q5_0, 22, 32, 0)\n"
@@ -436,23 +450,29 @@ static void int_dot_forms_agree_bitwise(void **state) {
   HostProg p;
   host_prog_write(&p, "forms.c", sb_str(&src));
   sb_free(&src);
-  const char *forms[] = {"", "-mno-avx512f"};
-  char out[2][128];
-  for (int i = 0; i < 2; i++) {
-    char compile[128];
+  const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
+  char out[3][128];
+  for (int i = 0; i < 3; i++) {
+    char compile[320];
     snprintf(out[i], sizeof out[i], "%s/out%d", p.dir, i);
-    snprintf(compile, sizeof compile, "cc -O3 -march=native -std=c11 -ffp-contract=fast -w %s", forms[i]);
-    assert_int_equal(host_prog_run(&p, compile, out[i]), 0);
+    snprintf(compile, sizeof compile,
+             "cc -O3 -march=native -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math "
+             "-ffp-contract=fast -mprefer-vector-width=512 -w %s",
+             forms[i]);
+    if (host_prog_run(&p, compile, out[i]) != 0)
+      fail_msg("the tile form differs from the row form (%s): %s", forms[i][0] ? forms[i] : "SIMD", out[i]);
   }
-  char *a = read_text(out[0]), *c = read_text(out[1]);
+  char *a = read_text(out[0]), *c = read_text(out[1]), *e = read_text(out[2]);
   assert_non_null(a);
   assert_non_null(c);
-  assert_int_equal((int)strlen(a), 8 * 9 * 9); /* 8 formats x 9 rows, 9 characters a line */
+  assert_non_null(e);
+  assert_int_equal((int)strlen(a), 8 * 9 * 8 * 9); /* 8 formats x 9 rows x 8 activation rows, 9 characters a line */
   assert_string_equal(a, c);
+  assert_string_equal(a, e);
   free(a);
   free(c);
-  unlink(out[0]);
-  unlink(out[1]);
+  free(e);
+  for (int i = 0; i < 3; i++) unlink(out[i]);
   host_prog_remove(&p);
 }
 

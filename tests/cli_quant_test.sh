@@ -42,7 +42,7 @@ expect_error quant-no-cast 'cast: q4_0 is a weight format that only program inpu
   run -e "x: f32[32]; y = cast(x, q4_0)"
 expect_error quant-bad-weights "unknown --weights 'q4'.*native" -- generate "$DM" -p hi --weights q4
 # The default model (Q4_1) on the CPU: by default (--weights auto) its blocks are read as they are (native), with the
-# greedy tokens of their exact f32 dequantization (--weights f32, which still dequantizes).
+# greedy tokens of their exact f32 dequantization (--weights f32).
 tokens() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["weights"], j["tokens"])' "$1"; }
 # peak_rss_mb ARGS...: the peak resident memory of `lathe ARGS`, in MB
 peak_rss_mb() {
@@ -83,9 +83,9 @@ assert n["weight_bytes"] * 4 < f["weight_bytes"], (n["weight_bytes"], f["weight_
   else fail quant-default-rss "peak RSS: default ${n:-?} MB, --weights f32 ${f:-?} MB"; fi
   expect quant-native-bench 0 '"weights_dtype": ?"native"' -- \
     bench "$DM" --weights native --prompt-len 4 --gen-len 2 --prefill-len 0 --reps 1 --json
-  # lathe compile builds the types generate loads: the blocks on the CPU, f32 on CUDA and with --weights f32
+  # lathe compile builds the types generate loads: the blocks on the CPU and on CUDA, f32 with --weights f32
   q='model\.layers\.0\.self_attn\.q_proj\.weight = input : '
   expect quant-compile-model-cpu 0 "${q}q4_1\[576,576\]" -- compile "$DM" --ir tensor
-  expect quant-compile-model-cuda 0 "${q}f32\[576,576\]" -- compile "$DM" --ir tensor --target cuda
+  expect quant-compile-model-cuda 0 "${q}q4_1\[576,576\]" -- compile "$DM" --ir tensor --target cuda
   expect quant-compile-model-f32 0 "${q}f32\[576,576\]" -- compile "$DM" --ir tensor --weights f32
 fi

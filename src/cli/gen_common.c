@@ -118,7 +118,7 @@ static int gen_options(GenArgs *a, double *seed, int chat, Opt *o) {
                  NULL,
                  OPT_STR,
                  "auto|native|f32|bf16|f16",
-                 "weight storage (auto: a GGUF's quantized blocks on the CPU, else the file's f16/bf16, else exact "
+                 "weight storage (auto: a GGUF's quantized blocks, else the file's f16/bf16, else exact "
                  "f32; native: a GGUF's quantized blocks, decoded by the kernels; f32|bf16|f16: every tensor "
                  "dequantized or converted to it)",
                  &a->weights,

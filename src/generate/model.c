@@ -26,7 +26,7 @@ static int has_quantized_tensor(const WeightStore *w) {
 
 int model_reads_blocks(WeightStore *w, const ModelLoadOptions *o) {
   if (!weights_gguf(w) || !has_quantized_tensor(w)) return 0;
-  return o->weights_native || (!o->weight_dtype_set && o->target == TARGET_CPU);
+  return o->weights_native || !o->weight_dtype_set;
 }
 
 /* A 2-D quantized tensor of the file keeps its block format in the graph. */

@@ -40,9 +40,9 @@ typedef struct ModelLoadOptions {
   Target target;
   int max_ctx; /* 0: min(config max, 4096) */
   int quiet;   /* no progress output on stderr */
-  /* Storage type of the weights on the device: 0 = auto (the file's f16/bf16 type, else f32: quantized
-   * tensors dequantized exactly, except on the CPU, see model_reads_blocks); else weight_dtype for every
-   * tensor (bf16 halves an f32 model's bytes per token at a rounding of 2^-9 relative). */
+  /* Storage type of the weights on the device: 0 = auto (a GGUF's quantized tensors as their blocks, see
+   * model_reads_blocks; else the file's f16/bf16 type, else f32); else weight_dtype for every tensor, quantized
+   * ones dequantized exactly (bf16 halves an f32 model's bytes per token at a rounding of 2^-9 relative). */
   int weight_dtype_set;
   DType weight_dtype;
   /* Quantized GGUF tensors keep their block format (--weights native) on every target: kernels decode them,

@@ -323,7 +323,7 @@ static void decode_vector_rows(void **state) {
 
 /* Flash-decoding is f32 on CUDA cores, so it stays at --matmul-precision highest; the scores and
  * softmax kernels then still run where P x V's (CUDA-core) blocked variant runs. LATHE_FLASH_DECODE=0
- * keeps the three kernels; the CPU never has it. */
+ * keeps the three kernels. */
 static void decode_at_every_precision_and_off_switch(void **state) {
   (void)state;
   Compilation *c = compiled(CAUSAL_GQA, TARGET_CUDA, MM_HIGHEST);
@@ -352,7 +352,19 @@ static void decode_at_every_precision_and_off_switch(void **state) {
   assert_false(c->kernel->kernels[0].skip);
   assert_true(c->kernel->kernels[0].alt->skip);
   compilation_free(c);
+  /* the CPU's is one kernel for every number of query rows: no blocked variant, the scores and softmax kernels
+   * launch nothing at any size; LATHE_FLASH_DECODE=0 keeps the three kernels there too */
   c = compiled(CAUSAL_GQA, TARGET_CPU, MM_HIGH);
+  assert_non_null(decode_of(c, 2));
+  assert_null(c->kernel->kernels[2].alt);
+  for (int i = 0; i < 2; i++) {
+    assert_true(c->kernel->kernels[i].skip);
+    assert_null(c->kernel->kernels[i].alt);
+  }
+  compilation_free(c);
+  setenv("LATHE_FLASH_DECODE", "0", 1);
+  c = compiled(CAUSAL_GQA, TARGET_CPU, MM_HIGH);
+  unsetenv("LATHE_FLASH_DECODE");
   for (int i = 0; i < c->kernel->nkernels; i++) {
     assert_null(decode_of(c, i));
     assert_false(c->kernel->kernels[i].skip);

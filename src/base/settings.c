@@ -32,7 +32,7 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_CUBLASLT_TUNE, "LATHE_CUBLASLT_TUNE", SETTING_BOOL, "1", NULL,
      "0: take cuBLASLt's heuristic first algorithm instead of measuring the candidates"},
     {SET_FLASH_DECODE, "LATHE_FLASH_DECODE", SETTING_BOOL, "1", NULL,
-     "0: decode attention as three kernels instead of one flash-decoding kernel"},
+     "0: attention as three kernels instead of one (CUDA: a decode step's flash-decoding; the CPU: every step)"},
     {SET_DECODE_FILL, "LATHE_DECODE_FILL", SETTING_INT, "8", NULL,
      "flash-decoding splits keys into chunks until about this many blocks run on each multiprocessor (1-64)"},
     {SET_DECODE_VEC, "LATHE_DECODE_VEC", SETTING_BOOL, "1", NULL,

@@ -43,7 +43,27 @@ static const char c_preamble[] =
     "static inline float lt_bf16_round(float f) { return lt_bf16_to_f32(lt_f32_to_bf16(f)); }\n"
     "static inline int64_t lt_maxi(int64_t a, int64_t b) { return a > b ? a : b; }\n"
     "static inline int64_t lt_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n"
-    "static inline int64_t lt_absi(int64_t a) { return a < 0 ? -a : a; }\n";
+    "static inline int64_t lt_absi(int64_t a) { return a < 0 ? -a : a; }\n"
+    /* e^x for the softmax of the CPU's flash attention (x <= 0 there; 0 below -87, where e^x leaves the normal
+     * floats, and for -inf): Cephes' polynomial for e^r on |r| <= ln 2 / 2 times 2^n, within 2 ulp down to -20
+     * and 5 below, without branches or calls, so that a loop of it vectorizes (expf does not without -ffast-math) */
+    "static inline float lt_expf(float x) {\n"
+    "  float xc = x >= -87.0f ? x : -87.0f; /* so that n converts (NaN and the infinities too) */\n"
+    "  xc = xc <= 88.0f ? xc : 88.0f;\n"
+    "  const float n = floorf(xc * 1.44269504088896341f + 0.5f);\n"
+    "  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;\n"
+    "  float p = 1.9875691500e-4f;\n"
+    "  p = p * r + 1.3981999507e-3f;\n"
+    "  p = p * r + 8.3334519073e-3f;\n"
+    "  p = p * r + 4.1665795894e-2f;\n"
+    "  p = p * r + 1.6666665459e-1f;\n"
+    "  p = p * r + 5.0000001201e-1f;\n"
+    "  p = p * r * r + r + 1.0f;\n"
+    "  union { int32_t i; float f; } s;\n"
+    "  s.i = ((int32_t)n + 127) << 23;\n"
+    "  const float v = x <= 88.0f ? p * s.f : INFINITY;\n"
+    "  return x >= -87.0f ? v : x == x ? 0.0f : x;\n"
+    "}\n";
 
 /* The row caches of KS_QROW statements: how many, and the most bytes one holds (a multiple of 64). */
 static void find_qrows(const KStmt *s, int *slots, int64_t *bytes) {

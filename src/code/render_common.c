@@ -561,6 +561,10 @@ static void put_stmt(Render *R, const KStmt *s, int level) {
     rc_put_mma(R, s, level);
     return;
   case KS_FLASH:
+    if (R->dl == &rc_dialect_c && s->flash && s->flash->decode) {
+      rc_put_flash_cpu(R, s, level);
+      return;
+    }
     if (!R->dl->templates) {
       refuse(R, "flash attention");
       return;
@@ -654,8 +658,8 @@ void rc_line(Render *R, int level, const char *fmt, ...) {
 void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int n, const char *flat) {
   int64_t stride = 1;
   for (int i = n - 1; i >= 0; i--) {
-    rc_line(R, level, "const i64 %s = (%s / %lldLL) %% %lldLL;", R->var_name[vars[i]], flat, (long long)stride,
-            (long long)ext[i]);
+    rc_line(R, level, "const %s %s = (%s / %lldLL) %% %lldLL;", R->dl->i64, R->var_name[vars[i]], flat,
+            (long long)stride, (long long)ext[i]);
     stride *= ext[i];
   }
 }

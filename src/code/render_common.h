@@ -115,4 +115,5 @@ void rc_put_mma(Render *R, const KStmt *s, int level);
 /* CUDA: a KS_FLASH statement (render_flash.c; flash-decoding: render_flash_decode.c). */
 void rc_put_flash(Render *R, const KStmt *s, int level);
 void rc_put_flash_decode(Render *R, const KStmt *s, int level);
+void rc_put_flash_cpu(Render *R, const KStmt *s, int level);
 #endif

@@ -1,6 +1,7 @@
 /* Kernel-stage building of attention as one flash-attention kernel (KS_FLASH): on tensor cores for the
- * register-blocked variant of a P x V kernel (prefill), and on CUDA cores with the keys split over
- * blocks (flash-decoding, KFlash.decode) for the kernel itself (few query rows: decode). The tile
+ * register-blocked variant of a P x V kernel (prefill), on CUDA cores with the keys split over
+ * blocks (flash-decoding, KFlash.decode) for the kernel itself (few query rows: decode), and on the CPU
+ * as the kernel itself for every number of rows (KFlash.decode, one C function). The tile
  * stage chose it, and its matcher (tile/match_attention.c) found the shape: the scores (A) and
  * softmax (B) kernels before this P x V (C), Q, K, V and the score in C's variables, C's columns as
  * groups and values. Here that becomes the statement and its launch (code/render_flash.c,
@@ -277,6 +278,15 @@ int kl_flash_body(Lower *L, const AttnMatch *am) {
   kk->body = root;
   f->scores_kernel = am->scores_kernel;
   f->softmax_kernel = am->softmax_kernel;
+  if (decode && L->target == TARGET_CPU) {
+    /* one C function (code/render_flash_cpu.c): its own OpenMP loop over query rows and groups */
+    f->decode = 1;
+    f->share = -1;
+    f->rows = 1;
+    kk->grid = ex_int(P, 1);
+    kk->block = 1;
+    return !L->failed;
+  }
   if (decode) {
     decode_launch(L, f);
     return !L->failed;

@@ -304,7 +304,7 @@ int plan_launch_all(Plan *p, RunState *s, Diag *d) {
     } else if (!launch_slot(p, s, k, mark, d)) {
       return 0;
     }
-    if (p->kernel_ms && !timed) {
+    if (p->kernel_ms && !timed && !kk->skip) { /* a kernel that launches nothing is no line of the profile */
       if (!o->sync(p->b, d)) return 0;
       p->kernel_ms[(size_t)k * PROF_PARTS + PROF_KERNEL] += now_ms() - t0;
       p->prof_name[(size_t)k * PROF_PARTS + PROF_KERNEL] = kk->fn;

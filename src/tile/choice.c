@@ -70,6 +70,14 @@ int tile_choose_kinds(const LProgram *p, const LKernel *k, const TargetDesc *dev
     if (idx >= 0 && match_attention(p, idx, s->row_axis, 1, am, &why)) {
       c->self = KIND_FLASH_DECODE;
       c->decode = am;
+      if (dev->kind == TARGET_CPU && c->variant != KIND_NONE) { /* the CPU's flash kernel computes every row */
+        if (strict) {
+          diag_error(d, 0, 0, "kernel %s: on the CPU flash attention takes every query row (rows 1)", k->name);
+          return 0;
+        }
+        c->variant = KIND_NONE;
+        s->rows = 1, s->row_axis = -1, s->rows_omp = 0;
+      }
     } else if (strict) {
       return idx < 0 ? (diag_error(d, 0, 0, "kernel %s is not in its program", k->name), 0) : refuse(d, k, &why);
     } else {
@@ -77,7 +85,6 @@ int tile_choose_kinds(const LProgram *p, const LKernel *k, const TargetDesc *dev
       s->decode_fill = 0;
     }
   }
-  (void)dev;
   return 1;
 }
 
@@ -149,7 +156,7 @@ int tile_knobs_check(const LKernel *k, const TargetDesc *dev, const Schedule *s,
     diag_error(d, 0, 0, "kernel %s: tensor-core parts must be 0, 1 or 2 (mma %d, flash %d)", name, s->mma, s->flash);
     return 0;
   }
-  if ((s->mma || s->flash || s->flash_decode) && dev->kind != TARGET_CUDA) {
+  if ((s->mma || s->flash || (s->flash_decode && dev->kind != TARGET_CPU)) && dev->kind != TARGET_CUDA) {
     diag_error(d, 0, 0, "kernel %s: tensor-core GEMMs, flash attention and flash-decoding are CUDA kernels", name);
     return 0;
   }

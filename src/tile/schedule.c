@@ -216,11 +216,14 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   Schedule s = {.red = RS_SERIAL, .block_threads = 256, .vec = 1, .omp = 0, .rows = 1, .row_axis = -1};
   if (k->nphase > 0) choose_rows(k, dev, &s);
   int64_t work = work_per_point(k);
-  /* one sum over a run-time length may be the P x V of an attention */
-  s.flash_decode = t == TARGET_CUDA && k->nphase == 1 && work < 0;
+  /* one sum over a run-time length may be the P x V of an attention: on the CPU one kernel for every number of
+   * query rows (its blocked variant gives way to it) */
+  s.flash_decode = (t == TARGET_CUDA || t == TARGET_CPU) && k->nphase == 1 && work < 0;
   /* flash-decoding's key chunks: about eight blocks on each multiprocessor (LATHE_DECODE_FILL); with two,
    * a batch of many rows left each block a long serial walk over its keys */
-  if (s.flash_decode) {
+  if (s.flash_decode && t == TARGET_CPU) {
+    s.decode_fill = 1; /* no blocks to fill: the kernel's own OpenMP loop */
+  } else if (s.flash_decode) {
     int ok = 1, per_sm = (int)setting_int(SET_DECODE_FILL, 8, &ok);
     s.decode_fill = (ok && per_sm >= 1 && per_sm <= 64 ? per_sm : 8) * dev->sms;
   }

@@ -25,6 +25,7 @@ static Schedule canonical(Schedule s, Target t) {
   if (s.vec < 2 || t != TARGET_CUDA) s.unroll = 0; /* unrolling counts vectors */
   if (s.gemv_rows < 2 || t != TARGET_CUDA || s.red != RS_WARP) s.gemv_rows = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
+  if (t == TARGET_CPU && s.flash_decode) s.rows = 1, s.row_axis = -1, s.rows_omp = 0; /* it takes every row */
   else s.omp = 0, s.rows_omp = 0;
   return s;
 }
@@ -119,6 +120,7 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   int decode_fills[5] = {0}, ndecode = 1;
   if (dev->kind == TARGET_CUDA && k->nphase == 1)
     for (int f = 1; f <= 8; f *= 2) decode_fills[ndecode++] = f * dev->sms;
+  if (dev->kind == TARGET_CPU && k->nphase == 1) decode_fills[ndecode++] = 1; /* the CPU's flash kernel */
   /* CUDA store vectors: a one-axis inner loop of constant length (a normalization's row) also as 16-byte f32
    * vectors, where its length splits evenly into them for some thread count (kernel/lower_phase.c checks each) */
   const int64_t inner_n = k->ninner == 1 && k->inner[0].extent->op == X_CONST ? k->inner[0].extent->ival : 0;

@@ -25,8 +25,8 @@ static Schedule canonical(Schedule s, Target t) {
   if (s.vec < 2 || t != TARGET_CUDA) s.unroll = 0; /* unrolling counts vectors */
   if (s.gemv_rows < 2 || t != TARGET_CUDA || s.red != RS_WARP) s.gemv_rows = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
-  if (t == TARGET_CPU && s.flash_decode) s.rows = 1, s.row_axis = -1, s.rows_omp = 0; /* it takes every row */
   else s.omp = 0, s.rows_omp = 0;
+  if (t == TARGET_CPU && s.flash_decode) s.rows = 1, s.row_axis = -1, s.rows_omp = 0; /* it takes every row */
   return s;
 }
 

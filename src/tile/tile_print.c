@@ -109,11 +109,14 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     }
     sb_printf(b, " => %s", kernel_kind_name(c->self));
     if (var != KIND_NONE) sb_printf(b, " + variant %s%s", kernel_kind_name(var), c->library ? "|cublaslt" : "");
-    if (c->by >= 0 && c->by < tp->nkernels)
+    if (c->by >= 0 && c->by < tp->nkernels) {
+      /* a flash-decoding kernel without a variant (the CPU's) computes it at every size */
+      const int always = c->by_prefill || (c->by_decode && tp->kernels[c->by].c.variant == KIND_NONE);
       sb_printf(b, " (computed by %s in %s)", tp->kernels[c->by].k->name,
-                c->by_decode && c->by_prefill ? "decode and prefill"
-                : c->by_decode                ? "decode"
-                                              : "prefill");
+                c->by_decode && always ? "decode and prefill"
+                : c->by_decode         ? "decode"
+                                       : "prefill");
+    }
     if (tp->kernels[i].origin) sb_printf(b, "  [%s]", tp->kernels[i].origin);
     sb_putc(b, '\n');
   }

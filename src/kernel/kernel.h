@@ -131,7 +131,7 @@ typedef struct KFlash {
    * chunk order. m_var = -1: one query row. */
   int decode;
   int share, rows;
-  Expr *chunks;
+  Expr *chunks; /* NULL: the CPU's form (code/render_flash_cpu.c), one C function for every number of rows */
   /* decode, where k and v are each one load whose index reads memory per key (a paged cache's block
    * table): the index as a key's row part (of t and the block's row, no column variable) plus a column
    * part (of d, or of the value axes), and the element as a load at variable *_at_var, so the block

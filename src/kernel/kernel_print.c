@@ -39,7 +39,15 @@ static void print_axes(StrBuf *b, PrintNames *n, const int *vars, const int64_t 
 
 static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int child) {
   PrintNames *n = nm->ctx;
-  if (f->decode) {
+  if (f->decode && !f->chunks) { /* the CPU's form (code/render_flash_cpu.c) */
+    sb_puts(b, "flash attention, f32, one C loop over rows and groups: ");
+    if (f->m_var >= 0) {
+      sb_printf(b, "row %s < ", pn_var(n, f->m_var));
+      ex_print(b, f->m_extent, nm);
+    } else {
+      sb_puts(b, "one row");
+    }
+  } else if (f->decode) {
     sb_puts(b, "flash-decoding, f32: ");
     if (f->m_var >= 0) {
       sb_printf(b, "row %s < ", pn_var(n, f->m_var));

@@ -129,6 +129,11 @@ static const char quant_c_dot[] =
     "#include <immintrin.h>\n"
     "#endif\n"
     "typedef struct lt_q16x { short q[32]; float d, ds; int s, s16; } lt_q16x;\n"
+    /* the weights LT_QPF bytes ahead are asked for as each block is read (lt_qdot, lt_qdott): a decode step streams
+     * every weight from memory once, and with the compute between its loads the hardware prefetchers alone kept one
+     * core at half of a plain read's bandwidth (a [1536, 576] q4_1 GEMV over 110 MB of weights: 4.5 GB/s; 8 KB
+     * ahead: 11.6-13.6) */
+    "#define LT_QPF 8192\n"
     /* v as a value the compiler cannot see into: a product with it is rounded as written under -fassociative-math */
     "#if defined(__x86_64__)\n"
     "#define LT_OPQ(v) __asm__(\"\" : \"+x\"(v))\n"
@@ -337,17 +342,13 @@ static const char quant_c_dot[] =
     "  }\n"
     "  return acc;\n"
     "}\n"
-    /* the weights LT_QPF bytes ahead are asked for as each block is read: a decode step streams every weight from
-     * memory once, and with the compute between its loads the hardware prefetchers alone kept one core at half of
-     * a plain read's bandwidth (a [1536, 576] q4_1 GEMV over 110 MB of weights: 4.5 GB/s; 8 KB ahead: 11.6-13.6) */
-    "#define LT_QPF 8192\n"
     "#define LT_QDOT(f, BYTES, NX)\\\n"
     "  LT_Q float lt_qdot_##f(lt_qp w, long long blk, int nb, const lt_q16x *x) {\\\n"
     "    lt_qp b = w + blk * BYTES;\\\n"
     "    __m256 acc = _mm256_setzero_ps();\\\n"
     "    float m = 0.0f;\\\n"
     "    for (int i = 0; i < nb; i++) {\\\n"
-    "      _mm_prefetch((const char *)(b + (long long)i * BYTES + LT_QPF), _MM_HINT_T0);\\\n"
+    "      __builtin_prefetch(b + (long long)i * BYTES + LT_QPF);\\\n"
     "      acc = lt_qv_##f(b + (long long)i * BYTES, x + (long long)i * NX, acc, &m);\\\n"
     "    }\\\n"
     "    return lt_hsum8(acc) + m;\\\n"
@@ -459,7 +460,7 @@ static const char quant_c_dot[] =
     "  LT_Q float lt_qdot_##f(lt_qp w, long long blk, int nb, const lt_q16x *x) {\\\n"
     "    float a[8] = {0}, m = 0.0f;\\\n"
     "    for (int i = 0; i < nb; i++) {\\\n"
-    "      __builtin_prefetch(w + (blk + i) * BYTES + 8192);\\\n"
+    "      __builtin_prefetch(w + (blk + i) * BYTES + LT_QPF);\\\n"
     "      lt_qs_##f(w + (blk + i) * BYTES, x + (long long)i * NX, a, &m);\\\n"
     "    }\\\n"
     "    return lt_tree8(a, m);\\\n"

@@ -9,7 +9,7 @@ P='x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)'
 expect compile_without_db_no_origin 0 'rows=8\(i0\) rows-omp-if-large => loop \+ variant rows$' -- compile -e "$P" --ir tile
 if [ -e "$tmp/cache/tune.db" ]; then fail compile_makes_no_db "a compile created tune.db"; else pass compile_makes_no_db; fi
 expect candidates_cpu 0 'candidates linear_0: [0-9]+' -- compile -e "$P" --ir tile --candidates
-expect candidates_default_first 0 '  default red=serial threads=1 vec=1 omp=0 rows=8 axis=0' -- compile -e "$P" --ir tile --candidates
+expect candidates_default_first 0 '  default red=serial threads=1 vec=1 omp=2 rows=8 axis=0' -- compile -e "$P" --ir tile --candidates
 expect candidates_cuda_gemm 0 'mma=2 flash=0 decode=0 dfill=0 fill=264 lib=1' -- compile -e 'x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)' --ir tile --candidates --target cuda
 expect_error candidates_needs_tile '--candidates needs --ir tile' -- compile -e "$P" --ir code --candidates
 

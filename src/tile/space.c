@@ -115,7 +115,8 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
   }
   /* CUDA vectors only widen a reduction's loads */
   if (dev->kind == TARGET_CUDA && k->nphase == 0) nvec = 1;
-  int omps = dev->kind == TARGET_CPU && k->npar > 0 ? 2 : 1; /* off, on (the default may decide at run time) */
+  /* off, on, and where the default decides at run time (omp = 2) that too, so that it has neighbours one knob away */
+  int omps = dev->kind == TARGET_CPU && k->npar > 0 ? (def->omp == 2 ? 3 : 2) : 1;
   /* flash-decoding: off, or key chunks filling 1, 2, 4 or 8 blocks per multiprocessor */
   int decode_fills[5] = {0}, ndecode = 1;
   if (dev->kind == TARGET_CUDA && k->nphase == 1)

@@ -39,28 +39,23 @@ static void print_axes(StrBuf *b, PrintNames *n, const int *vars, const int64_t 
 
 static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int child) {
   PrintNames *n = nm->ctx;
-  if (f->decode && !f->chunks) { /* the CPU's form (code/render_flash_cpu.c) */
-    sb_puts(b, "flash attention, f32, one C loop over rows and groups: ");
+  if (f->decode) {
+    /* without key chunks: the CPU's form (code/render_flash_cpu.c) */
+    sb_puts(b, f->chunks ? "flash-decoding, f32: " : "flash attention, f32, one C loop over rows and groups: ");
     if (f->m_var >= 0) {
       sb_printf(b, "row %s < ", pn_var(n, f->m_var));
       ex_print(b, f->m_extent, nm);
     } else {
       sb_puts(b, "one row");
     }
-  } else if (f->decode) {
-    sb_puts(b, "flash-decoding, f32: ");
-    if (f->m_var >= 0) {
-      sb_printf(b, "row %s < ", pn_var(n, f->m_var));
-      ex_print(b, f->m_extent, nm);
-    } else {
-      sb_puts(b, "one row");
-    }
+  }
+  if (f->decode && f->chunks) {
     sb_printf(b, ", %d head%s a block", f->rows, f->rows > 1 ? "s sharing k and v in" : " in");
     if (f->share >= 0) sb_printf(b, " (%s)", pn_var(n, f->group_var[f->share]));
     sb_puts(b, ", key chunks ");
     ex_print(b, f->chunks, nm);
     if (f->vec) sb_puts(b, ", k and v 8 elements a load");
-  } else {
+  } else if (!f->decode) {
     sb_printf(b, "flash attention, bf16 tensor cores (x%d): rows %s < ", f->parts, pn_var(n, f->m_var));
     ex_print(b, f->m_extent, nm);
   }

@@ -2,7 +2,7 @@
  * (render_qgemv.c), the few-rows form of a kernel whose blocked variant is a tensor-core GEMM.
  *
  * y[m][n] = sum_k A[m][k] * W_b[n][k] for NB = 1 or 2 weights (gate and up) in GGUF blocks. A block of WARPS warps
- * takes one row m and R consecutive columns n. It first computes the row of A (every thread 8 consecutive
+ * takes one row m and R consecutive columns n (blocks m fastest). It first computes the row of A (every thread 8 consecutive
  * elements, coalesced) and quantizes it into shared memory as llama.cpp's q8_1 activations are: int8 values per 32
  * elements with the scale max|a| / 127, and each 16 elements' integer sum (for the formats' offsets and minimums).
  * Then the threads split the row's units (32 weight elements, q6_k 64: a few 16-byte loads of one block) and each
@@ -244,18 +244,19 @@ template <int NB, int F0, int F1, int R, int WARPS, i64 K, i64 NT, bool EARLY, t
 static __device__ __forceinline__ void lt_qgemv(const i64 lt_M, FA a, FW0 w0, FW1 w1, FS store) {
   static_assert(K % 256 == 0 || (lt_qg<F0>::BE == 32 && lt_qg<F1>::BE == 32 && K % 32 == 0), "whole blocks");
   constexpr int T = WARPS * 32;
-  constexpr i64 NBLK = (NT + R - 1) / R;
   __shared__ __align__(16) signed char lt_xq[K];
   __shared__ float lt_xd[K / 32];
   __shared__ int lt_xs[K / 16];
   __shared__ float lt_red[WARPS][NB][R];
-  const i64 m = (i64)blockIdx.x / NBLK, n0 = (i64)blockIdx.x % NBLK * R;
-  if constexpr (EARLY) {
-    lt_qg_prefetch<R, NT, K / lt_qg<F0>::BE * lt_qg<F0>::BB>(n0, w0);
-    if constexpr (NB > 1) lt_qg_prefetch<R, NT, K / lt_qg<F1>::BE * lt_qg<F1>::BB>(n0, w1);
+  /* the rows fastest: the blocks that read the same weight rows run together, so all but the first find them in L2 */
+  const i64 rows = lt_M > 0 ? lt_M : 1, m = (i64)blockIdx.x % rows, n0 = (i64)blockIdx.x / rows * R;
+  if constexpr (EARLY) { /* by the columns' first row (the other rows' blocks read the same weights) */
+    if (m == 0) lt_qg_prefetch<R, NT, K / lt_qg<F0>::BE * lt_qg<F0>::BB>(n0, w0);
+    if constexpr (NB > 1)
+      if (m == 0) lt_qg_prefetch<R, NT, K / lt_qg<F1>::BE * lt_qg<F1>::BB>(n0, w1);
     lt_pdl();
   }
-  if (m >= lt_M) return; /* the whole block: the barriers below see every thread or none */
+  if (lt_M < 1 || n0 >= NT) return; /* the whole block: the barriers below see every thread or none */
   const int tid = threadIdx.x;
   for (int e = tid * 8; e < K; e += T * 8) {
     float v[8];

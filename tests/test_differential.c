@@ -526,6 +526,9 @@ int main(void) {
     tests[i].test_func = run_case;
     tests[i].initial_state = &cases[i];
   }
+  /* LATHE_TEST_FILTER: only the cases whose names match this pattern (cmocka's: * and ?), e.g. "quant_qgemv*" */
+  const char *filter = getenv("LATHE_TEST_FILTER");
+  if (filter && *filter) cmocka_set_test_filter(filter);
   int rc = _cmocka_run_group_tests("differential", tests, (size_t)ncases, NULL, NULL);
   free(tests);
   for (int i = 0; i < ncases; i++) free(cases[i].src);

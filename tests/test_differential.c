@@ -458,18 +458,21 @@ static void build_cases(void) {
                QUANTS[t], qg_cols[c], 2 * k, QUANTS[t], qg_cols[c], 2 * k, 2 * k, 2 * k);
       cases[ncases - 1].cuda_has = c ? "lt_qgemv<2, " : "lt_qgemv<1, ";
       cases[ncases - 1].tol = CHECK_TOL_INT8_ACTIVATIONS;
+      cases[ncases - 1].quant_gemv = "1";
     }
     if (t == 0 || t == 7) { /* one row of fixed extent: an LM head over the last token */
       snprintf(name, sizeof name, "quant_qgemv_head_%s", QUANTS[t]);
       add_case(name, NULL, 0, "w: %s[4352,%d]; x: f32[1,%d]\nreturn linear(x, w)", QUANTS[t], 8 * k, 8 * k);
       cases[ncases - 1].cuda_has = "lt_qgemv<1, ";
       cases[ncases - 1].tol = CHECK_TOL_INT8_ACTIVATIONS;
+      cases[ncases - 1].quant_gemv = "1";
     }
     if (t == 5) { /* gate and up in different formats (a Q4_K_M file's mix) */
       add_case("quant_qgemv_mixed", "seq=2", 0,
                "w: q4_k[2048,512]; v: q6_k[2048,512]; x: f32[seq,512]\nreturn silu(linear(x, w)) * linear(x, v)");
       cases[ncases - 1].cuda_has = "lt_qgemv<2, 5, 7, ";
       cases[ncases - 1].tol = CHECK_TOL_INT8_ACTIVATIONS;
+      cases[ncases - 1].quant_gemv = "1";
     }
     /* a prefill's projections on tensor cores (CUDA, 37 >= 8 rows): the pre-pass dequantizes each weight whole to
      * bf16 in the scratch (lt_mma_dequant), then cuBLASLt's GEMM or lathe's own reads that copy as a bf16 weight.

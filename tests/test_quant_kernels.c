@@ -121,11 +121,12 @@ static void cuda_gemv_decodes_eight_at_once(void **state) {
   }
 }
 
-/* By default the kernel itself (few rows: decode; or one row of fixed extent) is the integer-activation GEMV over
- * every block type, gate and up in one instantiation (the template's format ids follow DType's order), mixed formats
- * too, and it compiles under NVRTC; LATHE_QUANT_GEMV=0 and sums that are no GEMM's keep the loop. */
-static void cuda_qgemv_by_default(void **state) {
+/* With LATHE_QUANT_GEMV=1 the kernel itself (few rows: decode; or one row of fixed extent) is the integer-activation
+ * GEMV over every block type, gate and up in one instantiation (the template's format ids follow DType's order),
+ * mixed formats too, and it compiles under NVRTC; by default, and for sums that are no GEMM's, the loop stays. */
+static void cuda_qgemv_when_asked(void **state) {
   (void)state;
+  setting_set(SET_QUANT_GEMV, "1");
   for (int t = 0; t < 8; t++) {
     const char *q = QUANTS[t];
     char src[256], want[96];
@@ -149,15 +150,16 @@ static void cuda_qgemv_by_default(void **state) {
                                  "h = rms_norm(x, g, 1e-6)\ny = silu(linear(h, w)) * linear(h, v)");
   assert_contains(c, "lt_qgemv<2, 5, 7, 8, 4, 4096LL, 4352LL, true>(");
   free(c);
-  c = code_with(TARGET_CUDA, SET_QUANT_GEMV, "0", "x: f32[seq,2048]; w: q4_0[96,2048]; y = linear(x, w)");
-  assert_null(strstr(c, "lt_qgemv<"));
-  free(c);
   c = code_of(TARGET_CUDA, "x: f32[1,2048]; w: q4_0[96,2048]; y = linear(x, w)"); /* one fixed row: an LM head */
   assert_contains(c, "lt_qgemv<1, 1, 1, 1, 4, 2048LL, 96LL, true>(");
   free(c);
   c = code_of(TARGET_CUDA, "x: f32[seq,2048]; w: q4_0[5,2048]; y = linear(x, w)"); /* 5 columns: no GEMM */
   assert_null(strstr(c, "lt_qgemv<"));
   assert_contains(c, "+ lt_qd8_q4_0(");
+  free(c);
+  setting_set(SET_QUANT_GEMV, NULL);
+  c = code_of(TARGET_CUDA, "x: f32[seq,2048]; w: q4_0[96,2048]; y = linear(x, w)");
+  assert_null(strstr(c, "lt_qgemv<"));
   free(c);
 }
 
@@ -521,7 +523,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
       cmocka_unit_test(cuda_gemv_decodes_eight_at_once),
-      cmocka_unit_test(cuda_qgemv_by_default),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
+      cmocka_unit_test(cuda_qgemv_when_asked),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
       cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies), cmocka_unit_test(int_dots_match_decoded),
       cmocka_unit_test(int_dot_forms_agree_bitwise),
   };

@@ -411,12 +411,14 @@ static void gemv_rows_default(void **state) {
   compilation_free(c);
 }
 
-/* The integer-activation GEMV (Schedule.qgemv) where sums over quantized weights are a GEMM's: the most columns a
- * block of 8, 4, 2 that leave 4 blocks a multiprocessor (132 on the H200: 528 blocks), for a decode step's rows and
- * for one row of fixed extent; none for bf16 weights, for sums that are no GEMM's, or with LATHE_QUANT_GEMV=0; the
- * tile stage prints it, its text round-trips, and a schedule asking for it where it does not apply is refused. */
+/* The integer-activation GEMV (Schedule.qgemv, LATHE_QUANT_GEMV=1) where sums over quantized weights are a GEMM's:
+ * the most columns a block of 8, 4, 2 that leave 4 blocks a multiprocessor (132 on the H200: 528 blocks), for a
+ * decode step's rows and for one row of fixed extent; none for bf16 weights, for sums that are no GEMM's, or by
+ * default; the tile stage prints it, its text round-trips, and a schedule asking for it where it does not apply is
+ * refused. */
 static void qgemv_default(void **state) {
   (void)state;
+  setting_set(SET_QUANT_GEMV, "1");
   assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 8);
   assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[4096,4096]; y = linear(x, w)").qgemv, 4);
   assert_int_equal(cuda_default("x: f32[seq,2048]; w: q8_0[2048,2048]; y = linear(x, w)").qgemv, 2);
@@ -424,12 +426,11 @@ static void qgemv_default(void **state) {
   assert_int_equal(cuda_default("x: f32[1,2048]; w: q6_k[128256,2048]; y = linear(x, w)").qgemv, 8);
   assert_int_equal(cuda_default("x: f32[seq,4096]; w: bf16[12288,4096]; y = linear(x, w)").qgemv, 0);
   assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[20,4096]; y = linear(x, w)").qgemv, 0); /* 20 columns */
-  setting_set(SET_QUANT_GEMV, "0");
-  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 0);
-  setting_set(SET_QUANT_GEMV, NULL);
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
   Diag d = {0};
   if (!compile_source(c, "x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)", ST_TILE, &d)) fail_msg("%s", d.msg);
+  setting_set(SET_QUANT_GEMV, NULL);
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 0);
   StrBuf b = {0};
   tile_print(&b, c->tile);
   assert_non_null(strstr(sb_str(&b), " qgemv=8 => qgemv + variant gemm"));

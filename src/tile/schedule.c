@@ -189,7 +189,7 @@ static int choose_gemv_rows(const LKernel *k, const TargetDesc *dev, const Sched
  * 4, 2 that still gives 4 blocks a multiprocessor (session 17's probe on the H200: 8 for 12288 rows, 4 for 4096,
  * 2 for 2048). tile_choose_kinds keeps it only where the sums are a GEMM's (tile/match_gemm.c). 0: none. */
 static int choose_qgemv(const LKernel *k, const TargetDesc *dev, int64_t columns) {
-  if (!setting_bool(SET_QUANT_GEMV, 1)) return 0;
+  if (!setting_bool(SET_QUANT_GEMV, 0)) return 0;
   QuantBytes q = {0};
   for (int i = 0; i < k->nphase; i++) ex_visit(k->phases[i].body, quant_bytes_fn, &q);
   if (q.nbuf == 0) return 0;

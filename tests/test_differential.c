@@ -8,6 +8,7 @@
 #include "testutil.h"
 #include "backend/nvrtc.h"
 #include "base/settings.h"
+#include "driver/check.h"
 #include "driver/execute.h"
 
 typedef struct Case {
@@ -22,6 +23,7 @@ typedef struct Case {
   int own_gemm;             /* on CUDA, run without cuBLASLt (LATHE_CUBLASLT=0): lathe's own tensor-core GEMM */
   const char *quant_unroll; /* LATHE_QUANT_UNROLL while the case compiles, or NULL */
   const char *quant_dot;    /* LATHE_QUANT_DOT while the case compiles, or NULL */
+  const char *quant_gemv;   /* LATHE_QUANT_GEMV while the case compiles, or NULL */
   const char *cpu_has;      /* text the C must contain (on the CPU), or NULL */
   const char *gemv_rows;    /* LATHE_GEMV_ROWS while the case compiles, or NULL */
 } Case;
@@ -71,6 +73,7 @@ static void run_case(void **state) {
   Diag d = {0};
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, tc->quant_unroll);
   if (tc->quant_dot) setting_set(SET_QUANT_DOT, tc->quant_dot);
+  if (tc->quant_gemv) setting_set(SET_QUANT_GEMV, tc->quant_gemv);
   if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, tc->gemv_rows);
   Compilation *c = compilation_new(target, &tc->fusion);
   if (!compile_source(c, tc->src, ST_CODE, &d)) fail_msg("%s: compile failed: %s\n%s", tc->name, d.msg, tc->src);
@@ -101,6 +104,7 @@ static void run_case(void **state) {
   if (target == TARGET_CUDA) { /* the GPU run above already compiled it with NVRTC */
     if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
     if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
+    if (tc->quant_gemv) setting_set(SET_QUANT_GEMV, NULL);
     if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, NULL);
     return;
   }
@@ -121,6 +125,7 @@ static void run_case(void **state) {
   compilation_free(g);
   if (tc->quant_unroll) setting_set(SET_QUANT_UNROLL, NULL);
   if (tc->quant_dot) setting_set(SET_QUANT_DOT, NULL);
+  if (tc->quant_gemv) setting_set(SET_QUANT_GEMV, NULL);
   if (tc->gemv_rows) setting_set(SET_GEMV_ROWS, NULL);
 }
 
@@ -380,12 +385,14 @@ static void build_cases(void) {
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = qd8_plain[t];
+    cases[ncases - 1].quant_gemv = "0";
     /* the same with LATHE_QUANT_DOT=0: each element decoded to f32 (lt_dq8_*), then multiplied */
     snprintf(name, sizeof name, "quant_gemv_decoded_%s", QUANTS[t]);
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = dq8_call[t];
     cases[ncases - 1].quant_dot = "0";
+    cases[ncases - 1].quant_gemv = "0";
     /* odd sizes: 7 rows (not a multiple of the rows a block), K not a multiple of the 256 elements a warp step
      * (32-blocks: 65 of them) or of 4 vectors a lane (256-blocks: 9); a norm's output as the activations */
     const int odd_k = k == 32 ? 65 * 32 : 9 * 256;
@@ -394,6 +401,7 @@ static void build_cases(void) {
              "w: %s[7,%d]; g: f32[%d]; x: f32[1,%d]\nreturn linear(rms_norm(x, g, 1e-6), w), linear(x, w)", QUANTS[t],
              odd_k, odd_k, odd_k);
     cases[ncases - 1].cuda_has = qd8_plain[t];
+    cases[ncases - 1].quant_gemv = "0";
     /* several output rows a warp (LATHE_GEMV_ROWS: 2, 4, 8): 4301 rows (enough for a warp per row on an H200),
      * not a multiple of any (a last partial block of rows one at a time), the odd K, gate and up sharing the loop
      * over a norm's output, and one more plain projection of the same weight */
@@ -407,6 +415,7 @@ static void build_cases(void) {
                QUANTS[t], odd_k, QUANTS[t], odd_k, odd_k, odd_k);
       snprintf(rows_at[t][r], sizeof rows_at[t][r], "row0 = (i1 * %s)", R[r]);
       cases[ncases - 1].cuda_has = qd8_plain[t];
+    cases[ncases - 1].quant_gemv = "0";
       cases[ncases - 1].cuda_has_too = rows_at[t][r];
       cases[ncases - 1].gemv_rows = R[r];
     }
@@ -415,6 +424,7 @@ static void build_cases(void) {
     add_case(name, NULL, 0, "w: %s[5,2048]; v: %s[5,2048]; x: f32[1,2048]\nreturn silu(linear(x, w)) * linear(x, v)",
              QUANTS[t], QUANTS[t]);
     cases[ncases - 1].cuda_has = qd8_plain[t];
+    cases[ncases - 1].quant_gemv = "0";
     cases[ncases - 1].cuda_has_too = "+= 2048)";
     cases[ncases - 1].quant_unroll = "16";
     /* a CPU prefill's register-blocked projections: the tile form (lt_qdott_*) over 8 rows at a time, for 21 rows
@@ -435,6 +445,34 @@ static void build_cases(void) {
                "w: q4_0[13,64]; x: f32[seq,64]; a: f32[seq,1]; b: f32[seq,1]; c: f32[seq,1]\n"
                "return linear(x * a * b * c, w)");
       cases[ncases - 1].cpu_has = "lt_dqrow_q4_0(w, ";
+    }
+    /* the integer-activation GEMV (CUDA's decode form of a GEMM's sums, below its 8-row variant): 3 rows, 96
+     * columns (a block each) and 4352 (8 a block), a norm's output as the activations, gate and up in one kernel and
+     * a plain projection. The activations rounded to int8 per 32 elements keep about 1e-2 of the largest output. */
+    static const int qg_cols[2] = {96, 4352};
+    for (int c = 0; c < 2; c++) {
+      snprintf(name, sizeof name, "quant_qgemv%d_%s", qg_cols[c], QUANTS[t]);
+      add_case(name, "seq=3", 0,
+               "w: %s[%d,%d]; v: %s[%d,%d]; g: f32[%d]; x: f32[seq,%d]\nh = rms_norm(x, g, 1e-6)\n"
+               "return silu(linear(h, w)) * linear(h, v), linear(x, w)",
+               QUANTS[t], qg_cols[c], 2 * k, QUANTS[t], qg_cols[c], 2 * k, 2 * k, 2 * k);
+      cases[ncases - 1].cuda_has = c ? "lt_qgemv<2, " : "lt_qgemv<1, ";
+      cases[ncases - 1].tol = CHECK_TOL_INT8_ACTIVATIONS;
+      cases[ncases - 1].quant_gemv = "1";
+    }
+    if (t == 0 || t == 7) { /* one row of fixed extent: an LM head over the last token */
+      snprintf(name, sizeof name, "quant_qgemv_head_%s", QUANTS[t]);
+      add_case(name, NULL, 0, "w: %s[4352,%d]; x: f32[1,%d]\nreturn linear(x, w)", QUANTS[t], 8 * k, 8 * k);
+      cases[ncases - 1].cuda_has = "lt_qgemv<1, ";
+      cases[ncases - 1].tol = CHECK_TOL_INT8_ACTIVATIONS;
+      cases[ncases - 1].quant_gemv = "1";
+    }
+    if (t == 5) { /* gate and up in different formats (a Q4_K_M file's mix) */
+      add_case("quant_qgemv_mixed", "seq=2", 0,
+               "w: q4_k[2048,512]; v: q6_k[2048,512]; x: f32[seq,512]\nreturn silu(linear(x, w)) * linear(x, v)");
+      cases[ncases - 1].cuda_has = "lt_qgemv<2, 5, 7, ";
+      cases[ncases - 1].tol = CHECK_TOL_INT8_ACTIVATIONS;
+      cases[ncases - 1].quant_gemv = "1";
     }
     /* a prefill's projections on tensor cores (CUDA, 37 >= 8 rows): the pre-pass dequantizes each weight whole to
      * bf16 in the scratch (lt_mma_dequant), then cuBLASLt's GEMM or lathe's own reads that copy as a bf16 weight.
@@ -491,6 +529,9 @@ int main(void) {
     tests[i].test_func = run_case;
     tests[i].initial_state = &cases[i];
   }
+  /* LATHE_TEST_FILTER: only the cases whose names match this pattern (cmocka's: * and ?), e.g. "quant_qgemv*" */
+  const char *filter = getenv("LATHE_TEST_FILTER");
+  if (filter && *filter) cmocka_set_test_filter(filter);
   int rc = _cmocka_run_group_tests("differential", tests, (size_t)ncases, NULL, NULL);
   free(tests);
   for (int i = 0; i < ncases; i++) free(cases[i].src);

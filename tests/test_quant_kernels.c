@@ -93,9 +93,9 @@ static void element_reads_elsewhere(void **state) {
 
 static const char *QUANTS[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
 
-/* A decode GEMV over every block type on CUDA reads eight elements per decoder call (one wide load of their
- * bits, the block's scale once), so does the prefill GEMM's pre-pass that dequantizes the weights to bf16, and the
- * program compiles under NVRTC. */
+/* With LATHE_QUANT_GEMV=0, a decode GEMV over every block type on CUDA reads eight elements per decoder call (one
+ * wide load of their bits, the block's scale once), so does the prefill GEMM's pre-pass that dequantizes the weights
+ * to bf16, and the program compiles under NVRTC. */
 static void cuda_gemv_decodes_eight_at_once(void **state) {
   (void)state;
   for (int t = 0; t < 8; t++) {
@@ -103,7 +103,8 @@ static void cuda_gemv_decodes_eight_at_once(void **state) {
     char src[256];
     snprintf(src, sizeof src, "x: f32[seq,2048]; w: %s[96,2048]; v: %s[96,2048]; y = silu(linear(x, w)) * linear(x, v)",
              q, q);
-    char *c = code_of(TARGET_CUDA, src);
+    char *c = code_with(TARGET_CUDA, SET_QUANT_GEMV, "0", src);
+    assert_null(strstr(c, "lt_qgemv<"));
     assert_contains_q(c, "lt_dq8_%s(w, ", q);
     assert_contains_q(c, "lt_dq8_%s(v, ", q);
     /* the decode GEMV: a dot product a vector from the row's first byte */
@@ -118,6 +119,48 @@ static void cuda_gemv_decodes_eight_at_once(void **state) {
     }
     free(c);
   }
+}
+
+/* With LATHE_QUANT_GEMV=1 the kernel itself (few rows: decode; or one row of fixed extent) is the integer-activation
+ * GEMV over every block type, gate and up in one instantiation (the template's format ids follow DType's order),
+ * mixed formats too, and it compiles under NVRTC; by default, and for sums that are no GEMM's, the loop stays. */
+static void cuda_qgemv_when_asked(void **state) {
+  (void)state;
+  setting_set(SET_QUANT_GEMV, "1");
+  for (int t = 0; t < 8; t++) {
+    const char *q = QUANTS[t];
+    char src[256], want[96];
+    snprintf(src, sizeof src, "x: f32[seq,2048]; w: %s[96,2048]; v: %s[96,2048]; y = silu(linear(x, w)) * linear(x, v)",
+             q, q);
+    char *c = code_of(TARGET_CUDA, src);
+    snprintf(want, sizeof want, "lt_qgemv<2, %d, %d, 1, 4, 2048LL, 96LL, true>(", t, t);
+    assert_contains(c, want);
+    assert_null(strstr(c, "+ lt_qd8_"));
+    if (nvrtc_available()) {
+      Diag d = {0};
+      void *cubin = NULL;
+      size_t size = 0;
+      if (!nvrtc_compile(c, "sm_90", &cubin, &size, &d)) fail_msg("%s: %s\n%s", q, d.msg, c);
+      assert_true(size > 0);
+      free(cubin);
+    }
+    free(c);
+  }
+  char *c = code_of(TARGET_CUDA, "x: f32[seq,4096]; w: q4_k[4352,4096]; v: q6_k[4352,4096]; g: f32[4096]\n"
+                                 "h = rms_norm(x, g, 1e-6)\ny = silu(linear(h, w)) * linear(h, v)");
+  assert_contains(c, "lt_qgemv<2, 5, 7, 8, 4, 4096LL, 4352LL, true>(");
+  free(c);
+  c = code_of(TARGET_CUDA, "x: f32[1,2048]; w: q4_0[96,2048]; y = linear(x, w)"); /* one fixed row: an LM head */
+  assert_contains(c, "lt_qgemv<1, 1, 1, 1, 4, 2048LL, 96LL, true>(");
+  free(c);
+  c = code_of(TARGET_CUDA, "x: f32[seq,2048]; w: q4_0[5,2048]; y = linear(x, w)"); /* 5 columns: no GEMM */
+  assert_null(strstr(c, "lt_qgemv<"));
+  assert_contains(c, "+ lt_qd8_q4_0(");
+  free(c);
+  setting_set(SET_QUANT_GEMV, NULL);
+  c = code_of(TARGET_CUDA, "x: f32[seq,2048]; w: q4_0[96,2048]; y = linear(x, w)");
+  assert_null(strstr(c, "lt_qgemv<"));
+  free(c);
 }
 
 /* A prefill over quantized weights runs on tensor cores (CUDA, 8 or more rows): the GEMM's pre-pass dequantizes
@@ -479,7 +522,8 @@ static void int_dot_forms_agree_bitwise(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
-      cmocka_unit_test(cuda_gemv_decodes_eight_at_once),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
+      cmocka_unit_test(cuda_gemv_decodes_eight_at_once),
+      cmocka_unit_test(cuda_qgemv_when_asked),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
       cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies), cmocka_unit_test(int_dots_match_decoded),
       cmocka_unit_test(int_dot_forms_agree_bitwise),
   };

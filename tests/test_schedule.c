@@ -6,6 +6,7 @@
 #include "backend/nvrtc.h"
 #include "base/settings.h"
 #include "driver/pipeline.h"
+#include "tile/space.h"
 
 static const char *LINEAR = "x: f32[seq, 64]; w: bf16[96, 64]; y = linear(x, w)";
 static const char *ATTN = "q: f32[1,4,seq,16]; k: f32[1,2,seq,16]; v: f32[1,2,seq,16]; y = attention(q, k, v, true)";
@@ -391,10 +392,13 @@ static void gemv_rows_default(void **state) {
   setting_set(SET_GEMV_ROWS, "1");
   assert_int_equal(cuda_default("x: f32[1,4096]; w: q4_0[12288,4096]; y = linear(x, w)").gemv_rows, 0);
   setting_set(SET_GEMV_ROWS, NULL);
-  /* the tile stage prints it, and a schedule asking for it where a block computes a row is refused */
+  /* the tile stage prints it (where the loop nest runs: not the quantized GEMV), and a schedule asking for it where
+   * a block computes a row is refused */
+  setting_set(SET_QUANT_GEMV, "0");
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
   Diag d = {0};
   if (!compile_source(c, "x: f32[1,4096]; w: q4_0[12288,4096]; y = linear(x, w)", ST_TILE, &d)) fail_msg("%s", d.msg);
+  setting_set(SET_QUANT_GEMV, NULL);
   StrBuf b = {0};
   tile_print(&b, c->tile);
   assert_non_null(strstr(sb_str(&b), " gemv-rows=4(i1)"));
@@ -404,6 +408,51 @@ static void gemv_rows_default(void **state) {
   d = (Diag){0};
   assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
   assert_non_null(strstr(d.msg, "output rows a warp"));
+  compilation_free(c);
+}
+
+/* The integer-activation GEMV (Schedule.qgemv, LATHE_QUANT_GEMV=1) where sums over quantized weights are a GEMM's:
+ * the most columns a block of 8, 4, 2 that leave 4 blocks a multiprocessor (132 on the H200: 528 blocks), for a
+ * decode step's rows and for one row of fixed extent; none for bf16 weights, for sums that are no GEMM's, or by
+ * default; the tile stage prints it, its text round-trips, and a schedule asking for it where it does not apply is
+ * refused. */
+static void qgemv_default(void **state) {
+  (void)state;
+  setting_set(SET_QUANT_GEMV, "1");
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 8);
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[4096,4096]; y = linear(x, w)").qgemv, 4);
+  assert_int_equal(cuda_default("x: f32[seq,2048]; w: q8_0[2048,2048]; y = linear(x, w)").qgemv, 2);
+  assert_int_equal(cuda_default("x: f32[seq,2048]; w: q6_k[512,2048]; y = linear(x, w)").qgemv, 1);
+  assert_int_equal(cuda_default("x: f32[1,2048]; w: q6_k[128256,2048]; y = linear(x, w)").qgemv, 8);
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: bf16[12288,4096]; y = linear(x, w)").qgemv, 0);
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[20,4096]; y = linear(x, w)").qgemv, 0); /* 20 columns */
+  Compilation *c = compilation_new(TARGET_CUDA, NULL);
+  Diag d = {0};
+  if (!compile_source(c, "x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)", ST_TILE, &d)) fail_msg("%s", d.msg);
+  setting_set(SET_QUANT_GEMV, NULL);
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 0);
+  StrBuf b = {0};
+  tile_print(&b, c->tile);
+  assert_non_null(strstr(sb_str(&b), " qgemv=8 => qgemv + variant gemm"));
+  sb_free(&b);
+  Schedule s = c->tile->kernels[0].s, back;
+  schedule_format(&b, &s);
+  assert_non_null(strstr(sb_str(&b), " qgemv=8"));
+  assert_true(schedule_parse(sb_str(&b), &back, &d));
+  assert_true(schedule_equal(&s, &back));
+  sb_free(&b);
+  s.qgemv = 3;
+  d = (Diag){0};
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_non_null(strstr(d.msg, "1, 2, 4 or 8 columns"));
+  compilation_free(c);
+  c = compilation_new(TARGET_CUDA, NULL);
+  if (!compile_source(c, "x: f32[seq,4096]; w: bf16[12288,4096]; y = linear(x, w)", ST_TILE, &d)) fail_msg("%s", d.msg);
+  s = c->tile->kernels[0].s;
+  s.qgemv = 4;
+  d = (Diag){0};
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
+  assert_non_null(strstr(d.msg, "needs quantized weights"));
   compilation_free(c);
 }
 
@@ -457,6 +506,7 @@ int main(void) {
       cmocka_unit_test(store_vec_setting),
       cmocka_unit_test(block_fill_walks_rows),
       cmocka_unit_test(gemv_rows_default),
+      cmocka_unit_test(qgemv_default),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,6 +52,12 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_GEMV_ROWS, "LATHE_GEMV_ROWS", SETTING_INT, "", "chosen per kernel: 2-8 for quantized weights, else 1",
      "CUDA decode GEMVs: each warp computes this many output rows (1, 2, 4 or 8), reading the activations once "
      "for all of them"},
+    {SET_QUANT_GEMV, "LATHE_QUANT_GEMV", SETTING_BOOL, "0", NULL,
+     "1: CUDA decode GEMVs over quantized weights quantize the activations to int8 once per block and sum integer "
+     "products (__dp4a) instead of multiplying f32 activations (the loop nest); off until measured on a GPU"},
+    {SET_QGEMV_PREFETCH, "LATHE_QGEMV_PREFETCH", SETTING_BOOL, "1", NULL,
+     "0: the quantized GEMV waits for the kernel before it first, instead of prefetching its weights into L2 "
+     "while that kernel finishes (sm_90)"},
     {SET_FUSE_PROJ, "LATHE_FUSE_PROJECTIONS", SETTING_BOOL, "", "1 for batched steps on CUDA, else 0",
      "1: a batched step computes q/k/v and gate/up each as one GEMM over the weights stacked at load"},
     {SET_CPU_INT_DOT, "LATHE_CPU_INT_DOT", SETTING_BOOL, "1", NULL,

@@ -112,6 +112,11 @@ void rc_line(Render *R, int level, const char *fmt, ...) __attribute__((format(p
 void rc_bind_flat(Render *R, int level, const int *vars, const int64_t *ext, int n, const char *flat);
 /* CUDA: a KS_MMA statement (render_mma.c). */
 void rc_put_mma(Render *R, const KStmt *s, int level);
+/* render_mma.c's pieces the quantized GEMV shares: the column variables from a flat column index, lt_fstore */
+void rc_mma_bind_columns(Render *R, const KMma *m, int level, const char *flat);
+void rc_mma_put_store_fn(Render *R, const KMma *m, int L);
+/* render_qgemv.c: a KS_MMA statement of role MMA_QGEMV */
+void rc_put_qgemv(Render *R, const KMma *m, int level);
 /* CUDA: a KS_FLASH statement (render_flash.c; flash-decoding: render_flash_decode.c). */
 void rc_put_flash(Render *R, const KStmt *s, int level);
 void rc_put_flash_decode(Render *R, const KStmt *s, int level);

@@ -27,7 +27,7 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
   if (kk->nsyms) sb_printf(o, "%sconst i64 *__restrict__ lt_syms", kk->nparams ? ", " : "");
   if (kk->scratch) sb_printf(o, "%sunsigned int *__restrict__ lt_scratch", kk->nparams || kk->nsyms ? ", " : "");
   sb_puts(o, ") {\n");
-  sb_puts(o, "  lt_pdl();\n");
+  if (!kk->late_pdl) sb_puts(o, "  lt_pdl();\n");
   for (int i = 0; i < kk->nsyms; i++) {
     int at = 0;
     while (at < R->lp->nsymbols && strcmp(R->lp->symbols[at], kk->syms[i])) at++;
@@ -45,11 +45,11 @@ void rc_cuda_kernel(Render *R, const KKernel *kk) {
 int code_symbols_in_memory(Target t) { return t == TARGET_CUDA; }
 
 /* Which template kernels (TPL_ bits) the statement tree s uses. */
-enum { TPL_FLASH_DECODE = 1, TPL_FLASH = 2, TPL_MMA = 4 };
+enum { TPL_FLASH_DECODE = 1, TPL_FLASH = 2, TPL_MMA = 4, TPL_QGEMV = 8 };
 static int stmt_templates(const KStmt *s) {
   if (!s) return 0;
   int t = s->kind == KS_FLASH && s->flash ? (s->flash->decode ? TPL_FLASH_DECODE : TPL_FLASH) : 0;
-  if (s->kind == KS_MMA) t |= TPL_MMA;
+  if (s->kind == KS_MMA) t |= s->mma && s->mma->role == MMA_QGEMV ? TPL_QGEMV : TPL_MMA;
   for (int i = 0; i < s->nbody; i++) t |= stmt_templates(s->body[i]);
   return t;
 }
@@ -75,6 +75,7 @@ int render_cuda(StrBuf *out, const KProgram *kp, Diag *d) {
   if (tpl & TPL_MMA) sb_puts(out, lt_embed_mma);
   if (tpl & TPL_FLASH) sb_puts(out, lt_embed_flash);
   if (tpl & TPL_FLASH_DECODE) sb_puts(out, lt_embed_flash_decode);
+  if (tpl & TPL_QGEMV) sb_puts(out, lt_embed_qgemv);
   rc_put_quant_decoders(out, kp, 1);
   for (int i = 0; i < kp->nkernels && !R.failed; i++) {
     const KKernel *kk = &kp->kernels[i];

@@ -11,7 +11,7 @@
 #include "render_common.h"
 
 /* Declares the column variables from the flat column index `flat` (last axis fastest). */
-static void bind_columns(Render *R, const KMma *m, int level, const char *flat) {
+void rc_mma_bind_columns(Render *R, const KMma *m, int level, const char *flat) {
   int64_t stride = 1;
   for (int i = m->nn - 1; i >= 0; i--) {
     rc_line(R, level, "const i64 %s = (%s / %lldLL) %% %lldLL;", R->var_name[m->n_var[i]], flat, (long long)stride,
@@ -30,7 +30,7 @@ static void put_weight_fn(Render *R, const KMma *m, int b, int L) {
     return;
   }
   rc_line(R, L, "auto lt_fw%d = [&](const i64 lt_nn, const i64 lt_k) -> const unsigned short * {", b);
-  bind_columns(R, m, L + 1, "lt_nn");
+  rc_mma_bind_columns(R, m, L + 1, "lt_nn");
   rc_line(R, L + 1, "const i64 %s = lt_k;", R->var_name[m->k_var]);
   rc_put_assign(R, L + 1, "const i64 lt_wi", rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a));
   long long at = (long long)m->wq_at[b < m->nb ? b : 0];
@@ -41,11 +41,11 @@ static void put_weight_fn(Render *R, const KMma *m, int b, int L) {
 }
 
 /* lt_fstore(row, flat column, acc0, acc1): the kernel's store with the accumulators as its temporaries. */
-static void put_store_fn(Render *R, const KMma *m, int L) {
+void rc_mma_put_store_fn(Render *R, const KMma *m, int L) {
   rc_line(R, L,
           "auto lt_fstore = [&](const i64 lt_m, const i64 lt_nn, const float lt_acc0, const float lt_acc1) -> void {");
   rc_line(R, L + 1, "const i64 %s = lt_m;", R->var_name[m->m_var]);
-  bind_columns(R, m, L + 1, "lt_nn");
+  rc_mma_bind_columns(R, m, L + 1, "lt_nn");
   for (int b = 0; b < m->nb; b++) rc_line(R, L + 1, "const float %s = lt_acc%d;", R->tmp_name[m->acc_tmp[b]], b);
   rc_put_stmt(R, m->store, L + 1);
   rc_line(R, L, "};");
@@ -102,7 +102,7 @@ static void put_epilogue(Render *R, const KMma *m, int L) {
     rc_line(R, L, "auto lt_frow%d = [&](const i64 lt_nn) -> i64 {", b);
     if (b < m->nb) {
       const Expr *w = m->b[b];
-      bind_columns(R, m, L + 1, "lt_nn");
+      rc_mma_bind_columns(R, m, L + 1, "lt_nn");
       rc_line(R, L + 1, "const i64 %s = 0;", R->var_name[m->k_var]);
       rc_put_assign(R, L + 1, "const i64 lt_wi", rc_flat_index(R, &R->lp->bufs[w->ival], w->n, w->a));
       rc_line(R, L + 1, "return lt_wi / %lldLL;", (long long)m->k_extent);
@@ -111,7 +111,7 @@ static void put_epilogue(Render *R, const KMma *m, int L) {
     }
     rc_line(R, L, "};");
   }
-  put_store_fn(R, m, L);
+  rc_mma_put_store_fn(R, m, L);
   long long at[2] = {0, 0}, rows[2] = {0, 0};
   for (int b = 0; b < m->nb; b++) at[b] = (long long)m->prod_at[b] * m->a_parts, rows[b] = (long long)m->prod_rows[b];
   rc_line(R, L,
@@ -123,6 +123,10 @@ static void put_epilogue(Render *R, const KMma *m, int L) {
 
 void rc_put_mma(Render *R, const KStmt *s, int level) {
   const KMma *m = s->mma;
+  if (m && m->role == MMA_QGEMV) {
+    rc_put_qgemv(R, m, level);
+    return;
+  }
   if (!m || m->nb < 1 || m->nb > 2 || m->k_extent % m->bk || (m->bk != 16 && m->bk != 32) || m->a_parts < 1 ||
       m->a_parts > 2 || !R->kk->scratch) {
     rc_fail(R, "malformed tensor-core statement");
@@ -143,7 +147,7 @@ void rc_put_mma(Render *R, const KStmt *s, int level) {
     if (stages > 4) stages = 4;
     put_weight_fn(R, m, 0, L);
     put_weight_fn(R, m, 1, L);
-    put_store_fn(R, m, L);
+    rc_mma_put_store_fn(R, m, L);
     rc_line(R, L, "lt_mma<%d, %d, %d, %d, %lldLL, %lldLL, %s, %d>(lt_M, lt_scratch, lt_fw0, lt_fw1, lt_fstore);", m->nb,
             parts, bk, stages, (long long)m->k_extent, (long long)m->n_total, m->split_max > 1 ? "true" : "false",
             planes_words(m));

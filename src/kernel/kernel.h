@@ -55,7 +55,10 @@ typedef enum KStmtKind {
 /* What a KS_MMA statement is: the GEMM itself (reading A from the scratch planes), its pre-pass
  * (A -> bf16 planes [a_parts][M][k_extent] in the scratch), or the library form's epilogue (each
  * output element from the products a library GEMM left in the scratch). */
-typedef enum KMmaRole { MMA_GEMM, MMA_PACK, MMA_EPILOGUE } KMmaRole;
+/* MMA_QGEMV: not a tensor-core kernel but the few-rows form of the same sums over quantized weights, as a decode
+ * GEMV with int8 activations and __dp4a (code/render_qgemv.c): a block per row and `qrows` columns, reading the
+ * blocks where they are (no scratch). */
+typedef enum KMmaRole { MMA_GEMM, MMA_PACK, MMA_EPILOGUE, MMA_QGEMV } KMmaRole;
 
 typedef struct KMma {
   int m_var; /* X_VAR of the row axis (a run-time extent: the tokens of a prefill) */
@@ -94,6 +97,8 @@ typedef struct KMma {
    * when no weight is quantized). */
   int64_t wq_at[2];
   int64_t planes_at;
+  int qrows;  /* MMA_QGEMV: columns a block (Schedule.qgemv) */
+  int qearly; /* MMA_QGEMV: its weights prefetched before it waits for the kernel before it (KKernel.late_pdl) */
 } KMma;
 
 /* Attention as one kernel (kernel/lower_flash.c, code/render_flash.c): for each query row m and
@@ -219,6 +224,7 @@ struct KKernel {
   Expr *grid;
   int block;
   int min_blocks; /* CUDA: > 0 asks the compiler for registers that let this many blocks share a multiprocessor */
+  int late_pdl;   /* CUDA: the body waits for the kernel before it itself (lt_pdl), after work that does not need it */
   /* Set by the code stage when another kernel of the program has exactly the same code (the same
    * layer op in every layer): the function to launch, with this kernel's own arguments. NULL = name. */
   const char *code_name;
@@ -265,6 +271,9 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d);
  * row normalized by one) that no other kernel reads: the pre-pass computes it per row, and kernel i - 1
  * launches nothing whenever the GEMM variant runs. Returns whether it did. */
 int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i);
+/* The warps of a quantized GEMV's block (MMA_QGEMV), which split each column's units. */
+#define QGEMV_WARPS 4
+
 /* CUDA: runs of consecutive independent elementwise kernels (RoPE of q and the K and V cache scatters) become
  * one kernel each, launched from the run's first slot (kernel/merge.c). Returns how many it made. */
 int kl_merge_elementwise(KProgram *kp);

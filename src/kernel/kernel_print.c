@@ -228,6 +228,19 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
           sb_printf(b, " whole to bf16 at scratch byte %lld", (long long)m->wq_at[w]);
         }
       sb_putc(b, '\n');
+    } else if (s->mma && s->mma->role == MMA_QGEMV) {
+      const KMma *m = s->mma;
+      sb_printf(b, "qgemv (int8 activations, dp4a): a block per row %s < ", pn_var(n, m->m_var));
+      ex_print(b, m->m_extent, nm);
+      sb_printf(b, " and %d of %lld columns, sum over %s < %lld of ", m->qrows, (long long)m->n_total,
+                pn_var(n, m->k_var), (long long)m->k_extent);
+      ex_print(b, m->a, nm);
+      for (int i = 0; i < m->nb; i++) {
+        sb_printf(b, i ? ", acc%d: * " : " * (acc%d: ", i);
+        ex_print(b, m->b[i], nm);
+      }
+      sb_puts(b, "), then per element:\n");
+      print_stmt(b, m->store, nm, child);
     } else if (s->mma) {
       const KMma *m = s->mma;
       sb_printf(b, "mma bf16 tensor cores (A from the scratch planes, k stages of %d): rows %s < ", m->bk,

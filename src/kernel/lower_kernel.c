@@ -347,6 +347,8 @@ static int lower_kernel(const TileProgram *tp, const LKernel *k, Schedule s, Bui
     kk->var_names[i] = k->var_names[i] ? k->var_names[i] : arena_printf(lp->arena, "x%d", i);
   if (b.kind == KIND_GEMM) {
     if (!kl_mma_body(&L, b.gemm)) return 0;
+  } else if (b.kind == KIND_QGEMV) {
+    if (!kl_qgemv_body(&L, b.gemm)) return 0;
   } else if (b.kind == KIND_FLASH || b.kind == KIND_FLASH_DECODE) {
     if (!kl_flash_body(&L, b.attn)) return 0;
   } else {
@@ -425,7 +427,21 @@ static int lower_own(const TileProgram *tp, int i, KKernel *kk, Diag *d) {
     kk->alt_when = variant_when(tp, i);
   } else {
     s.mma = 0;
-    if (c->self != KIND_FLASH_DECODE && !lower_kernel(tp, k, s, loop, kk, d)) return 0;
+    if (c->self != KIND_FLASH_DECODE && c->self != KIND_QGEMV && !lower_kernel(tp, k, s, loop, kk, d)) return 0;
+  }
+  if (c->self == KIND_QGEMV) { /* the few-rows kernel itself, where its sums are a GEMM's over quantized weights */
+    Schedule q = tp->kernels[i].s;
+    q.rows = 1;
+    q.row_axis = -1;
+    q.mma = 0;
+    q.flash = 0;
+    q.gemv_rows = 0;
+    KKernel self = {0};
+    Build b = {KIND_QGEMV, c->qgemv, NULL, 0};
+    if (!lower_kernel(tp, k, q, b, &self, d)) return 0;
+    self.alt = kk->alt;
+    self.alt_when = kk->alt_when;
+    *kk = self;
   }
   if (c->self == KIND_FLASH_DECODE) { /* the few-rows kernel itself, where this is an attention's P x V */
     Schedule fd = tp->kernels[i].s;

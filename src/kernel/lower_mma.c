@@ -7,6 +7,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "lower_internal.h"
+#include "../base/settings.h"
 
 /* Scratch bytes: the tile counters, A's bf16 planes, then `tail` bytes (code/render_mma.c). */
 static Expr *scratch_after_planes(ExprPool *P, const KMma *m, Expr *tail) {
@@ -37,7 +38,9 @@ static void place_weight_copies(const Lower *L, KMma *m) {
 /* Whether the GEMM reads a quantized weight (from its bf16 copy). */
 static int reads_quantized(const KMma *m) { return m->wq_at[0] >= 0 || (m->nb > 1 && m->wq_at[1] >= 0); }
 
-int kl_mma_body(Lower *L, const GemmMatch *g) {
+/* The GEMM's description from the matcher's: its operands, the accumulators as temporaries and the kernel's store
+ * reading them (NULL: too many temporaries, reported). */
+static KMma *describe(Lower *L, const GemmMatch *g) {
   const LKernel *k = L->k;
   ExprPool *P = L->pool;
   const LPhase *ph = k->phases;
@@ -63,7 +66,7 @@ int kl_mma_body(Lower *L, const GemmMatch *g) {
   for (int i = 0; i < m->nb; i++) {
     if (kk->ntmps >= K_MAX_TMPS) {
       diag_error(L->d, 0, 0, "kernel %s: more than %d temporaries", k->name, K_MAX_TMPS);
-      return 0;
+      return NULL;
     }
     m->acc_tmp[i] = kk->ntmps;
     kk->tmp_dtype[kk->ntmps] = DT_F32;
@@ -71,11 +74,42 @@ int kl_mma_body(Lower *L, const GemmMatch *g) {
     L->acc_map[ph[i].id] = ex_tmp(P, m->acc_tmp[i], DT_F32);
   }
   m->store = kl_output_store(L);
+  return m;
+}
+
+/* kk's body: the one KS_MMA statement of m */
+static void mma_statement(Lower *L, KMma *m) {
   KStmt *root = kl_st_new(L, KS_SEQ);
   KStmt *s = kl_st_new(L, KS_MMA);
   s->mma = m;
   kl_st_add(L, root, s);
-  kk->body = root;
+  L->kk->body = root;
+}
+
+int kl_qgemv_body(Lower *L, const GemmMatch *g) {
+  ExprPool *P = L->pool;
+  KMma *m = describe(L, g);
+  if (!m) return 0;
+  for (int b = 0; b < 2; b++) m->wq_at[b] = -1; /* the blocks are read where they are */
+  m->planes_at = 0;
+  m->role = MMA_QGEMV;
+  m->qrows = L->s.qgemv;
+  /* the weights prefetched before the wait for the kernel before (LATHE_QGEMV_PREFETCH=0: not) */
+  m->qearly = setting_bool(SET_QGEMV_PREFETCH, 1);
+  L->kk->late_pdl = m->qearly;
+  mma_statement(L, m);
+  /* a block per row and qrows columns (code/templates/qgemv.cuh) */
+  L->kk->grid = ex_mul(P, m->m_extent, ex_int(P, (m->n_total + m->qrows - 1) / m->qrows));
+  L->kk->block = 32 * QGEMV_WARPS;
+  return 1;
+}
+
+int kl_mma_body(Lower *L, const GemmMatch *g) {
+  ExprPool *P = L->pool;
+  KMma *m = describe(L, g);
+  if (!m) return 0;
+  KKernel *kk = L->kk;
+  mma_statement(L, m);
   kk->tensor_cores = 1;
   /* blocks of 64 rows x 128 accumulator columns (code/render_mma.c) */
   int64_t cols = 128 / m->nb;

@@ -12,6 +12,7 @@ const char *kernel_kind_name(KernelKind k) {
   case KIND_GEMM: return "gemm";
   case KIND_FLASH: return "flash-attention";
   case KIND_FLASH_DECODE: return "flash-decoding";
+  case KIND_QGEMV: return "qgemv";
   default: return "skip";
   }
 }
@@ -25,6 +26,50 @@ static int refuse(Diag *d, const LKernel *k, const Diag *why) {
   (void)k;
   diag_error(d, 0, 0, "kernel %s", why->msg);
   return 0;
+}
+
+int tile_qgemv_format(DType t) { return dtype_is_quant(t) ? (int)(t - DT_Q8_0) : -1; }
+
+/* Schedule.qgemv: the kernel itself as the integer-activation GEMV where its sums are a GEMM's over quantized
+ * weights of the template's formats, of whole blocks and a k that fits the shared activation row. */
+static int choose_qgemv(const LProgram *p, const LKernel *k, const TargetDesc *dev, Schedule *s, TileChoice *c,
+                        int strict, Diag *d) {
+  Diag why = {0};
+  const GemmMatch *gm = c->variant == KIND_GEMM ? c->gemm : NULL;
+  const char *no = NULL;
+  if (dev->kind != TARGET_CUDA) no = "is a CUDA kernel";
+  else if (c->self != KIND_LOOP) no = "replaces the loop nest only";
+  /* the rows: the blocked variant's axis, else one of extent 1 (an LM head over the last token) */
+  int row = s->row_axis >= 0 && s->row_axis < k->npar ? s->row_axis : -1;
+  for (int i = 0; i < k->npar && row < 0; i++)
+    if (ex_is_int_const(k->par[i].extent, 1)) row = i;
+  if (!no && row < 0) no = "needs a row axis (run-time, or of extent 1)";
+  if (!no && !gm) {
+    GemmMatch *own = ARENA_NEW(p->arena, GemmMatch);
+    if (match_gemm(p, k, row, own, &why)) gm = own;
+    else no = "needs the sums of a GEMM";
+  }
+  int kquant = 0;
+  for (int b = 0; !no && b < gm->nb; b++) {
+    DType t = gm->b[b]->dtype;
+    if (tile_qgemv_format(t) < 0) no = "needs quantized weights";
+    kquant |= dtype_block_elems(t) == 256;
+  }
+  if (!no && (gm->k_extent % (kquant ? 256 : 32) || gm->k_extent > QGEMV_MAX_K))
+    no = "needs k of whole blocks, at most 32768";
+  if (!no && s->qgemv != 1 && s->qgemv != 2 && s->qgemv != 4 && s->qgemv != 8) no = "takes 1, 2, 4 or 8 columns a block";
+  if (no) {
+    if (strict) {
+      diag_error(d, 0, 0, "kernel %s: the quantized GEMV (qgemv) %s%s%s", k->name, no, why.msg[0] ? ": " : "",
+                 why.msg);
+      return 0;
+    }
+    s->qgemv = 0;
+    return 1;
+  }
+  c->self = KIND_QGEMV;
+  c->qgemv = gm;
+  return 1;
 }
 
 int tile_choose_kinds(const LProgram *p, const LKernel *k, const TargetDesc *dev, Schedule *s, TileChoice *c,
@@ -85,6 +130,7 @@ int tile_choose_kinds(const LProgram *p, const LKernel *k, const TargetDesc *dev
       s->decode_fill = 0;
     }
   }
+  if (s->qgemv && !choose_qgemv(p, k, dev, s, c, strict, d)) return 0;
   return 1;
 }
 

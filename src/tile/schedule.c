@@ -183,6 +183,21 @@ static int choose_gemv_rows(const LKernel *k, const TargetDesc *dev, const Sched
   return R > 1 ? R : 0;
 }
 
+/* Columns a block of the integer-activation GEMV takes (Schedule.qgemv) where the kernel's sums read quantized
+ * weights: each block quantizes the activation row once and reads 1.19 bytes an element of it back for every
+ * column, so more columns a block share that work, but too few blocks leave multiprocessors idle. The most of 8,
+ * 4, 2 that still gives 4 blocks a multiprocessor (session 17's probe on the H200: 8 for 12288 rows, 4 for 4096,
+ * 2 for 2048). tile_choose_kinds keeps it only where the sums are a GEMM's (tile/match_gemm.c). 0: none. */
+static int choose_qgemv(const LKernel *k, const TargetDesc *dev, int64_t columns) {
+  if (!setting_bool(SET_QUANT_GEMV, 0)) return 0;
+  QuantBytes q = {0};
+  for (int i = 0; i < k->nphase; i++) ex_visit(k->phases[i].body, quant_bytes_fn, &q);
+  if (q.nbuf == 0) return 0;
+  int R = 8;
+  while (R > 1 && columns / R < 4 * (int64_t)dev->sms) R /= 2;
+  return R;
+}
+
 /* A row-wise normalization (RMSNorm, LayerNorm, softmax): reductions over a row of constant length, then that
  * row written (one inner axis of the same length). Its elements per row; 0 for any other kernel. */
 static int64_t normalized_row(const LKernel *k) {
@@ -272,6 +287,7 @@ static Schedule schedule_propose(const LKernel *k, const TargetDesc *dev) {
   /* Reductions read 8 consecutive elements per thread step: one 16-byte load of bf16 weights. */
   s.vec = 8;
   s.gemv_rows = choose_gemv_rows(k, dev, &s);
+  s.qgemv = choose_qgemv(k, dev, pts);
   /* LATHE_STORE_VEC=4: a normalization's write pass in 16-byte vectors (Schedule.store_vec; kernel/lower_phase.c
    * keeps one element a step where the row does not split into whole vectors for the threads) */
   if (normalized_row(k) > 0) {

@@ -27,7 +27,8 @@ static const Field fields[] = {F("threads", block_threads),
                                F("bfill", block_fill),
                                F("svec", store_vec),
                                F("unroll", unroll),
-                               F("grows", gemv_rows)};
+                               F("grows", gemv_rows),
+                               F("qgemv", qgemv)};
 #undef F
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -36,10 +37,10 @@ static int *field_at(Schedule *s, const Field *f) { return (int *)((char *)s + f
 void schedule_format(StrBuf *b, const Schedule *s) {
   sb_printf(b, "red=%s", s->red == RS_SERIAL ? "serial" : s->red == RS_WARP ? "warp" : "block");
   Schedule copy = *s;
-  /* the knobs after bfill (store_vec, unroll, gemv_rows) only when set: texts written before they existed stay the
-   * same */
+  /* the knobs after bfill (store_vec, unroll, gemv_rows, qgemv) only when set: texts written before they existed
+   * stay the same */
   for (int i = 0; i < NFIELDS; i++)
-    if (i < NFIELDS - 3 || *field_at(&copy, &fields[i]) > 0)
+    if (i < NFIELDS - 4 || *field_at(&copy, &fields[i]) > 0)
       sb_printf(b, " %s=%d", fields[i].key, *field_at(&copy, &fields[i]));
 }
 

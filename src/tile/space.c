@@ -24,6 +24,10 @@ static Schedule canonical(Schedule s, Target t) {
   if (s.store_vec < 2 || t != TARGET_CUDA) s.store_vec = 0;
   if (s.vec < 2 || t != TARGET_CUDA) s.unroll = 0; /* unrolling counts vectors */
   if (s.gemv_rows < 2 || t != TARGET_CUDA || s.red != RS_WARP) s.gemv_rows = 0;
+  if (t != TARGET_CUDA) s.qgemv = 0;
+  if (s.qgemv) /* the quantized GEMV replaces the kernel's own form: its knobs at one value */
+    s.red = RS_WARP, s.block_threads = 128, s.vec = 8, s.unroll = 0, s.gemv_rows = 0, s.block_fill = 0,
+    s.store_vec = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
   else s.omp = 0, s.rows_omp = 0;
   if (t == TARGET_CPU && s.flash_decode) s.rows = 1, s.row_axis = -1, s.rows_omp = 0; /* it takes every row */
@@ -136,6 +140,7 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
             for (int sv = 0; sv < (dc ? 1 : nsvec); sv++)
               for (int un = 0; un < (dc || vecs[vi] != 8 || !nunroll ? 1 : 3); un++) {
                 Schedule s = *def;
+                s.qgemv = 0; /* its forms come last */
                 s.store_vec = sv ? 4 : 0;
                 s.unroll = un; /* 0 automatic (up to 4), 1 none, 2 at most two */
                 if (sv) {      /* every cooperating thread gets whole vectors: the length splits evenly */
@@ -168,6 +173,14 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
           s.gemv_rows = r > 1 ? r : 0;
           add(&b, s);
         }
+  /* the kernel itself as the quantized GEMV (Schedule.qgemv) of 1, 2, 4 or 8 columns a block, with each blocked
+   * variant, where the default takes it (the nest's sums read quantized weights) */
+  for (int i = 0, n = b.n; i < n && def->qgemv > 0; i++)
+    for (int r = 1; r <= 8; r *= 2) {
+      Schedule s = b.s[i];
+      s.qgemv = r;
+      add(&b, s);
+    }
   (void)d;
   out->s = b.s;
   out->n = b.n;

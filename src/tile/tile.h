@@ -70,6 +70,11 @@ typedef struct Schedule {
    * (a decode GEMV's activation row) are read once for all of them and each value's own loads (its weight row)
    * are in flight together; 0 or 1: one value a point. LATHE_GEMV_ROWS overrides the default's choice. */
   int gemv_rows;
+  /* CUDA, the kernel itself where it is a sum over quantized weights that a tensor-core GEMM could compute (its
+   * blocked variant's shape, tile/match_gemm.c): a GEMV with the activations quantized to int8 and __dp4a
+   * (code/templates/qgemv.cuh), a block taking this many output columns (1, 2, 4 or 8); 0 = the loop nest.
+   * LATHE_QUANT_GEMV=0 turns it off, to compare. */
+  int qgemv;
 } Schedule;
 
 /* Work (points times their reduction and inner elements) from which a CPU kernel takes OpenMP: a
@@ -98,17 +103,19 @@ typedef enum KernelKind {
   KIND_GEMM,         /* the blocked variant as a tensor-core GEMM (kernel/lower_mma.c) */
   KIND_FLASH,        /* the blocked variant as flash attention over this P x V, its scores and softmax */
   KIND_FLASH_DECODE, /* the kernel itself as flash-decoding (CUDA cores) */
+  KIND_QGEMV,        /* the kernel itself as a GEMV over quantized weights with int8 activations (CUDA) */
   KIND_SKIP,         /* launches nothing: another kernel's flash computes it (TileChoice.by) */
 } KernelKind;
 const char *kernel_kind_name(KernelKind k);
 
 typedef struct TileChoice {
-  KernelKind self;         /* KIND_LOOP, KIND_FLASH_DECODE or KIND_SKIP */
+  KernelKind self;         /* KIND_LOOP, KIND_FLASH_DECODE, KIND_QGEMV or KIND_SKIP */
   KernelKind variant;      /* with Schedule.rows > 1: KIND_ROWS, KIND_GEMM or KIND_FLASH; else KIND_NONE */
   int library;             /* the GEMM also has its library form (cuBLASLt) */
   const GemmMatch *gemm;   /* variant == KIND_GEMM: what the matcher found */
   const AttnMatch *flash;  /* variant == KIND_FLASH */
   const AttnMatch *decode; /* self == KIND_FLASH_DECODE */
+  const GemmMatch *qgemv;  /* self == KIND_QGEMV: the sums as the GEMM matcher found them */
   /* The scores and softmax kernels of an attention whose P x V is kernel `by` (-1: none): in decode
    * (by's self is flash-decoding) this kernel launches nothing; in prefill (by's variant is flash
    * attention, under its condition) it gets a variant that launches nothing. */
@@ -140,6 +147,10 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc 
  * (Schedule.gemv_rows): CUDA, a warp per point, sums and no inner loop, the axis of constant extent (at least that
  * many) with some reduction streaming a buffer that does not depend on it. */
 int tile_gemv_rows_apply(const LKernel *k, const Schedule *s);
+/* The quantized weight types the integer-activation GEMV reads (Schedule.qgemv, code/templates/qgemv.cuh), and its
+ * longest k (the activation row, 1.19 bytes an element, lives in a block's static shared memory) */
+int tile_qgemv_format(DType t);
+#define QGEMV_MAX_K 32768
 /* Whether schedule s is legal for kernel k (of p) on the device: the knobs' ranges (vector width,
  * rows, threads per block against the device), and every kernel kind it asks for (tensor-core GEMM,
  * flash attention, flash-decoding) against the matchers and the device (bf16 mma). 0 with d saying

@@ -85,7 +85,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->rows > 1 && s->row_axis >= 0 && s->row_axis < k->npar)
       sb_printf(b, " rows=%d(%s)", s->rows,
                 k->var_names[k->par[s->row_axis].var] ? k->var_names[k->par[s->row_axis].var] : "?");
-    if (tp->target == TARGET_CUDA && tile_gemv_rows_apply(k, s))
+    if (tp->target == TARGET_CUDA && tile_gemv_rows_apply(k, s) && !s->qgemv)
       sb_printf(b, " gemv-rows=%d(%s)", s->gemv_rows,
                 k->var_names[k->par[k->npar - 1].var] ? k->var_names[k->par[k->npar - 1].var] : "?");
     if (s->rows > 1 && tp->target == TARGET_CPU && s->rows_omp)
@@ -96,6 +96,7 @@ void tile_print(StrBuf *b, const TileProgram *tp) {
     if (s->flash) sb_printf(b, " flash-attention=bf16x%d", s->flash);
     if (s->flash_decode) sb_printf(b, " flash-decoding(fill=%d)", s->decode_fill);
     if (s->rows_serial) sb_puts(b, " rows-serial");
+    if (s->qgemv) sb_printf(b, " qgemv=%d", s->qgemv);
     /* what the kernel stage builds: the kernel itself, its blocked variant, who computes it */
     const TileChoice *c = &tp->kernels[i].c;
     KernelKind var = c->variant;

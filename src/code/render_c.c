@@ -69,8 +69,10 @@ static const char c_preamble[] =
 static void find_qrows(const KStmt *s, int *slots, int64_t *bytes) {
   if (!s) return;
   if (s->kind == KS_QROW) {
-    /* 80, 640: sizeof(lt_q16x), sizeof(lt_q16t) */
-    int64_t b = s->dtype == DT_F32 ? 4 * (int64_t)s->count : (s->rows == 8 ? 640 : 80) * (int64_t)s->count;
+    /* 80, 640: sizeof(lt_q16x), sizeof(lt_q16t); f16 weights' rows: count floats, 8 of them a tile */
+    int64_t b = s->dtype == DT_F32   ? 4 * (int64_t)s->count
+                : s->dtype == DT_F16 ? (s->rows == 8 ? 32 : 4) * (int64_t)s->count
+                                     : (s->rows == 8 ? 640 : 80) * (int64_t)s->count;
     b = (b + 63) / 64 * 64;
     if (s->slot + 1 > *slots) *slots = s->slot + 1;
     if (b > *bytes) *bytes = b;

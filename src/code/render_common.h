@@ -66,6 +66,10 @@ void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda);
 void rc_put_quant_source(StrBuf *out, int cuda);
 /* C: the tile form of the integer dot products (render_quant_tile.c), after rc_put_quant_source's */
 void rc_put_quant_tile_source(StrBuf *out);
+/* C: the row caches' head (OpenMP's thread number, the weight prefetch distance LT_QPF, LT_OPQ), which
+ * rc_put_quant_source includes; and the f16 dot products (render_hdot.c: lt_hdot, lt_hdott), after that head. */
+void rc_put_rowcache_head(StrBuf *out);
+void rc_put_hdot_source(StrBuf *out);
 
 /* render_qdot.c, CUDA: a KS_VQDOT statement. */
 void rc_put_vqdot(Render *R, const KStmt *s, int level);

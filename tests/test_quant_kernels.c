@@ -476,7 +476,8 @@ static void int_dot_forms_agree_bitwise(void **state) {
   host_prog_remove(&p);
 }
 
-/* The CPU's f16 dot products (render_hdot.c: lt_hdot over one f32 activation row, lt_hdott over a tile of 8) against
+/* The CPU's f16 dot products (render_hdot.c: lt_hdot over one f32 activation row, lt_hdott over a tile of 8, lt_hdott2
+ * over a tile for two weight rows, each as lt_hdott alone) against
  * the sum of the converted weights times the activations in double (within 1e-5 of the sum of |w x|: f32 rounding of
  * 16 lanes over 256 elements), and the same bits in every form: alone or in a tile, with AVX-512 (vcvtph2ps of 16
  * halves), AVX2 with F16C (8) and the scalar fallback (lt_f16_to_f32), compiled with the CPU backend's flags
@@ -512,8 +513,12 @@ static void half_dots_match_and_agree(void **state) {
       "    lt_htile_row(x[t], tile, t, N);\n"
       "  }\n"
       "  for (int r = 0; r < ROWS; r++) {\n"
-      "    float got[8];\n"
+      "    float got[8], pair[2][8];\n"
+      "    lt_hdott2(w + r * N, w + (r + 1) % ROWS * N, N, tile, pair[0], pair[1]);\n"
+      "    lt_hdott(w + (r + 1) % ROWS * N, N, tile, got);\n"
+      "    if (memcmp(pair[1], got, sizeof got)) { printf(\"row %d: the pair's second row differs\\n\", r); return 1; }\n"
       "    lt_hdott(w + r * N, N, tile, got);\n"
+      "    if (memcmp(pair[0], got, sizeof got)) { printf(\"row %d: the pair's first row differs\\n\", r); return 1; }\n"
       "    for (int t = 0; t < 8; t++) {\n"
       "      double want = 0, mag = 0;\n"
       "      for (int i = 0; i < N; i++) {\n"

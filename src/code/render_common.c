@@ -402,7 +402,8 @@ static void put_qrow(Render *R, const KStmt *s, int level) {
   }
   sb_indent(o, level + 1);
   sb_printf(o, "if (lt_qk%d) {\n", q);
-  rc_line(R, level + 2, "lt_qk%d[0] = 1.0;", q);
+  if (half && tile) rc_line(R, level + 2, "lt_qk%d[0] = lt_qk%d[0] + 1.0; /* the fills: lt_hdott_pc's key */", q, q);
+  else rc_line(R, level + 2, "lt_qk%d[0] = 1.0;", q);
   for (int i = 0; i < k.n; i++) {
     sb_indent(o, level + 2);
     sb_printf(o, "lt_qk%d[%d] = (double)", q, i + 1);
@@ -438,10 +439,17 @@ static void put_qdot(Render *R, const KStmt *s, int level) {
     sb_printf(o, "{\n");
     rc_line(R, level + 1, "float lt_dt[8];");
     sb_indent(o, level + 1);
-    if (half) {
-      sb_printf(o, "lt_hdott(%s + (", R->buf_name[w->ival]);
+    if (half) { /* with the thread's pair cache of this statement, and the weights' end where it is constant */
+      const LBuf *wb = &R->lp->bufs[w->ival];
+      Expr *numel = shape_numel(R->pool, &wb->shape);
+      const int pc = R->hpairs++;
+      sb_printf(o, "lt_hdott_pc(%s + (", R->buf_name[w->ival]);
       rc_put_ref(R, o, roots[0]);
-      sb_printf(o, "), %d, lt_q%d, lt_dt);\n", s->count, s->slot);
+      sb_printf(
+          o, "), %d, lt_q%d, lt_dt, lt_qr ? lt_hpc + (int64_t)lt_thread() * %d + %d : 0, lt_qk%d ? lt_qk%d[0] : 0.0, ",
+          s->count, s->slot, R->hpairs_total, pc, s->slot, s->slot);
+      if (numel->op == X_CONST) sb_printf(o, "%s + %lld);\n", R->buf_name[w->ival], (long long)numel->ival);
+      else sb_puts(o, "0);\n");
     } else {
       sb_printf(o, "lt_qdott_%s(%s, (", dtype_name(s->dtype), R->buf_name[w->ival]);
       rc_put_ref(R, o, roots[0]);

@@ -51,8 +51,10 @@ typedef struct Render {
   DType smem_dtype[RC_MAX_SMEM];
   NameSet names;
   int ncse;
-  CseMap *cse;   /* the statement being rendered */
-  int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
+  CseMap *cse;      /* the statement being rendered */
+  int canonical;    /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
+  int hpairs;       /* C: the f16 tile dot products rendered so far in this kernel (each has a pair cache) */
+  int hpairs_total; /* C: and in the whole kernel (a thread's pair caches) */
 } Render;
 
 /* The most variables and temporaries a CPU row cache's key holds (kernel.h) */

@@ -99,6 +99,46 @@ static const char hdot_c[] =
     "    for (int t = 0; t < 8; t++) a[t] = lt_h16_fma(wv, x + 16 * t, a[t]);\n"
     "  }\n"
     "  for (int t = 0; t < 8; t++) out[t] = lt_h16_sum(a[t]);\n"
+    "}\n"
+    /* two weight rows against the tile, each as lt_hdott computes it alone (the same lanes, FMAs and tree): each
+     * chunk of tile values loaded once for both rows */
+    "#if defined(__AVX512F__) && !defined(LT_QDOT_SCALAR)\n"
+    "static inline void lt_hdott2(lt_hp w, lt_hp w2, int n, const float *tile, float *out, float *out2) {\n"
+    "  lt_h16 a[8], b[8];\n"
+    "  for (int t = 0; t < 8; t++) a[t] = lt_h16_zero(), b[t] = lt_h16_zero();\n"
+    "  for (int i = 0; i < n; i += 16) {\n"
+    "    if (!(i & 31)) __builtin_prefetch(w + i + LT_QPF / 2), __builtin_prefetch(w2 + i + LT_QPF / 2);\n"
+    "    const lt_h16 wv = lt_h16_ld(w + i), wu = lt_h16_ld(w2 + i);\n"
+    "    const float *x = tile + (long long)i * 8;\n"
+    "    for (int t = 0; t < 8; t++) {\n"
+    "      const __m512 xv = _mm512_loadu_ps(x + 16 * t);\n"
+    "      a[t] = _mm512_fmadd_ps(wv, xv, a[t]), b[t] = _mm512_fmadd_ps(wu, xv, b[t]);\n"
+    "    }\n"
+    "  }\n"
+    "  for (int t = 0; t < 8; t++) out[t] = lt_h16_sum(a[t]), out2[t] = lt_h16_sum(b[t]);\n"
+    "}\n"
+    "#else\n"
+    /* 8 more 16-lane accumulators would not fit AVX2's 16 registers */
+    "static inline void lt_hdott2(lt_hp w, lt_hp w2, int n, const float *tile, float *out, float *out2) {\n"
+    "  lt_hdott(w, n, tile, out);\n"
+    "  lt_hdott(w2, n, tile, out2);\n"
+    "}\n"
+    "#endif\n"
+    /* A thread's consecutive points of a tiled kernel take consecutive weight rows against one tile (the block of rows
+     * is the slower point index), so a point computes its row and the next one (lt_hdott2) and keeps the next one's
+     * sums in pc, keyed by that row and the tile's fill (gen: the row cache's count of fills); the next point takes
+     * them. Without pc, or where the next row would pass the weights' end, one row. */
+    "typedef struct lt_hpair { lt_hp w; double gen; float v[8]; } lt_hpair;\n"
+    "static inline void lt_hdott_pc(lt_hp w, int n, const float *tile, float *out, lt_hpair *pc, double gen, lt_hp end) {\n"
+    "  if (pc && pc->w == w && pc->gen == gen) {\n"
+    "    for (int t = 0; t < 8; t++) out[t] = pc->v[t];\n"
+    "    pc->w = 0;\n"
+    "  } else if (pc && end && w + 2 * (long long)n <= end) {\n"
+    "    lt_hdott2(w, w + n, n, tile, out, pc->v);\n"
+    "    pc->w = w + n, pc->gen = gen;\n"
+    "  } else {\n"
+    "    lt_hdott(w, n, tile, out);\n"
+    "  }\n"
     "}\n";
 
 void rc_put_hdot_source(StrBuf *out) { sb_puts(out, hdot_c); }

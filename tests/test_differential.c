@@ -261,6 +261,24 @@ static void build_cases(void) {
            "x: f32[1, seq, 48]; nw: bf16[48]; wg: bf16[4256, 48]; wu: bf16[4256, 48]; wd: bf16[48, 4256]\n"
            "h = rms_norm(x, nw, 1e-6)\n"
            "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd)");
+  /* f16 weights on the CPU: each sum a dot product of the weight row, converted by the hardware, with an f32
+   * activation row computed once (render_hdot.c): a decode GEMV over a norm's output with gate and up sharing the
+   * row (lt_hdot), a prefill's register-blocked projections (lt_hdott_pc over a tile of 8 rows, two weight rows at
+   * a time, the last row of a weight alone; 37 rows leave 5 to lt_hdot), and one kernel whose q8_0 and f16 weights read
+   * the same norm output (two row caches, one per form). */
+  add_case("half_gemv", NULL, 0,
+           "w: f16[5,2048]; v: f16[5,2048]; g: f32[2048]; x: f32[1,2048]\nh = rms_norm(x, g, 1e-6)\n"
+           "return silu(linear(h, w)) * linear(h, v), linear(x, w)");
+  cases[ncases - 1].cpu_has = "+ lt_hdot(w + (";
+  add_case("half_tile_37", "seq=37", 0,
+           "x: f32[1, seq, 64]; nw: f16[64]; wg: f16[96, 64]; wu: f16[96, 64]; wd: f16[64, 96]; wq: f16[64, 64]\n"
+           "h = rms_norm(x, nw, 1e-6)\n"
+           "return x + linear(silu(linear(h, wg)) * linear(h, wu), wd), linear(h, wq)");
+  cases[ncases - 1].cpu_has = "lt_hdott_pc(wd + (";
+  add_case("half_and_q8_0_tile_21", "seq=21", 0,
+           "w: q8_0[13,64]; v: f16[13,64]; g: f32[64]; x: f32[seq,64]\nh = rms_norm(x, g, 1e-6)\n"
+           "return silu(linear(h, w)) * linear(h, v), linear(h, v)");
+  cases[ncases - 1].cpu_has = "lt_hdott_pc(v + (";
   /* Causal attention over many query tokens: the blocked variants of scores and P x V (one thread per
    * point on CUDA), with a partial block of rows. */
   add_case("prefill_attention_37", "seq=37", 0,

@@ -289,6 +289,45 @@ static void native_against_f32(int int_dot) {
 static void smollm2_native_weights(void **s) { native_against_f32(1); }
 static void smollm2_native_weights_decoded(void **s) { native_against_f32(0); }
 
+/* The default model with f16 weights (--weights f16: each dequantized value rounded to f16) on the CPU: the
+ * projections' dot products of the f16 rows, converted by the hardware, with f32 activation rows (render_hdot.c; a
+ * prefill's tiles of 8 rows, the decode step's rows) against the same weights converted element by element in the
+ * sums' loops (LATHE_CPU_HALF_DOT=0): only the f32 summation order differs (LOGIT_TOL); the greedy tokens are
+ * transformers' (the fixture's). */
+static void smollm2_f16_weights(void **s) {
+  const char *path = default_model();
+  if (!path || target != TARGET_CPU) {
+    print_message("default model not installed (make model), or not the CPU; skipped\n");
+    skip();
+  }
+  Expected e;
+  load_expected(FIXTURES "/smollm2/expected.json", &e);
+  Diag d = {0};
+  ModelLoadOptions o = {target, 64, 1, .weight_dtype_set = 1, .weight_dtype = DT_F16};
+  setting_set(SET_CPU_HALF_DOT, "0");
+  Model *ref = model_load(path, cpu, &o, &d);
+  setting_set(SET_CPU_HALF_DOT, NULL);
+  if (!ref) fail_msg("load f16, converted in the loops: %s", d.msg);
+  Model *m = model_load(path, cpu, &o, &d);
+  if (!m) fail_msg("load f16: %s", d.msg);
+  int V = m->cfg.vocab;
+  double *want = malloc(sizeof(double) * (size_t)V);
+  for (int step = 0; step < 2; step++) { /* the prompt (a blocked prefill), then one decode step */
+    const int32_t *ids = step ? &e.greedy[0] : e.prompt;
+    int n = step ? 1 : e.nprompt, past = step ? e.nprompt : 0;
+    if (!model_step(ref, ids, n, past, &d) || !model_step(m, ids, n, past, &d)) fail_msg("smollm2 f16: %s", d.msg);
+    for (int i = 0; i < V; i++) want[i] = ref->logits[i];
+    double err = logits_error(m->logits, want, V);
+    if (!(err <= LOGIT_TOL))
+      fail_msg("smollm2 f16: step %d: logits error %.3g against the loops' conversion", step, err);
+  }
+  free(want);
+  greedy_matches(m, &e, "smollm2 f16 weights");
+  model_free(ref);
+  model_free(m);
+  json_decref(e.root);
+}
+
 /* The built-in architectures' shapes (two layers, random bf16 weights) on the backend under test
  * against the CPU: hidden 576 and a vocabulary of 151936 are sizes that no fixture has (a CUDA
  * reduction once read past the end for both). A 37-token prompt runs the prefill variants (tensor
@@ -379,6 +418,7 @@ int main(void) {
       cmocka_unit_test(smollm2_default_model),
       cmocka_unit_test(smollm2_native_weights),
       cmocka_unit_test(smollm2_native_weights_decoded),
+      cmocka_unit_test(smollm2_f16_weights),
       cmocka_unit_test(presets_match_the_cpu),
   };
   int rc = cmocka_run_group_tests_name("models", tests, NULL, NULL);

@@ -519,13 +519,101 @@ static void int_dot_forms_agree_bitwise(void **state) {
   host_prog_remove(&p);
 }
 
+/* The CPU's f16 dot products (render_hdot.c: lt_hdot over one f32 activation row, lt_hdott over a tile of 8, lt_hdott2
+ * over a tile for two weight rows, each as lt_hdott alone) against
+ * the sum of the converted weights times the activations in double (within 1e-5 of the sum of |w x|: f32 rounding of
+ * 16 lanes over 256 elements), and the same bits in every form: alone or in a tile, with AVX-512 (vcvtph2ps of 16
+ * halves), AVX2 with F16C (8) and the scalar fallback (lt_f16_to_f32), compiled with the CPU backend's flags
+ * (-fassociative-math among them: the lanes' tree must not be regrouped). Weight rows of random halves between 2^-6
+ * and 2^6 of both signs, subnormals among them; 8 activation rows of different magnitudes. */
+static void half_dots_match_and_agree(void **state) {
+  (void)state;
+  StrBuf b = {0};
+  rc_put_rowcache_head(&b);
+  rc_put_hdot_source(&b);
+  assert_contains(sb_str(&b), "_mm512_cvtph_ps(_mm256_loadu_si256(");
+  assert_contains(sb_str(&b), "_mm256_cvtph_ps(_mm_loadu_si128(");
+  if (system("cc --version >/dev/null 2>&1") != 0) {
+    sb_free(&b);
+    skip();
+  }
+  StrBuf src = {0};
+  sb_puts(&src, HOST_PRELUDE);
+  sb_puts(&src, sb_str(&b));
+  sb_free(&b);
+  sb_puts(&src, HOST_RANDOM_BLOCKS);
+  sb_puts(
+      &src,
+      "enum { N = 256, ROWS = 9 };\n"
+      "static unsigned short w[ROWS * N];\n"
+      "static float x[8][N], tile[8 * N];\n"
+      "int main(void) {\n"
+      "  x_ = 4242;\n"
+      "  for (int i = 0; i < ROWS * N; i++)\n"
+      "    w[i] = (unsigned short)((rnd() & 0x83ffu) | (i % 97 ? 9 + rnd() % 13 : 0) << 10);\n"
+      "  for (int t = 0; t < 8; t++) {\n"
+      "    for (int i = 0; i < N; i++) x[t][i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f * (float)(1 << t);\n"
+      "    lt_htile_row(x[t], tile, t, N);\n"
+      "  }\n"
+      "  for (int r = 0; r < ROWS; r++) {\n"
+      "    float got[8], pair[2][8];\n"
+      "    lt_hdott2(w + r * N, w + (r + 1) % ROWS * N, N, tile, pair[0], pair[1]);\n"
+      "    lt_hdott(w + (r + 1) % ROWS * N, N, tile, got);\n"
+      "    if (memcmp(pair[1], got, sizeof got)) { printf(\"row %d: the pair's second row differs\\n\", r); return 1; }\n"
+      "    lt_hdott(w + r * N, N, tile, got);\n"
+      "    if (memcmp(pair[0], got, sizeof got)) { printf(\"row %d: the pair's first row differs\\n\", r); return 1; }\n"
+      "    for (int t = 0; t < 8; t++) {\n"
+      "      double want = 0, mag = 0;\n"
+      "      for (int i = 0; i < N; i++) {\n"
+      "        double v = (double)lt_f16_to_f32(w[r * N + i]) * x[t][i];\n"
+      "        want += v, mag += fabs(v);\n"
+      "      }\n"
+      "      float v = lt_hdot(w + r * N, N, x[t]);\n"
+      "      unsigned u, ut;\n"
+      "      memcpy(&u, &v, 4), memcpy(&ut, &got[t], 4);\n"
+      "      if (!(fabs(v - want) <= 1e-5 * mag)) { printf(\"row %d, activation row %d: %g, want %g\\n\", r, t, v, want); return 1; }\n"
+      "      if (u != ut) { printf(\"row %d, activation row %d: alone %.9g, in a tile %.9g\\n\", r, t, v, got[t]); return 1; }\n"
+      "      printf(\"%08x\\n\", u);\n"
+      "    }\n"
+      "  }\n"
+      "  return 0;\n"
+      "}\n");
+  HostProg p;
+  host_prog_write(&p, "hdot.c", sb_str(&src));
+  sb_free(&src);
+  const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
+  char out[3][128];
+  for (int i = 0; i < 3; i++) {
+    char compile[320];
+    snprintf(out[i], sizeof out[i], "%s/out%d", p.dir, i);
+    snprintf(compile, sizeof compile,
+             "cc -O3 -march=native -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math "
+             "-ffp-contract=fast -mprefer-vector-width=512 -w %s",
+             forms[i]);
+    if (host_prog_run(&p, compile, out[i]) != 0)
+      fail_msg("f16 dot products (%s) are wrong: %s", forms[i][0] ? forms[i] : "SIMD", out[i]);
+  }
+  char *a = read_text(out[0]), *c = read_text(out[1]), *e = read_text(out[2]);
+  assert_non_null(a);
+  assert_non_null(c);
+  assert_non_null(e);
+  assert_int_equal((int)strlen(a), 9 * 8 * 9); /* 9 rows x 8 activation rows, 9 characters a line */
+  assert_string_equal(a, c);
+  assert_string_equal(a, e);
+  free(a);
+  free(c);
+  free(e);
+  for (int i = 0; i < 3; i++) unlink(out[i]);
+  host_prog_remove(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
       cmocka_unit_test(cuda_gemv_decodes_eight_at_once),
       cmocka_unit_test(cuda_qgemv_when_asked),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
       cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies), cmocka_unit_test(int_dots_match_decoded),
-      cmocka_unit_test(int_dot_forms_agree_bitwise),
+      cmocka_unit_test(int_dot_forms_agree_bitwise),         cmocka_unit_test(half_dots_match_and_agree),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

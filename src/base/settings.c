@@ -66,6 +66,9 @@ static const SettingInfo table[SET_COUNT] = {
     {SET_CPU_INT_TILE, "LATHE_CPU_INT_TILE", SETTING_BOOL, "1", NULL,
      "0: register-blocked CPU projections over quantized weights (a prefill's) decode each weight row to f32 and "
      "multiply in f32 instead of integer dot products with a tile of 8 activation rows quantized to int16"},
+    {SET_CPU_HALF_DOT, "LATHE_CPU_HALF_DOT", SETTING_BOOL, "1", NULL,
+     "0: CPU projections over f16 weights convert each weight in the sum's loop (software conversion) instead of "
+     "dot products of the rows, converted by the hardware, with f32 activation rows computed once"},
     {SET_NVRTC_UNITS, "LATHE_NVRTC_UNITS", SETTING_INT, "16", NULL,
      "at most this many CUDA translation units compiled in parallel (1: one unit)"},
     {SET_HF_ENDPOINT, "LATHE_HF_ENDPOINT", SETTING_STRING, "https://huggingface.co", NULL,

@@ -69,13 +69,22 @@ static const char c_preamble[] =
 static void find_qrows(const KStmt *s, int *slots, int64_t *bytes) {
   if (!s) return;
   if (s->kind == KS_QROW) {
-    /* 80, 640: sizeof(lt_q16x), sizeof(lt_q16t) */
-    int64_t b = s->dtype == DT_F32 ? 4 * (int64_t)s->count : (s->rows == 8 ? 640 : 80) * (int64_t)s->count;
+    /* 80, 640: sizeof(lt_q16x), sizeof(lt_q16t); f16 weights' rows: count floats, 8 of them a tile */
+    int64_t b = s->dtype == DT_F32   ? 4 * (int64_t)s->count
+                : s->dtype == DT_F16 ? (s->rows == 8 ? 32 : 4) * (int64_t)s->count
+                                     : (s->rows == 8 ? 640 : 80) * (int64_t)s->count;
     b = (b + 63) / 64 * 64;
     if (s->slot + 1 > *slots) *slots = s->slot + 1;
     if (b > *bytes) *bytes = b;
   }
   for (int i = 0; i < s->nbody; i++) find_qrows(s->body[i], slots, bytes);
+}
+
+/* The f16 tile dot products (KS_QDOT of dtype f16 over 8 rows): each has a pair cache per thread (render_hdot.c) */
+static int count_hpairs(const KStmt *s) {
+  int n = s && s->kind == KS_QDOT && s->dtype == DT_F16 && s->rows == 8;
+  for (int i = 0; s && i < s->nbody; i++) n += count_hpairs(s->body[i]);
+  return n;
 }
 
 void rc_c_kernel(Render *R, const KKernel *kk) {
@@ -92,9 +101,11 @@ void rc_c_kernel(Render *R, const KKernel *kk) {
     sb_printf(o, "  %s%s *restrict %s = (%s%s *)lt_bufs[%d];\n", c, t, R->buf_name[p->buf], c, t, i);
   }
   for (int i = 0; i < kk->nsyms; i++) sb_printf(o, "  const int64_t %s = lt_syms[%d];\n", R->sym_name[i], i);
-  int slots = 0;
+  int slots = 0, pairs = count_hpairs(kk->body);
   int64_t bytes = 0;
   find_qrows(kk->body, &slots, &bytes);
+  R->hpairs = 0;
+  R->hpairs_total = pairs;
   if (slots) { /* each thread's row caches for this launch (KS_QROW): the rows (64-byte aligned: a tile's row of a
                  block is one cache line), and flag + RC_QKEYS keys per slot */
     sb_printf(o, "  const int64_t lt_nslots = %d, lt_slot_bytes = %lld, lt_nt = omp_get_max_threads();\n", slots,
@@ -103,10 +114,15 @@ void rc_c_kernel(Render *R, const KKernel *kk) {
                "lt_slot_bytes));\n");
     sb_printf(o, "  double *lt_qk = (double *)calloc((size_t)(lt_nt * lt_nslots * %d), sizeof(double));\n",
               RC_QKEYS + 1);
+    if (pairs) {
+      sb_printf(o, "  lt_hpair *lt_hpc = (lt_hpair *)calloc((size_t)(lt_nt * %d), sizeof(lt_hpair));\n", pairs);
+      sb_puts(o, "  if (!lt_hpc) free(lt_qr), lt_qr = 0;\n");
+    }
     sb_puts(o, "  if (!lt_qr || !lt_qk) free(lt_qr), free(lt_qk), lt_qr = 0, lt_qk = 0;\n");
   }
   rc_body(R, 1);
   if (slots) sb_puts(o, "  free(lt_qr);\n  free(lt_qk);\n");
+  if (slots && pairs) sb_puts(o, "  free(lt_hpc);\n");
   sb_puts(o, "}\n");
   rc_kernel_end(R);
 }

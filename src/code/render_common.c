@@ -324,14 +324,14 @@ static void find_qkeys(void *ctx, const Expr *e) {
 
 /* C, KS_QROW: this thread's slot (lt_qr, lt_qk: render_c.c) is filled unless its key (a flag, then each key
  * value) says it holds this row; without them (no memory) an array of the point, filled every time. */
-/* One activation row of n elements into lt_xr: for (v = 0; v < n; v++) lt_xr[v] = x. */
-static void put_xrow(Render *R, const Expr *x, const char *v, int n, int level) {
+/* One activation row of n elements into dst: for (v = 0; v < n; v++) dst[v] = x. */
+static void put_xrow(Render *R, const Expr *x, const char *v, int n, const char *dst, int level) {
   StrBuf *o = R->out;
   rc_line(R, level, "for (int64_t %s = 0; %s < %d; %s++) {", v, v, n, v);
   Expr *roots[1] = {(Expr *)x};
   rc_cse_begin(R, roots, 1, level + 1);
   sb_indent(o, level + 1);
-  sb_printf(o, "lt_xr[%s] = ", v);
+  sb_printf(o, "%s[%s] = ", dst, v);
   rc_put_ref(R, o, roots[0]);
   sb_puts(o, ";\n");
   rc_cse_end(R);
@@ -345,19 +345,19 @@ static void put_qrow(Render *R, const KStmt *s, int level) {
   if (s->value) ex_visit(s->value, find_qkeys, &k);
   for (int t = 0; tile && t < 8; t++)
     if (s->idx[t]) ex_visit(s->idx[t], find_qkeys, &k);
-  const int f32 = s->dtype == DT_F32;
+  const int f32 = s->dtype == DT_F32, half = s->dtype == DT_F16; /* half: f32 activations for f16 weights */
   if (R->dl != &rc_dialect_c || !(tile ? s->idx[7] != NULL : s->value != NULL) || (s->rows && !tile) || (tile && f32) ||
       s->count <= 0 || s->var < 0 || s->var >= L_MAX_VARS || k.over || !R->var_name[s->var] ||
       (f32 && (s->buf < 0 || s->buf >= RC_MAX_SMEM || !R->smem_name[s->buf]))) {
     rc_fail(R, "malformed row cache");
     return;
   }
-  const int q = s->slot, n = f32 ? s->count : s->count * 32;
-  const char *v = R->var_name[s->var], *type = f32 ? "float" : tile ? "lt_q16t" : "lt_q16x";
+  const int q = s->slot, n = f32 || half ? s->count : s->count * 32;
+  const char *v = R->var_name[s->var], *type = f32 || half ? "float" : tile ? "lt_q16t" : "lt_q16x";
   char row[64];
   if (f32) snprintf(row, sizeof row, "%s", R->smem_name[s->buf]);
   else snprintf(row, sizeof row, "lt_q%d", q);
-  rc_line(R, level, "%s lt_qs%d[%d];", type, q, s->count);
+  rc_line(R, level, "%s lt_qs%d[%d];", type, q, half && tile ? 8 * s->count : s->count);
   rc_line(R, level, "double *const lt_qk%d = lt_qr ? lt_qk + ((int64_t)lt_thread() * lt_nslots + %d) * %d : 0;", q, q,
           RC_QKEYS + 1);
   rc_line(R, level,
@@ -385,21 +385,25 @@ static void put_qrow(Render *R, const KStmt *s, int level) {
     rc_put_ref(R, o, roots[0]);
     sb_printf(o, ") / %d, %d, %s);\n", B, s->count / B, row);
     rc_cse_end(R);
+  } else if (half && !tile) { /* the row itself */
+    put_xrow(R, s->value, v, n, row, level + 1);
   } else if (tile) { /* row by row into the tile's layout */
     rc_line(R, level + 1, "float lt_xr[%d];", n);
     for (int t = 0; t < 8; t++) {
-      put_xrow(R, s->idx[t], v, n, level + 1);
-      rc_line(R, level + 1, "lt_q16t_row(lt_xr, %s, %d, %d);", row, t, s->count);
+      put_xrow(R, s->idx[t], v, n, "lt_xr", level + 1);
+      if (half) rc_line(R, level + 1, "lt_htile_row(lt_xr, %s, %d, %d);", row, t, n);
+      else rc_line(R, level + 1, "lt_q16t_row(lt_xr, %s, %d, %d);", row, t, s->count);
     }
   } else {
     rc_line(R, level + 1, "float lt_xr[%d];", n);
-    put_xrow(R, s->value, v, n, level + 1);
+    put_xrow(R, s->value, v, n, "lt_xr", level + 1);
     rc_line(R, level + 1, "for (int lt_b = 0; lt_b < %d; lt_b++) lt_q16_block(lt_xr + 32 * lt_b, %s + lt_b);", s->count,
             row);
   }
   sb_indent(o, level + 1);
   sb_printf(o, "if (lt_qk%d) {\n", q);
-  rc_line(R, level + 2, "lt_qk%d[0] = 1.0;", q);
+  if (half && tile) rc_line(R, level + 2, "lt_qk%d[0] = lt_qk%d[0] + 1.0; /* the fills: lt_hdott_pc's key */", q, q);
+  else rc_line(R, level + 2, "lt_qk%d[0] = 1.0;", q);
   for (int i = 0; i < k.n; i++) {
     sb_indent(o, level + 2);
     sb_printf(o, "lt_qk%d[%d] = (double)", q, i + 1);
@@ -410,7 +414,8 @@ static void put_qrow(Render *R, const KStmt *s, int level) {
   rc_line(R, level, "}");
 }
 
-/* C, KS_QDOT: acc = acc + lt_qdot_FORMAT(w, first block, blocks, row cache) */
+/* C, KS_QDOT: acc = acc + lt_qdot_FORMAT(w, first block, blocks, row cache); f16 weights: acc = acc + lt_hdot(w +
+ * first element, elements, row cache) (render_hdot.c). The tile forms: lt_qdott_FORMAT, lt_hdott. */
 static void put_qdot(Render *R, const KStmt *s, int level) {
   StrBuf *o = R->out;
   const Expr *w = s->value;
@@ -418,8 +423,9 @@ static void put_qdot(Render *R, const KStmt *s, int level) {
     refuse(R, "integer dot products over quantized weights");
     return;
   }
-  int ok = w && w->op == X_LOAD && s->tmp >= 0 && s->tmp < R->kk->ntmps && s->count > 0 && rc_quant_decoder(s->dtype) &&
-           R->buf_name[w->ival] && (s->rows == 0 || s->rows == 8);
+  const int half = s->dtype == DT_F16;
+  int ok = w && w->op == X_LOAD && s->tmp >= 0 && s->tmp < R->kk->ntmps && s->count > 0 &&
+           (half || rc_quant_decoder(s->dtype)) && R->buf_name[w->ival] && (s->rows == 0 || s->rows == 8);
   for (int t = 0; ok && t < s->rows; t++) ok = s->row_tmp[t] >= 0 && s->row_tmp[t] < R->kk->ntmps;
   if (!ok) {
     rc_fail(R, "malformed quantized dot product");
@@ -433,14 +439,31 @@ static void put_qdot(Render *R, const KStmt *s, int level) {
     sb_printf(o, "{\n");
     rc_line(R, level + 1, "float lt_dt[8];");
     sb_indent(o, level + 1);
-    sb_printf(o, "lt_qdott_%s(%s, (", dtype_name(s->dtype), R->buf_name[w->ival]);
-    rc_put_ref(R, o, roots[0]);
-    sb_printf(o, ") / %d, %d, lt_q%d, lt_dt);\n", dtype_block_elems(s->dtype), s->count, s->slot);
+    if (half) { /* with the thread's pair cache of this statement, and the weights' end where it is constant */
+      const LBuf *wb = &R->lp->bufs[w->ival];
+      Expr *numel = shape_numel(R->pool, &wb->shape);
+      const int pc = R->hpairs++;
+      sb_printf(o, "lt_hdott_pc(%s + (", R->buf_name[w->ival]);
+      rc_put_ref(R, o, roots[0]);
+      sb_printf(
+          o, "), %d, lt_q%d, lt_dt, lt_qr ? lt_hpc + (int64_t)lt_thread() * %d + %d : 0, lt_qk%d ? lt_qk%d[0] : 0.0, ",
+          s->count, s->slot, R->hpairs_total, pc, s->slot, s->slot);
+      if (numel->op == X_CONST) sb_printf(o, "%s + %lld);\n", R->buf_name[w->ival], (long long)numel->ival);
+      else sb_puts(o, "0);\n");
+    } else {
+      sb_printf(o, "lt_qdott_%s(%s, (", dtype_name(s->dtype), R->buf_name[w->ival]);
+      rc_put_ref(R, o, roots[0]);
+      sb_printf(o, ") / %d, %d, lt_q%d, lt_dt);\n", dtype_block_elems(s->dtype), s->count, s->slot);
+    }
     for (int r = 0; r < 8; r++) {
       const char *a = R->tmp_name[s->row_tmp[r]];
       rc_line(R, level + 1, "%s = (%s + lt_dt[%d]);", a, a, r);
     }
     rc_line(R, level, "}");
+  } else if (half) {
+    sb_printf(o, "%s = (%s + lt_hdot(%s + (", t, t, R->buf_name[w->ival]);
+    rc_put_ref(R, o, roots[0]);
+    sb_printf(o, "), %d, lt_q%d));\n", s->count, s->slot);
   } else {
     sb_printf(o, "%s = (%s + lt_qdot_%s(%s, (", t, t, dtype_name(s->dtype), R->buf_name[w->ival]);
     rc_put_ref(R, o, roots[0]);

@@ -51,8 +51,10 @@ typedef struct Render {
   DType smem_dtype[RC_MAX_SMEM];
   NameSet names;
   int ncse;
-  CseMap *cse;   /* the statement being rendered */
-  int canonical; /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
+  CseMap *cse;      /* the statement being rendered */
+  int canonical;    /* name buffer parameters b0, b1, ... by position (code_dedupe compares such texts) */
+  int hpairs;       /* C: the f16 tile dot products rendered so far in this kernel (each has a pair cache) */
+  int hpairs_total; /* C: and in the whole kernel (a thread's pair caches) */
 } Render;
 
 /* The most variables and temporaries a CPU row cache's key holds (kernel.h) */
@@ -66,6 +68,10 @@ void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda);
 void rc_put_quant_source(StrBuf *out, int cuda);
 /* C: the tile form of the integer dot products (render_quant_tile.c), after rc_put_quant_source's */
 void rc_put_quant_tile_source(StrBuf *out);
+/* C: the row caches' head (OpenMP's thread number, the weight prefetch distance LT_QPF, LT_OPQ), which
+ * rc_put_quant_source includes; and the f16 dot products (render_hdot.c: lt_hdot, lt_hdott), after that head. */
+void rc_put_rowcache_head(StrBuf *out);
+void rc_put_hdot_source(StrBuf *out);
 
 /* render_qdot.c, CUDA: a KS_VQDOT statement. */
 void rc_put_vqdot(Render *R, const KStmt *s, int level);

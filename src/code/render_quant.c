@@ -113,7 +113,9 @@ static const char quant_decoders[] =
  * weights; q6_k's halves as two sets of lanes) are converted and FMA'd into eight f32 lanes with the scale
  * dw * dx (one rounding: LT_OPQ keeps -fassociative-math from regrouping it); a minimum goes into one f32 term by
  * FMA; the result is ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) plus that term. */
-static const char quant_c_dot[] =
+/* C: what the CPU's row caches (render_c.c, render_common.c put_qrow) and every dot product over them need, the
+ * integer ones over quantized blocks and the f16 ones (render_hdot.c): emitted once before either. */
+static const char rowcache_c_head[] =
     "#include <stdlib.h>\n"
     "#include <float.h>\n"
     "#ifdef _OPENMP\n"
@@ -128,7 +130,6 @@ static const char quant_c_dot[] =
     "#define LT_QDOT_AVX2 1\n"
     "#include <immintrin.h>\n"
     "#endif\n"
-    "typedef struct lt_q16x { short q[32]; float d, ds; int s, s16; } lt_q16x;\n"
     /* the weights LT_QPF bytes ahead are asked for as each block is read (lt_qdot, lt_qdott): a decode step streams
      * every weight from memory once, and with the compute between its loads the hardware prefetchers alone kept one
      * core at half of a plain read's bandwidth (a [1536, 576] q4_1 GEMV over 110 MB of weights: 4.5 GB/s; 8 KB
@@ -143,10 +144,13 @@ static const char quant_c_dot[] =
     "#define LT_OPQ(v) do { volatile float lt_v_ = (v); (v) = lt_v_; } while (0)\n"
     "#endif\n"
     /* a block's scale: the weights' dw (exact: an f16 times a small integer) times the activations' dx, rounded once */
-    "LT_Q float lt_opq(float v) {\n"
+    "static inline float lt_opq(float v) {\n"
     "  LT_OPQ(v);\n"
     "  return v;\n"
-    "}\n"
+    "}\n";
+
+static const char quant_c_dot[] =
+    "typedef struct lt_q16x { short q[32]; float d, ds; int s, s16; } lt_q16x;\n"
     "LT_Q float lt_qscale(float dw, float dx) { return lt_opq(dw) * dx; }\n"
     /* a block with a NaN or an infinity gets d = NaN, so every dot product over it is NaN */
     "LT_Q void lt_q16_block(const float *x, lt_q16x *o) {\n"
@@ -734,13 +738,28 @@ static int program_reads_quant(const KProgram *kp) {
   return 0;
 }
 
+void rc_put_rowcache_head(StrBuf *out) { sb_puts(out, rowcache_c_head); }
+
 void rc_put_quant_source(StrBuf *out, int cuda) {
   sb_puts(out, cuda ? quant_cuda_head : quant_c_head);
   sb_puts(out, quant_decoders);
+  if (!cuda) rc_put_rowcache_head(out);
   sb_puts(out, cuda ? quant_cuda_vec8 : quant_c_dot);
   if (!cuda) rc_put_quant_tile_source(out);
 }
 
+static int program_reads_f16(const KProgram *kp) {
+  for (int i = 0; kp->loop && i < kp->loop->nbufs; i++)
+    if (kp->loop->bufs[i].dtype == DT_F16) return 1;
+  return 0;
+}
+
+/* C: the f16 dot products go into every program that reads an f16 buffer (its weights may be f16), after the
+ * row caches' head (once: with the quantized source when the program reads both) */
 void rc_put_quant_decoders(StrBuf *out, const KProgram *kp, int cuda) {
-  if (program_reads_quant(kp)) rc_put_quant_source(out, cuda);
+  const int quant = program_reads_quant(kp);
+  if (quant) rc_put_quant_source(out, cuda);
+  if (cuda || !program_reads_f16(kp)) return;
+  if (!quant) rc_put_rowcache_head(out);
+  rc_put_hdot_source(out);
 }

@@ -36,11 +36,13 @@ typedef enum KStmtKind {
                      values of the variables and temporaries `value` reads (code/render_common.c, render_c.c).
                      dtype f32: `value` is instead a quantized load at a weight row's first element, the row's
                      `count` elements decoded to f32, read as point array `buf` (a MEM_SHARED load); else the
-                     row quantized to `count` int16 blocks of 32 for KS_QDOT. rows = 8: a tile of 8 rows for the
+                     row quantized to `count` int16 blocks of 32 for KS_QDOT; dtype f16: the row kept in f32
+                     (`count` elements) for a KS_QDOT over f16 weights. rows = 8: a tile of 8 rows for the
                      tile form of KS_QDOT, the f32 expressions of the rows idx[0..7] (nidx = 8) over `var` */
   KS_QDOT,        /* CPU only: tmp += the dot product of `count` blocks of quantized buffer `buf` (`dtype`) from
                      the load `value` (the row's first element) with row cache `slot`, summed in integers; rows =
-                     8: with the tile in `slot`, row t's product added to temporary row_tmp[t] */
+                     8: with the tile in `slot`, row t's product added to temporary row_tmp[t]. dtype f16: `count`
+                     elements of an f16 weight row times the f32 row cache (code/render_hdot.c) */
   KS_VQDOT,       /* CUDA only: tmp += the dot product of the 8 consecutive elements of quantized buffer `buf`
                      (`dtype`) from the load `value` (a multiple of 8) with f32 temporaries xtmp .. xtmp+7: the
                      blocks' integer values times the activations, each scale applied once (lt_qd8_FORMAT) */

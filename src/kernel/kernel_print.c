@@ -91,21 +91,22 @@ static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int chi
 /* qrow0 = int16 blocks of (x[i1, r0] * 2.0) over r0 < 576;  qrow1 = smem0: f32 row w[i1, 0] .. 576 elements;
  * acc0 += qdot(w[i1, 0] .. 18 blocks, qrow0); the tile forms:
  * qrow0 = int16 tile of 8 rows x[row0, r0], x[inv, r0], ... over r0 < 576;
- * acc0, acc0_1, ... += qdot tile(w[i1, 0] .. 18 blocks, qrow0) */
+ * acc0, acc0_1, ... += qdot tile(w[i1, 0] .. 18 blocks, qrow0); over f16 weights (elements, the rows in f32):
+ * qrow0 = f32 row of x[i1, r0] over r0 < 576;  acc0 += hdot(w[i1, 0] .. 576 elements, qrow0) */
 static void print_qtile(StrBuf *b, const KStmt *s, PrintNames *n, const ExprNames *nm) {
   if (s->kind == KS_QROW) {
-    sb_printf(b, "qrow%d = int16 tile of %d rows ", s->slot, s->nidx);
+    sb_printf(b, "qrow%d = %s tile of %d rows ", s->slot, s->dtype == DT_F16 ? "f32" : "int16", s->nidx);
     for (int t = 0; t < s->nidx; t++) {
       if (t) sb_puts(b, ", ");
       ex_print(b, s->idx[t], nm);
     }
-    sb_printf(b, " over %s < %d\n", pn_var(n, s->var), s->count * 32);
+    sb_printf(b, " over %s < %d\n", pn_var(n, s->var), s->dtype == DT_F16 ? s->count : s->count * 32);
     return;
   }
   for (int t = 0; t < s->rows; t++) sb_printf(b, "%s%s", t ? ", " : "", pn_tmp(n, s->row_tmp[t]));
-  sb_puts(b, " += qdot tile(");
+  sb_puts(b, s->dtype == DT_F16 ? " += hdot tile(" : " += qdot tile(");
   ex_print(b, s->value, nm);
-  sb_printf(b, " .. %d blocks, qrow%d)\n", s->count, s->slot);
+  sb_printf(b, " .. %d %s, qrow%d)\n", s->count, s->dtype == DT_F16 ? "elements" : "blocks", s->slot);
 }
 
 static void print_qstmt(StrBuf *b, const KStmt *s, PrintNames *n, const ExprNames *nm) {
@@ -113,13 +114,15 @@ static void print_qstmt(StrBuf *b, const KStmt *s, PrintNames *n, const ExprName
     print_qtile(b, s, n, nm);
     return;
   }
-  if (s->kind == KS_QDOT) sb_printf(b, "%s += qdot(", pn_tmp(n, s->tmp));
+  const int half = s->dtype == DT_F16;
+  if (s->kind == KS_QDOT) sb_printf(b, "%s += %s(", pn_tmp(n, s->tmp), half ? "hdot" : "qdot");
   else if (s->dtype == DT_F32) sb_printf(b, "qrow%d = smem%d: f32 row ", s->slot, s->buf);
+  else if (half) sb_printf(b, "qrow%d = f32 row of ", s->slot);
   else sb_printf(b, "qrow%d = int16 blocks of ", s->slot);
   ex_print(b, s->value, nm);
-  if (s->kind == KS_QDOT) sb_printf(b, " .. %d blocks, qrow%d)\n", s->count, s->slot);
+  if (s->kind == KS_QDOT) sb_printf(b, " .. %d %s, qrow%d)\n", s->count, half ? "elements" : "blocks", s->slot);
   else if (s->dtype == DT_F32) sb_printf(b, " .. %d elements\n", s->count);
-  else sb_printf(b, " over %s < %d\n", pn_var(n, s->var), s->count * 32);
+  else sb_printf(b, " over %s < %d\n", pn_var(n, s->var), half ? s->count : s->count * 32);
 }
 
 static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level) {

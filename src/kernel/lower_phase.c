@@ -472,6 +472,15 @@ static int qdot_format(DType t) {
          t == DT_Q6_K;
 }
 
+/* The weights a CPU row dot product reads: the block formats, and f16 rows (render_hdot.c: converted by the hardware,
+ * f32 FMAs with an f32 activation row) unless LATHE_CPU_HALF_DOT=0. */
+static int cpu_dot_format(DType t) {
+  return (qdot_format(t) && setting_bool(SET_CPU_INT_DOT, 1)) || (t == DT_F16 && setting_bool(SET_CPU_HALF_DOT, 1));
+}
+
+/* A row cache's form for a weight of type t: an f32 row (f16 weights) or int16 blocks (anything but f32 and f16) */
+static DType qrow_dtype(DType t) { return t == DT_F16 ? DT_F16 : DT_I32; }
+
 /* e is a global load whose every index is free of rv except the last, which is `aligned + rv`: *at0 is the load
  * at rv = 0. */
 static int row_load(Lower *L, const Expr *e, int rv, Expr **at0) {
@@ -487,16 +496,19 @@ static void find_quant_load(void *ctx, const Expr *e) {
   if (e->op == X_LOAD && dtype_is_quant(e->dtype)) *(int *)ctx = 1;
 }
 
-/* body = x * w (either order): w a quantized load (perhaps cast to f32: a decoded element is f32), x an f32
- * expression that reads no quantized buffer (an activation, or a norm's output computed on the fly). */
-static int quant_product(const Expr *body, Expr **w, Expr **x) {
+/* body = x * w (either order): w a quantized load (perhaps cast to f32: a decoded element is f32), or with half an
+ * f16 load cast to f32, x an f32 expression that reads no quantized buffer (an activation, or a norm's output
+ * computed on the fly). */
+static int quant_product(const Expr *body, int half, Expr **w, Expr **x) {
   if (body->op != X_MUL) return 0;
   for (int i = 0; i < 2; i++) {
     Expr *q = body->a[1 - i];
-    if (q->op == X_CAST && q->dtype == DT_F32) q = q->a[0];
+    int cast = q->op == X_CAST && q->dtype == DT_F32;
+    if (cast) q = q->a[0];
     int quant_in_x = 0;
     ex_visit(body->a[i], find_quant_load, &quant_in_x);
-    if (q->op == X_LOAD && dtype_is_quant(q->dtype) && body->a[i]->dtype == DT_F32 && !quant_in_x) {
+    if (q->op == X_LOAD && (dtype_is_quant(q->dtype) || (half && cast && q->dtype == DT_F16)) &&
+        body->a[i]->dtype == DT_F32 && !quant_in_x) {
       *w = q;
       *x = body->a[i];
       return 1;
@@ -505,12 +517,12 @@ static int quant_product(const Expr *body, Expr **w, Expr **x) {
   return 0;
 }
 
-/* body = x * w (quant_product): w a quantized weight row of ext elements from a block's start, x a function of rv.
- * *w0: w at rv = 0. */
+/* body = x * w (quant_product): w a quantized (or f16) weight row of ext elements from a block's start, x a function
+ * of rv. *w0: w at rv = 0. */
 static int qdot_weight(const Lower *L, const Expr *body, int rv, int64_t ext, Expr **w0, Expr **x) {
   Expr *w;
-  if (!quant_product(body, &w, x) || !((*x)->varmask >> rv & 1)) return 0;
-  if (!qdot_format(w->dtype) || ext % dtype_block_elems(w->dtype)) return 0;
+  if (!quant_product(body, 1, &w, x) || !((*x)->varmask >> rv & 1)) return 0;
+  if (!cpu_dot_format(w->dtype) || ext % dtype_block_elems(w->dtype)) return 0;
   return row_load((Lower *)L, w, rv, w0) && multiple_of((*w0)->a[(*w0)->n - 1], dtype_block_elems(w->dtype), -1);
 }
 
@@ -521,14 +533,15 @@ static int qdot_operands(Lower *L, const Expr *body, int rv, int64_t ext, Expr *
 
 /* A serial sum over rv < ext of f32 activations times quantized weights, for every phase of the group, in a
  * kernel without register blocking: the activation row goes into a row cache (KS_QROW, once per row and thread)
- * and each accumulation becomes one KS_QDOT (integer dot products of int8-quantized activations with the
- * blocks, as llama.cpp's q8 activations), unless LATHE_CPU_INT_DOT=0. Returns whether it did. */
+ * and each accumulation becomes one KS_QDOT (integer dot products of the blocks with the activations quantized to
+ * int16 per 32 elements), unless LATHE_CPU_INT_DOT=0. f16 weights the same way (unless LATHE_CPU_HALF_DOT=0): the
+ * row cache keeps the activations in f32, the KS_QDOT is an f32 dot product (render_hdot.c lt_hdot). Returns
+ * whether it did. */
 #define QDOT_MAX_ROW 16384 /* elements: the row is computed in a stack array of floats */
 static int quant_dots(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext, Expr *stride, Expr **body, int ne,
                       const LPhase *ph, int n, const int *acc_id) {
   if (L->target != TARGET_CPU || L->nrows > 1 || !ex_is_int_const(start, 0) || !ex_is_int_const(stride, 1) ||
-      ext->op != X_CONST || ext->ival <= 0 || ext->ival % 32 || ext->ival > QDOT_MAX_ROW ||
-      !setting_bool(SET_CPU_INT_DOT, 1))
+      ext->op != X_CONST || ext->ival <= 0 || ext->ival % 32 || ext->ival > QDOT_MAX_ROW)
     return 0;
   Expr *w0[8 * L_MAX_PHASES], *x[8 * L_MAX_PHASES];
   for (int e = 0; e < ne; e++)
@@ -537,18 +550,19 @@ static int quant_dots(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext
       return 0;
   int slot[8 * L_MAX_PHASES];
   for (int e = 0; e < ne; e++) {
-    int same = 0;
-    while (same < e && x[same] != x[e]) same++; /* hash-consed: an equal row is the same Expr */
+    const DType form = qrow_dtype(w0[e]->dtype);
+    int same = 0; /* hash-consed: an equal row is the same Expr; it must also be kept in the same form */
+    while (same < e && (x[same] != x[e] || qrow_dtype(w0[same]->dtype) != form)) same++;
     if (same < e) {
       slot[e] = slot[same];
       continue;
     }
     KStmt *r = kl_st_new(L, KS_QROW);
     r->slot = slot[e] = L->nqrows++;
-    r->dtype = DT_I32; /* int16 blocks (anything but f32) */
+    r->dtype = form;
     r->value = x[e];
     r->var = rv;
-    r->count = (int)(ext->ival / 32);
+    r->count = (int)(form == DT_F16 ? ext->ival : ext->ival / 32);
     kl_st_add(L, seq, r);
   }
   for (int e = 0; e < ne; e++) {
@@ -558,7 +572,7 @@ static int quant_dots(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext
     s->dtype = w0[e]->dtype;
     s->value = w0[e];
     s->slot = slot[e];
-    s->count = (int)(ext->ival / dtype_block_elems(s->dtype));
+    s->count = (int)(ext->ival / dtype_block_elems(s->dtype)); /* f16: elements */
     kl_st_add(L, seq, s);
   }
   return 1;
@@ -593,28 +607,32 @@ static int tile_keys_fit(Expr *const *x, int n, int i, int rv) {
  * quantized to int16 (KS_QROW with rows = 8, once per thread and block of rows: kl_quant_tiled puts the block of
  * rows slowest among the points, so a thread's consecutive points share it) and one KS_QDOT tile form per phase,
  * unless LATHE_CPU_INT_DOT=0 or LATHE_CPU_INT_TILE=0. The weight must not depend on the row (a projection), the
- * phases' sums be f32 additions over a constant extent of whole blocks. Returns whether it did. */
+ * phases' sums be f32 additions over a constant extent of whole blocks. f16 weights the same way (unless
+ * LATHE_CPU_HALF_DOT=0): the tile keeps the 8 rows in f32 (render_hdot.c lt_hdott; at most HDOT_MAX_TILE elements
+ * a row, its stack fallback being 32 bytes an element). Returns whether it did. */
+#define HDOT_MAX_TILE 8192
 static int quant_tiles(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ext, Expr *stride, Expr **body, int n,
                        const LPhase *ph, const int *acc_id) {
   enum { T = 8 };
   if (L->target != TARGET_CPU || L->nrows != T || !ex_is_int_const(start, 0) || !ex_is_int_const(stride, 1) ||
-      ext->op != X_CONST || ext->ival <= 0 || ext->ival % 32 || ext->ival > QDOT_MAX_ROW ||
-      !setting_bool(SET_CPU_INT_DOT, 1) || !setting_bool(SET_CPU_INT_TILE, 1))
+      ext->op != X_CONST || ext->ival <= 0 || ext->ival % 32 || ext->ival > QDOT_MAX_ROW)
     return 0;
   Expr *w0[T * L_MAX_PHASES], *x[T * L_MAX_PHASES];
   for (int e = 0; e < T * n; e++)
     if (ph[e % n].op != RED_ADD || ph[e % n].acc_dtype != DT_F32 ||
-        !qdot_operands(L, body[e], rv, ext->ival, &w0[e], &x[e]) || w0[e] != w0[e % n])
+        !qdot_operands(L, body[e], rv, ext->ival, &w0[e], &x[e]) || w0[e] != w0[e % n] ||
+        (w0[e]->dtype == DT_F16 ? ext->ival > HDOT_MAX_TILE : !setting_bool(SET_CPU_INT_TILE, 1)))
       return 0;
   for (int i = 0; i < n; i++)
     if (!tile_keys_fit(x, n, i, rv)) return 0;
   int slot[L_MAX_PHASES];
   for (int i = 0; i < n; i++) {
-    int same = 0; /* an earlier phase over the same 8 rows (hash-consed: equal rows are the same Exprs) */
+    const DType form = qrow_dtype(w0[i]->dtype);
+    int same = 0; /* an earlier phase over the same 8 rows (hash-consed: equal rows are the same Exprs), same form */
     for (; same < i; same++) {
       int t = 0;
       while (t < T && x[t * n + same] == x[t * n + i]) t++;
-      if (t == T) break;
+      if (t == T && qrow_dtype(w0[same]->dtype) == form) break;
     }
     if (same < i) {
       slot[i] = slot[same];
@@ -622,12 +640,12 @@ static int quant_tiles(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ex
     }
     KStmt *r = kl_st_new(L, KS_QROW);
     r->slot = slot[i] = L->nqrows++;
-    r->dtype = DT_I32; /* int16 blocks (anything but f32) */
+    r->dtype = form;
     r->rows = T;
     r->nidx = T;
     for (int t = 0; t < T; t++) r->idx[t] = x[t * n + i];
     r->var = rv;
-    r->count = (int)(ext->ival / 32);
+    r->count = (int)(form == DT_F16 ? ext->ival : ext->ival / 32);
     kl_st_add(L, seq, r);
   }
   for (int i = 0; i < n; i++) {
@@ -647,15 +665,14 @@ static int quant_tiles(Lower *L, KStmt *seq, int rv, Expr *start, const Expr *ex
 
 int kl_quant_tiled(const Lower *L) {
   const LKernel *k = L->k;
-  if (L->target != TARGET_CPU || L->s.rows != 8 || !setting_bool(SET_CPU_INT_DOT, 1) ||
-      !setting_bool(SET_CPU_INT_TILE, 1))
-    return 0;
+  if (L->target != TARGET_CPU || L->s.rows != 8) return 0;
   for (int i = 0; i < k->nphase; i++) {
     const LPhase *p = &k->phases[i];
     const Expr *ext = p->naxes == 1 ? p->axes[0].extent : NULL;
     Expr *w0, *x;
     if (ext && ext->op == X_CONST && ext->ival > 0 && ext->ival % 32 == 0 && ext->ival <= QDOT_MAX_ROW &&
-        p->op == RED_ADD && p->acc_dtype == DT_F32 && qdot_weight(L, p->body, p->axes[0].var, ext->ival, &w0, &x))
+        p->op == RED_ADD && p->acc_dtype == DT_F32 && qdot_weight(L, p->body, p->axes[0].var, ext->ival, &w0, &x) &&
+        (w0->dtype == DT_F16 ? ext->ival <= HDOT_MAX_TILE : setting_bool(SET_CPU_INT_TILE, 1)))
       return 1;
   }
   return 0;
@@ -748,7 +765,7 @@ static int contains(const Expr *e, const Expr *x) {
  * x before any scale (lt_qd8_FORMAT). */
 static QDotTerm qdot_term(const VecLoads *vl, Expr *b) {
   QDotTerm t = {NULL, NULL};
-  if (b->dtype == DT_F32 && quant_product(b, &t.w, &t.x) && vectorizable(vl, t.w)) return t;
+  if (b->dtype == DT_F32 && quant_product(b, 0, &t.w, &t.x) && vectorizable(vl, t.w)) return t;
   return (QDotTerm){NULL, NULL};
 }
 

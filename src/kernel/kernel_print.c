@@ -37,6 +37,17 @@ static void print_axes(StrBuf *b, PrintNames *n, const int *vars, const int64_t 
   for (int i = 0; i < count; i++) sb_printf(b, "%s%s < %lld", i ? ", " : "", pn_var(n, vars[i]), (long long)ext[i]);
 }
 
+/* A GEMM's (or the quantized GEMV's) A, each weight and its accumulator, then its store */
+static void print_gemm_operands(StrBuf *b, const KMma *m, const ExprNames *nm, int child) {
+  ex_print(b, m->a, nm);
+  for (int i = 0; i < m->nb; i++) {
+    sb_printf(b, i ? ", acc%d: * " : " * (acc%d: ", i);
+    ex_print(b, m->b[i], nm);
+  }
+  sb_puts(b, "), then per element:\n");
+  print_stmt(b, m->store, nm, child);
+}
+
 static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int child) {
   PrintNames *n = nm->ctx;
   if (f->decode) {
@@ -237,13 +248,7 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
       ex_print(b, m->m_extent, nm);
       sb_printf(b, " and %d of %lld columns, sum over %s < %lld of ", m->qrows, (long long)m->n_total,
                 pn_var(n, m->k_var), (long long)m->k_extent);
-      ex_print(b, m->a, nm);
-      for (int i = 0; i < m->nb; i++) {
-        sb_printf(b, i ? ", acc%d: * " : " * (acc%d: ", i);
-        ex_print(b, m->b[i], nm);
-      }
-      sb_puts(b, "), then per element:\n");
-      print_stmt(b, m->store, nm, child);
+      print_gemm_operands(b, m, nm, child);
     } else if (s->mma) {
       const KMma *m = s->mma;
       sb_printf(b, "mma bf16 tensor cores (A from the scratch planes, k stages of %d): rows %s < ", m->bk,
@@ -253,13 +258,7 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
                 (long long)m->k_extent);
       if (m->split_max > 1) sb_printf(b, " (split over up to %d blocks)", m->split_max);
       sb_puts(b, " of ");
-      ex_print(b, m->a, nm);
-      for (int i = 0; i < m->nb; i++) {
-        sb_printf(b, i ? ", acc%d: * " : " * (acc%d: ", i);
-        ex_print(b, m->b[i], nm);
-      }
-      sb_puts(b, "), then per element:\n");
-      print_stmt(b, m->store, nm, child);
+      print_gemm_operands(b, m, nm, child);
     }
     break;
   case KS_WARP_REDUCE: {

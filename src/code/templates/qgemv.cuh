@@ -73,6 +73,17 @@ template <> struct lt_qg<LT_QG_Q8_0> { /* {d; int8 q[32]}: unit = block */
   }
 };
 
+/* A 32-element block u of {d; [m;] ...} whose elements 0..15 are the bytes lo, 16..31 hi: with a minimum m (MIN) d q +
+ * m, else d (q - OFF) */
+template <int MIN, int OFF>
+static __device__ __forceinline__ float lt_qg_block32(const unsigned char *b, int u, const lt_qgx &x, const unsigned *lo,
+                                                      const unsigned *hi) {
+  const int s = lt_qg_dot16(lo, lt_qg_x16(x, u * 32)) + lt_qg_dot16(hi, lt_qg_x16(x, u * 32 + 16));
+  const int xs = x.s[2 * u] + x.s[2 * u + 1];
+  if (MIN) return x.d[u] * (lt_qg_half(b) * (float)s + lt_qg_half(b + 2) * (float)xs);
+  return lt_qg_half(b) * x.d[u] * (float)(s - OFF * xs);
+}
+
 /* {d; [m;] nibbles[16]}: element j < 16 the low nibble of byte j, j >= 16 the high nibble of byte j - 16 */
 template <int MIN> static __device__ __forceinline__ float lt_qg_q4(const unsigned char *b, int q_at, int u,
                                                                     const lt_qgx &x) {
@@ -80,10 +91,7 @@ template <int MIN> static __device__ __forceinline__ float lt_qg_q4(const unsign
   lt_qg_words<4>(b + q_at, w);
 #pragma unroll
   for (int i = 0; i < 4; i++) lo[i] = w[i] & 0x0F0F0F0Fu, hi[i] = w[i] >> 4 & 0x0F0F0F0Fu;
-  const int s = lt_qg_dot16(lo, lt_qg_x16(x, u * 32)) + lt_qg_dot16(hi, lt_qg_x16(x, u * 32 + 16));
-  const int xs = x.s[2 * u] + x.s[2 * u + 1];
-  if (MIN) return x.d[u] * (lt_qg_half(b) * (float)s + lt_qg_half(b + 2) * (float)xs);
-  return lt_qg_half(b) * x.d[u] * (float)(s - 8 * xs);
+  return lt_qg_block32<MIN, 8>(b, u, x, lo, hi);
 }
 template <> struct lt_qg<LT_QG_Q4_0> {
   static constexpr int E = 32, BE = 32, BB = 18;
@@ -109,10 +117,7 @@ template <int MIN> static __device__ __forceinline__ float lt_qg_q5(const unsign
     lo[i] = (w[i] & 0x0F0F0F0Fu) | lt_qg_bit4(qh[0] >> (4 * i));
     hi[i] = (w[i] >> 4 & 0x0F0F0F0Fu) | lt_qg_bit4(qh[0] >> (16 + 4 * i));
   }
-  const int s = lt_qg_dot16(lo, lt_qg_x16(x, u * 32)) + lt_qg_dot16(hi, lt_qg_x16(x, u * 32 + 16));
-  const int xs = x.s[2 * u] + x.s[2 * u + 1];
-  if (MIN) return x.d[u] * (lt_qg_half(b) * (float)s + lt_qg_half(b + 2) * (float)xs);
-  return lt_qg_half(b) * x.d[u] * (float)(s - 16 * xs);
+  return lt_qg_block32<MIN, 16>(b, u, x, lo, hi);
 }
 template <> struct lt_qg<LT_QG_Q5_0> {
   static constexpr int E = 32, BE = 32, BB = 22;

@@ -433,7 +433,7 @@ static void build_cases(void) {
                QUANTS[t], odd_k, QUANTS[t], odd_k, odd_k, odd_k);
       snprintf(rows_at[t][r], sizeof rows_at[t][r], "row0 = (i1 * %s)", R[r]);
       cases[ncases - 1].cuda_has = qd8_plain[t];
-    cases[ncases - 1].quant_gemv = "0";
+      cases[ncases - 1].quant_gemv = "0";
       cases[ncases - 1].cuda_has_too = rows_at[t][r];
       cases[ncases - 1].gemv_rows = R[r];
     }

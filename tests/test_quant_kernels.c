@@ -609,11 +609,15 @@ static void half_dots_match_and_agree(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(cpu_projection_reads_blocks),         cmocka_unit_test(element_reads_elsewhere),
+      cmocka_unit_test(cpu_projection_reads_blocks),
+      cmocka_unit_test(element_reads_elsewhere),
       cmocka_unit_test(cuda_gemv_decodes_eight_at_once),
-      cmocka_unit_test(cuda_qgemv_when_asked),     cmocka_unit_test(eight_at_once_equal_one_at_a_time),
-      cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies), cmocka_unit_test(int_dots_match_decoded),
-      cmocka_unit_test(int_dot_forms_agree_bitwise),         cmocka_unit_test(half_dots_match_and_agree),
+      cmocka_unit_test(cuda_qgemv_when_asked),
+      cmocka_unit_test(eight_at_once_equal_one_at_a_time),
+      cmocka_unit_test(cuda_prefill_gemm_reads_bf16_copies),
+      cmocka_unit_test(int_dots_match_decoded),
+      cmocka_unit_test(int_dot_forms_agree_bitwise),
+      cmocka_unit_test(half_dots_match_and_agree),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

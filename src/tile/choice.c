@@ -57,11 +57,11 @@ static int choose_qgemv(const LProgram *p, const LKernel *k, const TargetDesc *d
   }
   if (!no && (gm->k_extent % (kquant ? 256 : 32) || gm->k_extent > QGEMV_MAX_K))
     no = "needs k of whole blocks, at most 32768";
-  if (!no && s->qgemv != 1 && s->qgemv != 2 && s->qgemv != 4 && s->qgemv != 8) no = "takes 1, 2, 4 or 8 columns a block";
+  if (!no && s->qgemv != 1 && s->qgemv != 2 && s->qgemv != 4 && s->qgemv != 8)
+    no = "takes 1, 2, 4 or 8 columns a block";
   if (no) {
     if (strict) {
-      diag_error(d, 0, 0, "kernel %s: the quantized GEMV (qgemv) %s%s%s", k->name, no, why.msg[0] ? ": " : "",
-                 why.msg);
+      diag_error(d, 0, 0, "kernel %s: the quantized GEMV (qgemv) %s%s%s", k->name, no, why.msg[0] ? ": " : "", why.msg);
       return 0;
     }
     s->qgemv = 0;

@@ -26,8 +26,7 @@ static Schedule canonical(Schedule s, Target t) {
   if (s.gemv_rows < 2 || t != TARGET_CUDA || s.red != RS_WARP) s.gemv_rows = 0;
   if (t != TARGET_CUDA) s.qgemv = 0;
   if (s.qgemv) /* the quantized GEMV replaces the kernel's own form: its knobs at one value */
-    s.red = RS_WARP, s.block_threads = 128, s.vec = 8, s.unroll = 0, s.gemv_rows = 0, s.block_fill = 0,
-    s.store_vec = 0;
+    s.red = RS_WARP, s.block_threads = 128, s.vec = 8, s.unroll = 0, s.gemv_rows = 0, s.block_fill = 0, s.store_vec = 0;
   if (t == TARGET_CPU) s.red = RS_SERIAL, s.block_threads = 1, s.rows_serial = 0;
   else s.omp = 0, s.rows_omp = 0;
   if (t == TARGET_CPU && s.flash_decode) s.rows = 1, s.row_axis = -1, s.rows_omp = 0; /* it takes every row */

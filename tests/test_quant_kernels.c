@@ -433,6 +433,36 @@ static char *read_text(const char *path) {
   return s;
 }
 
+/* Program src (freed) built with the backend's flags on this machine's SIMD, on AVX2 (-mno-avx512f) and scalar
+ * (-DLT_QDOT_SCALAR); each run must succeed (else `what` and its output) and print the same text of `len` bytes. */
+static void three_builds_agree(StrBuf *src, const char *name, const char *what, int len) {
+  HostProg p;
+  host_prog_write(&p, name, sb_str(src));
+  sb_free(src);
+  const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
+  char out[3][128];
+  for (int i = 0; i < 3; i++) {
+    char compile[320];
+    snprintf(out[i], sizeof out[i], "%s/out%d", p.dir, i);
+    snprintf(compile, sizeof compile,
+             "cc -O3 -march=native -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math "
+             "-ffp-contract=fast -mprefer-vector-width=512 -w %s",
+             forms[i]);
+    if (host_prog_run(&p, compile, out[i]) != 0) fail_msg("%s (%s): %s", what, forms[i][0] ? forms[i] : "SIMD", out[i]);
+  }
+  char *a = read_text(out[0]), *c = read_text(out[1]), *e = read_text(out[2]);
+  assert_non_null(a);
+  assert_non_null(c);
+  assert_non_null(e);
+  assert_int_equal((int)strlen(a), len);
+  assert_string_equal(a, c);
+  assert_string_equal(a, e);
+  free(a);
+  free(c);
+  free(e);
+  for (int i = 0; i < 3; i++) unlink(out[i]);
+  host_prog_remove(&p);
+}
 /* A row's quantized dot product is the same bits in every form that computes it: lt_qdot (one activation row, the
  * decode form) and lt_qdott (a tile of 8 rows, the batched and prefill form), each compiled as generated code is
  * (AVX-512 VNNI and BW here), for AVX2 alone and with the scalar fallback. So a sequence's logits do not depend on
@@ -490,33 +520,8 @@ static void int_dot_forms_agree_bitwise(void **state) {
       "  ROWS(q8_0, 34, 32, 0) ROWS(q4_0, 18, 32, 0) ROWS(q4_1, 20, 32, 0, 2) ROWS(q5_0, 22, 32, 0)\n"
       "  ROWS(q5_1, 24, 32, 0, 2) ROWS(q4_k, 144, 256, 0, 2) ROWS(q5_k, 176, 256, 0, 2) ROWS(q6_k, 210, 256, 208)\n"
       "  return 0;\n}\n");
-  HostProg p;
-  host_prog_write(&p, "forms.c", sb_str(&src));
-  sb_free(&src);
-  const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
-  char out[3][128];
-  for (int i = 0; i < 3; i++) {
-    char compile[320];
-    snprintf(out[i], sizeof out[i], "%s/out%d", p.dir, i);
-    snprintf(compile, sizeof compile,
-             "cc -O3 -march=native -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math "
-             "-ffp-contract=fast -mprefer-vector-width=512 -w %s",
-             forms[i]);
-    if (host_prog_run(&p, compile, out[i]) != 0)
-      fail_msg("the tile form differs from the row form (%s): %s", forms[i][0] ? forms[i] : "SIMD", out[i]);
-  }
-  char *a = read_text(out[0]), *c = read_text(out[1]), *e = read_text(out[2]);
-  assert_non_null(a);
-  assert_non_null(c);
-  assert_non_null(e);
-  assert_int_equal((int)strlen(a), 8 * 9 * 8 * 9); /* 8 formats x 9 rows x 8 activation rows, 9 characters a line */
-  assert_string_equal(a, c);
-  assert_string_equal(a, e);
-  free(a);
-  free(c);
-  free(e);
-  for (int i = 0; i < 3; i++) unlink(out[i]);
-  host_prog_remove(&p);
+  /* 8 formats x 9 rows x 8 activation rows, 9 characters a line */
+  three_builds_agree(&src, "forms.c", "the tile form differs from the row form", 8 * 9 * 8 * 9);
 }
 
 /* The CPU's f16 dot products (render_hdot.c: lt_hdot over one f32 activation row, lt_hdott over a tile of 8, lt_hdott2
@@ -578,33 +583,7 @@ static void half_dots_match_and_agree(void **state) {
       "  }\n"
       "  return 0;\n"
       "}\n");
-  HostProg p;
-  host_prog_write(&p, "hdot.c", sb_str(&src));
-  sb_free(&src);
-  const char *forms[] = {"", "-mno-avx512f", "-DLT_QDOT_SCALAR"};
-  char out[3][128];
-  for (int i = 0; i < 3; i++) {
-    char compile[320];
-    snprintf(out[i], sizeof out[i], "%s/out%d", p.dir, i);
-    snprintf(compile, sizeof compile,
-             "cc -O3 -march=native -std=c11 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math "
-             "-ffp-contract=fast -mprefer-vector-width=512 -w %s",
-             forms[i]);
-    if (host_prog_run(&p, compile, out[i]) != 0)
-      fail_msg("f16 dot products (%s) are wrong: %s", forms[i][0] ? forms[i] : "SIMD", out[i]);
-  }
-  char *a = read_text(out[0]), *c = read_text(out[1]), *e = read_text(out[2]);
-  assert_non_null(a);
-  assert_non_null(c);
-  assert_non_null(e);
-  assert_int_equal((int)strlen(a), 9 * 8 * 9); /* 9 rows x 8 activation rows, 9 characters a line */
-  assert_string_equal(a, c);
-  assert_string_equal(a, e);
-  free(a);
-  free(c);
-  free(e);
-  for (int i = 0; i < 3; i++) unlink(out[i]);
-  host_prog_remove(&p);
+  three_builds_agree(&src, "hdot.c", "f16 dot products are wrong", 9 * 8 * 9); /* 9 rows x 8 activation rows */
 }
 
 int main(void) {

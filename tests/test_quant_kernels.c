@@ -21,6 +21,16 @@ static char *code_of(Target t, const char *src) {
   return s;
 }
 
+/* kernel_int8_activations of src's kernels (the check tolerance lathe run --check and the tuner take) */
+static int int8_activations_of(Target t, const char *src) {
+  Diag d = {0};
+  Compilation *c = compilation_new(t, NULL);
+  if (!compile_source(c, src, ST_CODE, &d)) fail_msg("compile failed: %s\n%s", d.msg, src);
+  int r = kernel_int8_activations(c->kernel);
+  compilation_free(c);
+  return r;
+}
+
 /* code_of with setting id at value while it compiles */
 static char *code_with(Target t, SettingId id, const char *value, const char *src) {
   setting_set(id, value);
@@ -157,10 +167,14 @@ static void cuda_qgemv_when_asked(void **state) {
   assert_null(strstr(c, "lt_qgemv<"));
   assert_contains(c, "+ lt_qd8_q4_0(");
   free(c);
+  assert_int_equal(int8_activations_of(TARGET_CUDA, "x: f32[1,2048]; w: q4_0[96,2048]; y = linear(x, w)"), 1);
   setting_set(SET_QUANT_GEMV, NULL);
   c = code_of(TARGET_CUDA, "x: f32[seq,2048]; w: q4_0[96,2048]; y = linear(x, w)");
   assert_null(strstr(c, "lt_qgemv<"));
   free(c);
+  /* without the quantized GEMV, and on the CPU (int16 activations), f32's tolerance holds */
+  assert_int_equal(int8_activations_of(TARGET_CUDA, "x: f32[1,2048]; w: q4_0[96,2048]; y = linear(x, w)"), 0);
+  assert_int_equal(int8_activations_of(TARGET_CPU, "x: f32[1,2048]; w: q4_0[96,2048]; y = linear(x, w)"), 0);
 }
 
 /* A prefill over quantized weights runs on tensor cores (CUDA, 8 or more rows): the GEMM's pre-pass dequantizes

@@ -44,6 +44,14 @@ static const char c_preamble[] =
     "static inline int64_t lt_maxi(int64_t a, int64_t b) { return a > b ? a : b; }\n"
     "static inline int64_t lt_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n"
     "static inline int64_t lt_absi(int64_t a) { return a < 0 ? -a : a; }\n"
+    /* 16 floats as one vector (GCC and Clang; split where the registers are narrower): the rows of the CPU
+     * flash kernel's vector form */
+    "typedef float lt_v16 __attribute__((vector_size(64)));\n"
+    "static inline float lt_hsum16(lt_v16 x) {\n"
+    "  float s = 0.0f;\n"
+    "  for (int i = 0; i < 16; i++) s += x[i];\n"
+    "  return s;\n"
+    "}\n"
     /* e^x for the softmax of the CPU's flash attention (x <= 0 there; 0 below -87, where e^x leaves the normal
      * floats, and for -inf): Cephes' polynomial for e^r on |r| <= ln 2 / 2 times 2^n, within 2 ulp down to -20
      * and 5 below, without branches or calls, so that a loop of it vectorizes (expf does not without -ffast-math) */

@@ -1,13 +1,18 @@
 /* C: a KS_FLASH statement with decode = 1 as one CPU attention kernel for any number of query rows (a
  * decode step's one, a prefill's many): the scores, the softmax and P x V in one pass over the keys.
  *
- * Each (query row, group) is one work item of an OpenMP loop (interleaved, since a causal row's keys grow
- * with the row). Its query row is copied once; the keys go by tiles of LT_FT: a tile's scores (a dot product
- * over d that the compiler vectorizes) and their maximum, then the running softmax (the outputs and the sum
- * rescaled by exp(old max - new max)) and each key's exp times its V row (vectorized over the values); the
- * exponentials are lt_expf (render_c.c), a polynomial that vectorizes. With a
+ * Each work item of an OpenMP loop (interleaved, since a causal row's keys grow with the row) is a query row
+ * and, in the vector form (KFlash.vec), the `rows` heads that read the same k and v (grouped-query attention),
+ * else one head. Its query rows are copied once; the keys go by tiles of LT_FT: a tile's scores and their
+ * maximum, then the running softmax (the outputs and the sum rescaled by exp(old max - new max)) and each
+ * key's exp times its V row; the exponentials are lt_expf (render_c.c), a polynomial that vectorizes. With a
  * causal mask (KFlash.t_last) the walk stops at the row's last visible key. A row's result depends only on its
- * own keys, in tiles from key 0: the same bits alone or in any batch. */
+ * own keys, in tiles from key 0: the same bits alone or in any batch.
+ *
+ * The vector form computes each key's row offsets once (a paged cache's block-table lookup among them) and
+ * holds q, k, v and the outputs as 16-float vectors (lt_v16), so the dot products and the P x V updates are
+ * whole-vector operations; the scalar form leaves the vectorizing to the compiler, which for a paged cache
+ * gathered the values key by key (8x slower on a batched decode step). */
 #include <stdio.h>
 #include "render_common.h"
 #include "../tile/tile.h"
@@ -21,10 +26,186 @@ static void bind_values(Render *R, const KFlash *f, int level) {
   else rc_bind_flat(R, level, f->value_var, f->value_ext, f->nvalue, "lt_cc");
 }
 
+/* The vector form's group variables from the item's group block lt_gb: every group axis, the shared one as its
+ * block index lt_sb. */
+static void bind_groups(Render *R, const KFlash *f, int L) {
+  int64_t stride = 1;
+  for (int i = f->ngroup - 1; i >= 0; i--) {
+    int64_t ext = i == f->share ? f->group_ext[i] / f->rows : f->group_ext[i];
+    rc_line(R, L, "const int64_t %s = (lt_gb / %lldLL) %% %lldLL;",
+            i == f->share ? "lt_sb" : R->var_name[f->group_var[i]], (long long)stride, (long long)ext);
+    stride *= ext;
+  }
+}
+
+/* The shared group variable at head `head` of the item (an expression of lt_r, or "0"). */
+static void bind_share(Render *R, const KFlash *f, int L, const char *head) {
+  if (f->share >= 0)
+    rc_line(R, L, "const int64_t %s = lt_sb * %dLL + %s;", R->var_name[f->group_var[f->share]], f->rows, head);
+}
+
+/* The f32 load at a split's element (its flat index variable), or NULL where it converts. */
+static const char *f32_buffer(const Render *R, const Expr *at) {
+  if (at->op != X_LOAD || at->dtype != DT_F32 || at->ival < 0 || at->ival >= R->lp->nbufs) return NULL;
+  return R->lp->bufs[at->ival].dtype == DT_F32 ? R->buf_name[at->ival] : NULL;
+}
+
+/* `lt_<x>p`, a pointer to one key's row of k (is_k) or v as `n` floats: the buffer at row + column 0 where it
+ * holds f32, else the row converted into lt_<x>b. `row` is the C expression of the row offset. */
+static void put_row_pointer(Render *R, const KFlash *f, int L, int is_k, const char *row) {
+  const char *x = is_k ? "k" : "v";
+  const Expr *at = is_k ? f->k_at : f->v_at;
+  Expr *col = is_k ? f->k_col : f->v_col;
+  const char *at_name = R->var_name[is_k ? f->k_at_var : f->v_at_var];
+  const char *buf = f32_buffer(R, at);
+  rc_line(R, L, "{");
+  if (buf) {
+    if (is_k) rc_line(R, L + 1, "const int64_t %s = 0;", R->var_name[f->d_var]);
+    else rc_bind_flat(R, L + 1, f->value_var, f->value_ext, f->nvalue, "0");
+    rc_put_assign(R, L + 1, "const int64_t lt_c0", col);
+    rc_line(R, L + 1, "lt_%sp = %s + %s + lt_c0;", x, buf, row);
+  } else {
+    rc_line(R, L + 1, "for (int64_t lt_i = 0; lt_i < %lldLL; lt_i++) {", (long long)(is_k ? f->d_extent : f->width));
+    if (is_k) rc_line(R, L + 2, "const int64_t %s = lt_i;", R->var_name[f->d_var]);
+    else rc_bind_flat(R, L + 2, f->value_var, f->value_ext, f->nvalue, "lt_i");
+    rc_put_assign(R, L + 2, "const int64_t lt_ci", col);
+    rc_line(R, L + 2, "const int64_t %s = %s + lt_ci;", at_name, row);
+    char lhs[64];
+    snprintf(lhs, sizeof lhs, "lt_%sb[lt_i]", x);
+    rc_put_assign(R, L + 2, lhs, (Expr *)at);
+    rc_line(R, L + 1, "}");
+    rc_line(R, L + 1, "lt_%sp = lt_%sb;", x, x);
+  }
+  rc_line(R, L, "}");
+}
+
+static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
+  const long long G = (long long)f->groups, D = (long long)f->d_extent, W = (long long)f->width;
+  const long long H = f->rows, GB = G / H, DV = D / 16, WV = W / 16;
+  const char *tv = R->var_name[f->t_var], *dv = R->var_name[f->d_var];
+  int L = level;
+  rc_line(R, L++, "{");
+  rc_put_assign(R, L, "const int64_t lt_M", f->m_extent);
+  rc_put_assign(R, L, "const int64_t lt_T", f->t_extent);
+  rc_line(R, L, "#pragma omp parallel for schedule(static, 1) if (%d <= lt_M * %lldLL * lt_T * %lldLL)",
+          OMP_MIN_RUNTIME_WORK, G, D + W);
+  rc_line(R, L, "for (int64_t lt_w = 0; lt_w < lt_M * %lldLL; lt_w++) {", GB);
+  L++;
+  if (f->m_var >= 0) rc_line(R, L, "const int64_t %s = lt_w / %lldLL;", R->var_name[f->m_var], GB);
+  rc_line(R, L, "const int64_t lt_gb = lt_w %% %lldLL;", GB);
+  bind_groups(R, f, L);
+  rc_line(R, L, "lt_v16 lt_q[%lld][%lld], lt_o[%lld][%lld];", H, DV, H, WV);
+  rc_line(R, L, "float lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld], lt_kb[%lld], lt_vb[%lld];", H, LT_FT, H, H, D, W);
+  rc_line(R, L, "int64_t lt_vrow[%d];", LT_FT);
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  bind_share(R, f, L + 1, "lt_r");
+  rc_line(R, L + 1, "float lt_qs[%lld];", D);
+  rc_line(R, L + 1, "for (int64_t %s = 0; %s < %lldLL; %s++) {", dv, dv, D, dv);
+  char lhs[96];
+  snprintf(lhs, sizeof lhs, "lt_qs[%s]", dv);
+  rc_put_assign(R, L + 2, lhs, f->q);
+  rc_line(R, L + 1, "}");
+  rc_line(R, L + 1, "__builtin_memcpy(lt_q[lt_r], lt_qs, sizeof lt_qs);");
+  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld; lt_c++) lt_o[lt_r][lt_c] = (lt_v16){0};", WV);
+  rc_line(R, L + 1, "lt_mx[lt_r] = -INFINITY;");
+  rc_line(R, L + 1, "lt_l[lt_r] = 0.0f;");
+  rc_line(R, L, "}");
+  rc_line(R, L, "int64_t lt_end = lt_T;");
+  if (f->t_last) {
+    rc_line(R, L, "{");
+    bind_share(R, f, L + 1, "0");
+    rc_put_assign(R, L + 1, "const int64_t lt_last", f->t_last);
+    rc_line(R, L + 1, "if (lt_last + 1 < lt_end) lt_end = lt_last + 1;");
+    rc_line(R, L, "}");
+  }
+  rc_line(R, L, "for (int64_t lt_t0 = 0; lt_t0 < lt_end; lt_t0 += %d) {", LT_FT);
+  L++;
+  rc_line(R, L, "const int64_t lt_n = lt_end - lt_t0 < %d ? lt_end - lt_t0 : %d;", LT_FT, LT_FT);
+  rc_line(R, L, "float lt_tm[%lld];", H);
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) lt_tm[lt_r] = -INFINITY;", H);
+  /* the scores: each key's row offsets (k's and v's) once, its k row dotted with every head's q */
+  rc_line(R, L, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
+  rc_line(R, L + 1, "const int64_t %s = lt_t0 + lt_j;", tv);
+  rc_line(R, L + 1, "const float *lt_kp;");
+  rc_line(R, L + 1, "{");
+  bind_share(R, f, L + 2, "0");
+  rc_put_assign(R, L + 2, "const int64_t lt_kr", f->k_row);
+  rc_put_assign(R, L + 2, "lt_vrow[lt_j]", f->v_row);
+  put_row_pointer(R, f, L + 2, 1, "lt_kr");
+  rc_line(R, L + 1, "}");
+  rc_line(R, L + 1, "lt_v16 lt_k[%lld];", DV);
+  rc_line(R, L + 1, "__builtin_memcpy(lt_k, lt_kp, sizeof lt_k);");
+  rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  rc_line(R, L + 2, "lt_v16 lt_a = lt_q[lt_r][0] * lt_k[0];");
+  rc_line(R, L + 2, "for (int lt_c = 1; lt_c < %lld; lt_c++) lt_a += lt_q[lt_r][lt_c] * lt_k[lt_c];", DV);
+  bind_share(R, f, L + 2, "lt_r");
+  rc_line(R, L + 2, "const float %s = lt_hsum16(lt_a);", R->tmp_name[f->s_tmp]);
+  rc_put_assign(R, L + 2, "const float lt_sc", f->score);
+  rc_line(R, L + 2, "lt_p[lt_r][lt_j] = lt_sc;");
+  rc_line(R, L + 2, "lt_tm[lt_r] = fmaxf(lt_tm[lt_r], lt_sc);");
+  rc_line(R, L + 1, "}");
+  rc_line(R, L, "}");
+  /* each head's running softmax; a head whose keys so far are all masked keeps its state and adds nothing */
+  rc_line(R, L, "int lt_any = 0;");
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) lt_any |= lt_tm[lt_r] != -INFINITY;", H);
+  rc_line(R, L, "if (!lt_any) continue; /* every key of the tile masked */");
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  rc_line(R, L + 1, "float *lt_pr = lt_p[lt_r];");
+  rc_line(R, L + 1, "const float lt_nm = fmaxf(lt_mx[lt_r], lt_tm[lt_r]);");
+  rc_line(R, L + 1, "if (lt_nm == -INFINITY) {");
+  rc_line(R, L + 2, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) lt_pr[lt_j] = 0.0f;");
+  rc_line(R, L + 2, "continue;");
+  rc_line(R, L + 1, "}");
+  rc_line(R, L + 1, "const float lt_c = lt_expf(lt_mx[lt_r] - lt_nm);");
+  rc_line(R, L + 1, "float lt_ts = 0.0f;");
+  rc_line(R, L + 1, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) lt_pr[lt_j] = lt_expf(lt_pr[lt_j] - lt_nm);");
+  rc_line(R, L + 1, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) lt_ts += lt_pr[lt_j];");
+  rc_line(R, L + 1, "lt_l[lt_r] = lt_l[lt_r] * lt_c + lt_ts;");
+  rc_line(R, L + 1, "for (int lt_cc = 0; lt_cc < %lld; lt_cc++) lt_o[lt_r][lt_cc] *= lt_c;", WV);
+  rc_line(R, L + 1, "lt_mx[lt_r] = lt_nm;");
+  rc_line(R, L, "}");
+  /* P x V: each key's v row once, into every head's outputs */
+  rc_line(R, L, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
+  rc_line(R, L + 1, "const float *lt_vp;");
+  put_row_pointer(R, f, L + 1, 0, "lt_vrow[lt_j]");
+  rc_line(R, L + 1, "lt_v16 lt_v[%lld];", WV);
+  rc_line(R, L + 1, "__builtin_memcpy(lt_v, lt_vp, sizeof lt_v);");
+  rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  rc_line(R, L + 2, "const float lt_e = lt_p[lt_r][lt_j];");
+  rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %lld; lt_c++) lt_o[lt_r][lt_c] += lt_e * lt_v[lt_c];", WV);
+  rc_line(R, L + 1, "}");
+  rc_line(R, L, "}");
+  L--;
+  rc_line(R, L, "}");
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  bind_share(R, f, L + 1, "lt_r");
+  rc_line(R, L + 1, "float lt_os[%lld];", W);
+  rc_line(R, L + 1, "__builtin_memcpy(lt_os, lt_o[lt_r], sizeof lt_os);");
+  rc_line(R, L + 1, "for (int64_t lt_cc = 0; lt_cc < %lldLL; lt_cc++) {", W);
+  bind_values(R, f, L + 2);
+  rc_line(R, L + 2, "const float %s = lt_os[lt_cc] / lt_l[lt_r];", R->tmp_name[f->o_tmp]);
+  rc_put_stmt(R, f->store, L + 2);
+  rc_line(R, L + 1, "}");
+  rc_line(R, L, "}");
+  L--;
+  rc_line(R, L, "}");
+  L--;
+  rc_line(R, L, "}");
+}
+
 void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
   const KFlash *f = s->flash;
   if (!f || f->d_extent < 1 || f->d_extent > 256 || f->width < 1 || f->width > 1024 || f->groups < 1) {
     rc_fail(R, "malformed flash-attention statement");
+    return;
+  }
+  if (f->vec) {
+    if (!f->k_row || !f->v_row || f->d_extent % 16 || f->width % 16 || f->rows < 1 || f->rows > 8 ||
+        f->groups % f->rows || (f->share < 0 && f->rows != 1) || f->share >= f->ngroup) {
+      rc_fail(R, "malformed flash-attention statement (vector form)");
+      return;
+    }
+    put_flash_cpu_vec(R, f, level);
     return;
   }
   const long long G = (long long)f->groups, D = (long long)f->d_extent, W = (long long)f->width;

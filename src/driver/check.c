@@ -83,6 +83,8 @@ static void host_set(HostTensor *t, int64_t i, double v) {
 typedef struct Range {
   int is_int;
   double lo, hi; /* floats: [lo, hi); ints: [lo, hi] */
+  int distinct;  /* ints: no value twice while the range has room (a scatter's slots: parallel writes to one slot
+                    would race) */
 } Range;
 
 /* How an input is used decides which values make sense for it. */
@@ -103,7 +105,7 @@ static Range input_range(const Graph *g, int node, const SymEnv *env) {
         int64_t blocks = 1, bs = 1;
         ex_eval_int(g->nodes[n->in[0]].shape.dim[0], env, &blocks);
         ex_eval_int(g->nodes[n->in[0]].shape.dim[1], env, &bs);
-        r = (Range){1, -1, (double)(blocks * bs)};
+        r = (Range){1, -1, (double)(blocks * bs), 1};
       } else if (n->op == G_PAGED_GATHER && j > 0) { /* table entries and rows, a few out of range (clamped) */
         int64_t hi = 1;
         ex_eval_int(g->nodes[n->in[j == 1 ? 0 : 1]].shape.dim[0], env, &hi);
@@ -122,6 +124,31 @@ static Range input_range(const Graph *g, int node, const SymEnv *env) {
   return r;
 }
 
+/* Element e of an input of range r: random, or for a distinct range the e-th value of a random permutation of it
+ * (perm: its values, shuffled one step further per element; random again past its end). */
+static double input_value(const Range *r, int64_t e, double *perm, int64_t nperm, uint64_t *s) {
+  if (r->is_int && r->distinct && perm && e < nperm) {
+    int64_t j = e + (int64_t)(splitmix64(s) % (uint64_t)(nperm - e));
+    double t = perm[e];
+    perm[e] = perm[j];
+    perm[j] = t;
+    return perm[e];
+  }
+  return r->is_int ? r->lo + (double)(splitmix64(s) % (uint64_t)(r->hi - r->lo + 1))
+                   : r->lo + (r->hi - r->lo) * splitmix64_unit(s);
+}
+
+/* The values of a distinct range in order, for input_value to shuffle (NULL: not distinct, or too many). */
+static double *distinct_values(const Range *r, int64_t *n) {
+  *n = 0;
+  if (!r->is_int || !r->distinct || r->hi - r->lo + 1 > (1 << 24)) return NULL;
+  *n = (int64_t)(r->hi - r->lo + 1);
+  double *v = malloc((size_t)*n * sizeof *v);
+  for (int64_t i = 0; v && i < *n; i++) v[i] = r->lo + (double)i;
+  if (!v) *n = 0;
+  return v;
+}
+
 int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *host, RefTensor *ref, Diag *d) {
   uint64_t s = seed * 0x2545F4914F6CDD1DULL + 1;
   for (int i = 0; i < g->ninputs; i++) {
@@ -134,13 +161,14 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
       return 0;
     }
     Range r = input_range(g, n->id, env);
+    int64_t nperm;
+    double *perm = distinct_values(&r, &nperm);
     if (!ref) { /* the values alone (a tuner compares runs with each other, not with the reference) */
       if (dtype_is_quant(n->dtype))
         ggml_random_blocks(ggml_type_of_dtype(n->dtype), host[i].data, host[i].numel / dtype_block_elems(n->dtype), &s);
       for (int64_t e = 0; !dtype_is_quant(n->dtype) && e < host[i].numel; e++)
-        host_set(&host[i], e,
-                 r.is_int ? r.lo + (double)(splitmix64(&s) % (uint64_t)(r.hi - r.lo + 1))
-                          : r.lo + (r.hi - r.lo) * splitmix64_unit(&s));
+        host_set(&host[i], e, input_value(&r, e, perm, nperm, &s));
+      free(perm);
       continue;
     }
     memset(&ref[i], 0, sizeof ref[i]);
@@ -149,6 +177,7 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
     ref[i].numel = host[i].numel;
     ref[i].data = mem_calloc(d, (size_t)host[i].numel, sizeof(double), "an input's reference copy");
     if (!ref[i].data) {
+      free(perm);
       for (int j = 0; j <= i; j++) {
         host_tensor_free(&host[j]);
         ref_tensor_free(&ref[j]);
@@ -159,14 +188,14 @@ int make_inputs(const Graph *g, const SymEnv *env, uint64_t seed, HostTensor *ho
       int be = dtype_block_elems(n->dtype);
       ggml_random_blocks(ggml_type_of_dtype(n->dtype), host[i].data, host[i].numel / be, &s);
       for (int64_t e = 0; e < host[i].numel; e++) ref[i].data[e] = host_get(&host[i], e);
+      free(perm);
       continue;
     }
     for (int64_t e = 0; e < host[i].numel; e++) {
-      double v = r.is_int ? r.lo + (double)(splitmix64(&s) % (uint64_t)(r.hi - r.lo + 1))
-                          : r.lo + (r.hi - r.lo) * splitmix64_unit(&s);
-      host_set(&host[i], e, v);
+      host_set(&host[i], e, input_value(&r, e, perm, nperm, &s));
       ref[i].data[e] = host_get(&host[i], e); /* exactly what the kernel sees */
     }
+    free(perm);
   }
   return 1;
 }

@@ -147,7 +147,9 @@ typedef struct KFlash {
   int k_at_var, v_at_var;
   /* with the split: every key's row starts at a multiple of 8 elements, and 8 consecutive d (and 8 consecutive
    * value columns from a multiple of 8) are 8 consecutive elements of one f32, bf16 or f16 load, so the kernel
-   * reads k and v 16 bytes at a time (lt_flash_decode_vec; LATHE_DECODE_VEC=0: never) */
+   * reads k and v 16 bytes at a time (lt_flash_decode_vec; LATHE_DECODE_VEC=0: never). On the CPU (chunks NULL)
+   * vec = 1 is its vector form: the split with consecutive columns (any base), d and the width multiples of 16,
+   * `rows` heads an item reading each key once (code/render_flash_cpu.c); vec = 0 there: no split, rows = 1. */
   int vec;
 } KFlash;
 
@@ -273,6 +275,9 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d);
  * row normalized by one) that no other kernel reads: the pre-pass computes it per row, and kernel i - 1
  * launches nothing whenever the GEMM variant runs. Returns whether it did. */
 int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i);
+/* Whether a kernel of kp (or a variant of one) is the quantized GEMV with int8 activations (MMA_QGEMV), whose f32
+ * outputs are then within CHECK_TOL_INT8_ACTIVATIONS (driver/check.h) of exact sums, not f32's tolerance. */
+int kernel_int8_activations(const KProgram *kp);
 /* The warps of a quantized GEMV's block (MMA_QGEMV), which split each column's units. */
 #define QGEMV_WARPS 4
 

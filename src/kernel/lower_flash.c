@@ -92,8 +92,9 @@ static int multiple_of(const Expr *e, int64_t n) {
 }
 
 /* col, an index of the variables vars (extents ext, the last fastest, flattened as c), is base + c for every
- * c < width, with base a multiple of 8. */
-static int consecutive_from_8(Lower *L, const Expr *col, const int *vars, const int64_t *ext, int n, int64_t width) {
+ * c < width, with base a multiple of align. */
+static int consecutive(Lower *L, const Expr *col, const int *vars, const int64_t *ext, int n, int64_t width,
+                       int64_t align) {
   ExprPool *P = L->pool;
   SymEnv none = {0};
   int64_t base = 0;
@@ -110,7 +111,7 @@ static int consecutive_from_8(Lower *L, const Expr *col, const int *vars, const 
     if (c == 0) base = at;
     if (at != base + c) return 0;
   }
-  return base % 8 == 0;
+  return base % align == 0;
 }
 
 /* The element load of a split (a load, or a cast of one) of f32, bf16 or f16, which the vector form reads
@@ -130,8 +131,8 @@ static int vec_ok(Lower *L, const KFlash *f) {
   if (!vec_element(f->k_at) || !vec_element(f->v_at)) return 0;
 
   if (!multiple_of(f->k_row, 8) || !multiple_of(f->v_row, 8)) return 0;
-  return consecutive_from_8(L, f->k_col, &f->d_var, &D, 1, D) &&
-         consecutive_from_8(L, f->v_col, f->value_var, f->value_ext, f->nvalue, W);
+  return consecutive(L, f->k_col, &f->d_var, &D, 1, D, 8) &&
+         consecutive(L, f->v_col, f->value_var, f->value_ext, f->nvalue, W, 8);
 }
 
 /* KFlash.k_row and v_row, both or neither; variables 64 and up are not in varmask, so they split nothing.
@@ -170,16 +171,9 @@ static int vec_blocks_per_sm(const KFlash *f) {
   return per < 1 ? 1 : per > 8 ? 8 : per;
 }
 
-/* Flash-decoding (KFlash.decode): the group axis whose consecutive values read the same k and v
- * (k and v use it only as g // c, or not at all), with the most such values up to 8 (a block's
- * rows), and the launch: a block per query row, row group and key chunk. Chunks of at least 32 keys,
- * as many as keep about Schedule.decode_fill blocks in all (the tile stage's choice: two on each
- * multiprocessor), at most 64 (the merge's shared weights and
- * two chunks per lane: code/render_flash_decode.c); a row with more than one chunk merges them
- * through the scratch (counters, then rows x (max, sum, width outputs) per block). */
-static void decode_launch(Lower *L, KFlash *f) {
-  ExprPool *P = L->pool;
-  f->decode = 1;
+/* KFlash.share and rows: the group axis whose consecutive values read the same k and v (k and v use it only
+ * as g // c, or not at all), with the most such values up to 8; share = -1 and rows = 1 where none has two. */
+static void pick_share(KFlash *f) {
   f->share = -1;
   f->rows = 1;
   for (int i = 0; i < f->ngroup; i++) {
@@ -195,6 +189,43 @@ static void decode_launch(Lower *L, KFlash *f) {
       f->rows = (int)best;
     }
   }
+}
+
+/* The CPU's vector form (KFlash.vec on the CPU, code/render_flash_cpu.c): the heads that share k and v in one
+ * work item, each key's row offsets once, and rows read as 16-float vectors; it needs the split with consecutive
+ * columns and d and the width multiples of 16. Else the scalar form: one head an item, no split. */
+static void cpu_form(Lower *L, KFlash *f) {
+  f->share = -1;
+  f->rows = 1;
+  f->vec = 0;
+  uint64_t vmask = 0;
+  for (int i = 0; i < f->nvalue; i++) {
+    if (f->value_var[i] >= 64) return;
+    vmask |= 1ull << f->value_var[i];
+  }
+  const int64_t D = f->d_extent, W = f->width;
+  if (f->d_var >= 64 || !vmask || D % 16 || W % 16 || !setting_bool(SET_DECODE_VEC, 1)) return;
+  if (!split_row_load(L, f->k, 1ull << f->d_var, f->t_var, 1, "kat", &f->k_row, &f->k_col, &f->k_at, &f->k_at_var) ||
+      !split_row_load(L, f->v, vmask, f->t_var, 1, "vat", &f->v_row, &f->v_col, &f->v_at, &f->v_at_var) ||
+      !consecutive(L, f->k_col, &f->d_var, &D, 1, D, 1) ||
+      !consecutive(L, f->v_col, f->value_var, f->value_ext, f->nvalue, W, 1)) {
+    f->k_row = f->v_row = NULL;
+    return;
+  }
+  pick_share(f);
+  f->vec = 1;
+}
+
+/* Flash-decoding (KFlash.decode): the heads that share k and v (pick_share: a block's rows) and the launch: a
+ * block per query row, row group and key chunk. Chunks of at least 32 keys,
+ * as many as keep about Schedule.decode_fill blocks in all (the tile stage's choice: two on each
+ * multiprocessor), at most 64 (the merge's shared weights and
+ * two chunks per lane: code/render_flash_decode.c); a row with more than one chunk merges them
+ * through the scratch (counters, then rows x (max, sum, width outputs) per block). */
+static void decode_launch(Lower *L, KFlash *f) {
+  ExprPool *P = L->pool;
+  f->decode = 1;
+  pick_share(f);
   split_rows(L, f);
   Expr *row_blocks = ex_mul(P, f->m_extent, ex_int(P, f->groups / f->rows));
   Expr *key_tiles = ex_bin(P, X_IDIV, ex_add(P, f->t_extent, ex_int(P, 31)), ex_int(P, 32));
@@ -281,8 +312,7 @@ int kl_flash_body(Lower *L, const AttnMatch *am) {
   if (decode && L->target == TARGET_CPU) {
     /* one C function (code/render_flash_cpu.c): its own OpenMP loop over query rows and groups */
     f->decode = 1;
-    f->share = -1;
-    f->rows = 1;
+    cpu_form(L, f);
     kk->grid = ex_int(P, 1);
     kk->block = 1;
     return !L->failed;

@@ -522,3 +522,18 @@ int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i) {
   k0k->alt_when = gk->alt_when;
   return 1;
 }
+
+static int stmt_int8_activations(const KStmt *s) {
+  if (!s) return 0;
+  if (s->kind == KS_MMA && s->mma && s->mma->role == MMA_QGEMV) return 1;
+  for (int i = 0; i < s->nbody; i++)
+    if (stmt_int8_activations(s->body[i])) return 1;
+  return 0;
+}
+
+int kernel_int8_activations(const KProgram *kp) {
+  for (int i = 0; kp && i < kp->nkernels; i++)
+    for (const KKernel *k = &kp->kernels[i]; k; k = k->alt)
+      if (stmt_int8_activations(k->body)) return 1;
+  return 0;
+}

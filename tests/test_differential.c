@@ -307,14 +307,23 @@ static void build_cases(void) {
            "q: f32[tok, 4, 1, 32]; n: i32[tok]\n"
            "p = cache_scatter(c, x, s)\nk = permute(paged_gather(p, t, r, len=ctx), [0, 2, 1, 3])\n"
            "return attention(q, k, k, kv_len=n)");
-  cases[ncases - 1].cpu_has = "lt_v16 lt_q[2][2]"; /* the CPU's vector form: 2 heads an item, bf16 rows converted */
+  /* attention reading the paged caches through their block tables: on the CPU the vector form (heads sharing k and
+   * v in one work item, each key's row once; bf16 rows converted once) */
+  for (int f = 0; f < 2; f++) {
+    add_case(f ? "paged_attention_vector_bf16" : "paged_attention_vector", "tok=6,ctx=90", 0,
+             "c: %s[40, 16, 2, 32]; c2: %s[40, 16, 2, 32]; t: i32[3, 8]; r: i32[tok]; q: f32[tok, 6, 1, 32]; "
+             "n: i32[tok]\nk = permute(paged_gather(c, t, r, len=ctx), [0, 2, 1, 3])\n"
+             "v = permute(paged_gather(c2, t, r, len=ctx), [0, 2, 1, 3])\nreturn attention(q, k, v, kv_len=n)",
+             f ? "bf16" : "f32", f ? "bf16" : "f32");
+    cases[ncases - 1].cpu_has = f ? "lt_kp = lt_kb;" : "lt_v16 lt_q[3][2]";
+  }
   /* Attention over a run-time number of keys with few query rows is one flash-decoding kernel on
    * CUDA: many keys in chunks merged by the last block (1000 keys: 32 chunks), several query rows
    * each with its own causal end, head and value widths that are no power of two, and one k / v
    * head read by six query heads. */
   add_case("decode_attention_chunks_1000", "seq=1000", 0,
            "q: f32[1,8,1,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)");
-  cases[ncases - 1].cpu_has = "lt_v16 lt_q[4][4]"; /* the CPU's vector form over a contiguous cache */
+  cases[ncases - 1].cpu_has = "float lt_q[64], lt_o[64]"; /* a contiguous cache: the CPU's scalar form */
   add_case("decode_attention_rows_5", "seq=5", 0,
            "q: f32[1,4,seq,32]; k: f32[1,2,seq,32]; v: f32[1,2,seq,32]\nreturn attention(q, k, v, true)");
   add_case("decode_attention_odd_widths_70", "seq=70", 0,
@@ -323,7 +332,6 @@ static void build_cases(void) {
   add_case("decode_attention_mqa_300", "seq=300", 0,
            "q: f32[1,6,1,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\n"
            "return reshape(permute(attention(q, k, v, true), [0, 2, 1, 3]), [1, 1, 192])");
-  cases[ncases - 1].cpu_has = "lt_v16 lt_q[6][2]"; /* six heads an item, reading each key once */
   /* Fused chains under four fusion policies. */
   static const char *policies[] = {"default", "recompute", "nofuse", "reread"};
   for (int p = 0; p < 4; p++) {

@@ -79,22 +79,31 @@ static void put_row_pointer(Render *R, const KFlash *f, int L, int is_k, const c
   rc_line(R, L, "}");
 }
 
-static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
+/* `{`, the extents and the OpenMP loop over work items, `per_row` of them a query row (in parallel where the work,
+ * rows x groups x keys x (d + values), pays for a team), with the row variable bound; returns the loop body's
+ * level. close_items ends both. */
+static int open_items(Render *R, const KFlash *f, int level, long long per_row) {
   const long long G = (long long)f->groups, D = (long long)f->d_extent, W = (long long)f->width;
-  const long long H = f->rows, GB = G / H, DV = D / 16, WV = W / 16;
-  const char *tv = R->var_name[f->t_var], *dv = R->var_name[f->d_var];
-  int L = level;
-  rc_line(R, L++, "{");
-  rc_put_assign(R, L, "const int64_t lt_M", f->m_extent);
-  rc_put_assign(R, L, "const int64_t lt_T", f->t_extent);
-  rc_line(R, L, "#pragma omp parallel for schedule(static, 1) if (%d <= lt_M * %lldLL * lt_T * %lldLL)",
+  rc_line(R, level, "{");
+  rc_put_assign(R, level + 1, "const int64_t lt_M", f->m_extent);
+  rc_put_assign(R, level + 1, "const int64_t lt_T", f->t_extent);
+  rc_line(R, level + 1, "#pragma omp parallel for schedule(static, 1) if (%d <= lt_M * %lldLL * lt_T * %lldLL)",
           OMP_MIN_RUNTIME_WORK, G, D + W);
-  rc_line(R, L, "for (int64_t lt_w = 0; lt_w < lt_M * %lldLL; lt_w++) {", GB);
-  L++;
-  if (f->m_var >= 0) rc_line(R, L, "const int64_t %s = lt_w / %lldLL;", R->var_name[f->m_var], GB);
-  rc_line(R, L, "const int64_t lt_gb = lt_w %% %lldLL;", GB);
-  bind_groups(R, f, L);
-  rc_line(R, L, "lt_v16 lt_q[%lld][%lld], lt_o[%lld][%lld];", H, DV, H, WV);
+  rc_line(R, level + 1, "for (int64_t lt_w = 0; lt_w < lt_M * %lldLL; lt_w++) {", per_row);
+  if (f->m_var >= 0) rc_line(R, level + 2, "const int64_t %s = lt_w / %lldLL;", R->var_name[f->m_var], per_row);
+  return level + 2;
+}
+
+static void close_items(Render *R, int level) {
+  rc_line(R, level + 1, "}");
+  rc_line(R, level, "}");
+}
+
+/* The vector form's item state: each head's q as vectors, zero outputs, the softmax's max and sum; lt_end. */
+static void put_vec_start(Render *R, const KFlash *f, int L) {
+  const long long H = f->rows, D = (long long)f->d_extent, W = (long long)f->width;
+  const char *dv = R->var_name[f->d_var];
+  rc_line(R, L, "lt_v16 lt_q[%lld][%lld], lt_o[%lld][%lld];", H, D / 16, H, W / 16);
   rc_line(R, L, "float lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld], lt_kb[%lld], lt_vb[%lld];", H, LT_FT, H, H, D, W);
   rc_line(R, L, "int64_t lt_vrow[%d];", LT_FT);
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
@@ -106,7 +115,7 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
   rc_put_assign(R, L + 2, lhs, f->q);
   rc_line(R, L + 1, "}");
   rc_line(R, L + 1, "__builtin_memcpy(lt_q[lt_r], lt_qs, sizeof lt_qs);");
-  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld; lt_c++) lt_o[lt_r][lt_c] = (lt_v16){0};", WV);
+  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld; lt_c++) lt_o[lt_r][lt_c] = (lt_v16){0};", W / 16);
   rc_line(R, L + 1, "lt_mx[lt_r] = -INFINITY;");
   rc_line(R, L + 1, "lt_l[lt_r] = 0.0f;");
   rc_line(R, L, "}");
@@ -118,14 +127,15 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
     rc_line(R, L + 1, "if (lt_last + 1 < lt_end) lt_end = lt_last + 1;");
     rc_line(R, L, "}");
   }
-  rc_line(R, L, "for (int64_t lt_t0 = 0; lt_t0 < lt_end; lt_t0 += %d) {", LT_FT);
-  L++;
-  rc_line(R, L, "const int64_t lt_n = lt_end - lt_t0 < %d ? lt_end - lt_t0 : %d;", LT_FT, LT_FT);
+}
+
+/* A tile's scores: each key's row offsets (k's and v's) once, its k row dotted with every head's q. */
+static void put_vec_scores(Render *R, const KFlash *f, int L) {
+  const long long H = f->rows, DV = (long long)f->d_extent / 16;
   rc_line(R, L, "float lt_tm[%lld];", H);
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) lt_tm[lt_r] = -INFINITY;", H);
-  /* the scores: each key's row offsets (k's and v's) once, its k row dotted with every head's q */
   rc_line(R, L, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
-  rc_line(R, L + 1, "const int64_t %s = lt_t0 + lt_j;", tv);
+  rc_line(R, L + 1, "const int64_t %s = lt_t0 + lt_j;", R->var_name[f->t_var]);
   rc_line(R, L + 1, "const float *lt_kp;");
   rc_line(R, L + 1, "{");
   bind_share(R, f, L + 2, "0");
@@ -145,7 +155,12 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
   rc_line(R, L + 2, "lt_tm[lt_r] = fmaxf(lt_tm[lt_r], lt_sc);");
   rc_line(R, L + 1, "}");
   rc_line(R, L, "}");
-  /* each head's running softmax; a head whose keys so far are all masked keeps its state and adds nothing */
+}
+
+/* Each head's running softmax over the tile; a head whose keys so far are all masked keeps its state and adds
+ * nothing. */
+static void put_vec_softmax(Render *R, const KFlash *f, int L) {
+  const long long H = f->rows;
   rc_line(R, L, "int lt_any = 0;");
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) lt_any |= lt_tm[lt_r] != -INFINITY;", H);
   rc_line(R, L, "if (!lt_any) continue; /* every key of the tile masked */");
@@ -161,23 +176,39 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
   rc_line(R, L + 1, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) lt_pr[lt_j] = lt_expf(lt_pr[lt_j] - lt_nm);");
   rc_line(R, L + 1, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) lt_ts += lt_pr[lt_j];");
   rc_line(R, L + 1, "lt_l[lt_r] = lt_l[lt_r] * lt_c + lt_ts;");
-  rc_line(R, L + 1, "for (int lt_cc = 0; lt_cc < %lld; lt_cc++) lt_o[lt_r][lt_cc] *= lt_c;", WV);
+  rc_line(R, L + 1, "for (int lt_cc = 0; lt_cc < %lld; lt_cc++) lt_o[lt_r][lt_cc] *= lt_c;", (long long)f->width / 16);
   rc_line(R, L + 1, "lt_mx[lt_r] = lt_nm;");
   rc_line(R, L, "}");
-  /* P x V: each key's v row once, into every head's outputs */
+}
+
+/* P x V: each key's v row once, into every head's outputs. */
+static void put_vec_values(Render *R, const KFlash *f, int L) {
+  const long long WV = (long long)f->width / 16;
   rc_line(R, L, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
   rc_line(R, L + 1, "const float *lt_vp;");
   put_row_pointer(R, f, L + 1, 0, "lt_vrow[lt_j]");
   rc_line(R, L + 1, "lt_v16 lt_v[%lld];", WV);
   rc_line(R, L + 1, "__builtin_memcpy(lt_v, lt_vp, sizeof lt_v);");
-  rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", (long long)f->rows);
   rc_line(R, L + 2, "const float lt_e = lt_p[lt_r][lt_j];");
   rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %lld; lt_c++) lt_o[lt_r][lt_c] += lt_e * lt_v[lt_c];", WV);
   rc_line(R, L + 1, "}");
   rc_line(R, L, "}");
-  L--;
+}
+
+static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
+  const long long GB = (long long)(f->groups / f->rows), W = (long long)f->width;
+  int L = open_items(R, f, level, GB);
+  rc_line(R, L, "const int64_t lt_gb = lt_w %% %lldLL;", GB);
+  bind_groups(R, f, L);
+  put_vec_start(R, f, L);
+  rc_line(R, L, "for (int64_t lt_t0 = 0; lt_t0 < lt_end; lt_t0 += %d) {", LT_FT);
+  rc_line(R, L + 1, "const int64_t lt_n = lt_end - lt_t0 < %d ? lt_end - lt_t0 : %d;", LT_FT, LT_FT);
+  put_vec_scores(R, f, L + 1);
+  put_vec_softmax(R, f, L + 1);
+  put_vec_values(R, f, L + 1);
   rc_line(R, L, "}");
-  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", (long long)f->rows);
   bind_share(R, f, L + 1, "lt_r");
   rc_line(R, L + 1, "float lt_os[%lld];", W);
   rc_line(R, L + 1, "__builtin_memcpy(lt_os, lt_o[lt_r], sizeof lt_os);");
@@ -187,10 +218,7 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
   rc_put_stmt(R, f->store, L + 2);
   rc_line(R, L + 1, "}");
   rc_line(R, L, "}");
-  L--;
-  rc_line(R, L, "}");
-  L--;
-  rc_line(R, L, "}");
+  close_items(R, level);
 }
 
 void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
@@ -211,16 +239,7 @@ void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
   const long long G = (long long)f->groups, D = (long long)f->d_extent, W = (long long)f->width;
   const char *tv = R->var_name[f->t_var], *dv = R->var_name[f->d_var];
   const char *sv = R->tmp_name[f->s_tmp], *ov = R->tmp_name[f->o_tmp];
-  int L = level;
-  rc_line(R, L++, "{");
-  rc_put_assign(R, L, "const int64_t lt_M", f->m_extent);
-  rc_put_assign(R, L, "const int64_t lt_T", f->t_extent);
-  /* in parallel where the work (rows x groups x keys x (d + values)) pays for a team */
-  rc_line(R, L, "#pragma omp parallel for schedule(static, 1) if (%d <= lt_M * %lldLL * lt_T * %lldLL)",
-          OMP_MIN_RUNTIME_WORK, G, D + W);
-  rc_line(R, L, "for (int64_t lt_w = 0; lt_w < lt_M * %lldLL; lt_w++) {", G);
-  L++;
-  if (f->m_var >= 0) rc_line(R, L, "const int64_t %s = lt_w / %lldLL;", R->var_name[f->m_var], G);
+  int L = open_items(R, f, level, G);
   rc_line(R, L, "const int64_t lt_gi = lt_w %% %lldLL;", G);
   rc_bind_flat(R, L, f->group_var, f->group_ext, f->ngroup, "lt_gi");
   rc_line(R, L, "float lt_q[%lld], lt_o[%lld], lt_p[%d], lt_mx = -INFINITY, lt_l = 0.0f;", D, W, LT_FT);
@@ -276,8 +295,5 @@ void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
   rc_line(R, L + 1, "const float %s = lt_o[lt_cc] / lt_l;", ov);
   rc_put_stmt(R, f->store, L + 1);
   rc_line(R, L, "}");
-  L--;
-  rc_line(R, L, "}");
-  L--;
-  rc_line(R, L, "}");
+  close_items(R, level);
 }

@@ -429,28 +429,21 @@ static int lower_own(const TileProgram *tp, int i, KKernel *kk, Diag *d) {
     s.mma = 0;
     if (c->self != KIND_FLASH_DECODE && c->self != KIND_QGEMV && !lower_kernel(tp, k, s, loop, kk, d)) return 0;
   }
-  if (c->self == KIND_QGEMV) { /* the few-rows kernel itself, where its sums are a GEMM's over quantized weights */
-    Schedule q = tp->kernels[i].s;
-    q.rows = 1;
-    q.row_axis = -1;
-    q.mma = 0;
-    q.flash = 0;
-    q.gemv_rows = 0;
+  if (c->self == KIND_QGEMV || c->self == KIND_FLASH_DECODE) {
+    /* the few-rows kernel itself: the quantized GEMV where its sums are a GEMM's over quantized weights, or
+     * flash-decoding where this is an attention's P x V; its variant stays */
+    Schedule one = tp->kernels[i].s;
+    one.rows = 1;
+    one.mma = 0;
+    one.flash = 0;
+    if (c->self == KIND_QGEMV) {
+      one.row_axis = -1;
+      one.gemv_rows = 0;
+    }
     KKernel self = {0};
-    Build b = {KIND_QGEMV, c->qgemv, NULL, 0};
-    if (!lower_kernel(tp, k, q, b, &self, d)) return 0;
-    self.alt = kk->alt;
-    self.alt_when = kk->alt_when;
-    *kk = self;
-  }
-  if (c->self == KIND_FLASH_DECODE) { /* the few-rows kernel itself, where this is an attention's P x V */
-    Schedule fd = tp->kernels[i].s;
-    fd.rows = 1;
-    fd.mma = 0;
-    fd.flash = 0;
-    KKernel self = {0};
-    Build b = {KIND_FLASH_DECODE, NULL, c->decode, 0};
-    if (!lower_kernel(tp, k, fd, b, &self, d)) return 0;
+    Build b =
+        c->self == KIND_QGEMV ? (Build){KIND_QGEMV, c->qgemv, NULL, 0} : (Build){KIND_FLASH_DECODE, NULL, c->decode, 0};
+    if (!lower_kernel(tp, k, one, b, &self, d)) return 0;
     self.alt = kk->alt;
     self.alt_when = kk->alt_when;
     *kk = self;

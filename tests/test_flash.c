@@ -321,9 +321,10 @@ static void decode_vector_rows(void **state) {
   compilation_free(c);
 }
 
-/* The CPU's attention kernel (code/render_flash_cpu.c): over a paged cache its vector form takes the heads that read
- * the same k and v in one work item and computes each key's row once (the block table read once a key, not once an
- * element); a contiguous cache, widths that are no multiple of 16 and LATHE_DECODE_VEC=0 keep the scalar form. */
+/* The CPU's attention kernel (code/render_flash_cpu.c): its vector form takes the heads that read the same k and v
+ * in one work item and computes each key's row once (a paged cache's block table read once a key, not once an
+ * element), for any number of rows over a paged cache and up to 8 over a contiguous one (the scalar form beyond);
+ * widths that are no multiple of 16 and LATHE_DECODE_VEC=0 keep the scalar form. */
 static void cpu_vector_form(void **state) {
   (void)state;
   const char *paged = "c: f32[64, 16, 2, 64]; c2: f32[64, 16, 2, 64]; t: i32[2, 4]; r: i32[tok]; "
@@ -338,7 +339,9 @@ static void cpu_vector_form(void **state) {
   assert_int_equal(f->rows, 4); /* 8 query heads over 2 k / v heads */
   assert_non_null(f->k_row);
   assert_true(f->k_row->flags & EXF_LOAD); /* the block table */
+  assert_int_equal(f->vec_rows, 0);
   const char *code = sb_str(&c->code);
+  assert_null(strstr(code, "lt_rows <="));
   assert_contains(code, "lt_v16 lt_q[4][4], lt_o[4][4];");
   assert_contains(code, "for (int64_t lt_w = 0; lt_w < lt_M * 2LL; lt_w++) {");
   assert_contains(code, "lt_kp = c + lt_kr + lt_c0;"); /* f32 rows read in place */
@@ -356,20 +359,27 @@ static void cpu_vector_form(void **state) {
   assert_int_equal(f->rows, 2);
   assert_contains(sb_str(&c->code), "lt_kp = lt_kb;");
   compilation_free(c);
-  /* a contiguous cache, and head width 24: the scalar form, one head an item */
-  static const char *scalar[] = {"q: f32[1,8,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\n"
-                                 "return attention(q, k, v, true)",
-                                 "q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\n"
-                                 "return attention(q, k, v, true)"};
-  for (int i = 0; i < 2; i++) {
-    c = compiled(scalar[i], TARGET_CPU, MM_HIGH);
-    f = decode_of(c, c->kernel->nkernels - 1);
-    assert_non_null(f);
-    assert_false(f->vec);
-    assert_int_equal(f->rows, 1);
-    assert_null(f->k_row);
-    compilation_free(c);
-  }
+  /* a contiguous cache: the vector form up to 8 query rows, the scalar form beyond, in one function */
+  c = compiled("q: f32[1,8,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)",
+               TARGET_CPU, MM_HIGH);
+  f = decode_of(c, c->kernel->nkernels - 1);
+  assert_non_null(f);
+  assert_true(f->vec);
+  assert_int_equal(f->rows, 4);
+  assert_int_equal(f->vec_rows, 8);
+  assert_contains(sb_str(&c->code), "if (lt_rows <= 8)");
+  assert_contains(sb_str(&c->code), "lt_v16 lt_q[4][4], lt_o[4][4];");
+  assert_contains(sb_str(&c->code), "float lt_q[64], lt_o[64]");
+  compilation_free(c);
+  /* head width 24: the scalar form, one head an item */
+  c = compiled("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)",
+               TARGET_CPU, MM_HIGH);
+  f = decode_of(c, c->kernel->nkernels - 1);
+  assert_non_null(f);
+  assert_false(f->vec);
+  assert_int_equal(f->rows, 1);
+  assert_null(f->k_row);
+  compilation_free(c);
   setenv("LATHE_DECODE_VEC", "0", 1);
   c = compiled(paged, TARGET_CPU, MM_HIGH);
   unsetenv("LATHE_DECODE_VEC");

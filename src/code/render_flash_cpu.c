@@ -221,6 +221,8 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
   close_items(R, level);
 }
 
+static void put_flash_cpu_scalar(Render *R, const KFlash *f, int level);
+
 void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
   const KFlash *f = s->flash;
   if (!f || f->d_extent < 1 || f->d_extent > 256 || f->width < 1 || f->width > 1024 || f->groups < 1) {
@@ -229,13 +231,28 @@ void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
   }
   if (f->vec) {
     if (!f->k_row || !f->v_row || f->d_extent % 16 || f->width % 16 || f->rows < 1 || f->rows > 8 ||
-        f->groups % f->rows || (f->share < 0 && f->rows != 1) || f->share >= f->ngroup) {
+        f->groups % f->rows || (f->share < 0 && f->rows != 1) || f->share >= f->ngroup || f->vec_rows < 0) {
       rc_fail(R, "malformed flash-attention statement (vector form)");
       return;
     }
-    put_flash_cpu_vec(R, f, level);
+    if (!f->vec_rows) {
+      put_flash_cpu_vec(R, f, level);
+      return;
+    }
+    /* the vector form for few query rows, the scalar form for more (KFlash.vec_rows) */
+    rc_line(R, level, "{");
+    rc_put_assign(R, level + 1, "const int64_t lt_rows", f->m_extent);
+    rc_line(R, level + 1, "if (lt_rows <= %d)", f->vec_rows);
+    put_flash_cpu_vec(R, f, level + 2);
+    rc_line(R, level + 1, "else");
+    put_flash_cpu_scalar(R, f, level + 2);
+    rc_line(R, level, "}");
     return;
   }
+  put_flash_cpu_scalar(R, f, level);
+}
+
+static void put_flash_cpu_scalar(Render *R, const KFlash *f, int level) {
   const long long G = (long long)f->groups, D = (long long)f->d_extent, W = (long long)f->width;
   const char *tv = R->var_name[f->t_var], *dv = R->var_name[f->d_var];
   const char *sv = R->tmp_name[f->s_tmp], *ov = R->tmp_name[f->o_tmp];

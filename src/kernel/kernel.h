@@ -151,6 +151,7 @@ typedef struct KFlash {
    * vec = 1 is its vector form: the split with consecutive columns (any base), d and the width multiples of 16,
    * `rows` heads an item reading each key once (code/render_flash_cpu.c); vec = 0 there: no split, rows = 1. */
   int vec;
+  int vec_rows; /* CPU, vec = 1: > 0: the vector form only up to this many query rows, the scalar form beyond */
 } KFlash;
 
 #define MMA_COUNTERS 4096 /* bytes of tile counters at the start of a tensor-core GEMM's scratch */

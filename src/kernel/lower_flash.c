@@ -193,14 +193,18 @@ static void pick_share(KFlash *f) {
 
 /* The CPU's vector form (KFlash.vec on the CPU, code/render_flash_cpu.c): the heads that share k and v in one
  * work item, each key's row offsets once, and rows read as 16-float vectors; it needs the split with consecutive
- * columns and d and the width multiples of 16, and is taken where the rows read memory (a paged cache's block
- * table), whose P x V the compiler vectorized across keys with gathers (8x slower for a batched decode step).
- * Over a contiguous cache the scalar form vectorizes well and was faster: a 512-token prefill's attention took
- * 3.8 ms a layer scalar, 5.4 vector (session 21). Else the scalar form: one head an item, no split. */
+ * columns and d and the width multiples of 16. Where the rows read memory (a paged cache's block table) it is
+ * taken for any number of query rows: the scalar form's P x V was vectorized by the compiler across keys with
+ * gathers (8x slower for a batched decode step). Over a contiguous cache only for up to CPU_VEC_ROWS rows
+ * (KFlash.vec_rows): there it reads each k and v row once for the heads that share it, which a decode step after
+ * 2,000 tokens ran 1.2x faster, while a prefill's rows find k and v in the caches and the scalar form's loops
+ * were faster (512 tokens: 3.8 ms a layer against 5.4; session 21). Else the scalar form: one head an item. */
+#define CPU_VEC_ROWS 8
 static void cpu_form(Lower *L, KFlash *f) {
   f->share = -1;
   f->rows = 1;
   f->vec = 0;
+  f->vec_rows = 0;
   uint64_t vmask = 0;
   for (int i = 0; i < f->nvalue; i++) {
     if (f->value_var[i] >= 64) return;
@@ -211,13 +215,13 @@ static void cpu_form(Lower *L, KFlash *f) {
   if (!split_row_load(L, f->k, 1ull << f->d_var, f->t_var, 1, "kat", &f->k_row, &f->k_col, &f->k_at, &f->k_at_var) ||
       !split_row_load(L, f->v, vmask, f->t_var, 1, "vat", &f->v_row, &f->v_col, &f->v_at, &f->v_at_var) ||
       !consecutive(L, f->k_col, &f->d_var, &D, 1, D, 1) ||
-      !consecutive(L, f->v_col, f->value_var, f->value_ext, f->nvalue, W, 1) || !(f->k_row->flags & EXF_LOAD) ||
-      !(f->v_row->flags & EXF_LOAD)) {
+      !consecutive(L, f->v_col, f->value_var, f->value_ext, f->nvalue, W, 1)) {
     f->k_row = f->v_row = NULL;
     return;
   }
   pick_share(f);
   f->vec = 1;
+  f->vec_rows = (f->k_row->flags & EXF_LOAD) && (f->v_row->flags & EXF_LOAD) ? 0 : CPU_VEC_ROWS;
 }
 
 /* Flash-decoding (KFlash.decode): the heads that share k and v (pick_share: a block's rows) and the launch: a

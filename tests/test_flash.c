@@ -372,8 +372,8 @@ static void cpu_vector_form(void **state) {
   assert_contains(sb_str(&c->code), "float lt_q[64], lt_o[64]");
   compilation_free(c);
   /* head width 24: the scalar form, one head an item */
-  c = compiled("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)",
-               TARGET_CPU, MM_HIGH);
+  c = compiled("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)", TARGET_CPU,
+               MM_HIGH);
   f = decode_of(c, c->kernel->nkernels - 1);
   assert_non_null(f);
   assert_false(f->vec);

@@ -325,6 +325,22 @@ static void decode_vector_rows(void **state) {
  * in one work item and computes each key's row once (a paged cache's block table read once a key, not once an
  * element), for any number of rows over a paged cache and up to 8 over a contiguous one (the scalar form beyond);
  * widths that are no multiple of 16 and LATHE_DECODE_VEC=0 keep the scalar form. */
+/* The CPU attention kernel of src: its form (vec), heads an item (rows) and vector rows bound (vec_rows), and
+ * that its C contains each of has[] (NULL-terminated). */
+static void check_cpu_form(const char *src, int vec, int rows, int vec_rows, const char *const *has) {
+  Compilation *c = compiled(src, TARGET_CPU, MM_HIGH);
+  const KFlash *f = decode_of(c, c->kernel->nkernels - 1);
+  assert_non_null(f);
+  assert_int_equal(f->vec, vec);
+  assert_int_equal(f->rows, rows);
+  if (vec) assert_int_equal(f->vec_rows, vec_rows);
+  else assert_null(f->k_row);
+  if (vec && !vec_rows) assert_true(f->k_row && (f->k_row->flags & EXF_LOAD)); /* the block table */
+  for (int i = 0; has[i]; i++) assert_contains(sb_str(&c->code), has[i]);
+  if (vec && !vec_rows) assert_null(strstr(sb_str(&c->code), "lt_rows <="));
+  compilation_free(c);
+}
+
 static void cpu_vector_form(void **state) {
   (void)state;
   const char *paged = "c: f32[64, 16, 2, 64]; c2: f32[64, 16, 2, 64]; t: i32[2, 4]; r: i32[tok]; "
@@ -332,63 +348,28 @@ static void cpu_vector_form(void **state) {
                       "k = permute(paged_gather(c, t, r, len=ctx), [0, 2, 1, 3])\n"
                       "v = permute(paged_gather(c2, t, r, len=ctx), [0, 2, 1, 3])\n"
                       "return attention(q, k, v, kv_len=n)";
-  Compilation *c = compiled(paged, TARGET_CPU, MM_HIGH);
-  const KFlash *f = decode_of(c, c->kernel->nkernels - 1);
-  assert_non_null(f);
-  assert_true(f->vec);
-  assert_int_equal(f->rows, 4); /* 8 query heads over 2 k / v heads */
-  assert_non_null(f->k_row);
-  assert_true(f->k_row->flags & EXF_LOAD); /* the block table */
-  assert_int_equal(f->vec_rows, 0);
-  const char *code = sb_str(&c->code);
-  assert_null(strstr(code, "lt_rows <="));
-  assert_contains(code, "lt_v16 lt_q[4][4], lt_o[4][4];");
-  assert_contains(code, "for (int64_t lt_w = 0; lt_w < lt_M * 2LL; lt_w++) {");
-  assert_contains(code, "lt_kp = c + lt_kr + lt_c0;"); /* f32 rows read in place */
-  compilation_free(c);
+  /* 8 query heads over 2 k / v heads: 4 an item, f32 rows read in place */
+  check_cpu_form(paged, 1, 4, 0,
+                 (const char *[]){"lt_v16 lt_q[4][4], lt_o[4][4];",
+                                  "for (int64_t lt_w = 0; lt_w < lt_M * 2LL; lt_w++) {", "lt_kp = c + lt_kr + lt_c0;",
+                                  NULL});
   /* a bf16 cache: each key's row converted once into a float row */
-  c = compiled("c: bf16[64, 16, 2, 32]; c2: bf16[64, 16, 2, 32]; t: i32[2, 4]; r: i32[tok]; "
-               "q: f32[tok, 4, 1, 32]; n: i32[tok]\n"
-               "k = permute(paged_gather(c, t, r, len=ctx), [0, 2, 1, 3])\n"
-               "v = permute(paged_gather(c2, t, r, len=ctx), [0, 2, 1, 3])\n"
-               "return attention(q, k, v, kv_len=n)",
-               TARGET_CPU, MM_HIGH);
-  f = decode_of(c, c->kernel->nkernels - 1);
-  assert_non_null(f);
-  assert_true(f->vec);
-  assert_int_equal(f->rows, 2);
-  assert_contains(sb_str(&c->code), "lt_kp = lt_kb;");
-  compilation_free(c);
+  check_cpu_form("c: bf16[64, 16, 2, 32]; c2: bf16[64, 16, 2, 32]; t: i32[2, 4]; r: i32[tok]; "
+                 "q: f32[tok, 4, 1, 32]; n: i32[tok]\n"
+                 "k = permute(paged_gather(c, t, r, len=ctx), [0, 2, 1, 3])\n"
+                 "v = permute(paged_gather(c2, t, r, len=ctx), [0, 2, 1, 3])\n"
+                 "return attention(q, k, v, kv_len=n)",
+                 1, 2, 0, (const char *[]){"lt_kp = lt_kb;", NULL});
   /* a contiguous cache: the vector form up to 8 query rows, the scalar form beyond, in one function */
-  c = compiled("q: f32[1,8,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)",
-               TARGET_CPU, MM_HIGH);
-  f = decode_of(c, c->kernel->nkernels - 1);
-  assert_non_null(f);
-  assert_true(f->vec);
-  assert_int_equal(f->rows, 4);
-  assert_int_equal(f->vec_rows, 8);
-  assert_contains(sb_str(&c->code), "if (lt_rows <= 8)");
-  assert_contains(sb_str(&c->code), "lt_v16 lt_q[4][4], lt_o[4][4];");
-  assert_contains(sb_str(&c->code), "float lt_q[64], lt_o[64]");
-  compilation_free(c);
+  check_cpu_form(
+      "q: f32[1,8,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)", 1, 4, 8,
+      (const char *[]){"if (lt_rows <= 8)", "lt_v16 lt_q[4][4], lt_o[4][4];", "float lt_q[64], lt_o[64]", NULL});
   /* head width 24: the scalar form, one head an item */
-  c = compiled("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)", TARGET_CPU,
-               MM_HIGH);
-  f = decode_of(c, c->kernel->nkernels - 1);
-  assert_non_null(f);
-  assert_false(f->vec);
-  assert_int_equal(f->rows, 1);
-  assert_null(f->k_row);
-  compilation_free(c);
+  check_cpu_form("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)", 0, 1, 0,
+                 (const char *[]){"float lt_q[24]", NULL});
   setenv("LATHE_DECODE_VEC", "0", 1);
-  c = compiled(paged, TARGET_CPU, MM_HIGH);
+  check_cpu_form(paged, 0, 1, 0, (const char *[]){"float lt_q[64], lt_o[64]", NULL});
   unsetenv("LATHE_DECODE_VEC");
-  f = decode_of(c, c->kernel->nkernels - 1);
-  assert_non_null(f);
-  assert_false(f->vec);
-  assert_int_equal(f->rows, 1);
-  assert_contains(sb_str(&c->code), "float lt_q[64], lt_o[64]");
-  compilation_free(c);
 }
 
 /* Flash-decoding is f32 on CUDA cores, so it stays at --matmul-precision highest; the scores and

@@ -197,7 +197,7 @@ static void pick_share(KFlash *f) {
  * taken for any number of query rows: the scalar form's P x V was vectorized by the compiler across keys with
  * gathers (8x slower for a batched decode step). Over a contiguous cache only for up to CPU_VEC_ROWS rows
  * (KFlash.vec_rows): there it reads each k and v row once for the heads that share it, which a decode step after
- * 2,000 tokens ran 1.2x faster, while a prefill's rows find k and v in the caches and the scalar form's loops
+ * 2,000 tokens ran 1.3-1.5x faster, while a prefill's rows find k and v in the caches and the scalar form's loops
  * were faster (512 tokens: 3.8 ms a layer against 5.4; session 21). Else the scalar form: one head an item. */
 #define CPU_VEC_ROWS 8
 static void cpu_form(Lower *L, KFlash *f) {

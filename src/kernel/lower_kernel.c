@@ -69,16 +69,19 @@ static void point_axes(const Lower *L, LAxis *par) {
   }
 }
 
-/* The per-point work: par variables from p, phases, inner loop with the store. With register blocking,
+/* The per-point work: par variables from p (or, where `last` is given, the last from it and the others bound
+ * by the caller), phases, inner loop with the store. With register blocking,
  * a point is `rows` consecutive values of the blocked axis: when all of them exist, their phases share
  * one pass over the streamed buffers; the last, partial block (and every decode step, whose axis has
  * extent 1) takes them one at a time. */
-static void emit_point(Lower *L, KStmt *seq, Expr *p) {
+static void emit_point(Lower *L, KStmt *seq, Expr *p, Expr *last) {
   const LKernel *k = L->k;
   ExprPool *P = L->pool;
   LAxis par[LT_MAX_RANK];
   point_axes(L, par);
-  if (k->npar > 0) {
+  if (k->npar > 0 && last) { /* the last axis its own loop (cpu_inner_extent), the others bound around it */
+    L->var_map[par[k->npar - 1].var] = last;
+  } else if (k->npar > 0) {
     /* Par variables are always temporaries (even for one axis) so the body sees one name. */
     if (k->npar == 1) {
       const char *nm = k->var_names[k->par[0].var];
@@ -156,6 +159,22 @@ static Expr *work_of_point(Lower *L) {
   return L->s.rows > 1 ? ex_mul(L->pool, w, ex_int(L->pool, L->s.rows)) : w;
 }
 
+/* CPU: the extent of the last point axis where the kernel's points get a loop of their own over it, inside the
+ * parallel loop over the others, else 0. That is for a kernel without reductions (an elementwise one: its points
+ * are cheap) whose last axis has a constant extent and another axis a run-time one: the flat loop would recover
+ * the axes with a 64-bit division and modulo by the run-time extent per element (rope over [seq, heads, 64]: ~21
+ * ns an element), the inner loop does it once per row. A kernel with reductions keeps the flat loop, whose points
+ * a decode step needs spread over the threads. */
+static int64_t cpu_inner_extent(const Lower *L, const LAxis *par) {
+  const LKernel *k = L->k;
+  if (k->nphase > 0 || k->npar < 2 || L->s.rows > 1) return 0;
+  const Expr *e = par[k->npar - 1].extent;
+  if (e->op != X_CONST || e->ival < 2) return 0;
+  for (int i = 0; i + 1 < k->npar; i++)
+    if (par[i].extent->op != X_CONST) return e->ival;
+  return 0;
+}
+
 static void lower_body(Lower *L) {
   ExprPool *P = L->pool;
   const LKernel *k = L->k;
@@ -169,15 +188,28 @@ static void lower_body(Lower *L) {
   int B = L->s.block_threads;
   if (L->target == TARGET_CPU) {
     int pv = kl_new_var(L, "p");
+    const int64_t inner = cpu_inner_extent(L, par);
     KStmt *loop = kl_st_new(L, L->s.omp ? KS_PARFOR : KS_FOR);
     loop->var = pv;
     loop->lo = ex_int(P, 0);
-    loop->hi = npoints;
+    loop->hi = inner ? kl_domain_size(L, par, k->npar - 1) : npoints;
     loop->step = ex_int(P, 1);
     if (L->s.omp == 2)
       loop->cond = ex_bin(P, X_LE, ex_int(P, OMP_MIN_RUNTIME_WORK), ex_mul(P, npoints, work_of_point(L)));
     kl_st_add(L, root, loop);
-    emit_point(L, loop, ex_var(P, pv));
+    if (inner) { /* the other axes once per row of the last one */
+      if (k->npar == 2) {
+        const char *nm = k->var_names[par[0].var];
+        L->var_map[par[0].var] = kl_decl_tmp(L, loop, DT_I64, nm ? nm : "i", ex_var(P, pv), NULL);
+      } else {
+        kl_bind_axes(L, loop, par, k->npar - 1, ex_var(P, pv));
+      }
+      int qv = kl_new_var(L, "q");
+      KStmt *in = kl_st_for(L, loop, qv, ex_int(P, 0), ex_int(P, inner), ex_int(P, 1));
+      emit_point(L, in, NULL, ex_var(P, qv));
+    } else {
+      emit_point(L, loop, ex_var(P, pv), NULL);
+    }
     kk->grid = ex_int(P, 1);
     kk->block = 1;
   } else if (L->s.red == RS_BLOCK && L->s.block_fill > 0) {
@@ -185,14 +217,14 @@ static void lower_body(Lower *L) {
     Expr *fill = ex_int(P, L->s.block_fill);
     int pv = kl_new_var(L, "p");
     KStmt *loop = kl_st_for(L, root, pv, ex_hw(P, HW_BLOCK), npoints, fill);
-    emit_point(L, loop, ex_var(P, pv));
+    emit_point(L, loop, ex_var(P, pv), NULL);
     /* the next point's block-wide partials reuse the shared slots that this one's result was read from */
     kl_st_barrier(L, loop);
     kk->grid = ex_bin(P, X_MIN, npoints, fill);
     kk->block = B;
   } else if (L->s.red == RS_BLOCK) {
     Expr *p = kl_decl_tmp(L, root, DT_I64, "p", ex_hw(P, HW_BLOCK), NULL);
-    emit_point(L, root, p);
+    emit_point(L, root, p, NULL);
     kk->grid = npoints;
     kk->block = B;
   } else {
@@ -201,7 +233,7 @@ static void lower_body(Lower *L) {
     Expr *p =
         kl_decl_tmp(L, root, DT_I64, "p", ex_add(P, ex_mul(P, ex_hw(P, HW_BLOCK), ex_int(P, per_block)), who), NULL);
     KStmt *guard = kl_st_if(L, root, ex_bin(P, X_LT, p, npoints));
-    emit_point(L, guard, p);
+    emit_point(L, guard, p, NULL);
     kk->grid = ex_bin(P, X_IDIV, ex_add(P, npoints, ex_int(P, per_block - 1)), ex_int(P, per_block));
     kk->block = B;
   }

@@ -6,6 +6,7 @@
 #include "kernel/kernel.h"
 #include "kernel_testutil.h"
 #include "backend/nvrtc.h"
+#include "driver/pipeline.h"
 
 /* ---- walking the tree ---- */
 
@@ -750,10 +751,43 @@ static void test_merge_elementwise(void **state) {
   }
 }
 
+/* CPU: an elementwise kernel with a run-time axis and a constant last one loops in parallel over the others and has
+ * the last axis as its own inner loop (no division by the run-time extent per element); a kernel with a reduction,
+ * or with constant extents only, keeps one flat loop over its points. */
+static int inner_loops_of(const char *src, const char *name) {
+  Diag d = {0};
+  Compilation *c = compilation_new(TARGET_CPU, NULL);
+  if (!compile_source(c, src, ST_CODE, &d)) fail_msg("%s", d.msg);
+  int found = -1;
+  for (int i = 0; i < c->kernel->nkernels; i++) {
+    const KKernel *kk = &c->kernel->kernels[i];
+    if (strncmp(kk->name, name, strlen(name)) || kk->body->nbody < 1) continue;
+    const KStmt *loop = kk->body->body[kk->body->nbody - 1];
+    assert_true(loop->kind == KS_PARFOR || loop->kind == KS_FOR);
+    found = 0;
+    for (int j = 0; j < loop->nbody; j++) {
+      const KStmt *in = loop->body[j];
+      const char *v = in->kind == KS_FOR && in->var >= 0 ? kk->var_names[in->var] : NULL;
+      if (v && v[0] == 'q' && ex_is_int_const(in->lo, 0) && in->hi->op == X_CONST) found = (int)in->hi->ival;
+    }
+  }
+  compilation_free(c);
+  return found;
+}
+
+static void test_cpu_inner_axis_loop(void **state) {
+  (void)state;
+  assert_int_equal(inner_loops_of("x: f32[seq, 9, 64]; w: f32[64]\ny = x * w", "mul"), 64);
+  assert_int_equal(inner_loops_of("x: f32[1, 9, seq, 64]; pos: i32[seq]\ny = rope(x, pos, 10000.0)", "rope"), 64);
+  assert_int_equal(inner_loops_of("x: f32[4, 9, 64]; w: f32[64]\ny = x * w", "mul"), 0);
+  assert_int_equal(inner_loops_of("x: f32[seq, 64]\ny = sum(x, -1)", "sum"), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_omp),
       cmocka_unit_test(test_cpu_serial_no_parfor),
+      cmocka_unit_test(test_cpu_inner_axis_loop),
       cmocka_unit_test(test_cuda_serial),
       cmocka_unit_test(test_cuda_warp),
       cmocka_unit_test(test_cuda_warp_matvec),

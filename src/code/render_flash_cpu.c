@@ -104,7 +104,10 @@ static void put_vec_start(Render *R, const KFlash *f, int L) {
   const long long H = f->rows, D = (long long)f->d_extent, W = (long long)f->width;
   const char *dv = R->var_name[f->d_var];
   rc_line(R, L, "lt_v16 lt_q[%lld][%lld], lt_o[%lld][%lld];", H, D / 16, H, W / 16);
-  rc_line(R, L, "float lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld], lt_kb[%lld], lt_vb[%lld];", H, LT_FT, H, H, D, W);
+  rc_line(R, L, "float lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld];", H, LT_FT, H, H);
+  /* rows that are not f32 in memory are converted into these (put_row_pointer) */
+  if (!f32_buffer(R, f->k_at)) rc_line(R, L, "float lt_kb[%lld];", D);
+  if (!f32_buffer(R, f->v_at)) rc_line(R, L, "float lt_vb[%lld];", W);
   rc_line(R, L, "int64_t lt_vrow[%d];", LT_FT);
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
   bind_share(R, f, L + 1, "lt_r");

@@ -21,6 +21,17 @@ static char *code_of(Target t, const char *src) {
   return s;
 }
 
+/* The CUDA C c (for weights of type q) compiles under NVRTC for sm_90, where NVRTC is installed. */
+static void nvrtc_compiles(const char *c, const char *q) {
+  if (!nvrtc_available()) return;
+  Diag d = {0};
+  void *cubin = NULL;
+  size_t size = 0;
+  if (!nvrtc_compile(c, "sm_90", &cubin, &size, &d)) fail_msg("%s: %s\n%s", q, d.msg, c);
+  assert_true(size > 0);
+  free(cubin);
+}
+
 /* kernel_int8_activations of src's kernels (the check tolerance lathe run --check and the tuner take) */
 static int int8_activations_of(Target t, const char *src) {
   Diag d = {0};
@@ -119,14 +130,7 @@ static void cuda_gemv_decodes_eight_at_once(void **state) {
     assert_contains_q(c, "lt_dq8_%s(v, ", q);
     /* the decode GEMV: a dot product a vector from the row's first byte */
     assert_contains_q(c, "+ lt_qd8_%s(w + (", q);
-    if (nvrtc_available()) {
-      Diag d = {0};
-      void *cubin = NULL;
-      size_t size = 0;
-      if (!nvrtc_compile(c, "sm_90", &cubin, &size, &d)) fail_msg("%s: %s\n%s", q, d.msg, c);
-      assert_true(size > 0);
-      free(cubin);
-    }
+    nvrtc_compiles(c, q);
     free(c);
   }
 }
@@ -146,14 +150,7 @@ static void cuda_qgemv_when_asked(void **state) {
     snprintf(want, sizeof want, "lt_qgemv<2, %d, %d, 1, 4, 2048LL, 96LL, true>(", t, t);
     assert_contains(c, want);
     assert_null(strstr(c, "+ lt_qd8_"));
-    if (nvrtc_available()) {
-      Diag d = {0};
-      void *cubin = NULL;
-      size_t size = 0;
-      if (!nvrtc_compile(c, "sm_90", &cubin, &size, &d)) fail_msg("%s: %s\n%s", q, d.msg, c);
-      assert_true(size > 0);
-      free(cubin);
-    }
+    nvrtc_compiles(c, q);
     free(c);
   }
   char *c = code_of(TARGET_CUDA, "x: f32[seq,4096]; w: q4_k[4352,4096]; v: q6_k[4352,4096]; g: f32[4096]\n"

@@ -411,19 +411,19 @@ static void gemv_rows_default(void **state) {
   compilation_free(c);
 }
 
-/* The integer-activation GEMV (Schedule.qgemv, LATHE_QUANT_GEMV=1) where sums over quantized weights are a GEMM's:
- * the most columns a block of 8, 4, 2 that leave 4 blocks a multiprocessor (132 on the H200: 528 blocks), for a
- * decode step's rows and for one row of fixed extent; none for bf16 weights, for sums that are no GEMM's, or by
- * default; the tile stage prints it, its text round-trips, and a schedule asking for it where it does not apply is
- * refused. */
+/* The quantized GEMV (Schedule.qgemv, LATHE_QUANT_GEMV=1) where sums over quantized weights are a GEMM's: the fewest
+ * warps a block (16 columns), at most 8, that give 16 warps a multiprocessor (132 on the H200: 2,112 warps), at most
+ * the steps of 256 elements of k, for a decode step's rows and for one row of fixed extent; none for bf16 weights, for
+ * sums that are no GEMM's, or by default; the tile stage prints it, its text round-trips, and a schedule asking for it
+ * where it does not apply is refused. */
 static void qgemv_default(void **state) {
   (void)state;
   setting_set(SET_QUANT_GEMV, "1");
-  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 8);
-  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[4096,4096]; y = linear(x, w)").qgemv, 4);
-  assert_int_equal(cuda_default("x: f32[seq,2048]; w: q8_0[2048,2048]; y = linear(x, w)").qgemv, 2);
-  assert_int_equal(cuda_default("x: f32[seq,2048]; w: q6_k[512,2048]; y = linear(x, w)").qgemv, 1);
-  assert_int_equal(cuda_default("x: f32[1,2048]; w: q6_k[128256,2048]; y = linear(x, w)").qgemv, 8);
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 4);
+  assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[4096,4096]; y = linear(x, w)").qgemv, 8);
+  assert_int_equal(cuda_default("x: f32[seq,2048]; w: q8_0[2048,2048]; y = linear(x, w)").qgemv, 8); /* 8 steps */
+  assert_int_equal(cuda_default("x: f32[seq,2048]; w: q6_k[512,2048]; y = linear(x, w)").qgemv, 8);
+  assert_int_equal(cuda_default("x: f32[1,2048]; w: q6_k[128256,2048]; y = linear(x, w)").qgemv, 1);
   assert_int_equal(cuda_default("x: f32[seq,4096]; w: bf16[12288,4096]; y = linear(x, w)").qgemv, 0);
   assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[20,4096]; y = linear(x, w)").qgemv, 0); /* 20 columns */
   Compilation *c = compilation_new(TARGET_CUDA, NULL);
@@ -433,18 +433,18 @@ static void qgemv_default(void **state) {
   assert_int_equal(cuda_default("x: f32[seq,4096]; w: q4_k[12288,4096]; y = linear(x, w)").qgemv, 0);
   StrBuf b = {0};
   tile_print(&b, c->tile);
-  assert_non_null(strstr(sb_str(&b), " qgemv=8 => qgemv + variant gemm"));
+  assert_non_null(strstr(sb_str(&b), " qgemv=4 => qgemv + variant gemm"));
   sb_free(&b);
   Schedule s = c->tile->kernels[0].s, back;
   schedule_format(&b, &s);
-  assert_non_null(strstr(sb_str(&b), " qgemv=8"));
+  assert_non_null(strstr(sb_str(&b), " qgemv=4"));
   assert_true(schedule_parse(sb_str(&b), &back, &d));
   assert_true(schedule_equal(&s, &back));
   sb_free(&b);
   s.qgemv = 3;
   d = (Diag){0};
   assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
-  assert_non_null(strstr(d.msg, "1, 2, 4 or 8 columns"));
+  assert_non_null(strstr(d.msg, "1, 2, 4, 8 or 16 warps"));
   compilation_free(c);
   c = compilation_new(TARGET_CUDA, NULL);
   if (!compile_source(c, "x: f32[seq,4096]; w: bf16[12288,4096]; y = linear(x, w)", ST_TILE, &d)) fail_msg("%s", d.msg);

@@ -54,8 +54,8 @@ static const SettingInfo table[SET_COUNT] = {
      "CUDA decode GEMVs: each warp computes this many output rows (1, 2, 4 or 8), reading the activations once "
      "for all of them"},
     {SET_QUANT_GEMV, "LATHE_QUANT_GEMV", SETTING_BOOL, "0", NULL,
-     "1: CUDA decode GEMVs over quantized weights quantize the activations to int8 once per block and sum integer "
-     "products (__dp4a) instead of multiplying f32 activations (the loop nest); off: slower in whole decode steps on an H100"},
+     "1: CUDA decode GEMVs over quantized weights run on integer tensor cores with the activations as 24-bit integers "
+     "(three int8 digits) instead of multiplying f32 activations (the loop nest); off until measured in whole decode steps"},
     {SET_QGEMV_PREFETCH, "LATHE_QGEMV_PREFETCH", SETTING_BOOL, "1", NULL,
      "0: the quantized GEMV waits for the kernel before it first, instead of prefetching its weights into L2 "
      "while that kernel finishes (sm_90)"},

@@ -177,15 +177,11 @@ int cmd_run(int argc, char **argv) {
       goto done;
     }
     for (int i = 0; i < x.nout; i++) {
-      double tol = check_tolerance(x.out[i].dtype, o.matmul);
-      const int int8 =
-          x.out[i].dtype == DT_F32 && tol < CHECK_TOL_INT8_ACTIVATIONS && kernel_int8_activations(c->kernel);
-      if (int8) tol = CHECK_TOL_INT8_ACTIVATIONS;
+      const double tol = check_tolerance(x.out[i].dtype, o.matmul);
       int ok = err[i] <= tol;
-      printf("check %s: max relative error %.3g (tolerance %.3g, %s, %s%s%s) %s\n", lp->bufs[lp->outputs[i]].name,
-             err[i], tol, dtype_name(x.out[i].dtype), target_name(target),
-             o.matmul == MM_MEDIUM ? ", matmul precision medium" : "", int8 ? ", int8 activations" : "",
-             ok ? "ok" : "MISMATCH");
+      printf("check %s: max relative error %.3g (tolerance %.3g, %s, %s%s) %s\n", lp->bufs[lp->outputs[i]].name, err[i],
+             tol, dtype_name(x.out[i].dtype), target_name(target),
+             o.matmul == MM_MEDIUM ? ", matmul precision medium" : "", ok ? "ok" : "MISMATCH");
       if (!ok) rc = EXIT_MISMATCH;
     }
   } else if (!o.bench) {

@@ -1,7 +1,7 @@
-/* CUDA: a KS_MMA statement of role MMA_QGEMV as the integer-activation GEMV over quantized weights.
+/* CUDA: a KS_MMA statement of role MMA_QGEMV as the GEMV over quantized weights on integer tensor cores.
  *
  * The kernel is the template lt_qgemv (src/code/templates/qgemv.cuh, which describes the algorithm); this file
- * writes what varies: the formats, the columns a block, k and the columns as template arguments, and the kernel's
+ * writes what varies: the formats, the warps a block, k and the columns as template arguments, and the kernel's
  * expressions as lambdas: A at (row, k), each weight's row start for a flat column, and the store. */
 #include "render_common.h"
 
@@ -29,7 +29,7 @@ void rc_put_qgemv(Render *R, const KMma *m, int level) {
   int fmt[2] = {-1, -1};
   for (int b = 0; b < m->nb && b < 2; b++) fmt[b] = tile_qgemv_format(m->b[b]->dtype);
   if (R->dl != &rc_dialect_cuda || m->nb < 1 || m->nb > 2 || fmt[0] < 0 || (m->nb == 2 && fmt[1] < 0) ||
-      (m->qrows != 1 && m->qrows != 2 && m->qrows != 4 && m->qrows != 8) || m->k_extent % 32 ||
+      (m->qwarps != 1 && m->qwarps != 2 && m->qwarps != 4 && m->qwarps != 8 && m->qwarps != 16) || m->k_extent % 32 ||
       m->k_extent > QGEMV_MAX_K || m->n_total < 1) {
     rc_fail(R, "malformed quantized GEMV statement");
     return;
@@ -44,8 +44,8 @@ void rc_put_qgemv(Render *R, const KMma *m, int level) {
   rc_line(R, L, "};");
   if (!put_row_fn(R, m, 0, L) || !put_row_fn(R, m, 1, L)) return;
   rc_mma_put_store_fn(R, m, L);
-  rc_line(R, L, "lt_qgemv<%d, %d, %d, %d, %d, %lldLL, %lldLL, %s>(lt_M, lt_fa, lt_fqw0, lt_fqw1, lt_fstore);", m->nb,
-          fmt[0], m->nb > 1 ? fmt[1] : fmt[0], m->qrows, QGEMV_WARPS, (long long)m->k_extent, (long long)m->n_total,
+  rc_line(R, L, "lt_qgemv<%d, %d, %d, %d, %lldLL, %lldLL, %s>(lt_M, lt_fa, lt_fqw0, lt_fqw1, lt_fstore);", m->nb,
+          fmt[0], m->nb > 1 ? fmt[1] : fmt[0], m->qwarps, (long long)m->k_extent, (long long)m->n_total,
           m->qearly ? "true" : "false");
   L--;
   rc_line(R, L, "}");

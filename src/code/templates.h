@@ -17,6 +17,6 @@ extern const char lt_embed_preamble[];     /* CUDA C: helpers every kernel may c
 extern const char lt_embed_mma[];          /* tensor-core GEMM (render_mma.c) */
 extern const char lt_embed_flash[];        /* flash attention on tensor cores (render_flash.c) */
 extern const char lt_embed_flash_decode[]; /* flash-decoding (render_flash_decode.c) */
-extern const char lt_embed_qgemv[];        /* the quantized GEMV with int8 activations (render_qgemv.c) */
+extern const char lt_embed_qgemv[];        /* the quantized GEMV on integer tensor cores (render_qgemv.c) */
 extern const char lt_embed_sampler[];      /* the device sampler (generate/sampler_device.c) */
 #endif

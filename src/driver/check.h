@@ -30,9 +30,6 @@ double compare_output(const HostTensor *got, const RefTensor *want);
 /* Largest acceptable compare_output for an output of this dtype (computed in f32 from rounded inputs),
  * with matrix products at precision mm (medium rounds their activations to bf16: about 2^-9 each). */
 double check_tolerance(DType t, MatmulPrecision mm);
-/* The same for an f32 output of sums over quantized weights that CUDA's decode GEMV computes with the activations
- * rounded to int8 per 32 elements (code/templates/qgemv.cuh): about 1e-2 of the largest output at worst. */
-#define CHECK_TOL_INT8_ACTIVATIONS 2e-2
 /* Value i of a host tensor as double. */
 double host_get(const HostTensor *t, int64_t i);
 #endif

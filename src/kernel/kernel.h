@@ -57,9 +57,9 @@ typedef enum KStmtKind {
 /* What a KS_MMA statement is: the GEMM itself (reading A from the scratch planes), its pre-pass
  * (A -> bf16 planes [a_parts][M][k_extent] in the scratch), or the library form's epilogue (each
  * output element from the products a library GEMM left in the scratch). */
-/* MMA_QGEMV: not a tensor-core kernel but the few-rows form of the same sums over quantized weights, as a decode
- * GEMV with int8 activations and __dp4a (code/render_qgemv.c): a block per row and `qrows` columns, reading the
- * blocks where they are (no scratch). */
+/* MMA_QGEMV: the few-rows form of the same sums over quantized weights, a decode GEMV on integer tensor cores with
+ * the activations as 24-bit integers (code/render_qgemv.c, code/templates/qgemv.cuh): a block per row and 16
+ * columns, its `qwarps` warps splitting k, reading the blocks where they are (no scratch). */
 typedef enum KMmaRole { MMA_GEMM, MMA_PACK, MMA_EPILOGUE, MMA_QGEMV } KMmaRole;
 
 typedef struct KMma {
@@ -99,7 +99,7 @@ typedef struct KMma {
    * when no weight is quantized). */
   int64_t wq_at[2];
   int64_t planes_at;
-  int qrows;  /* MMA_QGEMV: columns a block (Schedule.qgemv) */
+  int qwarps; /* MMA_QGEMV: warps a block (Schedule.qgemv) */
   int qearly; /* MMA_QGEMV: its weights prefetched before it waits for the kernel before it (KKernel.late_pdl) */
 } KMma;
 
@@ -276,11 +276,8 @@ KProgram *kernel_from_tile(const TileProgram *tp, Diag *d);
  * row normalized by one) that no other kernel reads: the pre-pass computes it per row, and kernel i - 1
  * launches nothing whenever the GEMM variant runs. Returns whether it did. */
 int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i);
-/* Whether a kernel of kp (or a variant of one) is the quantized GEMV with int8 activations (MMA_QGEMV), whose f32
- * outputs are then within CHECK_TOL_INT8_ACTIVATIONS (driver/check.h) of exact sums, not f32's tolerance. */
-int kernel_int8_activations(const KProgram *kp);
-/* The warps of a quantized GEMV's block (MMA_QGEMV), which split each column's units. */
-#define QGEMV_WARPS 4
+/* The columns of a quantized GEMV's block (MMA_QGEMV): one m16n8k32 MMA's rows. */
+#define QGEMV_COLS 16
 
 /* CUDA: runs of consecutive independent elementwise kernels (RoPE of q and the K and V cache scatters) become
  * one kernel each, launched from the run's first slot (kernel/merge.c). Returns how many it made. */

@@ -249,10 +249,10 @@ static void print_stmt(StrBuf *b, const KStmt *s, const ExprNames *nm, int level
       sb_putc(b, '\n');
     } else if (s->mma && s->mma->role == MMA_QGEMV) {
       const KMma *m = s->mma;
-      sb_printf(b, "qgemv (int8 activations, dp4a): a block per row %s < ", pn_var(n, m->m_var));
+      sb_printf(b, "qgemv (24-bit activations, int8 mma): a block per row %s < ", pn_var(n, m->m_var));
       ex_print(b, m->m_extent, nm);
-      sb_printf(b, " and %d of %lld columns, sum over %s < %lld of ", m->qrows, (long long)m->n_total,
-                pn_var(n, m->k_var), (long long)m->k_extent);
+      sb_printf(b, " and %d of %lld columns, %d warps splitting k, sum over %s < %lld of ", QGEMV_COLS,
+                (long long)m->n_total, m->qwarps, pn_var(n, m->k_var), (long long)m->k_extent);
       print_gemm_operands(b, m, nm, child);
     } else if (s->mma) {
       const KMma *m = s->mma;

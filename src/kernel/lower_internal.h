@@ -65,8 +65,8 @@ int kl_quant_tiled(const Lower *L);
 KStmt *kl_output_store(Lower *L);
 /* The kernel as the tensor-core GEMM (KS_MMA) its matcher found (1), else 0 with L->d saying why. */
 int kl_mma_body(Lower *L, const GemmMatch *g);
-/* The kernel itself as the integer-activation GEMV over quantized weights (KS_MMA of role MMA_QGEMV, no scratch):
- * the same description as the GEMM's, a block per row and Schedule.qgemv columns. */
+/* The kernel itself as the quantized GEMV on integer tensor cores (KS_MMA of role MMA_QGEMV, no scratch): the same
+ * description as the GEMM's, a block per row and 16 columns, Schedule.qgemv warps. */
 int kl_qgemv_body(Lower *L, const GemmMatch *g);
 /* After the parameters are known: the GEMM's A pre-pass (KKernel.pre) and its scratch size. */
 void kl_mma_pack_kernel(Lower *L);

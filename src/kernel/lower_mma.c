@@ -93,14 +93,14 @@ int kl_qgemv_body(Lower *L, const GemmMatch *g) {
   for (int b = 0; b < 2; b++) m->wq_at[b] = -1; /* the blocks are read where they are */
   m->planes_at = 0;
   m->role = MMA_QGEMV;
-  m->qrows = L->s.qgemv;
+  m->qwarps = L->s.qgemv;
   /* the weights prefetched before the wait for the kernel before (LATHE_QGEMV_PREFETCH=0: not) */
   m->qearly = setting_bool(SET_QGEMV_PREFETCH, 1);
   L->kk->late_pdl = m->qearly;
   mma_statement(L, m);
-  /* a block per row and qrows columns (code/templates/qgemv.cuh) */
-  L->kk->grid = ex_mul(P, m->m_extent, ex_int(P, (m->n_total + m->qrows - 1) / m->qrows));
-  L->kk->block = 32 * QGEMV_WARPS;
+  /* a block per row and QGEMV_COLS columns, qwarps warps (code/templates/qgemv.cuh) */
+  L->kk->grid = ex_mul(P, m->m_extent, ex_int(P, (m->n_total + QGEMV_COLS - 1) / QGEMV_COLS));
+  L->kk->block = 32 * m->qwarps;
   return 1;
 }
 
@@ -521,19 +521,4 @@ int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i) {
   k0k->alt = skip;
   k0k->alt_when = gk->alt_when;
   return 1;
-}
-
-static int stmt_int8_activations(const KStmt *s) {
-  if (!s) return 0;
-  if (s->kind == KS_MMA && s->mma && s->mma->role == MMA_QGEMV) return 1;
-  for (int i = 0; i < s->nbody; i++)
-    if (stmt_int8_activations(s->body[i])) return 1;
-  return 0;
-}
-
-int kernel_int8_activations(const KProgram *kp) {
-  for (int i = 0; kp && i < kp->nkernels; i++)
-    for (const KKernel *k = &kp->kernels[i]; k; k = k->alt)
-      if (stmt_int8_activations(k->body)) return 1;
-  return 0;
 }

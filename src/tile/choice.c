@@ -30,8 +30,8 @@ static int refuse(Diag *d, const LKernel *k, const Diag *why) {
 
 int tile_qgemv_format(DType t) { return dtype_is_quant(t) ? (int)(t - DT_Q8_0) : -1; }
 
-/* Schedule.qgemv: the kernel itself as the integer-activation GEMV where its sums are a GEMM's over quantized
- * weights of the template's formats, of whole blocks and a k that fits the shared activation row. */
+/* Schedule.qgemv: the kernel itself as the quantized GEMV where its sums are a GEMM's over quantized weights of the
+ * template's formats, of whole blocks. */
 static int choose_qgemv(const LProgram *p, const LKernel *k, const TargetDesc *dev, Schedule *s, TileChoice *c,
                         int strict, Diag *d) {
   Diag why = {0};
@@ -57,8 +57,8 @@ static int choose_qgemv(const LProgram *p, const LKernel *k, const TargetDesc *d
   }
   if (!no && (gm->k_extent % (kquant ? 256 : 32) || gm->k_extent > QGEMV_MAX_K))
     no = "needs k of whole blocks, at most 32768";
-  if (!no && s->qgemv != 1 && s->qgemv != 2 && s->qgemv != 4 && s->qgemv != 8)
-    no = "takes 1, 2, 4 or 8 columns a block";
+  if (!no && s->qgemv != 1 && s->qgemv != 2 && s->qgemv != 4 && s->qgemv != 8 && s->qgemv != 16)
+    no = "takes 1, 2, 4, 8 or 16 warps a block";
   if (no) {
     if (strict) {
       diag_error(d, 0, 0, "kernel %s: the quantized GEMV (qgemv) %s%s%s", k->name, no, why.msg[0] ? ": " : "", why.msg);

@@ -183,19 +183,25 @@ static int choose_gemv_rows(const LKernel *k, const TargetDesc *dev, const Sched
   return R > 1 ? R : 0;
 }
 
-/* Columns a block of the integer-activation GEMV takes (Schedule.qgemv) where the kernel's sums read quantized
- * weights: each block quantizes the activation row once and reads 1.19 bytes an element of it back for every
- * column, so more columns a block share that work, but too few blocks leave multiprocessors idle. The most of 8,
- * 4, 2 that still gives 4 blocks a multiprocessor (session 17's probe on the H200: 8 for 12288 rows, 4 for 4096,
- * 2 for 2048). tile_choose_kinds keeps it only where the sums are a GEMM's (tile/match_gemm.c). 0: none. */
+/* Warps a block of the quantized GEMV (Schedule.qgemv) where the kernel's sums read quantized weights: a block takes
+ * 16 columns and its warps split k in steps of 256 elements, so the fewest warps (1-8) that give the device 16 warps
+ * a multiprocessor, but no more than the steps (session 22's probe on an H100: 4 for 12288 columns of k = 4096, 8
+ * for 4096 and 2048 columns); 16 (512 threads, at most 128 registers each) made q5_1's gate and up spill, so only
+ * the tuner offers it. tile_choose_kinds keeps it only where the sums are a GEMM's (tile/match_gemm.c). 0: none. */
 static int choose_qgemv(const LKernel *k, const TargetDesc *dev, int64_t columns) {
   if (!setting_bool(SET_QUANT_GEMV, 0)) return 0;
   QuantBytes q = {0};
-  for (int i = 0; i < k->nphase; i++) ex_visit(k->phases[i].body, quant_bytes_fn, &q);
+  int64_t steps = 1;
+  for (int i = 0; i < k->nphase; i++) {
+    ex_visit(k->phases[i].body, quant_bytes_fn, &q);
+    const Expr *e = k->phases[i].naxes == 1 ? k->phases[i].axes[0].extent : NULL;
+    if (e && e->op == X_CONST && (e->ival + 255) / 256 > steps) steps = (e->ival + 255) / 256;
+  }
   if (q.nbuf == 0) return 0;
-  int R = 8;
-  while (R > 1 && columns / R < 4 * (int64_t)dev->sms) R /= 2;
-  return R;
+  const int64_t blocks = (columns + 15) / 16;
+  int W = 1;
+  while (W < 8 && 2 * W <= steps && blocks * W < 16 * (int64_t)dev->sms) W *= 2;
+  return W;
 }
 
 /* A row-wise normalization (RMSNorm, LayerNorm, softmax): reductions over a row of constant length, then that

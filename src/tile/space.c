@@ -172,10 +172,10 @@ int schedule_space(const LProgram *p, const LKernel *k, const TargetDesc *dev, M
           s.gemv_rows = r > 1 ? r : 0;
           add(&b, s);
         }
-  /* the kernel itself as the quantized GEMV (Schedule.qgemv) of 1, 2, 4 or 8 columns a block, with each blocked
+  /* the kernel itself as the quantized GEMV (Schedule.qgemv) of 1, 2, 4, 8 or 16 warps a block, with each blocked
    * variant, where the default takes it (the nest's sums read quantized weights) */
   for (int i = 0, n = b.n; i < n && def->qgemv > 0; i++)
-    for (int r = 1; r <= 8; r *= 2) {
+    for (int r = 1; r <= 16; r *= 2) {
       Schedule s = b.s[i];
       s.qgemv = r;
       add(&b, s);

@@ -71,9 +71,9 @@ typedef struct Schedule {
    * are in flight together; 0 or 1: one value a point. LATHE_GEMV_ROWS overrides the default's choice. */
   int gemv_rows;
   /* CUDA, the kernel itself where it is a sum over quantized weights that a tensor-core GEMM could compute (its
-   * blocked variant's shape, tile/match_gemm.c): a GEMV with the activations quantized to int8 and __dp4a
-   * (code/templates/qgemv.cuh), a block taking this many output columns (1, 2, 4 or 8); 0 = the loop nest.
-   * LATHE_QUANT_GEMV=0 turns it off, to compare. */
+   * blocked variant's shape, tile/match_gemm.c): a GEMV on integer tensor cores with the activations as 24-bit
+   * integers (code/templates/qgemv.cuh), a block of 16 output columns and this many warps (1, 2, 4, 8 or 16)
+   * splitting k; 0 = the loop nest. LATHE_QUANT_GEMV=0 turns it off, to compare. */
   int qgemv;
 } Schedule;
 
@@ -103,7 +103,7 @@ typedef enum KernelKind {
   KIND_GEMM,         /* the blocked variant as a tensor-core GEMM (kernel/lower_mma.c) */
   KIND_FLASH,        /* the blocked variant as flash attention over this P x V, its scores and softmax */
   KIND_FLASH_DECODE, /* the kernel itself as flash-decoding (CUDA cores) */
-  KIND_QGEMV,        /* the kernel itself as a GEMV over quantized weights with int8 activations (CUDA) */
+  KIND_QGEMV,        /* the kernel itself as a GEMV over quantized weights on integer tensor cores (CUDA) */
   KIND_SKIP,         /* launches nothing: another kernel's flash computes it (TileChoice.by) */
 } KernelKind;
 const char *kernel_kind_name(KernelKind k);
@@ -147,8 +147,8 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc 
  * (Schedule.gemv_rows): CUDA, a warp per point, sums and no inner loop, the axis of constant extent (at least that
  * many) with some reduction streaming a buffer that does not depend on it. */
 int tile_gemv_rows_apply(const LKernel *k, const Schedule *s);
-/* The quantized weight types the integer-activation GEMV reads (Schedule.qgemv, code/templates/qgemv.cuh), and its
- * longest k (the activation row, 1.19 bytes an element, lives in a block's static shared memory) */
+/* The quantized weight types the quantized GEMV reads (Schedule.qgemv, code/templates/qgemv.cuh), and its longest k
+ * (a bound on the template's unrolled step count, not on its memory) */
 int tile_qgemv_format(DType t);
 #define QGEMV_MAX_K 32768
 /* Whether schedule s is legal for kernel k (of p) on the device: the knobs' ranges (vector width,

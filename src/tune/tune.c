@@ -201,12 +201,8 @@ static int serve(void *ctx, const char *req, size_t n, StrBuf *out) {
     return used ? -1 : 0;
   }
   TuneMeasurement m = {TS_OK, 0, 0, 0, 0, 0};
-  /* quantized weights may meet int8 activations (CUDA's quantized GEMV) in one of the two computations */
-  int quant = 0;
-  for (int b = 0; b < t->c->loop->nbufs; b++) quant |= dtype_is_quant(t->c->loop->bufs[b].dtype);
   for (int i = 0; i < got.n && i < t->ws.ref.n; i++) { /* two computations, each within the tolerance */
     double tol = check_tolerance(got.t[i].dtype, t->c->matmul);
-    if (quant && got.t[i].dtype == DT_F32 && tol < CHECK_TOL_INT8_ACTIVATIONS) tol = CHECK_TOL_INT8_ACTIVATIONS;
     if (!(difference(&got.t[i], &t->ws.ref.t[i]) <= 2 * tol)) m.status = TS_WRONG;
   }
   if (got.n != t->ws.ref.n) m.status = TS_WRONG;

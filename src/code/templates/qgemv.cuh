@@ -104,6 +104,15 @@ static __device__ __forceinline__ void lt_qg_fold(lt_qga &acc, const int *c, flo
   acc.c[1][1] = fmaf(ds1, (float)c[3], acc.c[1][1]);
 }
 
+/* Unit j's operands: the weight bytes of rows g (a) and g + 8 (b) from format Q's loads, and the digits (bx) */
+template <class Q, bool SPLIT>
+static __device__ __forceinline__ void lt_qg_unit(const typename Q::V &va, const typename Q::V &vb, const lt_qgx &x,
+                                                  int j, unsigned *a, unsigned *b, unsigned *bx) {
+  Q::bytes(va, j, a);
+  Q::bytes(vb, j, b);
+  lt_qg_b<SPLIT>(x, j, bx);
+}
+
 /* One format's part of a step: load(row, step, nunits, v) issues a weight row's loads for the step (units of 32
  * elements below nunits), run(va, vb, x, nunits, acc) multiplies rows g and g + 8 with the step's digits. */
 template <int F> struct lt_qg;
@@ -154,9 +163,7 @@ template <int F, int B, int Q, bool MIN, bool FIFTH, int OFF> struct lt_qg32 {
     for (int j = 0; j < 8; j++) {
       if (j >= nunits) break;
       unsigned a[2], b2[2], bx[2];
-      bytes(va, j, a);
-      bytes(vb, j, b2);
-      lt_qg_b<F != LT_QG_Q8_0>(x, j, bx);
+      lt_qg_unit<lt_qg32, F != LT_QG_Q8_0>(va, vb, x, j, a, b2, bx);
       int c[4];
       lt_qg_mma<F == LT_QG_Q8_0 || OFF != 0>(c, a[0], b2[0], a[1], b2[1], bx[0], bx[1]);
       lt_qg_fold(acc, c, x.s * va.d[j], x.s * vb.d[j]);
@@ -222,9 +229,7 @@ template <bool FIFTH> struct lt_qgk4 {
 #pragma unroll
     for (int j = 0; j < 8; j++) {
       unsigned a[2], b2[2], bx[2];
-      bytes(va, j, a);
-      bytes(vb, j, b2);
-      lt_qg_b<false>(x, j, bx);
+      lt_qg_unit<lt_qgk4, false>(va, vb, x, j, a, b2, bx);
       int c[4];
       lt_qg_mma<false>(c, a[0], b2[0], a[1], b2[1], bx[0], bx[1]);
       const int sh = 8 * (j & 3);
@@ -276,9 +281,7 @@ template <> struct lt_qg<LT_QG_Q6_K> {
 #pragma unroll
     for (int j = 0; j < 8; j++) {
       unsigned a[2], b2[2], bx[2];
-      bytes(va, j, a);
-      bytes(vb, j, b2);
-      lt_qg_b<false>(x, j, bx);
+      lt_qg_unit<lt_qg, false>(va, vb, x, j, a, b2, bx);
       const int s = 8 * (j >> 2) + 2 * (j & 3);
 #pragma unroll
       for (int half = 0; half < 2; half++) {

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Decode GEMV over quantized blocks on the H200, per form (issue 18): for each form (a name and environment
-# settings, e.g. old= and new=LATHE_QGEMV=1), each weight type and each shape w [N, K], y = linear(x, w) at one
+# settings, e.g. old= and new=LATHE_QUANT_GEMV=1), each weight type and each shape w [N, K], y = linear(x, w) at one
 # row is checked against lathe run's float64 reference (--check) and timed (--bench, median), then Llama-3.2-1B
 # decode is timed per form for q4_k_m and q8_0 (lathe bench, 128 tokens, no prefill). A table last (OUT/table.md),
 # the raw lines under OUT.
 #
-#   bench/qgemv_h200.sh [--lathe PATH] [--forms 'old=;new=LATHE_QGEMV=1'] [--types q4_0,q4_k,q6_k,q8_0,bf16]
+#   bench/qgemv_h200.sh [--lathe PATH] [--forms 'old=;new=LATHE_QUANT_GEMV=1'] [--types q4_0,q4_k,q6_k,q8_0,bf16]
 #                       [--shapes 12288x4096,4096x4096,2048x8192,8192x2048] [--target cuda|cpu] [--no-decode]
 #                       [--config NAME] [--out DIR] [--bandwidth GB/s] [--no-check]
 #
@@ -13,8 +13,8 @@
 # Per-kernel settings to compare: LATHE_GEMV_ROWS=1|2|4|8 (output rows a warp), LATHE_QUANT_UNROLL, LATHE_QUANT_DOT,
 # e.g. --forms 'r1=LATHE_GEMV_ROWS=1;r2=LATHE_GEMV_ROWS=2;r4=LATHE_GEMV_ROWS=4;r8=LATHE_GEMV_ROWS=8;auto='.
 #
-# A form's settings are NAME=VALUE words separated by commas ('new=LATHE_QGEMV=1,LATHE_QUANT_UNROLL=8').
-# Default forms: old= only (this tree has no second GEMV form yet). Each run is limited to 60 s and none starts
+# A form's settings are NAME=VALUE words separated by commas ('new=LATHE_QUANT_GEMV=1,LATHE_QUANT_UNROLL=8').
+# Default forms: old= only; the tensor-core form is new=LATHE_QUANT_GEMV=1. Each run is limited to 60 s and none starts
 # after $QGEMV_BENCH_BUDGET (180) s. CPU smoke test:
 #   bench/qgemv_h200.sh --target cpu --shapes 256x512 --types q4_0,q8_0 --no-decode
 set -uo pipefail

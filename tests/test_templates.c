@@ -62,20 +62,20 @@ static const struct {
      "  lt_flash<1, 32, 16, 1LL, false>(n, n, fq, fk, fv, ftl, fs, fst);\n"
      "}\n"},
     {"qgemv.cuh",
-     /* one q4_k weight, 4 columns a block; gate and up in q4_k and q6_k, 8 a block; q8_0 and q5_1 gate and up */
+     /* one q4_k weight, 4 warps a block; gate and up in q4_k and q6_k, 16 warps; q8_0 and q5_1 gate and up, 1 warp */
      "extern \"C\" __global__ void q1(float *y, const float *x, const unsigned char *w, i64 n) {\n"
      "  auto fa = [&](i64 m, i64 k) -> float { return x[m * 512 + k]; };\n"
      "  auto fw = [&](i64 nn) -> const unsigned char * { return w + nn * 288; };\n"
      "  auto fst = [&](i64 m, i64 nn, float a0, float a1) { y[m * 96 + nn] = a0; };\n"
-     "  lt_qgemv<1, LT_QG_Q4_K, LT_QG_Q4_K, 4, 4, 512LL, 96LL, true>(n, fa, fw, fw, fst);\n"
+     "  lt_qgemv<1, LT_QG_Q4_K, LT_QG_Q4_K, 4, 512LL, 96LL, true>(n, fa, fw, fw, fst);\n"
      "}\n"
      "extern \"C\" __global__ void q2(float *y, const float *x, const unsigned char *a, const unsigned char *b, i64 n) {\n"
      "  auto fa = [&](i64 m, i64 k) -> float { return x[m * 512 + k] * 2.0f; };\n"
      "  auto fw0 = [&](i64 nn) -> const unsigned char * { return a + nn * 288; };\n"
      "  auto fw1 = [&](i64 nn) -> const unsigned char * { return b + nn * 420; };\n"
      "  auto fst = [&](i64 m, i64 nn, float a0, float a1) { y[m * 96 + nn] = a0 * a1; };\n"
-     "  lt_qgemv<2, LT_QG_Q4_K, LT_QG_Q6_K, 8, 4, 512LL, 96LL, true>(n, fa, fw0, fw1, fst);\n"
-     "  lt_qgemv<2, LT_QG_Q8_0, LT_QG_Q5_1, 1, 4, 512LL, 96LL, false>(n, fa, fw0, fw1, fst);\n"
+     "  lt_qgemv<2, LT_QG_Q4_K, LT_QG_Q6_K, 16, 512LL, 96LL, true>(n, fa, fw0, fw1, fst);\n"
+     "  lt_qgemv<2, LT_QG_Q8_0, LT_QG_Q5_1, 1, 512LL, 96LL, false>(n, fa, fw0, fw1, fst);\n"
      "}\n"},
     {"flash_decode.cuh",
      /* several heads per block, chunks merged (lt_C > 1 at run time), a causal end, phases of P x V;

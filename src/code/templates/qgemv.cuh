@@ -8,7 +8,8 @@
  * Per step a warp first issues the loads of its 16 weight rows' blocks, then computes the step's 256 activations
  * (A's expression, 8 a lane) and writes them as integers X = round(a / s), s = max|a| / (2^22 - 1), split into three
  * signed 8-bit digits (X = 65536 h + 256 m + l) into its shared memory: 24-bit activations, so the sums keep about
- * f32's accuracy, where llama.cpp's 8-bit activations lose up to 1e-2 of the largest output. Then one
+ * f32's accuracy, where 8-bit ones (llama.cpp's; this template's until session 22) lose up to 1e-2 of the largest
+ * output. Then one
  * mma.m16n8k32 (int8, exact int32 sums) per 32 weight elements: A = the weights' small integers of 16 rows (lane (g,
  * t) holds rows g and g + 8, 8 elements each), B = the digits (columns 0, 1, 2 = h, m, l), so C's columns are the
  * three digits' sums, which the lanes weight by 65536, 256 and 1 at the end. Each unit of 32 elements gets its

@@ -69,6 +69,16 @@ static void point_axes(const Lower *L, LAxis *par) {
   }
 }
 
+/* The n axes' variables from the flat index p, always as temporaries (even for one axis), so the body sees one name */
+static void bind_point_vars(Lower *L, KStmt *seq, const LAxis *axes, int n, Expr *p) {
+  if (n == 1) {
+    const char *nm = L->k->var_names[axes[0].var];
+    L->var_map[axes[0].var] = kl_decl_tmp(L, seq, DT_I64, nm ? nm : "i", p, NULL);
+  } else {
+    kl_bind_axes(L, seq, axes, n, p);
+  }
+}
+
 /* The per-point work: par variables from p (or, where `last` is given, the last from it and the others bound
  * by the caller), phases, inner loop with the store. With register blocking,
  * a point is `rows` consecutive values of the blocked axis: when all of them exist, their phases share
@@ -79,17 +89,10 @@ static void emit_point(Lower *L, KStmt *seq, Expr *p, Expr *last) {
   ExprPool *P = L->pool;
   LAxis par[LT_MAX_RANK];
   point_axes(L, par);
-  if (k->npar > 0 && last) { /* the last axis its own loop (cpu_inner_extent), the others bound around it */
+  if (k->npar > 0 && last) /* the last axis its own loop (cpu_inner_extent), the others bound around it */
     L->var_map[par[k->npar - 1].var] = last;
-  } else if (k->npar > 0) {
-    /* Par variables are always temporaries (even for one axis) so the body sees one name. */
-    if (k->npar == 1) {
-      const char *nm = k->var_names[k->par[0].var];
-      L->var_map[k->par[0].var] = kl_decl_tmp(L, seq, DT_I64, nm ? nm : "i", p, NULL);
-    } else {
-      kl_bind_axes(L, seq, par, k->npar, p);
-    }
-  }
+  else if (k->npar > 0)
+    bind_point_vars(L, seq, par, k->npar, p);
   int R = L->s.rows, a = L->s.row_axis;
   if (R <= 1 || a < 0 || a >= k->npar) {
     kl_emit_phases(L, seq);
@@ -198,12 +201,7 @@ static void lower_body(Lower *L) {
       loop->cond = ex_bin(P, X_LE, ex_int(P, OMP_MIN_RUNTIME_WORK), ex_mul(P, npoints, work_of_point(L)));
     kl_st_add(L, root, loop);
     if (inner) { /* the other axes once per row of the last one */
-      if (k->npar == 2) {
-        const char *nm = k->var_names[par[0].var];
-        L->var_map[par[0].var] = kl_decl_tmp(L, loop, DT_I64, nm ? nm : "i", ex_var(P, pv), NULL);
-      } else {
-        kl_bind_axes(L, loop, par, k->npar - 1, ex_var(P, pv));
-      }
+      bind_point_vars(L, loop, par, k->npar - 1, ex_var(P, pv));
       int qv = kl_new_var(L, "q");
       KStmt *in = kl_st_for(L, loop, qv, ex_int(P, 0), ex_int(P, inner), ex_int(P, 1));
       emit_point(L, in, NULL, ex_var(P, qv));

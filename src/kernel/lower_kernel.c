@@ -91,8 +91,7 @@ static void emit_point(Lower *L, KStmt *seq, Expr *p, Expr *last) {
   point_axes(L, par);
   if (k->npar > 0 && last) /* the last axis its own loop (cpu_inner_extent), the others bound around it */
     L->var_map[par[k->npar - 1].var] = last;
-  else if (k->npar > 0)
-    bind_point_vars(L, seq, par, k->npar, p);
+  else if (k->npar > 0) bind_point_vars(L, seq, par, k->npar, p);
   int R = L->s.rows, a = L->s.row_axis;
   if (R <= 1 || a < 0 || a >= k->npar) {
     kl_emit_phases(L, seq);

@@ -72,7 +72,7 @@ build/obj/cli/cmd_tune.o build/asan/cli/cmd_tune.o: CSTD += -DLATHE_COMMIT='"$(s
 build/asan/lathe: $(SAN_OBJ) $(SAN_CLI)
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
-build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h tests/kernel_testutil.h tests/model_testutil.h
+build/tests/%: tests/%.c $(SAN_OBJ) tests/testutil.h tests/kernel_testutil.h tests/model_testutil.h tests/host_prog_testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Isrc -o $@ $< $(SAN_OBJ) -lcmocka $(LDLIBS)
 

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "testutil.h"
+#include "host_prog_testutil.h"
 #include "code/render_common.h"
 #include "code/templates.h"
 
@@ -174,21 +174,11 @@ static void qgemv_on_the_host(void **state) {
   rc_put_quant_source(&b, 1);
   sb_puts(&b, lt_embed_qgemv);
   sb_puts(&b, HOST_MAIN);
-  char dir[] = "/tmp/lathe-qgemv-XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char src[64], exe[64], cmd[400];
-  snprintf(src, sizeof src, "%s/qgemv.cc", dir);
-  snprintf(exe, sizeof exe, "%s/prog", dir);
-  FILE *f = fopen(src, "w");
-  assert_non_null(f);
-  fputs(sb_str(&b), f);
-  fclose(f);
+  HostProg p;
+  host_prog_write(&p, "qgemv.cc", sb_str(&b));
   sb_free(&b);
-  snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -ffp-contract=off -w -pthread -o %s %s -lm 2>&1 && %s", exe, src, exe);
-  const int rc = system(cmd);
-  unlink(exe);
-  unlink(src);
-  rmdir(dir);
+  const int rc = host_prog_run(&p, "c++ -std=c++17 -O1 -ffp-contract=off -w -pthread", NULL);
+  host_prog_remove(&p);
   assert_int_equal(rc, 0);
 }
 

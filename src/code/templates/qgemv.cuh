@@ -121,6 +121,7 @@ template <int F> struct lt_qg;
 /* The 32-element formats: a unit is a block; d at 0, [m at 2,] [qh,] the quants at Q (B bytes) */
 template <int F, int B, int Q, bool MIN, bool FIFTH, int OFF> struct lt_qg32 {
   static constexpr int BE = 32, BB = B;
+  static constexpr bool SUMS = MIN; /* reads each unit's sum of X */
   struct V {
     unsigned q[8][2], h[8];
     float d[8], m[8];
@@ -182,16 +183,13 @@ template <> struct lt_qg<LT_QG_Q4_1> : lt_qg32<LT_QG_Q4_1, 20, 4, true, false, 0
 template <> struct lt_qg<LT_QG_Q5_0> : lt_qg32<LT_QG_Q5_0, 22, 6, false, true, 16> {};
 template <> struct lt_qg<LT_QG_Q5_1> : lt_qg32<LT_QG_Q5_1, 24, 8, true, true, 0> {};
 
-/* The K-quants' sums of a 256-element block: int32 sums of scale x unit sum (at most about 2^27), converted once */
+/* The K-quants' sums of a 256-element block, laid out as C: int32 sums of scale x unit sum (at most about 2^27),
+ * folded once (lt_qg_fold) */
 struct lt_qgk {
-  int i[2][2];
+  int i[4];
 };
 static __device__ __forceinline__ void lt_qgk_add(lt_qgk &k, const int *c, int sc0, int sc1) {
-  k.i[0][0] += sc0 * c[0], k.i[0][1] += sc0 * c[1], k.i[1][0] += sc1 * c[2], k.i[1][1] += sc1 * c[3];
-}
-static __device__ __forceinline__ void lt_qgk_fold(lt_qga &acc, const lt_qgk &k, float ds0, float ds1) {
-  const int c[4] = {k.i[0][0], k.i[0][1], k.i[1][0], k.i[1][1]};
-  lt_qg_fold(acc, c, ds0, ds1);
+  k.i[0] += sc0 * c[0], k.i[1] += sc0 * c[1], k.i[2] += sc1 * c[2], k.i[3] += sc1 * c[3];
 }
 
 /* q4_K / q5_K {d, dmin; 12 bytes of 6-bit scales and minimums; [qh[32]]; qs[128]}: sub-block j = 2c + hf is the low
@@ -199,6 +197,7 @@ static __device__ __forceinline__ void lt_qgk_fold(lt_qga &acc, const lt_qgk &k,
  * bit j */
 template <bool FIFTH> struct lt_qgk4 {
   static constexpr int BE = 256, BB = FIFTH ? 176 : 144;
+  static constexpr bool SUMS = true;
   struct V {
     uint4 h;
     uint2 q[4], qh;
@@ -225,7 +224,7 @@ template <bool FIFTH> struct lt_qgk4 {
     unsigned sa[2], ma[2], sb[2], mb[2];
     scales(va.h, sa, ma);
     scales(vb.h, sb, mb);
-    lt_qgk k = {{{0, 0}, {0, 0}}};
+    lt_qgk k = {{0, 0, 0, 0}};
     float mn0 = 0.f, mn1 = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
@@ -241,7 +240,7 @@ template <bool FIFTH> struct lt_qgk4 {
     }
     const float d0 = lt_f16_to_f32((unsigned short)(va.h.x & 0xffffu)), m0 = lt_f16_to_f32((unsigned short)(va.h.x >> 16));
     const float d1 = lt_f16_to_f32((unsigned short)(vb.h.x & 0xffffu)), m1 = lt_f16_to_f32((unsigned short)(vb.h.x >> 16));
-    lt_qgk_fold(acc, k, x.s * d0, x.s * d1);
+    lt_qg_fold(acc, k.i, x.s * d0, x.s * d1);
     acc.mn[0] = fmaf(-x.s * m0, mn0, acc.mn[0]);
     acc.mn[1] = fmaf(-x.s * m1, mn1, acc.mn[1]);
   }
@@ -254,6 +253,7 @@ template <> struct lt_qg<LT_QG_Q5_K> : lt_qgk4<true> {};
  * l has its own scale, so a unit takes two MMAs (lanes t < 2 hold l < 16) */
 template <> struct lt_qg<LT_QG_Q6_K> {
   static constexpr int BE = 256, BB = 210;
+  static constexpr bool SUMS = false;
   struct V {
     unsigned ql[4][2], qh[2][2], sc[4];
     float d;
@@ -278,7 +278,7 @@ template <> struct lt_qg<LT_QG_Q6_K> {
   static __device__ __forceinline__ int scale(const V &v, int s) { return (int)(signed char)(v.sc[s >> 2] >> (8 * (s & 3))); }
   static __device__ __forceinline__ void run(const V &va, const V &vb, const lt_qgx &x, int, lt_qga &acc) {
     const bool first = (threadIdx.x & 3) < 2;
-    lt_qgk k = {{{0, 0}, {0, 0}}};
+    lt_qgk k = {{0, 0, 0, 0}};
 #pragma unroll
     for (int j = 0; j < 8; j++) {
       unsigned a[2], b2[2], bx[2];
@@ -292,12 +292,13 @@ template <> struct lt_qg<LT_QG_Q6_K> {
         lt_qgk_add(k, c, scale(va, s + half), scale(vb, s + half));
       }
     }
-    lt_qgk_fold(acc, k, x.s * va.d, x.s * vb.d);
+    lt_qg_fold(acc, k.i, x.s * va.d, x.s * vb.d);
   }
 };
 
-/* The step's 256 activations (elements e0 + 8 lane ..): their digits and sums into this warp's shared memory */
-template <i64 K, typename FA>
+/* The step's 256 activations (elements e0 + 8 lane ..): their digits and (SUMS) each unit's sum of X into this warp's
+ * shared memory */
+template <i64 K, bool SUMS, typename FA>
 static __device__ __forceinline__ float lt_qg_digits(FA a, i64 m, int e0, signed char *dg, int *sx) {
   const int lane = threadIdx.x & 31;
   const int e = e0 + 8 * lane;
@@ -315,12 +316,8 @@ static __device__ __forceinline__ float lt_qg_digits(FA a, i64 m, int e0, signed
    * it, less 128, is digit i of X */
   const float inv = mx > 0.f ? 4194303.f / mx : 0.f;
   unsigned y[8];
-  int sum = 0;
 #pragma unroll
-  for (int j = 0; j < 8; j++) {
-    y[j] = (unsigned)__float_as_int(fmaf(v[j], inv, 12582912.f)) - (0x4B400000u - 0x808080u);
-    sum += (int)y[j] - 0x808080;
-  }
+  for (int j = 0; j < 8; j++) y[j] = (unsigned)__float_as_int(fmaf(v[j], inv, 12582912.f)) - (0x4B400000u - 0x808080u);
   signed char *d = dg + (lane >> 2) * 128 + (lane & 3) * 8;
 #pragma unroll
   for (int i = 0; i < 3; i++) { /* digit row i: byte 2 - i of y */
@@ -330,9 +327,14 @@ static __device__ __forceinline__ float lt_qg_digits(FA a, i64 m, int e0, signed
     p.y = __byte_perm(__byte_perm(y[4], y[5], sel), __byte_perm(y[6], y[7], sel), 0x5410) ^ 0x80808080u;
     *(uint2 *)(d + 32 * i) = p;
   }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-  if (!(lane & 3)) sx[lane >> 2] = sum;
+  if constexpr (SUMS) {
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) sum += (int)y[j] - 0x808080;
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (!(lane & 3)) sx[lane >> 2] = sum;
+  }
   /* a NaN or Inf among the step's activations makes the scale, and so every output of the row, NaN (as f32's sums
    * would be), not a finite value from their meaningless digits */
   return __all_sync(0xffffffffu, finite) ? mx / 4194303.f : __int_as_float(0x7fc00000);
@@ -388,7 +390,7 @@ static __device__ __forceinline__ void lt_qgemv(const i64 lt_M, FA a, FW0 w0, FW
       lt_qg<F1>::load(p1b, st, nunits, v1b);
     }
     __syncwarp(); /* the step before has read the digits */
-    const float s = lt_qg_digits<K>(a, m, st * 256, lt_dg[wp], lt_sx[wp]);
+    const float s = lt_qg_digits<K, lt_qg<F0>::SUMS || lt_qg<F1>::SUMS>(a, m, st * 256, lt_dg[wp], lt_sx[wp]);
     __syncwarp();
     const lt_qgx x = {lt_dg[wp], lt_sx[wp], s};
     lt_qg<F0>::run(v0a, v0b, x, nunits, acc[0]);

@@ -147,8 +147,8 @@ Schedule schedule_default(const LProgram *p, const LKernel *k, const TargetDesc 
  * (Schedule.gemv_rows): CUDA, a warp per point, sums and no inner loop, the axis of constant extent (at least that
  * many) with some reduction streaming a buffer that does not depend on it. */
 int tile_gemv_rows_apply(const LKernel *k, const Schedule *s);
-/* The quantized weight types the quantized GEMV reads (Schedule.qgemv, code/templates/qgemv.cuh), and its longest k
- * (a bound on the template's unrolled step count, not on its memory) */
+/* The quantized weight types the quantized GEMV reads (Schedule.qgemv, code/templates/qgemv.cuh), and the longest k
+ * it is chosen for (beyond the largest models' down projections; the template's loop over k has no limit of its own) */
 int tile_qgemv_format(DType t);
 #define QGEMV_MAX_K 32768
 /* Whether schedule s is legal for kernel k (of p) on the device: the knobs' ranges (vector width,

@@ -415,7 +415,7 @@ static void gemv_rows_default(void **state) {
  * warps a block (16 columns), at most 8, that give 16 warps a multiprocessor (132 on the H200: 2,112 warps), at most
  * the steps of 256 elements of k, for a decode step's rows and for one row of fixed extent; none for bf16 weights, for
  * sums that are no GEMM's, or by default; the tile stage prints it, its text round-trips, and a schedule asking for it
- * where it does not apply is refused. */
+ * where it does not apply (or on a device without int8 mma) is refused. */
 static void qgemv_default(void **state) {
   (void)state;
   setting_set(SET_QUANT_GEMV, "1");
@@ -445,6 +445,12 @@ static void qgemv_default(void **state) {
   d = (Diag){0};
   assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &c->device, &s, &d));
   assert_non_null(strstr(d.msg, "1, 2, 4, 8 or 16 warps"));
+  TargetDesc turing = c->device;
+  turing.cc_major = 7, turing.cc_minor = 5;
+  s.qgemv = 4, s.mma = 0;
+  d = (Diag){0};
+  assert_false(schedule_check(c->loop, c->tile->kernels[0].k, &turing, &s, &d));
+  assert_non_null(strstr(d.msg, "needs int8 mma (sm_80"));
   compilation_free(c);
   c = compilation_new(TARGET_CUDA, NULL);
   if (!compile_source(c, "x: f32[seq,4096]; w: bf16[12288,4096]; y = linear(x, w)", ST_TILE, &d)) fail_msg("%s", d.msg);

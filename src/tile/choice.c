@@ -38,6 +38,7 @@ static int choose_qgemv(const LProgram *p, const LKernel *k, const TargetDesc *d
   const GemmMatch *gm = c->variant == KIND_GEMM ? c->gemm : NULL;
   const char *no = NULL;
   if (dev->kind != TARGET_CUDA) no = "is a CUDA kernel";
+  else if (!target_has_bf16_mma(dev)) no = "needs int8 mma (sm_80 or newer)"; /* the same generation as bf16's */
   else if (c->self != KIND_LOOP) no = "replaces the loop nest only";
   /* the rows: the blocked variant's axis, else one of extent 1 (an LM head over the last token) */
   int row = s->row_axis >= 0 && s->row_axis < k->npar ? s->row_axis : -1;

@@ -12,8 +12,8 @@ int cmd_quantize(int argc, char **argv) {
   const char *in = NULL, *out = NULL, *type = NULL;
   int quiet = 0;
   Opt opts[] = {
-      {"--type", "-t", OPT_STR, "TYPE", "q8_0, q4_0, q4_1, q4_k_m, q5_k_m or q6_k (as llama-quantize's)", &type,
-       .def = ""},
+      {"--type", "-t", OPT_STR, "TYPE",
+       "q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k, f16, bf16 or f32 (as llama-quantize's)", &type, .def = ""},
       {"--quiet", "-q", OPT_FLAG, NULL, "no progress or summary on stderr", &quiet},
   };
   CmdSpec cs = {"quantize",
@@ -21,8 +21,9 @@ int cmd_quantize(int argc, char **argv) {
                 "Write the model IN (a Hugging Face directory of f32/f16/bf16 safetensors, or a GGUF of any type\n"
                 "lathe reads, dequantized first) to OUT as a GGUF v3 file: 1-D tensors f32, matrices in TYPE's\n"
                 "mixture (q4_k_m / q5_k_m: q6_k for the LM head and some attn_v / ffn_down; a row length the block\n"
-                "does not divide falls back to q5_0 / q5_1 / q8_0, else f16). A GGUF input's metadata and tokenizer\n"
-                "are copied; a Hugging Face directory's tokenizer is not converted.",
+                "does not divide falls back to q5_0 / q5_1 / q8_0, else f16; f16 / bf16 / f32: every matrix in that\n"
+                "type). A GGUF input's metadata and tokenizer are copied; a Hugging Face directory's tokenizer is not\n"
+                "converted.",
                 opts,
                 sizeof opts / sizeof opts[0],
                 "IN",
@@ -54,11 +55,11 @@ int cmd_quantize(int argc, char **argv) {
   }
   QuantScheme s;
   if (!type || !*type) {
-    report_msg("quantize needs --type (%s)", quant_scheme_names());
+    report_msg("quantize needs --type (%s)", quant_output_names());
     return EXIT_ERROR;
   }
-  if (!quant_scheme_from_name(type, &s)) {
-    report_msg("unknown --type '%s' (%s)", type, quant_scheme_names());
+  if (!quant_output_from_name(type, &s)) {
+    report_msg("unknown --type '%s' (%s)", type, quant_output_names());
     return EXIT_ERROR;
   }
   if (!quiet) cli_install_notice_sink();

@@ -11,12 +11,27 @@
  * bf16 convert). dst holds n / block_elems * block_bytes bytes. */
 int ggml_quantize(int type, const float *src, void *dst, int64_t n, Diag *d);
 
-/* The mixtures `lathe quantize --type` offers, named as llama-quantize's. */
-typedef enum QuantScheme { QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q4_K_M, QUANT_Q5_K_M, QUANT_Q6_K } QuantScheme;
-int quant_scheme_from_name(const char *name, QuantScheme *out); /* 0 for an unknown name */
+/* The mixtures `lathe quantize --type` offers, named as llama-quantize's: the block schemes, then the float types
+ * every matrix is converted to (QUANT_F16 and after). */
+typedef enum QuantScheme {
+  QUANT_Q8_0,
+  QUANT_Q4_0,
+  QUANT_Q4_1,
+  QUANT_Q4_K_M,
+  QUANT_Q5_K_M,
+  QUANT_Q6_K,
+  QUANT_F16,
+  QUANT_BF16,
+  QUANT_F32
+} QuantScheme;
+/* A block scheme by name (what `--weights QUANT` of bench and compile takes); 0 for an unknown name. */
+int quant_scheme_from_name(const char *name, QuantScheme *out);
+/* Any scheme `lathe quantize --type` writes: the block schemes and f16, bf16, f32. */
+int quant_output_from_name(const char *name, QuantScheme *out);
 const char *quant_scheme_name(QuantScheme s);
-/* The names quant_scheme_from_name accepts, for messages: "q8_0, q4_0, ...". */
+/* The names quant_scheme_from_name and quant_output_from_name accept, for messages: "q8_0, q4_0, ...". */
 const char *quant_scheme_names(void);
+const char *quant_output_names(void);
 
 /* The ggml type a tensor gets under a scheme (see quantize_model.c for the rule): name is the GGUF
  * name ("blk.3.attn_v.weight"), n_dims its rank, row_len its ne[0], layer its block index (-1 outside

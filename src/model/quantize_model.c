@@ -11,7 +11,8 @@
  *     in the layers llama.cpp's use_more_bits picks: the first and last eighth of the layers and every
  *     third layer between (i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2);
  *   - a row length that is not a multiple of the type's block: q4_k → q5_0, q5_k → q5_1, q6_k → q8_0
- *     (llama.cpp's fallbacks), and when the row is not a multiple of 32 either, f16.
+ *     (llama.cpp's fallbacks), and when the row is not a multiple of 32 either, f16;
+ *   - f16, bf16, f32: every matrix, the LM head too, in that type (llama-quantize's F16 / BF16 / F32).
  * A Hugging Face directory's tokenizer is not converted (lathe cannot yet write tokenizer.ggml.* from
  * tokenizer.json); the file then carries bos/eos ids only and `lathe generate` needs a token-id input. */
 #include <math.h>
@@ -30,11 +31,13 @@ static const struct {
   int base, file_type; /* llama.cpp's LLAMA_FTYPE_MOSTLY_* */
 } schemes[] = {{"q8_0", QUANT_Q8_0, GGML_Q8_0, 7},      {"q4_0", QUANT_Q4_0, GGML_Q4_0, 2},
                {"q4_1", QUANT_Q4_1, GGML_Q4_1, 3},      {"q4_k_m", QUANT_Q4_K_M, GGML_Q4_K, 15},
-               {"q5_k_m", QUANT_Q5_K_M, GGML_Q5_K, 17}, {"q6_k", QUANT_Q6_K, GGML_Q6_K, 18}};
+               {"q5_k_m", QUANT_Q5_K_M, GGML_Q5_K, 17}, {"q6_k", QUANT_Q6_K, GGML_Q6_K, 18},
+               {"f16", QUANT_F16, GGML_F16, 1},         {"bf16", QUANT_BF16, GGML_BF16, 32},
+               {"f32", QUANT_F32, GGML_F32, 0}};
 enum { N_SCHEMES = sizeof schemes / sizeof schemes[0] };
 
-int quant_scheme_from_name(const char *name, QuantScheme *out) {
-  for (int i = 0; i < N_SCHEMES; i++)
+static int scheme_named(const char *name, int n, QuantScheme *out) {
+  for (int i = 0; i < n; i++)
     if (strcmp(name, schemes[i].name) == 0) {
       *out = schemes[i].s;
       return 1;
@@ -42,8 +45,11 @@ int quant_scheme_from_name(const char *name, QuantScheme *out) {
   return 0;
 }
 
+int quant_scheme_from_name(const char *name, QuantScheme *out) { return scheme_named(name, QUANT_F16, out); }
+int quant_output_from_name(const char *name, QuantScheme *out) { return scheme_named(name, N_SCHEMES, out); }
 const char *quant_scheme_name(QuantScheme s) { return schemes[s].name; }
 const char *quant_scheme_names(void) { return "q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k"; }
+const char *quant_output_names(void) { return "q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k, f16, bf16, f32"; }
 
 static int use_more_bits(int layer, int n) { return layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2; }
 
@@ -57,6 +63,7 @@ int quant_tensor_type(QuantScheme s, const char *name, int n_dims, int64_t row_l
   *fallback = 0;
   if (n_dims < 2) return GGML_F32;
   int t = schemes[s].base;
+  if (s >= QUANT_F16) return t;
   if (is_output && s != QUANT_Q8_0) t = GGML_Q6_K;
   if ((s == QUANT_Q4_K_M || s == QUANT_Q5_K_M) && layer >= 0 &&
       (has_suffix(name, ".attn_v.weight") || has_suffix(name, ".ffn_down.weight")) && use_more_bits(layer, n_layers))

@@ -55,7 +55,7 @@ static const SettingInfo table[SET_COUNT] = {
      "for all of them"},
     {SET_QUANT_GEMV, "LATHE_QUANT_GEMV", SETTING_BOOL, "0", NULL,
      "1: CUDA decode GEMVs over quantized weights run on integer tensor cores with the activations as 24-bit integers "
-     "(three int8 digits) instead of multiplying f32 activations (the loop nest); off until measured in whole decode steps"},
+     "(three int8 digits) instead of multiplying f32 activations (the loop nest); off: in decode steps it was not faster"},
     {SET_QGEMV_PREFETCH, "LATHE_QGEMV_PREFETCH", SETTING_BOOL, "1", NULL,
      "0: the quantized GEMV waits for the kernel before it first, instead of prefetching its weights into L2 "
      "while that kernel finishes (sm_90)"},

@@ -496,7 +496,8 @@ static void int_dot_forms_agree_bitwise(void **state) {
  * 16 lanes over 256 elements), and the same bits in every form: alone or in a tile, with AVX-512 (vcvtph2ps of 16
  * halves), AVX2 with F16C (8) and the scalar fallback (lt_f16_to_f32), compiled with the CPU backend's flags
  * (-fassociative-math among them: the lanes' tree must not be regrouped). Weight rows of random halves between 2^-6
- * and 2^6 of both signs, subnormals among them; 8 activation rows of different magnitudes. */
+ * and 2^6 of both signs, subnormals among them; 8 activation rows of different magnitudes; rows of 256 and of 768
+ * elements (AVX2's tile form takes two passes of 4 rows up to 640, one pass of 8 above). */
 static void half_dots_match_and_agree(void **state) {
   (void)state;
   StrBuf b = {0};
@@ -515,11 +516,10 @@ static void half_dots_match_and_agree(void **state) {
   sb_puts(&src, HOST_RANDOM_BLOCKS);
   sb_puts(
       &src,
-      "enum { N = 256, ROWS = 9 };\n"
-      "static unsigned short w[ROWS * N];\n"
-      "static float x[8][N], tile[8 * N];\n"
-      "int main(void) {\n"
-      "  x_ = 4242;\n"
+      "enum { NMAX = 768, ROWS = 9 };\n"
+      "static unsigned short w[ROWS * NMAX];\n"
+      "static float x[8][NMAX], tile[8 * NMAX];\n"
+      "static int check(int N) {\n"
       "  for (int i = 0; i < ROWS * N; i++)\n"
       "    w[i] = (unsigned short)((rnd() & 0x83ffu) | (i % 97 ? 9 + rnd() % 13 : 0) << 10);\n"
       "  for (int t = 0; t < 8; t++) {\n"
@@ -548,8 +548,13 @@ static void half_dots_match_and_agree(void **state) {
       "    }\n"
       "  }\n"
       "  return 0;\n"
+      "}\n"
+      "int main(void) {\n"
+      "  x_ = 4242;\n"
+      "  return check(256) || check(768);\n"
       "}\n");
-  three_builds_agree(&src, "hdot.c", "f16 dot products are wrong", 9 * 8 * 9); /* 9 rows x 8 activation rows */
+  /* 2 lengths x 9 rows x 8 activation rows */
+  three_builds_agree(&src, "hdot.c", "f16 dot products are wrong", 2 * 9 * 8 * 9);
 }
 
 int main(void) {

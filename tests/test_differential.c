@@ -315,7 +315,7 @@ static void build_cases(void) {
              "n: i32[tok]\nk = permute(paged_gather(c, t, r, len=ctx), [0, 2, 1, 3])\n"
              "v = permute(paged_gather(c2, t, r, len=ctx), [0, 2, 1, 3])\nreturn attention(q, k, v, kv_len=n)",
              f ? "bf16" : "f32", f ? "bf16" : "f32");
-    cases[ncases - 1].cpu_has = f ? "lt_kp = lt_kb;" : "lt_v16 lt_q[3][2]";
+    cases[ncases - 1].cpu_has = f ? "lt_kp = lt_kb;" : "lt_vf lt_q[3][32 / LT_VW]";
   }
   /* Attention over a run-time number of keys with few query rows is one flash-decoding kernel on
    * CUDA: many keys in chunks merged by the last block (1000 keys: 32 chunks), several query rows

@@ -350,7 +350,7 @@ static void cpu_vector_form(void **state) {
                       "return attention(q, k, v, kv_len=n)";
   /* 8 query heads over 2 k / v heads: 4 an item, f32 rows read in place */
   check_cpu_form(paged, 1, 4, 0,
-                 (const char *[]){"lt_v16 lt_q[4][4], lt_o[4][4];",
+                 (const char *[]){"lt_vf lt_q[4][64 / LT_VW], lt_o[4][64 / LT_VW];",
                                   "for (int64_t lt_w = 0; lt_w < lt_M * 2LL; lt_w++) {", "lt_kp = c + lt_kr + lt_c0;",
                                   NULL});
   /* a bf16 cache: each key's row converted once into a float row */
@@ -361,9 +361,9 @@ static void cpu_vector_form(void **state) {
                  "return attention(q, k, v, kv_len=n)",
                  1, 2, 0, (const char *[]){"lt_kp = lt_kb;", NULL});
   /* a contiguous cache: the vector form up to 8 query rows, the scalar form beyond, in one function */
-  check_cpu_form(
-      "q: f32[1,8,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)", 1, 4, 8,
-      (const char *[]){"if (lt_rows <= 8)", "lt_v16 lt_q[4][4], lt_o[4][4];", "float lt_q[64], lt_o[64]", NULL});
+  check_cpu_form("q: f32[1,8,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)", 1, 4, 8,
+                 (const char *[]){"if (lt_rows <= 8)", "lt_vf lt_q[4][64 / LT_VW], lt_o[4][64 / LT_VW];",
+                                  "float lt_q[64], lt_o[64]", NULL});
   /* head width 24: the scalar form, one head an item */
   check_cpu_form("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)", 0, 1, 0,
                  (const char *[]){"float lt_q[24]", NULL});

@@ -546,11 +546,12 @@ static void half_dots_match_and_agree(void **state) {
   sb_puts(&src, HOST_RANDOM_BLOCKS);
   sb_puts(
       &src,
-      "enum { N = 256, ROWS = 9 };\n"
-      "static unsigned short w[ROWS * N];\n"
-      "static float x[8][N], tile[8 * N];\n"
-      "int main(void) {\n"
-      "  x_ = 4242;\n"
+      /* 256 elements a row, and 1184: AVX2's pair form takes rows of more than 640 in steps of 512 (two whole
+       * steps and a part) */
+      "enum { NMAX = 1184, ROWS = 9 };\n"
+      "static unsigned short w[ROWS * NMAX];\n"
+      "static float x[8][NMAX], tile[8 * NMAX];\n"
+      "static int rows(int N) {\n"
       "  for (int i = 0; i < ROWS * N; i++)\n"
       "    w[i] = (unsigned short)((rnd() & 0x83ffu) | (i % 97 ? 9 + rnd() % 13 : 0) << 10);\n"
       "  for (int t = 0; t < 8; t++) {\n"
@@ -561,9 +562,9 @@ static void half_dots_match_and_agree(void **state) {
       "    float got[8], pair[2][8];\n"
       "    lt_hdott2(w + r * N, w + (r + 1) % ROWS * N, N, tile, pair[0], pair[1]);\n"
       "    lt_hdott(w + (r + 1) % ROWS * N, N, tile, got);\n"
-      "    if (memcmp(pair[1], got, sizeof got)) { printf(\"row %d: the pair's second row differs\\n\", r); return 1; }\n"
+      "    if (memcmp(pair[1], got, sizeof got)) { printf(\"n %d, row %d: the pair's second row differs\\n\", N, r); return 1; }\n"
       "    lt_hdott(w + r * N, N, tile, got);\n"
-      "    if (memcmp(pair[0], got, sizeof got)) { printf(\"row %d: the pair's first row differs\\n\", r); return 1; }\n"
+      "    if (memcmp(pair[0], got, sizeof got)) { printf(\"n %d, row %d: the pair's first row differs\\n\", N, r); return 1; }\n"
       "    for (int t = 0; t < 8; t++) {\n"
       "      double want = 0, mag = 0;\n"
       "      for (int i = 0; i < N; i++) {\n"
@@ -573,14 +574,19 @@ static void half_dots_match_and_agree(void **state) {
       "      float v = lt_hdot(w + r * N, N, x[t]);\n"
       "      unsigned u, ut;\n"
       "      memcpy(&u, &v, 4), memcpy(&ut, &got[t], 4);\n"
-      "      if (!(fabs(v - want) <= 1e-5 * mag)) { printf(\"row %d, activation row %d: %g, want %g\\n\", r, t, v, want); return 1; }\n"
-      "      if (u != ut) { printf(\"row %d, activation row %d: alone %.9g, in a tile %.9g\\n\", r, t, v, got[t]); return 1; }\n"
+      "      if (!(fabs(v - want) <= 1e-5 * mag)) { printf(\"n %d, row %d, activation row %d: %g, want %g\\n\", N, r, t, v, want); return 1; }\n"
+      "      if (u != ut) { printf(\"n %d, row %d, activation row %d: alone %.9g, in a tile %.9g\\n\", N, r, t, v, got[t]); return 1; }\n"
       "      printf(\"%08x\\n\", u);\n"
       "    }\n"
       "  }\n"
       "  return 0;\n"
+      "}\n"
+      "int main(void) {\n"
+      "  x_ = 4242;\n"
+      "  return rows(256) || rows(1184);\n"
       "}\n");
-  three_builds_agree(&src, "hdot.c", "f16 dot products are wrong", 9 * 8 * 9); /* 9 rows x 8 activation rows */
+  three_builds_agree(&src, "hdot.c", "f16 dot products are wrong",
+                     2 * 9 * 8 * 9); /* 2 sizes x 9 rows x 8 activation rows */
 }
 
 int main(void) {

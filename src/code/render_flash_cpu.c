@@ -10,7 +10,8 @@
  * own keys, in tiles from key 0: the same bits alone or in any batch.
  *
  * The vector form computes each key's row offsets once (a paged cache's block-table lookup among them) and
- * holds q, k, v and the outputs as 16-float vectors (lt_v16), so the dot products and the P x V updates are
+ * holds q, k, v and the outputs as vectors of LT_VW floats (lt_vf: 16 with AVX-512, 8 otherwise), so the dot
+ * products and the P x V updates are
  * whole-vector operations; the scalar form leaves the vectorizing to the compiler, which for a paged cache
  * gathered the values key by key (8x slower on a batched decode step). */
 #include <stdio.h>
@@ -103,7 +104,7 @@ static void close_items(Render *R, int level) {
 static void put_vec_start(Render *R, const KFlash *f, int L) {
   const long long H = f->rows, D = (long long)f->d_extent, W = (long long)f->width;
   const char *dv = R->var_name[f->d_var];
-  rc_line(R, L, "lt_v16 lt_q[%lld][%lld], lt_o[%lld][%lld];", H, D / 16, H, W / 16);
+  rc_line(R, L, "lt_vf lt_q[%lld][%lld / LT_VW], lt_o[%lld][%lld / LT_VW];", H, D, H, W);
   rc_line(R, L, "float lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld];", H, LT_FT, H, H);
   /* rows that are not f32 in memory are converted into these (put_row_pointer) */
   if (!f32_buffer(R, f->k_at)) rc_line(R, L, "float lt_kb[%lld];", D);
@@ -118,7 +119,7 @@ static void put_vec_start(Render *R, const KFlash *f, int L) {
   rc_put_assign(R, L + 2, lhs, f->q);
   rc_line(R, L + 1, "}");
   rc_line(R, L + 1, "__builtin_memcpy(lt_q[lt_r], lt_qs, sizeof lt_qs);");
-  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld; lt_c++) lt_o[lt_r][lt_c] = (lt_v16){0};", W / 16);
+  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_o[lt_r][lt_c] = (lt_vf){0};", W);
   rc_line(R, L + 1, "lt_mx[lt_r] = -INFINITY;");
   rc_line(R, L + 1, "lt_l[lt_r] = 0.0f;");
   rc_line(R, L, "}");
@@ -134,7 +135,7 @@ static void put_vec_start(Render *R, const KFlash *f, int L) {
 
 /* A tile's scores: each key's row offsets (k's and v's) once, its k row dotted with every head's q. */
 static void put_vec_scores(Render *R, const KFlash *f, int L) {
-  const long long H = f->rows, DV = (long long)f->d_extent / 16;
+  const long long H = f->rows, D = (long long)f->d_extent;
   rc_line(R, L, "float lt_tm[%lld];", H);
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) lt_tm[lt_r] = -INFINITY;", H);
   rc_line(R, L, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
@@ -146,13 +147,13 @@ static void put_vec_scores(Render *R, const KFlash *f, int L) {
   rc_put_assign(R, L + 2, "lt_vrow[lt_j]", f->v_row);
   put_row_pointer(R, f, L + 2, 1, "lt_kr");
   rc_line(R, L + 1, "}");
-  rc_line(R, L + 1, "lt_v16 lt_k[%lld];", DV);
-  rc_line(R, L + 1, "__builtin_memcpy(lt_k, lt_kp, sizeof lt_k);");
+  rc_line(R, L + 1, "lt_vf lt_k[%lld / LT_VW];", D);
+  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_k[lt_c] = ((const lt_vfu *)lt_kp)[lt_c];", D);
   rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
-  rc_line(R, L + 2, "lt_v16 lt_a = lt_q[lt_r][0] * lt_k[0];");
-  rc_line(R, L + 2, "for (int lt_c = 1; lt_c < %lld; lt_c++) lt_a += lt_q[lt_r][lt_c] * lt_k[lt_c];", DV);
+  rc_line(R, L + 2, "lt_vf lt_a = lt_q[lt_r][0] * lt_k[0];");
+  rc_line(R, L + 2, "for (int lt_c = 1; lt_c < %lld / LT_VW; lt_c++) lt_a += lt_q[lt_r][lt_c] * lt_k[lt_c];", D);
   bind_share(R, f, L + 2, "lt_r");
-  rc_line(R, L + 2, "const float %s = lt_hsum16(lt_a);", R->tmp_name[f->s_tmp]);
+  rc_line(R, L + 2, "const float %s = lt_hsumv(lt_a);", R->tmp_name[f->s_tmp]);
   rc_put_assign(R, L + 2, "const float lt_sc", f->score);
   rc_line(R, L + 2, "lt_p[lt_r][lt_j] = lt_sc;");
   rc_line(R, L + 2, "lt_tm[lt_r] = fmaxf(lt_tm[lt_r], lt_sc);");
@@ -179,22 +180,23 @@ static void put_vec_softmax(Render *R, const KFlash *f, int L) {
   rc_line(R, L + 1, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) lt_pr[lt_j] = lt_expf(lt_pr[lt_j] - lt_nm);");
   rc_line(R, L + 1, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) lt_ts += lt_pr[lt_j];");
   rc_line(R, L + 1, "lt_l[lt_r] = lt_l[lt_r] * lt_c + lt_ts;");
-  rc_line(R, L + 1, "for (int lt_cc = 0; lt_cc < %lld; lt_cc++) lt_o[lt_r][lt_cc] *= lt_c;", (long long)f->width / 16);
+  rc_line(R, L + 1, "for (int lt_cc = 0; lt_cc < %lld / LT_VW; lt_cc++) lt_o[lt_r][lt_cc] *= lt_c;",
+          (long long)f->width);
   rc_line(R, L + 1, "lt_mx[lt_r] = lt_nm;");
   rc_line(R, L, "}");
 }
 
 /* P x V: each key's v row once, into every head's outputs. */
 static void put_vec_values(Render *R, const KFlash *f, int L) {
-  const long long WV = (long long)f->width / 16;
+  const long long W = (long long)f->width;
   rc_line(R, L, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
   rc_line(R, L + 1, "const float *lt_vp;");
   put_row_pointer(R, f, L + 1, 0, "lt_vrow[lt_j]");
-  rc_line(R, L + 1, "lt_v16 lt_v[%lld];", WV);
-  rc_line(R, L + 1, "__builtin_memcpy(lt_v, lt_vp, sizeof lt_v);");
+  rc_line(R, L + 1, "lt_vf lt_v[%lld / LT_VW];", W);
+  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_v[lt_c] = ((const lt_vfu *)lt_vp)[lt_c];", W);
   rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", (long long)f->rows);
   rc_line(R, L + 2, "const float lt_e = lt_p[lt_r][lt_j];");
-  rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %lld; lt_c++) lt_o[lt_r][lt_c] += lt_e * lt_v[lt_c];", WV);
+  rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_o[lt_r][lt_c] += lt_e * lt_v[lt_c];", W);
   rc_line(R, L + 1, "}");
   rc_line(R, L, "}");
 }

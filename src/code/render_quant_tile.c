@@ -12,17 +12,24 @@
 #include "render_common.h"
 
 static const char quant_c_tile[] =
-    /* per block: q[c][t] = row t's elements 4c .. 4c + 3 (so 4 weights broadcast to every row meet the 8 rows in one
-     * 16-lane multiply-add, row t in lanes 2t and 2t + 1), each row's scale d twice (d2[2t], d2[2t + 1]: those
-     * lanes' scale), d * sum(q); 640 bytes, a multiple of 64 */
-    "typedef struct lt_q16t { short q[8][8][4]; float d2[16], ds[8], pad[8]; } lt_q16t;\n"
+    /* per block: the 8 rows' int16 values, then each row's scale d twice (d2[2t], d2[2t + 1]), d * sum(q) and d once
+     * more (d1[t]); 640 bytes, a multiple of 64. The values' order is the form's: AVX-512 (and the scalar loop) keep
+     * q[c][t] = row t's elements 4c .. 4c + 3, so 4 weights broadcast to every row meet the 8 rows in one 16-lane
+     * multiply-add (row t in lanes 2t and 2t + 1, whose scales d2 holds); AVX2 keeps each row's 32 values in a run
+     * (LT_Q16T_AT), which its per-row multiply-adds read without a permute */
+    "typedef struct lt_q16t { short q[8][8][4]; float d2[16], ds[8], d1[8]; } lt_q16t;\n"
+    "#if defined(LT_QDOT_AVX2) && !(defined(__AVX512F__) && defined(__AVX512BW__))\n"
+    "#define LT_Q16T_AT(blk, t, l) (&(blk).q[0][0][0])[32 * (t) + (l)]\n"
+    "#else\n"
+    "#define LT_Q16T_AT(blk, t, l) (blk).q[(l) >> 2][t][(l) & 3]\n"
+    "#endif\n"
     /* row t of a tile's nb blocks, from x: lt_q16_block's values, so a row's sums are lt_qdot's */
     "LT_Q void lt_q16t_row(const float *x, lt_q16t *o, int t, int nb) {\n"
     "  for (int b = 0; b < nb; b++) {\n"
     "    lt_q16x r;\n"
     "    lt_q16_block(x + 32 * b, &r);\n"
-    "    for (int l = 0; l < 32; l++) o[b].q[l >> 2][t][l & 3] = r.q[l];\n"
-    "    o[b].d2[2 * t] = o[b].d2[2 * t + 1] = r.d, o[b].ds[t] = r.ds;\n"
+    "    for (int l = 0; l < 32; l++) LT_Q16T_AT(o[b], t, l) = r.q[l];\n"
+    "    o[b].d2[2 * t] = o[b].d2[2 * t + 1] = o[b].d1[t] = r.d, o[b].ds[t] = r.ds;\n"
     "  }\n"
     "}\n"
     "#ifdef LT_QDOT_AVX2\n"
@@ -69,10 +76,11 @@ static const char quant_c_tile[] =
     "  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm512_castps512_ps128(lo)), _mm512_castps512_ps128(hi), 1);\n"
     "}\n"
     "#else\n"
-    /* AVX2: rows 0..3 and 4..7 apart, 8 lanes each */
+    /* AVX2: each row's eight lanes in one register, from its run of 32 values: the weights' two halves by two 8-lane
+     * multiply-adds give lt_qdot's lanes directly (lane i: elements 2i, 2i + 1 and 16 + 2i, 17 + 2i), so a block
+     * needs no permutes and the accumulators, weights and a temporary fit AVX2's 16 registers */
     "typedef struct lt_w16 { __m256i lo, hi; } lt_w16; /* elements 0..15, 16..31 */\n"
-    /* a[h][c]: row 4h + r's lanes 2c and 2c + 1 of lt_qdot's eight in lanes 2r and 2r + 1 */
-    "typedef struct lt_qtacc { __m256 a[2][4], m; } lt_qtacc;\n"
+    "typedef struct lt_qtacc { __m256 a[8], m; } lt_qtacc;\n"
     "LT_Q lt_w16 lt_w16_u8(__m256i u) {\n"
     "  return (lt_w16){_mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(u, 1))};\n"
     "}\n"
@@ -83,43 +91,29 @@ static const char quant_c_tile[] =
     "  const __m256i v = _mm256_set1_epi16((short)c);\n"
     "  return (lt_w16){_mm256_sub_epi16(w.lo, v), _mm256_sub_epi16(w.hi, v)};\n"
     "}\n"
-    /* acc + rows 4h .. 4h + 3's elements 4c .. 4c + 3 (c < 4: of w.lo; else 4 (c - 4) .. of w.hi) times those weights
-     */
-    "LT_Q __m256i lt_qt_quad(__m256i acc, lt_w16 w, const lt_q16t *x, int h, int c) {\n"
-    "  const int k = c & 3;\n"
-    "  const __m256i idx = _mm256_setr_epi32(2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1);\n"
-    "  return lt_madd16(acc, _mm256_permutevar8x32_epi32(c < 4 ? w.lo : w.hi, idx), x->q[c][4 * h]);\n"
-    "}\n"
     "LT_Q void lt_qt_init(lt_qtacc *a) {\n"
-    "  for (int h = 0; h < 2; h++)\n"
-    "    for (int c = 0; c < 4; c++) a->a[h][c] = _mm256_setzero_ps();\n"
+    "  for (int t = 0; t < 8; t++) a->a[t] = _mm256_setzero_ps();\n"
     "  a->m = _mm256_setzero_ps();\n"
     "}\n"
+    /* the rows' scales dw * dx computed together, then read back one broadcast a row (a load, not a shuffle) */
     "LT_Q void lt_qt_acc2(lt_qtacc *a, lt_w16 w, float dwa, float dwb, const lt_q16t *x, int split) {\n"
-    "  const __m256i z = _mm256_setzero_si256();\n"
-    "  const float ka = lt_opq(dwa), kb = lt_opq(dwb);\n"
-    "  for (int h = 0; h < 2; h++) {\n"
-    "    const __m256 d = _mm256_loadu_ps(x->d2 + 8 * h);\n"
-    "    const __m256 sa = _mm256_mul_ps(_mm256_set1_ps(ka), d), sb = _mm256_mul_ps(_mm256_set1_ps(kb), d);\n"
-    "    for (int c = 0; c < 4; c++) {\n"
-    "      if (split) {\n"
-    "        a->a[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lt_qt_quad(z, w, x, h, c)), sa, a->a[h][c]);\n"
-    "        a->a[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lt_qt_quad(z, w, x, h, c + 4)), sb, a->a[h][c]);\n"
-    "      } else {\n"
-    "        const __m256i s = lt_qt_quad(lt_qt_quad(z, w, x, h, c), w, x, h, c + 4);\n"
-    "        a->a[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sa, a->a[h][c]);\n"
-    "      }\n"
+    "  const short *q = &x->q[0][0][0];\n"
+    "  float sa[8] __attribute__((aligned(32))), sb[8] __attribute__((aligned(32)));\n"
+    "  const __m256 d = _mm256_loadu_ps(x->d1);\n"
+    "  _mm256_store_ps(sa, _mm256_mul_ps(_mm256_set1_ps(lt_opq(dwa)), d));\n"
+    "  if (split) _mm256_store_ps(sb, _mm256_mul_ps(_mm256_set1_ps(lt_opq(dwb)), d));\n"
+    "  for (int t = 0; t < 8; t++) {\n"
+    "    const __m256i lo = _mm256_madd_epi16(w.lo, _mm256_loadu_si256((const __m256i *)(q + 32 * t)));\n"
+    "    const __m256i hi = _mm256_madd_epi16(w.hi, _mm256_loadu_si256((const __m256i *)(q + 32 * t + 16)));\n"
+    "    if (split) {\n"
+    "      a->a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_broadcast_ss(sa + t), a->a[t]);\n"
+    "      a->a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_broadcast_ss(sb + t), a->a[t]);\n"
+    "    } else {\n"
+    "      a->a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)), _mm256_broadcast_ss(sa + t), a->a[t]);\n"
     "    }\n"
     "  }\n"
     "}\n"
-    "LT_Q __m256 lt_qt_lanes(const lt_qtacc *a, int t) {\n"
-    "  const int h = t >> 2, r = t & 3;\n"
-    "  const __m256i idx = _mm256_setr_epi32(2 * r, 2 * r + 1, 0, 0, 0, 0, 0, 0);\n"
-    "  __m128 p[4];\n"
-    "  for (int c = 0; c < 4; c++) p[c] = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(a->a[h][c], idx));\n"
-    "  const __m128 lo = _mm_movelh_ps(p[0], p[1]), hi = _mm_movelh_ps(p[2], p[3]);\n"
-    "  return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);\n"
-    "}\n"
+    "LT_Q __m256 lt_qt_lanes(const lt_qtacc *a, int t) { return a->a[t]; }\n"
     "#endif\n"
     "LT_Q void lt_qt_acc(lt_qtacc *a, lt_w16 w, float dw, const lt_q16t *x) { lt_qt_acc2(a, w, dw, dw, x, 0); }\n"
     "LT_Q void lt_qt_out(const lt_qtacc *a, float *out) {\n"
@@ -201,7 +195,7 @@ static const char quant_c_tile[] =
     "LT_Q void lt_qt_acc2(lt_qtacc *a, const int *u, float dwa, float dwb, const lt_q16t *x, int split) {\n"
     "  for (int t = 0; t < 8; t++) {\n"
     "    short q[32];\n"
-    "    for (int l = 0; l < 32; l++) q[l] = x->q[l >> 2][t][l & 3];\n"
+    "    for (int l = 0; l < 32; l++) q[l] = LT_Q16T_AT(*x, t, l);\n"
     "    lt_sacc(a->a[t], u, q, lt_qscale(dwa, x->d2[2 * t]), split ? 1 : 0);\n"
     "    if (split) lt_sacc(a->a[t], u, q, lt_qscale(dwb, x->d2[2 * t]), 2);\n"
     "  }\n"

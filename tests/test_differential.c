@@ -288,6 +288,11 @@ static void build_cases(void) {
    * flattened into the columns ([seq, heads * 64], as a model's output projection reads them). */
   add_case("prefill_attention_d128_130", "seq=130", 0,
            "q: f32[1,4,seq,128]; k: f32[1,2,seq,128]; v: f32[1,2,seq,128]\nreturn attention(q, k, v, true)");
+  /* past a tile of rows the CPU's block form (4 rows an item, k transposed a tile at a time): a last block of 3
+   * rows, a last tile of 3 keys, no mask */
+  add_case("prefill_attention_full_131", "seq=131", 0,
+           "q: f32[1,6,seq,32]; k: f32[1,3,seq,32]; v: f32[1,3,seq,32]\nreturn attention(q, k, v, false)");
+  cases[ncases - 1].cpu_has = "else if (lt_rows > 64)";
   add_case("prefill_attention_full_45", "seq=45", 0,
            "q: f32[1,4,seq,32]; k: f32[1,1,seq,32]; v: f32[1,1,seq,32]\nreturn attention(q, k, v, false)");
   add_case("prefill_attention_flat_70", "seq=70", 0,

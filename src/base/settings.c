@@ -37,7 +37,7 @@ static const SettingInfo table[SET_COUNT] = {
      "flash-decoding splits keys into chunks until about this many blocks run on each multiprocessor (1-64)"},
     {SET_DECODE_VEC, "LATHE_DECODE_VEC", SETTING_BOOL, "1", NULL,
      "0: flash-decoding reads k and v one element a load, not 16 bytes a load with the next tile in flight; on the "
-     "CPU, one head a work item and no 16-float vectors"},
+     "CPU, one head a work item and no vectors of a register's width"},
     {SET_DECODE_TILES, "LATHE_DECODE_TILES", SETTING_INT, "1", NULL,
      "flash-decoding's 16-byte form gives each key chunk at least this many tiles of 32 keys (1-64)"},
     {SET_ROWS_IN_L2, "LATHE_ROWS_IN_L2", SETTING_BOOL, "1", NULL,

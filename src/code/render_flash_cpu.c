@@ -13,12 +13,16 @@
  * holds q, k, v and the outputs as vectors of LT_VW floats (lt_vf: 16 with AVX-512, 8 otherwise), so the dot
  * products and the P x V updates are
  * whole-vector operations; the scalar form leaves the vectorizing to the compiler, which for a paged cache
- * gathered the values key by key (8x slower on a batched decode step). */
+ * gathered the values key by key (8x slower on a batched decode step). Over a contiguous cache the vector form
+ * takes up to 8 query rows; past a tile of rows (a prefill) the block form takes 4 rows an item and each tile's
+ * k rows transposed, so a row's scores are FMAs over d with no horizontal sums; the scalar form takes the rows
+ * between. */
 #include <stdio.h>
 #include "render_common.h"
 #include "../tile/tile.h"
 
 #define LT_FT 64 /* keys a tile */
+#define LT_QB 4  /* query rows a work item of the block form */
 
 /* The value variables from the flat column lt_cc (< width): one value axis is lt_cc itself, which keeps its index
  * affine for the vectorizer. */
@@ -161,14 +165,13 @@ static void put_vec_scores(Render *R, const KFlash *f, int L) {
   rc_line(R, L, "}");
 }
 
-/* Each head's running softmax over the tile; a head whose keys so far are all masked keeps its state and adds
- * nothing. */
-static void put_vec_softmax(Render *R, const KFlash *f, int L) {
-  const long long H = f->rows;
+/* Each of `count` (a C expression) heads' running softmax over the tile; a head whose keys so far are all masked
+ * keeps its state and adds nothing. */
+static void put_vec_softmax(Render *R, const KFlash *f, int L, const char *count) {
   rc_line(R, L, "int lt_any = 0;");
-  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) lt_any |= lt_tm[lt_r] != -INFINITY;", H);
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %s; lt_r++) lt_any |= lt_tm[lt_r] != -INFINITY;", count);
   rc_line(R, L, "if (!lt_any) continue; /* every key of the tile masked */");
-  rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  rc_line(R, L, "for (int lt_r = 0; lt_r < %s; lt_r++) {", count);
   rc_line(R, L + 1, "float *lt_pr = lt_p[lt_r];");
   rc_line(R, L + 1, "const float lt_nm = fmaxf(lt_mx[lt_r], lt_tm[lt_r]);");
   rc_line(R, L + 1, "if (lt_nm == -INFINITY) {");
@@ -210,7 +213,9 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
   rc_line(R, L, "for (int64_t lt_t0 = 0; lt_t0 < lt_end; lt_t0 += %d) {", LT_FT);
   rc_line(R, L + 1, "const int64_t lt_n = lt_end - lt_t0 < %d ? lt_end - lt_t0 : %d;", LT_FT, LT_FT);
   put_vec_scores(R, f, L + 1);
-  put_vec_softmax(R, f, L + 1);
+  char heads[24];
+  snprintf(heads, sizeof heads, "%d", f->rows);
+  put_vec_softmax(R, f, L + 1, heads);
   put_vec_values(R, f, L + 1);
   rc_line(R, L, "}");
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", (long long)f->rows);
@@ -227,6 +232,150 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
 }
 
 static void put_flash_cpu_scalar(Render *R, const KFlash *f, int level);
+
+/* Whether e reads variable v (unknown past the mask's 64: yes). */
+static int reads_var(const Expr *e, int v) { return v >= 64 || ((e->varmask >> v) & 1); }
+
+/* The block form: a work item is LT_QB consecutive query rows and the heads that share k and v. Each tile's k rows
+ * are transposed once into lt_kt (d-major) and its v rows copied into lt_vt, so a (row, head)'s scores are
+ * whole-vector FMAs over d with q broadcast (no horizontal sums), for LT_QB x rows pairs a tile. A row's result
+ * does not depend on its block: keys in tiles from 0, its keys past its own last masked (exact zeros added), a tile
+ * all masked for it skipped. */
+static void put_flash_cpu_block(Render *R, const KFlash *f, int level) {
+  const long long H = f->rows, D = (long long)f->d_extent, W = (long long)f->width;
+  const long long G = (long long)f->groups, GB = G / H, NP = LT_QB * H;
+  const char *dv = R->var_name[f->d_var], *tv = R->var_name[f->t_var];
+  char mrow[64] = "";
+  if (f->m_var >= 0)
+    snprintf(mrow, sizeof mrow, "const int64_t %s = lt_qb * %d + lt_qi;", R->var_name[f->m_var], LT_QB);
+  rc_line(R, level, "{");
+  int L = level + 1;
+  rc_put_assign(R, L, "const int64_t lt_M", f->m_extent);
+  rc_put_assign(R, L, "const int64_t lt_T", f->t_extent);
+  rc_line(R, L, "#pragma omp parallel for schedule(static, 1) if (%d <= lt_M * %lldLL * lt_T * %lldLL)",
+          OMP_MIN_RUNTIME_WORK, G, D + W);
+  rc_line(R, L, "for (int64_t lt_w = 0; lt_w < (lt_M + %d) / %d * %lldLL; lt_w++) {", LT_QB - 1, LT_QB, GB);
+  L++;
+  rc_line(R, L, "const int64_t lt_qb = lt_w / %lldLL, lt_gb = lt_w %% %lldLL;", GB, GB);
+  rc_line(R, L, "const int lt_nq = lt_M - lt_qb * %d < %d ? (int)(lt_M - lt_qb * %d) : %d;", LT_QB, LT_QB, LT_QB,
+          LT_QB);
+  bind_groups(R, f, L);
+  rc_line(R, L, "float lt_q[%lld][%lld], lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld], lt_tm[%lld];", NP, D, NP, LT_FT, NP,
+          NP, NP);
+  rc_line(R, L, "lt_vf lt_o[%lld][%lld / LT_VW];", NP, W);
+  rc_line(R, L, "float lt_kt[%lld][%d], lt_vt[%d][%lld];", D, LT_FT, LT_FT, W);
+  if (!f32_buffer(R, f->k_at)) rc_line(R, L, "float lt_kb[%lld];", D);
+  if (!f32_buffer(R, f->v_at)) rc_line(R, L, "float lt_vb[%lld];", W);
+  rc_line(R, L, "int64_t lt_qend[%d], lt_end = 0;", LT_QB);
+  /* each row's q, zero outputs, softmax state and last key + 1 */
+  rc_line(R, L, "for (int lt_qi = 0; lt_qi < lt_nq; lt_qi++) {");
+  if (*mrow) rc_line(R, L + 1, "%s", mrow);
+  rc_line(R, L + 1, "int64_t lt_e = lt_T;");
+  if (f->t_last) {
+    rc_line(R, L + 1, "{");
+    bind_share(R, f, L + 2, "0");
+    rc_put_assign(R, L + 2, "const int64_t lt_last", f->t_last);
+    rc_line(R, L + 2, "if (lt_last + 1 < lt_e) lt_e = lt_last + 1;");
+    rc_line(R, L + 1, "}");
+  }
+  rc_line(R, L + 1, "lt_qend[lt_qi] = lt_e;");
+  rc_line(R, L + 1, "if (lt_e > lt_end) lt_end = lt_e;");
+  rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  bind_share(R, f, L + 2, "lt_r");
+  rc_line(R, L + 2, "const int lt_i = lt_qi * %lld + lt_r;", H);
+  rc_line(R, L + 2, "for (int64_t %s = 0; %s < %lldLL; %s++) {", dv, dv, D, dv);
+  char lhs[96];
+  snprintf(lhs, sizeof lhs, "lt_q[lt_i][%s]", dv);
+  rc_put_assign(R, L + 3, lhs, f->q);
+  rc_line(R, L + 2, "}");
+  rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_o[lt_i][lt_c] = (lt_vf){0};", W);
+  rc_line(R, L + 2, "lt_mx[lt_i] = -INFINITY;");
+  rc_line(R, L + 2, "lt_l[lt_i] = 0.0f;");
+  rc_line(R, L + 1, "}");
+  rc_line(R, L, "}");
+  rc_line(R, L, "for (int64_t lt_t0 = 0; lt_t0 < lt_end; lt_t0 += %d) {", LT_FT);
+  L++;
+  rc_line(R, L, "const int64_t lt_n = lt_end - lt_t0 < %d ? lt_end - lt_t0 : %d;", LT_FT, LT_FT);
+  /* the tile's k rows transposed, its v rows in a run; keys past lt_n zero (every tile's dot products are whole) */
+  rc_line(R, L, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
+  rc_line(R, L + 1, "const int64_t %s = lt_t0 + lt_j;", tv);
+  rc_line(R, L + 1, "const float *lt_kp, *lt_vp;");
+  rc_line(R, L + 1, "{");
+  bind_share(R, f, L + 2, "0");
+  rc_put_assign(R, L + 2, "const int64_t lt_kr", f->k_row);
+  rc_put_assign(R, L + 2, "const int64_t lt_vr", f->v_row);
+  put_row_pointer(R, f, L + 2, 1, "lt_kr");
+  rc_line(R, L + 2, "for (int64_t lt_d = 0; lt_d < %lldLL; lt_d++) lt_kt[lt_d][lt_j] = lt_kp[lt_d];", D);
+  put_row_pointer(R, f, L + 2, 0, "lt_vr");
+  rc_line(R, L + 2, "for (int64_t lt_cc = 0; lt_cc < %lldLL; lt_cc++) lt_vt[lt_j][lt_cc] = lt_vp[lt_cc];", W);
+  rc_line(R, L + 1, "}");
+  rc_line(R, L, "}");
+  rc_line(R, L, "for (int64_t lt_j = lt_n; lt_j < %d; lt_j++)", LT_FT);
+  rc_line(R, L + 1, "for (int64_t lt_d = 0; lt_d < %lldLL; lt_d++) lt_kt[lt_d][lt_j] = 0.0f;", D);
+  /* each (row, head)'s scores over the tile */
+  rc_line(R, L, "for (int lt_qi = 0; lt_qi < lt_nq; lt_qi++) {");
+  if (*mrow) rc_line(R, L + 1, "%s", mrow);
+  rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  rc_line(R, L + 2, "const int lt_i = lt_qi * %lld + lt_r;", H);
+  rc_line(R, L + 2, "lt_tm[lt_i] = -INFINITY;");
+  rc_line(R, L + 2, "if (lt_t0 >= lt_qend[lt_qi]) continue; /* every key of the tile past the row's last */");
+  bind_share(R, f, L + 2, "lt_r");
+  rc_line(R, L + 2, "lt_vf lt_a[%d / LT_VW];", LT_FT);
+  rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %d / LT_VW; lt_c++) lt_a[lt_c] = (lt_vf){0};", LT_FT);
+  rc_line(R, L + 2, "for (int64_t lt_d = 0; lt_d < %lldLL; lt_d++) {", D);
+  rc_line(R, L + 3, "const float lt_b = lt_q[lt_i][lt_d];");
+  rc_line(R, L + 3,
+          "for (int lt_c = 0; lt_c < %d / LT_VW; lt_c++) lt_a[lt_c] += lt_b * ((const lt_vfu *)lt_kt[lt_d])[lt_c];",
+          LT_FT);
+  rc_line(R, L + 2, "}");
+  rc_line(R, L + 2, "float lt_s[%d] __attribute__((aligned(64)));", LT_FT);
+  rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %d / LT_VW; lt_c++) *(lt_vf *)(lt_s + lt_c * LT_VW) = lt_a[lt_c];",
+          LT_FT);
+  rc_line(R, L + 2, "float lt_t = -INFINITY;");
+  rc_line(R, L + 2, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
+  rc_line(R, L + 3, "const int64_t %s = lt_t0 + lt_j;", tv);
+  rc_line(R, L + 3, "const float %s = lt_s[lt_j];", R->tmp_name[f->s_tmp]);
+  rc_put_assign(R, L + 3, "const float lt_sc", f->score);
+  rc_line(R, L + 3, "lt_p[lt_i][lt_j] = lt_sc;");
+  /* fmaxf's result (a NaN score leaves the maximum), without its call: the loop vectorizes */
+  rc_line(R, L + 3, "lt_t = lt_sc > lt_t ? lt_sc : lt_t;");
+  rc_line(R, L + 2, "}");
+  rc_line(R, L + 2, "lt_tm[lt_i] = lt_t;");
+  rc_line(R, L + 1, "}");
+  rc_line(R, L, "}");
+  rc_line(R, L, "const int lt_np = lt_nq * %lld;", H);
+  put_vec_softmax(R, f, L, "lt_np");
+  /* P x V from the tile's v rows, a pair's outputs in registers */
+  rc_line(R, L, "for (int lt_i = 0; lt_i < lt_np; lt_i++) {");
+  rc_line(R, L + 1, "if (lt_tm[lt_i] == -INFINITY) continue; /* its weights are all zero */");
+  rc_line(R, L + 1, "lt_vf lt_acc[%lld / LT_VW];", W);
+  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_acc[lt_c] = lt_o[lt_i][lt_c];", W);
+  rc_line(R, L + 1, "for (int64_t lt_j = 0; lt_j < lt_n; lt_j++) {");
+  rc_line(R, L + 2, "const float lt_e = lt_p[lt_i][lt_j];");
+  rc_line(R, L + 2,
+          "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_acc[lt_c] += lt_e * ((const lt_vfu *)lt_vt[lt_j])[lt_c];",
+          W);
+  rc_line(R, L + 1, "}");
+  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_o[lt_i][lt_c] = lt_acc[lt_c];", W);
+  rc_line(R, L, "}");
+  L--;
+  rc_line(R, L, "}");
+  rc_line(R, L, "for (int lt_qi = 0; lt_qi < lt_nq; lt_qi++) {");
+  if (*mrow) rc_line(R, L + 1, "%s", mrow);
+  rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
+  bind_share(R, f, L + 2, "lt_r");
+  rc_line(R, L + 2, "const int lt_i = lt_qi * %lld + lt_r;", H);
+  rc_line(R, L + 2, "float lt_os[%lld];", W);
+  rc_line(R, L + 2, "__builtin_memcpy(lt_os, lt_o[lt_i], sizeof lt_os);");
+  rc_line(R, L + 2, "for (int64_t lt_cc = 0; lt_cc < %lldLL; lt_cc++) {", W);
+  bind_values(R, f, L + 3);
+  rc_line(R, L + 3, "const float %s = lt_os[lt_cc] / lt_l[lt_i];", R->tmp_name[f->o_tmp]);
+  rc_put_stmt(R, f->store, L + 3);
+  rc_line(R, L + 2, "}");
+  rc_line(R, L + 1, "}");
+  rc_line(R, L, "}");
+  close_items(R, level);
+}
 
 void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
   const KFlash *f = s->flash;
@@ -249,6 +398,13 @@ void rc_put_flash_cpu(Render *R, const KStmt *s, int level) {
     rc_put_assign(R, level + 1, "const int64_t lt_rows", f->m_extent);
     rc_line(R, level + 1, "if (lt_rows <= %d)", f->vec_rows);
     put_flash_cpu_vec(R, f, level + 2);
+    /* more than a tile of rows (a prefill): blocks of rows, where k and v rows do not depend on the row and fit
+     * the block's buffers (below a tile the scalar form was faster: the block form's tiles are mostly padding) */
+    if (f->d_extent <= 128 && f->width <= 128 &&
+        (f->m_var < 0 || (!reads_var(f->k_row, f->m_var) && !reads_var(f->v_row, f->m_var)))) {
+      rc_line(R, level + 1, "else if (lt_rows > %d)", LT_FT);
+      put_flash_cpu_block(R, f, level + 2);
+    }
     rc_line(R, level + 1, "else");
     put_flash_cpu_scalar(R, f, level + 2);
     rc_line(R, level, "}");

@@ -69,7 +69,7 @@ static void print_flash(StrBuf *b, const KFlash *f, const ExprNames *nm, int chi
   } else if (f->decode && f->vec) { /* the CPU's vector form */
     sb_printf(b, ", %d head%s an item", f->rows, f->rows > 1 ? "s sharing k and v in" : " in");
     if (f->share >= 0) sb_printf(b, " (%s)", pn_var(n, f->group_var[f->share]));
-    sb_puts(b, ", rows as 16-float vectors");
+    sb_puts(b, ", rows as vectors");
     if (f->vec_rows > 0) sb_printf(b, " up to %d rows", f->vec_rows);
   } else if (!f->decode) {
     sb_printf(b, "flash attention, bf16 tensor cores (x%d): rows %s < ", f->parts, pn_var(n, f->m_var));

@@ -192,9 +192,9 @@ static void pick_share(KFlash *f) {
 }
 
 /* The CPU's vector form (KFlash.vec on the CPU, code/render_flash_cpu.c): the heads that share k and v in one
- * work item, each key's row offsets once, and rows read as 16-float vectors; it needs the split with consecutive
- * columns and d and the width multiples of 16. Where the rows read memory (a paged cache's block table) it is
- * taken for any number of query rows: the scalar form's P x V was vectorized by the compiler across keys with
+ * work item, each key's row offsets once, and rows read as vectors of a register's floats; it needs the split with
+ * consecutive columns and d and the width multiples of 16. Where the rows read memory (a paged cache's block table) it
+ * is taken for any number of query rows: the scalar form's P x V was vectorized by the compiler across keys with
  * gathers (8x slower for a batched decode step). Over a contiguous cache only for up to CPU_VEC_ROWS rows
  * (KFlash.vec_rows): there it reads each k and v row once for the heads that share it, which a decode step after
  * 2,000 tokens ran 1.3-1.5x faster, while a prefill's rows find k and v in the caches and the scalar form's loops

@@ -104,10 +104,44 @@ static void close_items(Render *R, int level) {
   rc_line(R, level, "}");
 }
 
+/* Head `i`'s (a C expression) start: its q row into `qrow`, zero outputs, the softmax's max and sum. */
+static void put_head_start(Render *R, const KFlash *f, int L, const char *qrow, const char *i) {
+  const char *dv = R->var_name[f->d_var];
+  rc_line(R, L, "for (int64_t %s = 0; %s < %lldLL; %s++) {", dv, dv, (long long)f->d_extent, dv);
+  char lhs[96];
+  snprintf(lhs, sizeof lhs, "%s[%s]", qrow, dv);
+  rc_put_assign(R, L + 1, lhs, f->q);
+  rc_line(R, L, "}");
+  rc_line(R, L, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_o[%s][lt_c] = (lt_vf){0};", (long long)f->width, i);
+  rc_line(R, L, "lt_mx[%s] = -INFINITY;", i);
+  rc_line(R, L, "lt_l[%s] = 0.0f;", i);
+}
+
+/* `end` lowered to the row's last visible key + 1 (a causal mask), the shared head bound to 0. */
+static void put_row_end(Render *R, const KFlash *f, int L, const char *end) {
+  if (!f->t_last) return;
+  rc_line(R, L, "{");
+  bind_share(R, f, L + 1, "0");
+  rc_put_assign(R, L + 1, "const int64_t lt_last", f->t_last);
+  rc_line(R, L + 1, "if (lt_last + 1 < %s) %s = lt_last + 1;", end, end);
+  rc_line(R, L, "}");
+}
+
+/* Head `i`'s outputs divided by its sum, stored (the value variables bound). */
+static void put_head_store(Render *R, const KFlash *f, int L, const char *i) {
+  const long long W = (long long)f->width;
+  rc_line(R, L, "float lt_os[%lld];", W);
+  rc_line(R, L, "__builtin_memcpy(lt_os, lt_o[%s], sizeof lt_os);", i);
+  rc_line(R, L, "for (int64_t lt_cc = 0; lt_cc < %lldLL; lt_cc++) {", W);
+  bind_values(R, f, L + 1);
+  rc_line(R, L + 1, "const float %s = lt_os[lt_cc] / lt_l[%s];", R->tmp_name[f->o_tmp], i);
+  rc_put_stmt(R, f->store, L + 1);
+  rc_line(R, L, "}");
+}
+
 /* The vector form's item state: each head's q as vectors, zero outputs, the softmax's max and sum; lt_end. */
 static void put_vec_start(Render *R, const KFlash *f, int L) {
   const long long H = f->rows, D = (long long)f->d_extent, W = (long long)f->width;
-  const char *dv = R->var_name[f->d_var];
   rc_line(R, L, "lt_vf lt_q[%lld][%lld / LT_VW], lt_o[%lld][%lld / LT_VW];", H, D, H, W);
   rc_line(R, L, "float lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld];", H, LT_FT, H, H);
   /* rows that are not f32 in memory are converted into these (put_row_pointer) */
@@ -117,24 +151,11 @@ static void put_vec_start(Render *R, const KFlash *f, int L) {
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
   bind_share(R, f, L + 1, "lt_r");
   rc_line(R, L + 1, "float lt_qs[%lld];", D);
-  rc_line(R, L + 1, "for (int64_t %s = 0; %s < %lldLL; %s++) {", dv, dv, D, dv);
-  char lhs[96];
-  snprintf(lhs, sizeof lhs, "lt_qs[%s]", dv);
-  rc_put_assign(R, L + 2, lhs, f->q);
-  rc_line(R, L + 1, "}");
+  put_head_start(R, f, L + 1, "lt_qs", "lt_r");
   rc_line(R, L + 1, "__builtin_memcpy(lt_q[lt_r], lt_qs, sizeof lt_qs);");
-  rc_line(R, L + 1, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_o[lt_r][lt_c] = (lt_vf){0};", W);
-  rc_line(R, L + 1, "lt_mx[lt_r] = -INFINITY;");
-  rc_line(R, L + 1, "lt_l[lt_r] = 0.0f;");
   rc_line(R, L, "}");
   rc_line(R, L, "int64_t lt_end = lt_T;");
-  if (f->t_last) {
-    rc_line(R, L, "{");
-    bind_share(R, f, L + 1, "0");
-    rc_put_assign(R, L + 1, "const int64_t lt_last", f->t_last);
-    rc_line(R, L + 1, "if (lt_last + 1 < lt_end) lt_end = lt_last + 1;");
-    rc_line(R, L, "}");
-  }
+  put_row_end(R, f, L, "lt_end");
 }
 
 /* A tile's scores: each key's row offsets (k's and v's) once, its k row dotted with every head's q. */
@@ -205,7 +226,7 @@ static void put_vec_values(Render *R, const KFlash *f, int L) {
 }
 
 static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
-  const long long GB = (long long)(f->groups / f->rows), W = (long long)f->width;
+  const long long GB = (long long)(f->groups / f->rows);
   int L = open_items(R, f, level, GB);
   rc_line(R, L, "const int64_t lt_gb = lt_w %% %lldLL;", GB);
   bind_groups(R, f, L);
@@ -220,13 +241,7 @@ static void put_flash_cpu_vec(Render *R, const KFlash *f, int level) {
   rc_line(R, L, "}");
   rc_line(R, L, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", (long long)f->rows);
   bind_share(R, f, L + 1, "lt_r");
-  rc_line(R, L + 1, "float lt_os[%lld];", W);
-  rc_line(R, L + 1, "__builtin_memcpy(lt_os, lt_o[lt_r], sizeof lt_os);");
-  rc_line(R, L + 1, "for (int64_t lt_cc = 0; lt_cc < %lldLL; lt_cc++) {", W);
-  bind_values(R, f, L + 2);
-  rc_line(R, L + 2, "const float %s = lt_os[lt_cc] / lt_l[lt_r];", R->tmp_name[f->o_tmp]);
-  rc_put_stmt(R, f->store, L + 2);
-  rc_line(R, L + 1, "}");
+  put_head_store(R, f, L + 1, "lt_r");
   rc_line(R, L, "}");
   close_items(R, level);
 }
@@ -244,7 +259,7 @@ static int reads_var(const Expr *e, int v) { return v >= 64 || ((e->varmask >> v
 static void put_flash_cpu_block(Render *R, const KFlash *f, int level) {
   const long long H = f->rows, D = (long long)f->d_extent, W = (long long)f->width;
   const long long G = (long long)f->groups, GB = G / H, NP = LT_QB * H;
-  const char *dv = R->var_name[f->d_var], *tv = R->var_name[f->t_var];
+  const char *tv = R->var_name[f->t_var];
   char mrow[64] = "";
   if (f->m_var >= 0)
     snprintf(mrow, sizeof mrow, "const int64_t %s = lt_qb * %d + lt_qi;", R->var_name[f->m_var], LT_QB);
@@ -271,26 +286,13 @@ static void put_flash_cpu_block(Render *R, const KFlash *f, int level) {
   rc_line(R, L, "for (int lt_qi = 0; lt_qi < lt_nq; lt_qi++) {");
   if (*mrow) rc_line(R, L + 1, "%s", mrow);
   rc_line(R, L + 1, "int64_t lt_e = lt_T;");
-  if (f->t_last) {
-    rc_line(R, L + 1, "{");
-    bind_share(R, f, L + 2, "0");
-    rc_put_assign(R, L + 2, "const int64_t lt_last", f->t_last);
-    rc_line(R, L + 2, "if (lt_last + 1 < lt_e) lt_e = lt_last + 1;");
-    rc_line(R, L + 1, "}");
-  }
+  put_row_end(R, f, L + 1, "lt_e");
   rc_line(R, L + 1, "lt_qend[lt_qi] = lt_e;");
   rc_line(R, L + 1, "if (lt_e > lt_end) lt_end = lt_e;");
   rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
   bind_share(R, f, L + 2, "lt_r");
   rc_line(R, L + 2, "const int lt_i = lt_qi * %lld + lt_r;", H);
-  rc_line(R, L + 2, "for (int64_t %s = 0; %s < %lldLL; %s++) {", dv, dv, D, dv);
-  char lhs[96];
-  snprintf(lhs, sizeof lhs, "lt_q[lt_i][%s]", dv);
-  rc_put_assign(R, L + 3, lhs, f->q);
-  rc_line(R, L + 2, "}");
-  rc_line(R, L + 2, "for (int lt_c = 0; lt_c < %lld / LT_VW; lt_c++) lt_o[lt_i][lt_c] = (lt_vf){0};", W);
-  rc_line(R, L + 2, "lt_mx[lt_i] = -INFINITY;");
-  rc_line(R, L + 2, "lt_l[lt_i] = 0.0f;");
+  put_head_start(R, f, L + 2, "lt_q[lt_i]", "lt_i");
   rc_line(R, L + 1, "}");
   rc_line(R, L, "}");
   rc_line(R, L, "for (int64_t lt_t0 = 0; lt_t0 < lt_end; lt_t0 += %d) {", LT_FT);
@@ -365,13 +367,7 @@ static void put_flash_cpu_block(Render *R, const KFlash *f, int level) {
   rc_line(R, L + 1, "for (int lt_r = 0; lt_r < %lld; lt_r++) {", H);
   bind_share(R, f, L + 2, "lt_r");
   rc_line(R, L + 2, "const int lt_i = lt_qi * %lld + lt_r;", H);
-  rc_line(R, L + 2, "float lt_os[%lld];", W);
-  rc_line(R, L + 2, "__builtin_memcpy(lt_os, lt_o[lt_i], sizeof lt_os);");
-  rc_line(R, L + 2, "for (int64_t lt_cc = 0; lt_cc < %lldLL; lt_cc++) {", W);
-  bind_values(R, f, L + 3);
-  rc_line(R, L + 3, "const float %s = lt_os[lt_cc] / lt_l[lt_i];", R->tmp_name[f->o_tmp]);
-  rc_put_stmt(R, f->store, L + 3);
-  rc_line(R, L + 2, "}");
+  put_head_store(R, f, L + 2, "lt_i");
   rc_line(R, L + 1, "}");
   rc_line(R, L, "}");
   close_items(R, level);

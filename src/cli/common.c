@@ -14,10 +14,24 @@
 #include "../hub/hub.h"
 #include "../model/presets.h"
 
+/* Text into path (stdout without one). A regular file (or a new one) is written whole through a temporary and a
+ * rename, so a reader never sees half of it; anything else (a device such as /dev/null, a FIFO, a symbolic link)
+ * is written in place: a rename would replace the device node or the link itself. */
+static int write_in_place(const char *path, const char *text, size_t n, int newline) {
+  FILE *f = fopen(path, "w");
+  int ok = f && fwrite(text, 1, n, f) == n && (!newline || fputc('\n', f) != EOF);
+  int err = errno;
+  if (f && fclose(f) != 0 && ok) ok = 0, err = errno;
+  if (!ok) report_msg("cannot write %s: %s", path, strerror(err));
+  return ok;
+}
+
 int write_text_file(const char *path, const char *text) {
   size_t n = strlen(text);
   int newline = n == 0 || text[n - 1] != '\n';
   if (!path) return fwrite(text, 1, n, stdout) == n && (!newline || fputc('\n', stdout) != EOF);
+  struct stat st;
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) return write_in_place(path, text, n, newline);
   size_t cap = strlen(path) + 32;
   char *tmp = xmalloc(cap, "a temporary file name");
   snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "testutil.h"
+#include "host_prog_testutil.h"
 #include "backend/nvrtc.h"
 #include "code/render_common.h"
 #include "driver/pipeline.h"
@@ -238,38 +239,6 @@ static const char HOST_RANDOM_BLOCKS[] =
     "      w[i * bytes + halves[h]] = (unsigned char)v, w[i * bytes + halves[h] + 1] = (unsigned char)(v >> 8);\n"
     "    }\n"
     "}\n";
-
-/* A host program's source in a fresh temporary directory, built and run there. */
-typedef struct HostProg {
-  char dir[32], src[96], exe[96];
-} HostProg;
-
-static void host_prog_write(HostProg *p, const char *file, const char *text) {
-  snprintf(p->dir, sizeof p->dir, "/tmp/lathe-qtest-XXXXXX");
-  assert_non_null(mkdtemp(p->dir));
-  snprintf(p->src, sizeof p->src, "%s/%s", p->dir, file);
-  snprintf(p->exe, sizeof p->exe, "%s/prog", p->dir);
-  FILE *f = fopen(p->src, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-/* Builds the program with compile (a compiler and its flags), runs it, its output to out (NULL: the test's own
- * output), removes the executable; the shell's status. */
-static int host_prog_run(const HostProg *p, const char *compile, const char *out) {
-  char cmd[800];
-  snprintf(cmd, sizeof cmd, "%s -o %s %s -lm 2>&1 && %s%s%s", compile, p->exe, p->src, p->exe, out ? " > " : "",
-           out ? out : "");
-  int rc = system(cmd);
-  unlink(p->exe);
-  return rc;
-}
-
-static void host_prog_remove(const HostProg *p) {
-  unlink(p->src);
-  rmdir(p->dir);
-}
 
 /* The CUDA decoders compiled for the host (the CUDA intrinsics as plain f32 operations, no contraction):
  * lt_dq8_FORMAT(p, i) gives lt_dq_FORMAT(p, i + j) for every j, bit for bit, at every i = 8n of random blocks

@@ -490,8 +490,9 @@ static void int_dot_forms_agree_bitwise(void **state) {
   three_builds_agree(&src, "forms.c", "the tile form differs from the row form", 8 * 9 * 8 * 9);
 }
 
-/* The CPU's f16 dot products (render_hdot.c: lt_hdot over one f32 activation row, lt_hdott over a tile of 8, lt_hdott2
- * over a tile for two weight rows, each as lt_hdott alone) against
+/* The CPU's f16 dot products (render_hdot.c: lt_hdot over one f32 activation row, lt_hdott over a tile of 8, lt_hdottm
+ * over a tile for LT_HROWS weight rows, each as lt_hdott alone, and lt_hdott_pc walking the rows through its cache)
+ * against
  * the sum of the converted weights times the activations in double (within 1e-5 of the sum of |w x|: f32 rounding of
  * 16 lanes over 256 elements), and the same bits in every form: alone or in a tile, with AVX-512 (vcvtph2ps of 16
  * halves), AVX2 with F16C (8) and the scalar fallback (lt_f16_to_f32), compiled with the CPU backend's flags
@@ -517,23 +518,29 @@ static void half_dots_match_and_agree(void **state) {
       &src,
       /* 256 elements a row, and 1184: AVX2's pair form takes rows of more than 640 in steps of 512 (two whole
        * steps and a part) */
-      "enum { NMAX = 1184, ROWS = 9 };\n"
-      "static unsigned short w[ROWS * NMAX];\n"
+      "enum { NMAX = 1184, ROWS = 9, SPARE = 4 }; /* SPARE >= LT_HROWS in every form, so all draw the same values */\n"
+      "static unsigned short w[(ROWS + SPARE) * NMAX];\n"
       "static float x[8][NMAX], tile[8 * NMAX];\n"
       "static int rows(int N) {\n"
-      "  for (int i = 0; i < ROWS * N; i++)\n"
+      "  for (int i = 0; i < (ROWS + SPARE) * N; i++)\n"
       "    w[i] = (unsigned short)((rnd() & 0x83ffu) | (i % 97 ? 9 + rnd() % 13 : 0) << 10);\n"
       "  for (int t = 0; t < 8; t++) {\n"
       "    for (int i = 0; i < N; i++) x[t][i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f * (float)(1 << t);\n"
       "    lt_htile_row(x[t], tile, t, N);\n"
       "  }\n"
+      "  lt_hpair pc = {0};\n"
       "  for (int r = 0; r < ROWS; r++) {\n"
-      "    float got[8], pair[2][8];\n"
-      "    lt_hdott2(w + r * N, w + (r + 1) % ROWS * N, N, tile, pair[0], pair[1]);\n"
-      "    lt_hdott(w + (r + 1) % ROWS * N, N, tile, got);\n"
-      "    if (memcmp(pair[1], got, sizeof got)) { printf(\"n %d, row %d: the pair's second row differs\\n\", N, r); return 1; }\n"
+      "    float got[8], first[8], more[LT_HROWS - 1][8], walked[8];\n"
+      "    lt_hdottm(w + r * N, N, tile, first, more);\n"
+      "    for (int j = 0; j < LT_HROWS - 1; j++) {\n"
+      "      lt_hdott(w + (r + 1 + j) * N, N, tile, got);\n"
+      "      if (memcmp(more[j], got, sizeof got)) { printf(\"n %d, row %d: the group's row %d differs\\n\", N, r, j + 1); return 1; }\n"
+      "    }\n"
       "    lt_hdott(w + r * N, N, tile, got);\n"
-      "    if (memcmp(pair[0], got, sizeof got)) { printf(\"n %d, row %d: the pair's first row differs\\n\", N, r); return 1; }\n"
+      "    if (memcmp(first, got, sizeof got)) { printf(\"n %d, row %d: the group's first row differs\\n\", N, r); return 1; }\n"
+      /* rows in order through the cache, the weights ending at row ROWS (its last rows one at a time) */
+      "    lt_hdott_pc(w + r * N, N, tile, walked, &pc, (double)N, w + ROWS * N);\n"
+      "    if (memcmp(walked, got, sizeof got)) { printf(\"n %d, row %d: through the row cache it differs\\n\", N, r); return 1; }\n"
       "    for (int t = 0; t < 8; t++) {\n"
       "      double want = 0, mag = 0;\n"
       "      for (int i = 0; i < N; i++) {\n"

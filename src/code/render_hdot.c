@@ -100,9 +100,11 @@ static const char hdot_c[] =
     "  }\n"
     "  for (int t = 0; t < 8; t++) out[t] = lt_h16_sum(a[t]);\n"
     "}\n"
-    /* two weight rows against the tile, each as lt_hdott computes it alone (the same lanes, FMAs and tree): each
-     * chunk of tile values loaded once for both rows */
+    /* LT_HROWS consecutive weight rows against the tile, each as lt_hdott computes it alone (the same lanes, FMAs and
+     * tree): each chunk of tile values loaded once for all of them. lt_hdottm(w, n, tile, out, more): row w into out,
+     * the next LT_HROWS - 1 rows into more. AVX-512: two rows */
     "#if defined(__AVX512F__) && !defined(LT_QDOT_SCALAR)\n"
+    "#define LT_HROWS 2\n"
     "static inline void lt_hdott2(lt_hp w, lt_hp w2, int n, const float *tile, float *out, float *out2) {\n"
     "  lt_h16 a[8], b[8];\n"
     "  for (int t = 0; t < 8; t++) a[t] = lt_h16_zero(), b[t] = lt_h16_zero();\n"
@@ -117,63 +119,73 @@ static const char hdot_c[] =
     "  }\n"
     "  for (int t = 0; t < 8; t++) out[t] = lt_h16_sum(a[t]), out2[t] = lt_h16_sum(b[t]);\n"
     "}\n"
+    "static inline void lt_hdottm(lt_hp w, int n, const float *tile, float *out, float (*more)[8]) {\n"
+    "  lt_hdott2(w, w + n, n, tile, out, more[0]);\n"
+    "}\n"
     "#elif defined(LT_QDOT_AVX2) && defined(__F16C__)\n"
-    /* AVX2: 16 more 8-lane accumulators would not fit its 16 registers, so four passes over the two rows (tile rows
-     * 0-3 then 4-7, lanes 0-7 then 8-15), each with 8 accumulators: per 16 elements two conversions and four tile
-     * loads (kept in a register, LT_OPQ, rather than folded into both FMAs) for eight FMAs. A row of more than 640
-     * elements (a tile past 20 KB) is taken in steps of 512, the four passes over each step, so that the step's tile
-     * stays in L1 between passes (the accumulators wait in memory between steps; each lane still adds its elements in
-     * order) */
-    "static inline void lt_hdott2(lt_hp w, lt_hp w2, int n, const float *tile, float *out, float *out2) {\n"
-    "  __m256 acc[2][2][8];\n"
+    /* AVX2: three weight rows at once, in four passes (tile rows 0-3 then 4-7, lanes 0-7 then 8-15), each with 12
+     * accumulators: per 16 elements three conversions and four tile loads (kept in a register, LT_OPQ, rather than
+     * folded into three FMAs) for twelve FMAs, the 16 registers exactly. A row of more than 640 elements (a tile past
+     * 20 KB) is taken in steps of 512, the four passes over each step, so that the step's tile stays in L1 between
+     * passes (the accumulators wait in memory between steps; each lane still adds its elements in order) */
+    "#define LT_HROWS 3\n"
+    "static inline void lt_hdottm(lt_hp w, int n, const float *tile, float *out, float (*more)[8]) {\n"
+    "  __m256 acc[2][2][12];\n"
     "  const int step = n <= 640 ? n : 512;\n"
+    "  lt_hp w2 = w + n, w3 = w + 2 * (long long)n;\n"
     "  for (int k0 = 0; k0 < n; k0 += step) {\n"
     "    const int k1 = k0 + step < n ? k0 + step : n;\n"
     "    for (int g = 0; g < 2; g++)\n"
     "      for (int h = 0; h < 2; h++) {\n"
-    "        __m256 a[4], b[4];\n"
+    "        __m256 a[4], b[4], c[4];\n"
     "        for (int r = 0; r < 4; r++) {\n"
     "          a[r] = k0 ? acc[g][h][r] : _mm256_setzero_ps();\n"
     "          b[r] = k0 ? acc[g][h][4 + r] : _mm256_setzero_ps();\n"
+    "          c[r] = k0 ? acc[g][h][8 + r] : _mm256_setzero_ps();\n"
     "        }\n"
     "        for (int i = k0; i < k1; i += 16) {\n"
-    "          if (g == 0 && h == 0 && !(i & 31)) __builtin_prefetch(w + i + LT_QPF / 2), __builtin_prefetch(w2 + i + LT_QPF / 2);\n"
+    "          if (g == 0 && h == 0 && !(i & 31))\n"
+    "            __builtin_prefetch(w + i + LT_QPF / 2), __builtin_prefetch(w2 + i + LT_QPF / 2), __builtin_prefetch(w3 + i + LT_QPF / 2);\n"
     "          const float *x = tile + (long long)i * 8 + 64 * g + 8 * h;\n"
     "          const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8 * h)));\n"
     "          const __m256 wu = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w2 + i + 8 * h)));\n"
+    "          const __m256 wt = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w3 + i + 8 * h)));\n"
     "          for (int r = 0; r < 4; r++) {\n"
     "            __m256 xv = _mm256_loadu_ps(x + 16 * r);\n"
     "            LT_OPQ(xv);\n"
-    "            a[r] = _mm256_fmadd_ps(wv, xv, a[r]), b[r] = _mm256_fmadd_ps(wu, xv, b[r]);\n"
+    "            a[r] = _mm256_fmadd_ps(wv, xv, a[r]), b[r] = _mm256_fmadd_ps(wu, xv, b[r]), c[r] = _mm256_fmadd_ps(wt, xv, c[r]);\n"
     "          }\n"
     "        }\n"
-    "        for (int r = 0; r < 4; r++) acc[g][h][r] = a[r], acc[g][h][4 + r] = b[r];\n"
+    "        for (int r = 0; r < 4; r++) acc[g][h][r] = a[r], acc[g][h][4 + r] = b[r], acc[g][h][8 + r] = c[r];\n"
     "      }\n"
     "  }\n"
     "  for (int g = 0; g < 2; g++)\n"
     "    for (int r = 0; r < 4; r++) {\n"
     "      out[4 * g + r] = lt_h16_sum((lt_h16){acc[g][0][r], acc[g][1][r]});\n"
-    "      out2[4 * g + r] = lt_h16_sum((lt_h16){acc[g][0][4 + r], acc[g][1][4 + r]});\n"
+    "      more[0][4 * g + r] = lt_h16_sum((lt_h16){acc[g][0][4 + r], acc[g][1][4 + r]});\n"
+    "      more[1][4 * g + r] = lt_h16_sum((lt_h16){acc[g][0][8 + r], acc[g][1][8 + r]});\n"
     "    }\n"
     "}\n"
+    /* neither: two rows one after the other, so the row cache below is exercised the same way */
     "#else\n"
-    "static inline void lt_hdott2(lt_hp w, lt_hp w2, int n, const float *tile, float *out, float *out2) {\n"
+    "#define LT_HROWS 2\n"
+    "static inline void lt_hdottm(lt_hp w, int n, const float *tile, float *out, float (*more)[8]) {\n"
     "  lt_hdott(w, n, tile, out);\n"
-    "  lt_hdott(w2, n, tile, out2);\n"
+    "  lt_hdott(w + n, n, tile, more[0]);\n"
     "}\n"
     "#endif\n"
     /* A thread's consecutive points of a tiled kernel take consecutive weight rows against one tile (the block of rows
-     * is the slower point index), so a point computes its row and the next one (lt_hdott2) and keeps the next one's
-     * sums in pc, keyed by that row and the tile's fill (gen: the row cache's count of fills); the next point takes
-     * them. Without pc, or where the next row would pass the weights' end, one row. */
-    "typedef struct lt_hpair { lt_hp w; double gen; float v[8]; } lt_hpair;\n"
+     * is the slower point index), so a point computes its row and the next LT_HROWS - 1 (lt_hdottm) and keeps their
+     * sums in pc, keyed by the next row and the tile's fill (gen: the row cache's count of fills); the next points
+     * take them in turn. Without pc, or where the rows would pass the weights' end, one row. */
+    "typedef struct lt_hpair { lt_hp w; double gen; int next, left; float v[LT_HROWS - 1][8]; } lt_hpair;\n"
     "static inline void lt_hdott_pc(lt_hp w, int n, const float *tile, float *out, lt_hpair *pc, double gen, lt_hp end) {\n"
-    "  if (pc && pc->w == w && pc->gen == gen) {\n"
-    "    for (int t = 0; t < 8; t++) out[t] = pc->v[t];\n"
-    "    pc->w = 0;\n"
-    "  } else if (pc && end && w + 2 * (long long)n <= end) {\n"
-    "    lt_hdott2(w, w + n, n, tile, out, pc->v);\n"
-    "    pc->w = w + n, pc->gen = gen;\n"
+    "  if (pc && pc->left && pc->w == w && pc->gen == gen) {\n"
+    "    for (int t = 0; t < 8; t++) out[t] = pc->v[pc->next][t];\n"
+    "    pc->next++, pc->left--, pc->w = w + n;\n"
+    "  } else if (pc && end && w + LT_HROWS * (long long)n <= end) {\n"
+    "    lt_hdottm(w, n, tile, out, pc->v);\n"
+    "    pc->w = w + n, pc->gen = gen, pc->next = 0, pc->left = LT_HROWS - 1;\n"
     "  } else {\n"
     "    lt_hdott(w, n, tile, out);\n"
     "  }\n"

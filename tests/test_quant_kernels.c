@@ -516,7 +516,7 @@ static void half_dots_match_and_agree(void **state) {
   sb_puts(&src, HOST_RANDOM_BLOCKS);
   sb_puts(
       &src,
-      /* 256 elements a row, and 1184: AVX2's pair form takes rows of more than 640 in steps of 512 (two whole
+      /* 256 elements a row, and 1184: AVX2's three-row form takes rows of more than 640 in steps of 512 (two whole
        * steps and a part) */
       "enum { NMAX = 1184, ROWS = 9, SPARE = 4 }; /* SPARE >= LT_HROWS in every form, so all draw the same values */\n"
       "static unsigned short w[(ROWS + SPARE) * NMAX];\n"

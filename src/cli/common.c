@@ -14,40 +14,39 @@
 #include "../hub/hub.h"
 #include "../model/presets.h"
 
-/* Text into path (stdout without one). A regular file (or a new one) is written whole through a temporary and a
- * rename, so a reader never sees half of it; anything else (a device such as /dev/null, a FIFO, a symbolic link)
- * is written in place: a rename would replace the device node or the link itself. */
-static int write_in_place(const char *path, const char *text, size_t n, int newline) {
-  FILE *f = fopen(path, "w");
-  int ok = f && fwrite(text, 1, n, f) == n && (!newline || fputc('\n', f) != EOF);
-  int err = errno;
-  if (f && fclose(f) != 0 && ok) ok = 0, err = errno;
-  if (!ok) report_msg("cannot write %s: %s", path, strerror(err));
+static int put_text(FILE *f, const char *text, size_t n, int newline) {
+  return fwrite(text, 1, n, f) == n && (!newline || fputc('\n', f) != EOF);
+}
+
+/* Text into the file `name`, created or truncated, and closed; on failure 0 and errno's value in *err. *opened:
+ * whether the file was opened (so created, where it was new). */
+static int write_to(const char *name, const char *text, size_t n, int newline, int *opened, int *err) {
+  FILE *f = fopen(name, "w");
+  int ok = f && put_text(f, text, n, newline);
+  *opened = f != NULL, *err = errno;
+  if (f && fclose(f) != 0 && ok) ok = 0, *err = errno;
   return ok;
 }
 
+/* Text into path (stdout without one). A regular file (or a new one) is written whole through a temporary and a
+ * rename, so a reader never sees half of it; anything else (a device such as /dev/null, a FIFO, a symbolic link)
+ * is written in place: a rename would replace the device node or the link itself. */
 int write_text_file(const char *path, const char *text) {
   size_t n = strlen(text);
   int newline = n == 0 || text[n - 1] != '\n';
-  if (!path) return fwrite(text, 1, n, stdout) == n && (!newline || fputc('\n', stdout) != EOF);
+  if (!path) return put_text(stdout, text, n, newline);
   struct stat st;
-  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) return write_in_place(path, text, n, newline);
-  size_t cap = strlen(path) + 32;
-  char *tmp = xmalloc(cap, "a temporary file name");
-  snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  int ok = f && fwrite(text, 1, n, f) == n && (!newline || fputc('\n', f) != EOF);
-  int err = errno;
-  if (f && fclose(f) != 0 && ok) {
-    ok = 0;
-    err = errno;
+  char *tmp = NULL;
+  if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) {
+    size_t cap = strlen(path) + 32;
+    tmp = xmalloc(cap, "a temporary file name");
+    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
   }
-  if (ok && rename(tmp, path) != 0) {
-    ok = 0;
-    err = errno;
-  }
+  int opened = 0, err = 0;
+  int ok = write_to(tmp ? tmp : path, text, n, newline, &opened, &err);
+  if (ok && tmp && rename(tmp, path) != 0) ok = 0, err = errno;
   if (!ok) {
-    if (f) remove(tmp);
+    if (tmp && opened) remove(tmp);
     report_msg("cannot write %s: %s", path, strerror(err));
   }
   free(tmp);

@@ -102,10 +102,11 @@ static const char hdot_c[] =
     "}\n"
     /* LT_HROWS consecutive weight rows against the tile, each as lt_hdott computes it alone (the same lanes, FMAs and
      * tree): each chunk of tile values loaded once for all of them. lt_hdottm(w, n, tile, out, more): row w into out,
-     * the next LT_HROWS - 1 rows into more. AVX-512: two rows */
+     * the next LT_HROWS - 1 rows into more. AVX-512: two rows, each chunk of the tile loaded once for both */
     "#if defined(__AVX512F__) && !defined(LT_QDOT_SCALAR)\n"
     "#define LT_HROWS 2\n"
-    "static inline void lt_hdott2(lt_hp w, lt_hp w2, int n, const float *tile, float *out, float *out2) {\n"
+    "static inline void lt_hdottm(lt_hp w, int n, const float *tile, float *out, float (*more)[8]) {\n"
+    "  lt_hp w2 = w + n;\n"
     "  lt_h16 a[8], b[8];\n"
     "  for (int t = 0; t < 8; t++) a[t] = lt_h16_zero(), b[t] = lt_h16_zero();\n"
     "  for (int i = 0; i < n; i += 16) {\n"
@@ -117,10 +118,7 @@ static const char hdot_c[] =
     "      a[t] = _mm512_fmadd_ps(wv, xv, a[t]), b[t] = _mm512_fmadd_ps(wu, xv, b[t]);\n"
     "    }\n"
     "  }\n"
-    "  for (int t = 0; t < 8; t++) out[t] = lt_h16_sum(a[t]), out2[t] = lt_h16_sum(b[t]);\n"
-    "}\n"
-    "static inline void lt_hdottm(lt_hp w, int n, const float *tile, float *out, float (*more)[8]) {\n"
-    "  lt_hdott2(w, w + n, n, tile, out, more[0]);\n"
+    "  for (int t = 0; t < 8; t++) out[t] = lt_h16_sum(a[t]), more[0][t] = lt_h16_sum(b[t]);\n"
     "}\n"
     "#elif defined(LT_QDOT_AVX2) && defined(__F16C__)\n"
     /* AVX2: three weight rows at once, in four passes (tile rows 0-3 then 4-7, lanes 0-7 then 8-15), each with 12
@@ -178,14 +176,14 @@ static const char hdot_c[] =
      * is the slower point index), so a point computes its row and the next LT_HROWS - 1 (lt_hdottm) and keeps their
      * sums in pc, keyed by the next row and the tile's fill (gen: the row cache's count of fills); the next points
      * take them in turn. Without pc, or where the rows would pass the weights' end, one row. */
-    "typedef struct lt_hpair { lt_hp w; double gen; int next, left; float v[LT_HROWS - 1][8]; } lt_hpair;\n"
+    "typedef struct lt_hpair { lt_hp w; double gen; int next; float v[LT_HROWS - 1][8]; } lt_hpair; /* v[next..]: rows w.. */\n"
     "static inline void lt_hdott_pc(lt_hp w, int n, const float *tile, float *out, lt_hpair *pc, double gen, lt_hp end) {\n"
-    "  if (pc && pc->left && pc->w == w && pc->gen == gen) {\n"
+    "  if (pc && pc->next < LT_HROWS - 1 && pc->w == w && pc->gen == gen) {\n"
     "    for (int t = 0; t < 8; t++) out[t] = pc->v[pc->next][t];\n"
-    "    pc->next++, pc->left--, pc->w = w + n;\n"
+    "    pc->next++, pc->w = w + n;\n"
     "  } else if (pc && end && w + LT_HROWS * (long long)n <= end) {\n"
     "    lt_hdottm(w, n, tile, out, pc->v);\n"
-    "    pc->w = w + n, pc->gen = gen, pc->next = 0, pc->left = LT_HROWS - 1;\n"
+    "    pc->w = w + n, pc->gen = gen, pc->next = 0;\n"
     "  } else {\n"
     "    lt_hdott(w, n, tile, out);\n"
     "  }\n"

@@ -122,15 +122,18 @@ void rc_c_kernel(Render *R, const KKernel *kk) {
   R->hpairs = 0;
   R->hpairs_total = pairs;
   if (slots) { /* each thread's row caches for this launch (KS_QROW): the rows (64-byte aligned: a tile's row of a
-                 block is one cache line), and flag + RC_QKEYS keys per slot */
+                 block is one cache line), flag + RC_QKEYS keys per slot, and the f16 tiles' row records (lt_hpair),
+                 each thread's keys and records on cache lines of their own: the records are written at every point,
+                 and a line two threads write moves between their cores each time */
     sb_printf(o, "  const int64_t lt_nslots = %d, lt_slot_bytes = %lld, lt_nt = omp_get_max_threads();\n", slots,
               (long long)bytes);
     sb_puts(o, "  unsigned char *lt_qr = (unsigned char *)aligned_alloc(64, (size_t)(lt_nt * lt_nslots * "
                "lt_slot_bytes));\n");
-    sb_printf(o, "  double *lt_qk = (double *)calloc((size_t)(lt_nt * lt_nslots * %d), sizeof(double));\n",
+    sb_printf(o, "  const int64_t lt_qks = (lt_nslots * %d + 7) / 8 * 8; /* a thread's keys: whole cache lines */\n",
               RC_QKEYS + 1);
+    sb_puts(o, "  double *lt_qk = (double *)lt_zalloc64((size_t)(lt_nt * lt_qks) * sizeof(double));\n");
     if (pairs) {
-      sb_printf(o, "  lt_hpair *lt_hpc = (lt_hpair *)calloc((size_t)(lt_nt * %d), sizeof(lt_hpair));\n", pairs);
+      sb_printf(o, "  lt_hpair *lt_hpc = (lt_hpair *)lt_zalloc64((size_t)(lt_nt * %d) * sizeof(lt_hpair));\n", pairs);
       sb_puts(o, "  if (!lt_hpc) free(lt_qr), lt_qr = 0;\n");
     }
     sb_puts(o, "  if (!lt_qr || !lt_qk) free(lt_qr), free(lt_qk), lt_qr = 0, lt_qk = 0;\n");

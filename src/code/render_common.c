@@ -322,6 +322,95 @@ static void find_qkeys(void *ctx, const Expr *e) {
   else k->over = 1;
 }
 
+/* The kernel's temporaries that are fixed values: declared once (KS_DECL) and written by nothing else, from an
+ * expression whose loads read global buffers the kernel does not write. */
+typedef struct FixedTmps {
+  const Expr *value[K_MAX_TMPS];
+  unsigned char writes[K_MAX_TMPS];
+} FixedTmps;
+
+static void count_write(FixedTmps *f, int tmp, const Expr *value) {
+  if (tmp < 0 || tmp >= K_MAX_TMPS) return;
+  if (f->writes[tmp] < 2) f->writes[tmp]++;
+  f->value[tmp] = value;
+}
+
+static void find_tmp_writes(const KStmt *s, FixedTmps *f) {
+  if (!s) return;
+  switch (s->kind) {
+  case KS_DECL: count_write(f, s->tmp, s->value); break;
+  case KS_ASSIGN:
+  case KS_WARP_REDUCE:
+  case KS_VQDOT: count_write(f, s->tmp, NULL), count_write(f, s->tmp, NULL); break;
+  case KS_VLOAD:
+    for (int i = 0; i < s->count; i++) count_write(f, s->tmp + i, NULL), count_write(f, s->tmp + i, NULL);
+    break;
+  case KS_QDOT:
+    count_write(f, s->tmp, NULL), count_write(f, s->tmp, NULL);
+    for (int t = 0; s->rows == 8 && t < 8; t++)
+      count_write(f, s->row_tmp[t], NULL), count_write(f, s->row_tmp[t], NULL);
+    break;
+  default: break;
+  }
+  for (int i = 0; i < s->nbody; i++) find_tmp_writes(s->body[i], f);
+}
+
+typedef struct LoadCheck {
+  const KKernel *kk;
+  int bad;
+} LoadCheck;
+
+static void check_fixed_load(void *ctx, const Expr *e) {
+  LoadCheck *c = ctx;
+  if (e->op != X_LOAD) return;
+  if (e->aux != MEM_GLOBAL) c->bad = 1;
+  for (int i = 0; i < c->kk->nparams; i++)
+    if (c->kk->params[i].buf == (int)e->ival && c->kk->params[i].is_output) c->bad = 1;
+}
+
+static const Expr *fixed_value(const Render *R, const FixedTmps *f, int tmp) {
+  if (tmp < 0 || tmp >= K_MAX_TMPS || f->writes[tmp] != 1 || !f->value[tmp]) return NULL;
+  LoadCheck c = {R->kk, 0};
+  ex_visit(f->value[tmp], check_fixed_load, &c);
+  return c.bad ? NULL : f->value[tmp];
+}
+
+static int key_index(const QKeys *k, const Expr *e) {
+  for (int i = 0; i < k->n; i++)
+    if (k->e[i]->op == e->op && k->e[i]->ival == e->ival) return i;
+  return -1;
+}
+
+/* Drops from k each fixed temporary whose value reads only keys that stay or were dropped before it, each a
+ * variable or a fixed temporary: its value follows from theirs, so the key without it tells the same rows apart,
+ * and what computes it (a norm's square root) is only needed where the row is filled. Only ever removes keys, so a
+ * key never varies more. */
+static void reduce_qkeys(const Render *R, QKeys *k) {
+  FixedTmps f = {{0}, {0}};
+  find_tmp_writes(R->kk->body, &f);
+  int dropped[RC_QKEYS] = {0}, changed = 1;
+  while (changed) {
+    changed = 0;
+    for (int i = 0; i < k->n; i++) {
+      const Expr *v = dropped[i] || k->e[i]->op != X_TMP ? NULL : fixed_value(R, &f, (int)k->e[i]->ival);
+      if (!v) continue;
+      QKeys leaves = {.skip_var = -1};
+      ex_visit(v, find_qkeys, &leaves);
+      int ok = !leaves.over;
+      for (int j = 0; ok && j < leaves.n; j++) { /* a leaf that can change later (an accumulator) would not do */
+        const Expr *l = leaves.e[j];
+        const int at = key_index(k, l);
+        ok = at >= 0 && at != i && (l->op == X_VAR ? l->ival != k->skip_var : fixed_value(R, &f, (int)l->ival) != NULL);
+      }
+      if (ok) dropped[i] = changed = 1;
+    }
+  }
+  int n = 0;
+  for (int i = 0; i < k->n; i++)
+    if (!dropped[i]) k->e[n++] = k->e[i];
+  k->n = n;
+}
+
 /* C, KS_QROW: this thread's slot (lt_qr, lt_qk: render_c.c) is filled unless its key (a flag, then each key
  * value) says it holds this row; without them (no memory) an array of the point, filled every time. */
 /* One activation row of n elements into dst: for (v = 0; v < n; v++) dst[v] = x. */
@@ -345,6 +434,7 @@ static void put_qrow(Render *R, const KStmt *s, int level) {
   if (s->value) ex_visit(s->value, find_qkeys, &k);
   for (int t = 0; tile && t < 8; t++)
     if (s->idx[t]) ex_visit(s->idx[t], find_qkeys, &k);
+  if (!k.over) reduce_qkeys(R, &k);
   const int f32 = s->dtype == DT_F32, half = s->dtype == DT_F16; /* half: f32 activations for f16 weights */
   if (R->dl != &rc_dialect_c || !(tile ? s->idx[7] != NULL : s->value != NULL) || (s->rows && !tile) || (tile && f32) ||
       s->count <= 0 || s->var < 0 || s->var >= L_MAX_VARS || k.over || !R->var_name[s->var] ||
@@ -358,8 +448,8 @@ static void put_qrow(Render *R, const KStmt *s, int level) {
   if (f32) snprintf(row, sizeof row, "%s", R->smem_name[s->buf]);
   else snprintf(row, sizeof row, "lt_q%d", q);
   rc_line(R, level, "%s lt_qs%d[%d];", type, q, half && tile ? 8 * s->count : s->count);
-  rc_line(R, level, "double *const lt_qk%d = lt_qr ? lt_qk + ((int64_t)lt_thread() * lt_nslots + %d) * %d : 0;", q, q,
-          RC_QKEYS + 1);
+  rc_line(R, level, "double *const lt_qk%d = lt_qr ? lt_qk + (int64_t)lt_thread() * lt_qks + %d : 0;", q,
+          q * (RC_QKEYS + 1));
   rc_line(R, level,
           "%s *const %s = lt_qr ? (%s *)(lt_qr + ((int64_t)lt_thread() * lt_nslots + %d) * lt_slot_bytes) : "
           "lt_qs%d;",

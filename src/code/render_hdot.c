@@ -176,7 +176,7 @@ static const char hdot_c[] =
      * is the slower point index), so a point computes its row and the next LT_HROWS - 1 (lt_hdottm) and keeps their
      * sums in pc, keyed by the next row and the tile's fill (gen: the row cache's count of fills); the next points
      * take them in turn. Without pc, or where the rows would pass the weights' end, one row. */
-    "typedef struct lt_hpair { lt_hp w; double gen; int next; float v[LT_HROWS - 1][8]; } lt_hpair; /* v[next..]: rows w.. */\n"
+    "typedef struct __attribute__((aligned(64))) lt_hpair { lt_hp w; double gen; int next; float v[LT_HROWS - 1][8]; } lt_hpair; /* v[next..]: rows w.. */\n"
     "static inline void lt_hdott_pc(lt_hp w, int n, const float *tile, float *out, lt_hpair *pc, double gen, lt_hp end) {\n"
     "  if (pc && pc->next < LT_HROWS - 1 && pc->w == w && pc->gen == gen) {\n"
     "    for (int t = 0; t < 8; t++) out[t] = pc->v[pc->next][t];\n"

@@ -126,6 +126,13 @@ static const char rowcache_c_head[] =
     "#endif\n"
     /* the thread's number is fixed for the whole parallel loop: const, so its calls leave the point loop */
     "__attribute__((const)) static int lt_thread(void) { return omp_get_thread_num(); }\n"
+    /* zeroed memory on cache lines of its own (a size rounded up to them, as aligned_alloc asks) */
+    "static inline void *lt_zalloc64(size_t n) {\n"
+    "  n = (n + 63) / 64 * 64;\n"
+    "  void *p = aligned_alloc(64, n ? n : 64);\n"
+    "  if (p) __builtin_memset(p, 0, n);\n"
+    "  return p;\n"
+    "}\n"
     "#if defined(__AVX2__) && defined(__FMA__) && !defined(LT_QDOT_SCALAR)\n"
     "#define LT_QDOT_AVX2 1\n"
     "#include <immintrin.h>\n"

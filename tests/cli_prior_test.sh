@@ -28,11 +28,17 @@ expect_error fit_not_goldens 'bad.json: not a lathe goldens file' -- fit --from 
 P='x: f32[seq, 64]; w: f32[96, 64]; y = linear(x, w)'
 expect export_nothing 0 'exported 0 kernel structures \(0 measurements\)' -- tune -e "$P" --dim seq=8 --export "$tmp/none.json"
 expect tune_small 0 'program: default' -- tune -e "$P" --dim seq=8 --max-candidates 6 --repeats 3 --target cpu
-expect export_small 0 'exported 1 kernel structures \([6-9][0-9]* measurements\)' -- tune -e "$P" --dim seq=8 --export "$tmp/g.json"
+# six candidates measured, then the near-ties measured again (search.c): 6 to 12 measurements, as the timings fall
+expect export_small 0 'exported 1 kernel structures \(([6-9]|1[0-2]) measurements\)' -- tune -e "$P" --dim seq=8 --export "$tmp/g.json"
 if python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["kernels"][0]["pool"] else 1)' "$tmp/g.json" &&
    grep -q '"format": "lathe-goldens"' "$tmp/g.json" && grep -q '"pool"' "$tmp/g.json" &&
    grep -q '"best"' "$tmp/g.json" && grep -q '"commit"' "$tmp/g.json"; then pass export_format
 else fail export_format "$(head -c 300 "$tmp/g.json")"; fi
+# what follows fits on that export with its timings spread apart (each 25% slower than the one before): a live
+# tuning of a 2 us kernel can leave every measurement within 3% of the others, which gives a fit no pairs
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
+for i, m in enumerate(j["kernels"][0]["pool"]): m.update(status="ok", median_us=10.0 * 1.25 ** i, min_us=10.0 * 1.25 ** i, max_us=10.0 * 1.25 ** i)
+json.dump(j, open(sys.argv[1], "w"), indent=1)' "$tmp/g.json"
 expect fit_small 0 'prior fitted on [0-9]+ pairs of 1 kernels written to' -- fit --from "$tmp/g.json" --out "$tmp/prior.json"
 if grep -q '"format": "lathe-prior"' "$tmp/prior.json"; then pass fit_writes_prior; else fail fit_writes_prior "no prior"; fi
 # a given prior file under the gate (the held-out check of bench/prior_holdout.sh), its reach stored and read back

@@ -329,26 +329,31 @@ typedef struct FixedTmps {
   unsigned char writes[K_MAX_TMPS];
 } FixedTmps;
 
-static void count_write(FixedTmps *f, int tmp, const Expr *value) {
+/* tmp as written by a declaration of `value` (declared twice: not fixed) */
+static void declared(FixedTmps *f, int tmp, const Expr *value) {
   if (tmp < 0 || tmp >= K_MAX_TMPS) return;
-  if (f->writes[tmp] < 2) f->writes[tmp]++;
+  f->writes[tmp] = f->writes[tmp] ? 2 : 1;
   f->value[tmp] = value;
+}
+
+/* tmp as written by something else than its declaration: not fixed */
+static void assigned(FixedTmps *f, int tmp) {
+  if (tmp >= 0 && tmp < K_MAX_TMPS) f->writes[tmp] = 2;
 }
 
 static void find_tmp_writes(const KStmt *s, FixedTmps *f) {
   if (!s) return;
   switch (s->kind) {
-  case KS_DECL: count_write(f, s->tmp, s->value); break;
+  case KS_DECL: declared(f, s->tmp, s->value); break;
   case KS_ASSIGN:
   case KS_WARP_REDUCE:
-  case KS_VQDOT: count_write(f, s->tmp, NULL), count_write(f, s->tmp, NULL); break;
+  case KS_VQDOT: assigned(f, s->tmp); break;
   case KS_VLOAD:
-    for (int i = 0; i < s->count; i++) count_write(f, s->tmp + i, NULL), count_write(f, s->tmp + i, NULL);
+    for (int i = 0; i < s->count; i++) assigned(f, s->tmp + i);
     break;
   case KS_QDOT:
-    count_write(f, s->tmp, NULL), count_write(f, s->tmp, NULL);
-    for (int t = 0; s->rows == 8 && t < 8; t++)
-      count_write(f, s->row_tmp[t], NULL), count_write(f, s->row_tmp[t], NULL);
+    assigned(f, s->tmp);
+    for (int t = 0; s->rows == 8 && t < 8; t++) assigned(f, s->row_tmp[t]);
     break;
   default: break;
   }

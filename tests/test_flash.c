@@ -360,11 +360,11 @@ static void cpu_vector_form(void **state) {
                  "v = permute(paged_gather(c2, t, r, len=ctx), [0, 2, 1, 3])\n"
                  "return attention(q, k, v, kv_len=n)",
                  1, 2, 0, (const char *[]){"lt_kp = lt_kb;", NULL});
-  /* a contiguous cache: the vector form up to 8 query rows, the block form (4 rows an item, each tile's k
+  /* a contiguous cache: the vector form up to 8 query rows, the block form (16 rows an item, each tile's k
    * transposed) past 64, the scalar form between, in one function */
   check_cpu_form("q: f32[1,8,seq,64]; k: f32[1,2,seq,64]; v: f32[1,2,seq,64]\nreturn attention(q, k, v, true)", 1, 4, 8,
                  (const char *[]){"if (lt_rows <= 8)", "lt_vf lt_q[4][64 / LT_VW], lt_o[4][64 / LT_VW];",
-                                  "else if (lt_rows > 64)", "float lt_q[16][64], lt_p[16][64]",
+                                  "else if (lt_rows > 64)", "float lt_q[64][64], lt_p[64][64]",
                                   "lt_kt[lt_d][lt_j] = lt_kp[lt_d];", "float lt_q[64], lt_o[64]", NULL});
   /* head width 24: the scalar form, one head an item */
   check_cpu_form("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)", 0, 1, 0,

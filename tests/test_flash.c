@@ -366,6 +366,9 @@ static void cpu_vector_form(void **state) {
                  (const char *[]){"if (lt_rows <= 8)", "lt_vf lt_q[4][64 / LT_VW], lt_o[4][64 / LT_VW];",
                                   "else if (lt_rows > 64)", "float lt_q[64][64], lt_p[64][64]",
                                   "lt_kt[lt_d][lt_j] = lt_kp[lt_d];", "float lt_q[64], lt_o[64]", NULL});
+  /* 8 heads reading one k and v: the block form's items take 8 rows, so 64 (row, head) pairs as with 4 heads */
+  check_cpu_form("q: f32[1,8,seq,64]; k: f32[1,1,seq,64]; v: f32[1,1,seq,64]\nreturn attention(q, k, v, true)", 1, 8, 8,
+                 (const char *[]){"float lt_q[64][64], lt_p[64][64]", "int64_t lt_qend[8], lt_end = 0;", NULL});
   /* head width 24: the scalar form, one head an item */
   check_cpu_form("q: f32[1,6,1,24]; k: f32[1,2,seq,24]; v: f32[1,2,seq,24]\nreturn attention(q, k, v, true)", 0, 1, 0,
                  (const char *[]){"float lt_q[24]", NULL});

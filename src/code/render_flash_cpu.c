@@ -23,8 +23,11 @@
 
 #define LT_FT 64 /* keys a tile */
 /* query rows a work item of the block form: each tile's k and v rows are copied (k transposed) once per item, and
- * 4 rows an item spent about a third of a prefill's attention on the copies (16: 1.2-1.5x faster; 32: slower) */
+ * 4 rows an item spent about a third of a prefill's attention on the copies (16: 1.2-1.5x faster; 32: slower).
+ * At most LT_QB_PAIRS (row, head) pairs an item, so that many heads sharing k and v keep the item's arrays (on the
+ * thread's stack) as small as 16 rows of 4 heads. */
 #define LT_QB 16
+#define LT_QB_PAIRS 64
 
 /* The value variables from the flat column lt_cc (< width): one value axis is lt_cc itself, which keeps its index
  * affine for the vectorizer. */
@@ -253,29 +256,28 @@ static void put_flash_cpu_scalar(Render *R, const KFlash *f, int level);
 /* Whether e reads variable v (unknown past the mask's 64: yes). */
 static int reads_var(const Expr *e, int v) { return v >= 64 || ((e->varmask >> v) & 1); }
 
-/* The block form: a work item is LT_QB consecutive query rows and the heads that share k and v. Each tile's k rows
- * are transposed once into lt_kt (d-major) and its v rows copied into lt_vt, so a (row, head)'s scores are
- * whole-vector FMAs over d with q broadcast (no horizontal sums), for LT_QB x rows pairs a tile. A row's result
- * does not depend on its block: keys in tiles from 0, its keys past its own last masked (exact zeros added), a tile
- * all masked for it skipped. */
+/* The block form: a work item is QB consecutive query rows (LT_QB, fewer where many heads share k and v) and those
+ * heads. Each tile's k rows are transposed once into lt_kt (d-major) and its v rows copied into lt_vt, so a (row,
+ * head)'s scores are whole-vector FMAs over d with q broadcast (no horizontal sums), for QB x rows pairs a tile. A
+ * row's result does not depend on its block: keys in tiles from 0, its keys past its own last masked (exact zeros
+ * added), a tile all masked for it skipped. */
 static void put_flash_cpu_block(Render *R, const KFlash *f, int level) {
   const long long H = f->rows, D = (long long)f->d_extent, W = (long long)f->width;
-  const long long G = (long long)f->groups, GB = G / H, NP = LT_QB * H;
+  const int QB = H >= LT_QB_PAIRS ? 1 : LT_QB_PAIRS / H < LT_QB ? (int)(LT_QB_PAIRS / H) : LT_QB;
+  const long long G = (long long)f->groups, GB = G / H, NP = QB * H;
   const char *tv = R->var_name[f->t_var];
   char mrow[64] = "";
-  if (f->m_var >= 0)
-    snprintf(mrow, sizeof mrow, "const int64_t %s = lt_qb * %d + lt_qi;", R->var_name[f->m_var], LT_QB);
+  if (f->m_var >= 0) snprintf(mrow, sizeof mrow, "const int64_t %s = lt_qb * %d + lt_qi;", R->var_name[f->m_var], QB);
   rc_line(R, level, "{");
   int L = level + 1;
   rc_put_assign(R, L, "const int64_t lt_M", f->m_extent);
   rc_put_assign(R, L, "const int64_t lt_T", f->t_extent);
   rc_line(R, L, "#pragma omp parallel for schedule(static, 1) if (%d <= lt_M * %lldLL * lt_T * %lldLL)",
           OMP_MIN_RUNTIME_WORK, G, D + W);
-  rc_line(R, L, "for (int64_t lt_w = 0; lt_w < (lt_M + %d) / %d * %lldLL; lt_w++) {", LT_QB - 1, LT_QB, GB);
+  rc_line(R, L, "for (int64_t lt_w = 0; lt_w < (lt_M + %d) / %d * %lldLL; lt_w++) {", QB - 1, QB, GB);
   L++;
   rc_line(R, L, "const int64_t lt_qb = lt_w / %lldLL, lt_gb = lt_w %% %lldLL;", GB, GB);
-  rc_line(R, L, "const int lt_nq = lt_M - lt_qb * %d < %d ? (int)(lt_M - lt_qb * %d) : %d;", LT_QB, LT_QB, LT_QB,
-          LT_QB);
+  rc_line(R, L, "const int lt_nq = lt_M - lt_qb * %d < %d ? (int)(lt_M - lt_qb * %d) : %d;", QB, QB, QB, QB);
   bind_groups(R, f, L);
   rc_line(R, L, "float lt_q[%lld][%lld], lt_p[%lld][%d], lt_mx[%lld], lt_l[%lld], lt_tm[%lld];", NP, D, NP, LT_FT, NP,
           NP, NP);
@@ -283,7 +285,7 @@ static void put_flash_cpu_block(Render *R, const KFlash *f, int level) {
   rc_line(R, L, "float lt_kt[%lld][%d], lt_vt[%d][%lld];", D, LT_FT, LT_FT, W);
   if (!f32_buffer(R, f->k_at)) rc_line(R, L, "float lt_kb[%lld];", D);
   if (!f32_buffer(R, f->v_at)) rc_line(R, L, "float lt_vb[%lld];", W);
-  rc_line(R, L, "int64_t lt_qend[%d], lt_end = 0;", LT_QB);
+  rc_line(R, L, "int64_t lt_qend[%d], lt_end = 0;", QB);
   /* each row's q, zero outputs, softmax state and last key + 1 */
   rc_line(R, L, "for (int lt_qi = 0; lt_qi < lt_nq; lt_qi++) {");
   if (*mrow) rc_line(R, L + 1, "%s", mrow);

@@ -368,9 +368,7 @@ typedef struct LoadCheck {
 static void check_fixed_load(void *ctx, const Expr *e) {
   LoadCheck *c = ctx;
   if (e->op != X_LOAD) return;
-  if (e->aux != MEM_GLOBAL) c->bad = 1;
-  for (int i = 0; i < c->kk->nparams; i++)
-    if (c->kk->params[i].buf == (int)e->ival && c->kk->params[i].is_output) c->bad = 1;
+  if (e->aux != MEM_GLOBAL || kernel_param_of(c->kk, (int)e->ival, 1) >= 0) c->bad = 1;
 }
 
 static const Expr *fixed_value(const Render *R, const FixedTmps *f, int tmp) {

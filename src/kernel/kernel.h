@@ -272,6 +272,8 @@ typedef struct KProgram {
 } KProgram;
 
 KProgram *kernel_from_tile(const TileProgram *tp, Diag *d);
+/* The index of kk's parameter for buffer buf that the kernel writes (output 1) or only reads (0), else -1. */
+int kernel_param_of(const KKernel *kk, int buf, int output);
 /* Kernel i's tensor-core pre-pass takes over kernel i - 1 where that one only computes a row statistic (or a
  * row normalized by one) that no other kernel reads: the pre-pass computes it per row, and kernel i - 1
  * launches nothing whenever the GEMM variant runs. Returns whether it did. */

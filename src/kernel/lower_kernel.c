@@ -248,6 +248,12 @@ typedef struct Collect {
   int failed;
 } Collect;
 
+int kernel_param_of(const KKernel *kk, int buf, int output) {
+  for (int i = 0; i < kk->nparams; i++)
+    if (kk->params[i].buf == buf && kk->params[i].is_output == output) return i;
+  return -1;
+}
+
 static void add_param(Collect *c, int buf, int is_output) {
   KKernel *kk = c->kk;
   for (int i = 0; i < kk->nparams; i++)

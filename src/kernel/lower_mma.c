@@ -245,12 +245,6 @@ static int like_products(Lower *L, const KMma *m, int b, int nidx, Expr *const *
   return at == ex_add(P, ex_mul(P, ex_var(P, m->m_var), ex_int(P, m->n_total)), ex_var(P, m->n_var[0]));
 }
 
-static int param_of(const KKernel *kk, int buf, int output) {
-  for (int i = 0; i < kk->nparams; i++)
-    if (kk->params[i].buf == buf && kk->params[i].is_output == output) return i;
-  return -1;
-}
-
 /* Whether the library GEMM can write the kernel's output itself (lib->direct_out, direct_add): when the epilogue
  * would only copy the products or add them to another buffer of the same layout (a residual), that is one weight
  * read at its column's own row, one plane of A, and the store of sum (+ that buffer) into an f32 buffer laid out
@@ -267,10 +261,10 @@ static void direct_output(Lower *L, const KMma *m, KGemmLib *lib) {
   if (v != acc) {
     const Expr *r = v->op == X_ADD && v->a[0] == acc ? v->a[1] : v->op == X_ADD && v->a[1] == acc ? v->a[0] : NULL;
     if (!r || r->op != X_LOAD || r->aux != MEM_GLOBAL || r->ival == st->buf ||
-        !like_products(L, m, (int)r->ival, r->n, r->a) || (add = param_of(L->kk, (int)r->ival, 0)) < 0)
+        !like_products(L, m, (int)r->ival, r->n, r->a) || (add = kernel_param_of(L->kk, (int)r->ival, 0)) < 0)
       return;
   }
-  lib->direct_out = param_of(L->kk, st->buf, 1);
+  lib->direct_out = kernel_param_of(L->kk, st->buf, 1);
   lib->direct_add = lib->direct_out >= 0 ? add : -1;
 }
 
@@ -476,8 +470,8 @@ int kl_mma_fuse_row_stat(const TileProgram *tp, KProgram *kp, int i) {
   if (probe.na_bufs < 0) return 0;
   int add[LIB_MAX_A_BUFS], nadd = 0;
   for (int b = 0; b < probe.na_bufs; b++) {
-    if (param_of(pre, probe.a_bufs[b], 0) >= 0) continue;
-    if (param_of(pre, probe.a_bufs[b], 1) >= 0) return 0; /* the GEMM writes what it would read */
+    if (kernel_param_of(pre, probe.a_bufs[b], 0) >= 0) continue;
+    if (kernel_param_of(pre, probe.a_bufs[b], 1) >= 0) return 0; /* the GEMM writes what it would read */
     add[nadd++] = probe.a_bufs[b];
   }
   if (pre->nparams + nadd > K_MAX_PARAMS) return 0;
